@@ -1,0 +1,325 @@
+// Package seqstore defines where inorder keeps sequence state: the sender's
+// counter and journal (outbox) per stream, and the receiver's cursor per
+// stream.
+//
+// A stream is one ordered sequence: a queue name and a message group within
+// it. Sequence ids start at 1 and have no holes on the sender. Every stream
+// also has an epoch, chosen when its sender state is first created (see
+// NewEpoch), so that a receiver can tell "the sender lost its state and began
+// again at 1" (a greater epoch) from "this is an old duplicate" (same epoch,
+// seq below the cursor).
+//
+// Implementations live in sub-packages (memstore, filestore, redisstore,
+// sqlstore) and all run the conformance suite in storetest.
+//
+// # Durability and group commit
+//
+// Reserve and Advance return nil only once their effect is durable as the
+// implementation defines it (fsync, Redis write, SQL commit). Concurrent calls
+// coalesce: one fsync, round trip or transaction serves every caller waiting
+// at that moment, across streams.
+//
+// # Errors
+//
+// Failures wrap the sentinels below (ErrConflict, ErrClosed, ...) so callers
+// test them with errors.Is. Backend errors stay reachable with errors.As.
+package seqstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Sentinel errors.
+var (
+	// ErrConflict means a compare-and-set Advance found a cursor other than
+	// the one it expected: another receiver (or a stale view of this one)
+	// moved the stream.
+	ErrConflict = errors.New("seqstore: cursor conflict")
+	// ErrClosed is returned by every method called after Close.
+	ErrClosed = errors.New("seqstore: store closed")
+	// ErrInvalidStream means a stream name breaks the rules of Stream.Validate.
+	ErrInvalidStream = errors.New("seqstore: invalid stream")
+	// ErrInvalidArgument means a call's arguments are inconsistent (moving a
+	// cursor backwards, a journal whose length differs from n, n < 1, ...).
+	ErrInvalidArgument = errors.New("seqstore: invalid argument")
+	// ErrOverflow means a counter would pass MaxSeq.
+	ErrOverflow = errors.New("seqstore: sequence overflow")
+	// ErrCorrupt means stored state failed validation (bad checksum in the
+	// middle of a log, a foreign or malformed row or key). A store never
+	// silently resets corrupt state.
+	ErrCorrupt = errors.New("seqstore: corrupt state")
+	// ErrLocked means the store's storage is held by another process.
+	ErrLocked = errors.New("seqstore: store locked by another process")
+)
+
+const (
+	// MaxSeq is the largest sequence id and epoch a store accepts, so that
+	// both fit a signed 64-bit column.
+	MaxSeq = 1<<63 - 1
+	// MaxQueueLen is the longest queue name, in bytes.
+	MaxQueueLen = 256
+	// MaxGroupLen is the longest group name, in bytes.
+	MaxGroupLen = 128
+	// MaxSkipped is how many skipped ranges a cursor keeps; older ones are
+	// dropped first.
+	MaxSkipped = 16
+)
+
+// Stream names one ordered sequence: a queue and a message group within it.
+// The empty group is the default group.
+type Stream struct {
+	Queue string
+	Group string
+}
+
+// Validate reports whether s is a valid stream: Queue is 1..MaxQueueLen bytes
+// and Group 0..MaxGroupLen bytes, both valid UTF-8 without NUL bytes. Any
+// other byte is allowed, so stores must treat names as data (quoted
+// parameters, escaped keys), never as syntax.
+func (s Stream) Validate() error {
+	if len(s.Queue) == 0 || len(s.Queue) > MaxQueueLen {
+		return fmt.Errorf("%w: queue name must be 1..%d bytes, got %d", ErrInvalidStream, MaxQueueLen, len(s.Queue))
+	}
+	if len(s.Group) > MaxGroupLen {
+		return fmt.Errorf("%w: group must be at most %d bytes, got %d", ErrInvalidStream, MaxGroupLen, len(s.Group))
+	}
+	for _, part := range [...]string{s.Queue, s.Group} {
+		if !utf8.ValidString(part) {
+			return fmt.Errorf("%w: %q is not valid UTF-8", ErrInvalidStream, part)
+		}
+		if strings.IndexByte(part, 0) >= 0 {
+			return fmt.Errorf("%w: %q contains a NUL byte", ErrInvalidStream, part)
+		}
+	}
+	return nil
+}
+
+// Key returns an encoding of s that is unique per stream and uses only the
+// bytes [A-Za-z0-9._~-] and one '/' between queue and group; every other byte
+// is written as %XX. It suits file names, Redis keys (no braces, so it can sit
+// inside a hash tag) and log lines.
+func (s Stream) Key() string {
+	var b strings.Builder
+	b.Grow(len(s.Queue) + len(s.Group) + 1)
+	escapeKey(&b, s.Queue)
+	b.WriteByte('/')
+	escapeKey(&b, s.Group)
+	return b.String()
+}
+
+// ParseKey is the inverse of Stream.Key.
+func ParseKey(key string) (Stream, error) {
+	q, g, ok := strings.Cut(key, "/")
+	if !ok {
+		return Stream{}, fmt.Errorf("%w: key %q has no '/'", ErrCorrupt, key)
+	}
+	var s Stream
+	var err error
+	if s.Queue, err = unescapeKey(q); err != nil {
+		return Stream{}, err
+	}
+	if s.Group, err = unescapeKey(g); err != nil {
+		return Stream{}, err
+	}
+	if err := s.Validate(); err != nil {
+		return Stream{}, fmt.Errorf("%w: key %q: %v", ErrCorrupt, key, err)
+	}
+	return s, nil
+}
+
+func (s Stream) String() string { return s.Key() }
+
+const hexDigits = "0123456789ABCDEF"
+
+func keySafe(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c == '.' || c == '_' || c == '~' || c == '-'
+}
+
+func escapeKey(b *strings.Builder, s string) {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if keySafe(c) {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hexDigits[c>>4])
+		b.WriteByte(hexDigits[c&15])
+	}
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+func unescapeKey(s string) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case keySafe(c):
+			b.WriteByte(c)
+		case c == '%' && i+2 < len(s):
+			hi, ok1 := unhex(s[i+1])
+			lo, ok2 := unhex(s[i+2])
+			if !ok1 || !ok2 {
+				return "", fmt.Errorf("%w: bad escape in key %q", ErrCorrupt, s)
+			}
+			b.WriteByte(hi<<4 | lo)
+			i += 2
+		default:
+			return "", fmt.Errorf("%w: bad byte %q in key %q", ErrCorrupt, c, s)
+		}
+	}
+	return b.String(), nil
+}
+
+// NewEpoch returns a fresh epoch for a sender stream created at now: the high
+// bits are the wall clock in milliseconds and the low 20 bits are random, so
+// an epoch chosen later compares greater (to the millisecond) and two senders
+// that start in the same millisecond still differ. The result is in
+// 1..MaxSeq.
+func NewEpoch(now time.Time) uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	ms := uint64(now.UnixMilli()) & (1<<43 - 1)
+	return (ms<<20 | binary.LittleEndian.Uint64(b[:])&(1<<20-1)) & MaxSeq
+}
+
+// Reservation is the result of Reserve: the stream's epoch and the first of
+// the consecutive seqs allocated.
+type Reservation struct {
+	Epoch uint64
+	First uint64
+}
+
+// Entry is a journaled message: reserved in durable-send mode and not yet
+// marked sent.
+type Entry struct {
+	Stream Stream
+	Epoch  uint64
+	Seq    uint64
+	Body   []byte
+}
+
+// Range is an inclusive range of seqs of one epoch.
+type Range struct {
+	Epoch       uint64
+	First, Last uint64
+}
+
+// Contains reports whether seq of epoch lies in r.
+func (r Range) Contains(epoch, seq uint64) bool {
+	return r.Epoch == epoch && r.First <= seq && seq <= r.Last
+}
+
+// Cursor is a receiver's position in a stream. The zero Cursor means no
+// receiver has advanced the stream yet.
+type Cursor struct {
+	// Epoch is the sender epoch being consumed; 0 before the first advance.
+	Epoch uint64
+	// Next is the next seq expected (everything below it was handled).
+	Next uint64
+	// Owner is a fencing token compared by Advance; 0 while unused.
+	Owner uint64
+	// Skipped lists the most recent ranges skipped by the gap policy, oldest
+	// first, at most MaxSkipped.
+	Skipped []Range
+}
+
+// Same reports whether c and d have the same Epoch, Next and Owner: the
+// fields Advance compares.
+func (c Cursor) Same(d Cursor) bool {
+	return c.Epoch == d.Epoch && c.Next == d.Next && c.Owner == d.Owner
+}
+
+// Advance is one compare-and-set of a stream's cursor from From to To.
+type Advance struct {
+	Stream Stream
+	From   Cursor
+	To     Cursor
+}
+
+// Check validates a: the stream is valid and To does not move backwards from
+// From (a lower epoch, or the same epoch with a lower Next).
+func (a Advance) Check() error {
+	if err := a.Stream.Validate(); err != nil {
+		return err
+	}
+	if a.To.Epoch < a.From.Epoch || a.To.Epoch == a.From.Epoch && a.To.Next < a.From.Next {
+		return fmt.Errorf("%w: cursor of %s would move backwards from %d/%d to %d/%d",
+			ErrInvalidArgument, a.Stream, a.From.Epoch, a.From.Next, a.To.Epoch, a.To.Next)
+	}
+	if a.To.Epoch > MaxSeq || a.To.Next > MaxSeq {
+		return fmt.Errorf("%w: cursor of %s beyond MaxSeq", ErrOverflow, a.Stream)
+	}
+	if len(a.To.Skipped) > MaxSkipped {
+		return fmt.Errorf("%w: %d skipped ranges, at most %d", ErrInvalidArgument, len(a.To.Skipped), MaxSkipped)
+	}
+	return nil
+}
+
+// ConflictError reports the streams whose cursors did not match in an Advance
+// batch. It wraps ErrConflict.
+type ConflictError struct {
+	Streams []Stream
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("seqstore: cursor conflict on %d stream(s), first %s", len(e.Streams), e.Streams[0])
+}
+
+func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+// Store keeps sender counters, the send journal and receiver cursors. All
+// methods are safe for concurrent use; concurrent calls coalesce into shared
+// writes (group commit).
+type Store interface {
+	// Reserve durably allocates n (>= 1) consecutive seqs of stream s and
+	// returns the stream's epoch and the first seq. The first Reserve of a
+	// stream creates its sender state with NewEpoch and first seq 1. When
+	// journal is not nil it must hold n bodies, which are stored in the same
+	// durable write, keyed by seq, until marked by Sent (durable-send mode).
+	// A nil journal stores only the counter (fast mode).
+	Reserve(ctx context.Context, s Stream, n int, journal [][]byte) (Reservation, error)
+
+	// Sent marks journal entries of s as handed to the queue, so Pending no
+	// longer lists them. It may return before the mark is durable: a lost
+	// mark only makes recovery send a duplicate, which receivers drop.
+	// Unknown seqs are ignored.
+	Sent(ctx context.Context, s Stream, seqs []uint64) error
+
+	// Pending lists the journal entries of streams of queue that are not
+	// marked sent, ordered by stream key and then seq.
+	Pending(ctx context.Context, queue string) ([]Entry, error)
+
+	// Cursor returns the receiver cursor of s, or the zero Cursor if none
+	// was ever stored.
+	Cursor(ctx context.Context, s Stream) (Cursor, error)
+
+	// Advance applies a batch of compare-and-set cursor moves atomically:
+	// either all are applied or none. If the stored Epoch, Next or Owner of
+	// any stream differs from its From (a missing cursor equals the zero
+	// Cursor), nothing is applied and the error is a *ConflictError naming
+	// every such stream. A stream may appear at most once per batch. To's
+	// Skipped list replaces the stored one.
+	Advance(ctx context.Context, batch []Advance) error
+
+	// Close releases the store. It waits for writes in progress; later calls
+	// return ErrClosed. Close is idempotent.
+	Close() error
+}
