@@ -1,0 +1,87 @@
+package ordered
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/inorder/inorder/ordered/driver"
+	"github.com/inorder/inorder/seqstore"
+)
+
+// Options configures a Queue. The zero value (or a nil *Options) selects the
+// documented defaults.
+type Options struct {
+	// Name names this queue's streams in the store: a stream is (Name,
+	// group). Senders and receivers of one queue must use the same Name.
+	// Default "default". Use distinct names when one store serves several
+	// queues.
+	Name string
+
+	// Logger receives the Queue's logs with stable keys (group, epoch, seq,
+	// err). Nil discards them.
+	Logger *slog.Logger
+
+	// Hooks are called on notable events; see Hooks.
+	Hooks Hooks
+
+	// Retry bounds the backoff of retried driver and store calls.
+	Retry RetryOptions
+
+	// Send configures the send side.
+	Send SendOptions
+
+	// Receive configures the receive side.
+	Receive ReceiveOptions
+}
+
+// RetryOptions bounds the exponential backoff, with full jitter, between
+// attempts of a retryable driver or store call.
+type RetryOptions struct {
+	// Initial is the first backoff. Default 50ms.
+	Initial time.Duration
+	// Max caps the backoff. Default 5s.
+	Max time.Duration
+}
+
+func (o *Options) setDefaults(limits driver.Limits) error {
+	if o.Name == "" {
+		o.Name = "default"
+	}
+	if err := (seqstore.Stream{Queue: o.Name}).Validate(); err != nil {
+		return fmt.Errorf("ordered: options: name: %w", err)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Retry.Initial == 0 {
+		o.Retry.Initial = 50 * time.Millisecond
+	}
+	if o.Retry.Max == 0 {
+		o.Retry.Max = 5 * time.Second
+	}
+	if o.Retry.Initial < 0 || o.Retry.Max < o.Retry.Initial {
+		return errors.New("ordered: options: retry: need 0 < Initial <= Max")
+	}
+	if limits.MaxBatch < 1 || limits.MaxBody < 1 {
+		return fmt.Errorf("ordered: driver limits invalid: MaxBatch %d, MaxBody %d", limits.MaxBatch, limits.MaxBody)
+	}
+	if err := o.Send.setDefaults(limits); err != nil {
+		return err
+	}
+	return o.Receive.setDefaults(limits)
+}
+
+// backoff returns the wait before retry number attempt (1 for the first
+// retry): exponential from Initial, capped at Max, with full jitter.
+func (o *RetryOptions) backoff(attempt int) time.Duration {
+	d := o.Initial
+	for i := 1; i < attempt && d < o.Max; i++ {
+		d *= 2
+	}
+	d = min(d, o.Max)
+	return d/2 + rand.N(d/2+1)
+}

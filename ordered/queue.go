@@ -1,0 +1,233 @@
+package ordered
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/inorder/inorder/ordered/driver"
+	"github.com/inorder/inorder/seqstore"
+)
+
+// Queue sends and receives messages with strict per-group order over a
+// driver.Queue that does not keep order. One Queue serves both directions,
+// like the MNS sample's OrderedQueueWrapper; a Queue that only sends starts no
+// receive goroutines, and one that only receives starts no send goroutines.
+//
+// All methods are safe for concurrent use.
+type Queue struct {
+	drv    driver.Queue
+	store  seqstore.Store
+	opts   Options // defaults applied
+	log    *slog.Logger
+	limits driver.Limits
+
+	// life is cancelled when Close gives up waiting; background goroutines
+	// derive their contexts from it.
+	life context.Context
+	stop context.CancelFunc
+
+	mu     sync.Mutex
+	closed bool
+	snd    *sender   // nil until the first send or a recovery
+	rcv    *receiver // nil until the first Receive or Run
+	done   chan struct{}
+	errc   error // Close's result, valid once done is closed
+
+	req requestCounters
+}
+
+// New returns a Queue over drv that keeps its sequence state in store. Both
+// stay owned by the caller: Close does not close them.
+//
+// ctx bounds the work New does before it returns: reading the send journal
+// of store (in durable-send mode) so that messages reserved but never handed
+// to the queue by an earlier process are sent again in the background.
+func New(ctx context.Context, drv driver.Queue, store seqstore.Store, opts *Options) (*Queue, error) {
+	if drv == nil {
+		return nil, errors.New("ordered: nil driver")
+	}
+	if store == nil {
+		return nil, errors.New("ordered: nil store")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	limits := drv.Limits()
+	if err := o.setDefaults(limits); err != nil {
+		return nil, err
+	}
+	life, stop := context.WithCancel(context.Background())
+	q := &Queue{
+		drv:    drv,
+		store:  store,
+		opts:   o,
+		log:    o.Logger,
+		limits: limits,
+		life:   life,
+		stop:   stop,
+		done:   make(chan struct{}),
+	}
+	if err := q.recoverOnNew(ctx); err != nil {
+		stop()
+		return nil, err
+	}
+	return q, nil
+}
+
+// Close stops the Queue: it stops admitting sends and deliveries, waits for
+// sends in flight, makes acknowledged cursor advances durable and deletes
+// their messages from the queue, and waits for every goroutine the Queue
+// started. When ctx ends first, Close abandons the remaining work (messages
+// not yet deleted come back after their visibility timeout; nothing
+// acknowledged is lost, at worst it is delivered again) and returns an error
+// wrapping ctx.Err(). Close is idempotent: later calls wait for the first one
+// and return its result.
+func (q *Queue) Close(ctx context.Context) error {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		select {
+		case <-q.done:
+			return q.errc
+		case <-ctx.Done():
+			return fmt.Errorf("ordered: close: %w", ctx.Err())
+		}
+	}
+	q.closed = true
+	snd, rcv := q.snd, q.rcv
+	q.mu.Unlock()
+
+	var errs []error
+	if rcv != nil {
+		errs = append(errs, rcv.close(ctx))
+	}
+	if snd != nil {
+		errs = append(errs, snd.close(ctx))
+	}
+	q.stop()
+	q.errc = errors.Join(errs...)
+	close(q.done)
+	return q.errc
+}
+
+// sender returns the send side, starting it on first use.
+func (q *Queue) sender() (*sender, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return nil, ErrClosed
+	}
+	if q.snd == nil {
+		q.snd = newSender(q)
+	}
+	return q.snd, nil
+}
+
+// receiver returns the receive side, starting it on first use.
+func (q *Queue) receiver() (*receiver, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return nil, ErrClosed
+	}
+	if q.rcv == nil {
+		q.rcv = newReceiver(q)
+	}
+	return q.rcv, nil
+}
+
+// stream names a group of this queue in the store.
+func (q *Queue) stream(group string) seqstore.Stream {
+	return seqstore.Stream{Queue: q.opts.Name, Group: group}
+}
+
+// Stats returns a snapshot of the Queue's counters.
+func (q *Queue) Stats() Stats {
+	q.mu.Lock()
+	snd, rcv := q.snd, q.rcv
+	q.mu.Unlock()
+	var s Stats
+	if snd != nil {
+		s.Send = snd.stats()
+	}
+	if rcv != nil {
+		s.Receive = rcv.stats()
+	}
+	s.Requests = q.req.snapshot()
+	return s
+}
+
+// Stats is a snapshot of a Queue's counters, from Queue.Stats.
+type Stats struct {
+	Send     SendStats
+	Receive  ReceiveStats
+	Requests RequestStats
+}
+
+// RequestStats counts the requests the Queue made to its driver and store.
+type RequestStats struct {
+	Send, Receive, Delete, ChangeVisibility int64 // driver calls by kind
+	EmptyReceive                            int64 // receives that returned nothing
+	Reserve, Sent, Advance                  int64 // store calls by kind
+}
+
+type requestCounters struct {
+	send, receive, emptyReceive, delete, changeVisibility atomic.Int64
+	reserve, sent, advance                                atomic.Int64
+}
+
+func (c *requestCounters) snapshot() RequestStats {
+	return RequestStats{
+		Send: c.send.Load(), Receive: c.receive.Load(), Delete: c.delete.Load(),
+		ChangeVisibility: c.changeVisibility.Load(), EmptyReceive: c.emptyReceive.Load(),
+		Reserve: c.reserve.Load(), Sent: c.sent.Load(), Advance: c.advance.Load(),
+	}
+}
+
+// Driver and store calls go through these wrappers so that every request is
+// counted in Stats.
+
+func (q *Queue) drvSend(ctx context.Context, bodies [][]byte) error {
+	q.req.send.Add(1)
+	return q.drv.SendBatch(ctx, bodies)
+}
+
+func (q *Queue) drvReceive(ctx context.Context, max int, wait time.Duration) ([]*driver.Message, error) {
+	q.req.receive.Add(1)
+	msgs, err := q.drv.ReceiveBatch(ctx, max, wait)
+	if err == nil && len(msgs) == 0 {
+		q.req.emptyReceive.Add(1)
+	}
+	return msgs, err
+}
+
+func (q *Queue) drvDelete(ctx context.Context, receipts []string) error {
+	q.req.delete.Add(1)
+	return q.drv.DeleteBatch(ctx, receipts)
+}
+
+func (q *Queue) drvChangeVisibility(ctx context.Context, receipt string, d time.Duration) (string, error) {
+	q.req.changeVisibility.Add(1)
+	return q.drv.ChangeVisibility(ctx, receipt, d)
+}
+
+func (q *Queue) storeReserve(ctx context.Context, s seqstore.Stream, n int, journal [][]byte) (seqstore.Reservation, error) {
+	q.req.reserve.Add(1)
+	return q.store.Reserve(ctx, s, n, journal)
+}
+
+func (q *Queue) storeSent(ctx context.Context, s seqstore.Stream, seqs []uint64) error {
+	q.req.sent.Add(1)
+	return q.store.Sent(ctx, s, seqs)
+}
+
+func (q *Queue) storeAdvance(ctx context.Context, batch []seqstore.Advance) error {
+	q.req.advance.Add(1)
+	return q.store.Advance(ctx, batch)
+}
