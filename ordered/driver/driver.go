@@ -78,6 +78,10 @@ type Limits struct {
 	// queue accepts after any encoding the driver applies (MNS with base64:
 	// 49152).
 	MaxBody int
+	// MaxBatchBytes is the largest sum of body sizes in one SendBatch, in
+	// bytes as passed to SendBatch (MNS: 64 KiB on the wire, so 49152 with
+	// base64). Zero means MaxBatch * MaxBody.
+	MaxBatchBytes int
 	// MaxWait is the longest wait ReceiveBatch honours (MNS: 30s).
 	MaxWait time.Duration
 	// Visibility is the queue's visibility timeout: how long a received
