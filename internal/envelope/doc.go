@@ -1,0 +1,32 @@
+// Package envelope encodes and decodes the header that inorder puts in front
+// of every message body: the stream's group, the sender epoch and the seq.
+//
+// # Forms
+//
+// The legacy form is byte-compatible with the MNS ordered-queue sample:
+//
+//	#<seq>#<payload>
+//
+// It carries no group and no epoch. The default form carries all three:
+//
+//	#v1;<epoch>;<seq>;<group>#<payload>
+//
+// Numbers are decimal without leading zeros; seq is 1..2^63-1 and epoch
+// 0..2^63-1. A group made only of printable ASCII other than space and the
+// bytes '#', ';', '%' and '~' is written verbatim; any other group is written
+// as '~' followed by the unpadded base64url encoding of its bytes. A group of
+// MaxGroupLen bytes thus needs at most 172 header bytes, and every valid
+// header fits MaxHeaderLen bytes.
+//
+// # Strictness
+//
+// Parse accepts only the canonical encoding of a header, so every header has
+// exactly one encoding and re-encoding a parsed header gives back the bytes
+// it came from. A body without a valid header is untagged: Parse reports it
+// with ok == false, never with an error, and never panics. Parse looks at no
+// more than the first MaxHeaderLen bytes to find the header, so hostile
+// bodies cost bounded work.
+//
+// The payload is opaque and may be binary; Append copies it unchanged and
+// Parse returns a slice of the body.
+package envelope

@@ -1,0 +1,283 @@
+package envelope
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Header is the decoded header of a tagged body.
+type Header struct {
+	// Legacy marks the "#<seq>#" form of the MNS ordered-queue sample: no
+	// group, no epoch.
+	Legacy bool
+	// Group is the message group; "" is the default group.
+	Group string
+	// Epoch is the sender epoch, 0..MaxNumber.
+	Epoch uint64
+	// Seq is the sequence id, 1..MaxNumber.
+	Seq uint64
+}
+
+const (
+	// MaxHeaderLen bounds the encoded length of every valid header.
+	MaxHeaderLen = 255
+	// MaxGroupLen is the longest group, in bytes.
+	MaxGroupLen = 128
+	// MaxNumber is the largest epoch and seq a header carries, so both fit
+	// a signed 64-bit integer.
+	MaxNumber = 1<<63 - 1
+)
+
+// ErrInvalidHeader is wrapped by the errors of ValidateGroup and
+// Header.Validate.
+var ErrInvalidHeader = errors.New("envelope: invalid header")
+
+const (
+	version    = "v1"
+	prefixV1   = "#" + version + ";"
+	encodedTag = '~'
+	maxDigits  = 19 // len("9223372036854775807")
+)
+
+// b64 is the group encoding: base64url without padding, and strict so that
+// non-zero trailing bits are rejected (one encoding per group).
+var b64 = base64.RawURLEncoding.Strict()
+
+// ValidateGroup reports whether group can be carried in a header: at most
+// MaxGroupLen bytes of valid UTF-8 without NUL bytes.
+func ValidateGroup(group string) error {
+	if len(group) > MaxGroupLen {
+		return fmt.Errorf("%w: group must be at most %d bytes, got %d", ErrInvalidHeader, MaxGroupLen, len(group))
+	}
+	if !utf8.ValidString(group) {
+		return fmt.Errorf("%w: group %q is not valid UTF-8", ErrInvalidHeader, group)
+	}
+	if strings.IndexByte(group, 0) >= 0 {
+		return fmt.Errorf("%w: group %q contains a NUL byte", ErrInvalidHeader, group)
+	}
+	return nil
+}
+
+// Validate reports whether h can be encoded: Seq in 1..MaxNumber, Epoch in
+// 0..MaxNumber, a valid group, and for the legacy form neither group nor
+// epoch.
+func (h Header) Validate() error {
+	if h.Seq < 1 || h.Seq > MaxNumber {
+		return fmt.Errorf("%w: seq must be 1..%d, got %d", ErrInvalidHeader, uint64(MaxNumber), h.Seq)
+	}
+	if h.Epoch > MaxNumber {
+		return fmt.Errorf("%w: epoch must be at most %d, got %d", ErrInvalidHeader, uint64(MaxNumber), h.Epoch)
+	}
+	if h.Legacy && (h.Group != "" || h.Epoch != 0) {
+		return fmt.Errorf("%w: the legacy form carries no group and no epoch", ErrInvalidHeader)
+	}
+	return ValidateGroup(h.Group)
+}
+
+// plainByte reports whether c may appear in a verbatim group.
+func plainByte(c byte) bool {
+	return '!' <= c && c <= '~' && c != '#' && c != ';' && c != '%' && c != encodedTag
+}
+
+// plainGroup reports whether group is written verbatim.
+func plainGroup[S string | []byte](group S) bool {
+	for i := 0; i < len(group); i++ {
+		if !plainByte(group[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func digits(n uint64) int {
+	d := 1
+	for n >= 10 {
+		n /= 10
+		d++
+	}
+	return d
+}
+
+// HeaderLen returns the exact length of h's encoding, so that callers can
+// check a body's size before reserving a seq. It assumes h is valid.
+func HeaderLen(h Header) int {
+	if h.Legacy {
+		return 2 + digits(h.Seq)
+	}
+	n := len(prefixV1) + digits(h.Epoch) + 1 + digits(h.Seq) + 1 + 1
+	if plainGroup(h.Group) {
+		return n + len(h.Group)
+	}
+	return n + 1 + b64.EncodedLen(len(h.Group))
+}
+
+// Append appends the encoding of h followed by payload to dst and returns
+// the extended slice. The payload is copied unchanged.
+//
+// Append panics if h is not valid (see Header.Validate): the seq comes from
+// a store and the group is checked with ValidateGroup before anything is
+// reserved, so an invalid header here is a bug in the caller.
+func Append(dst []byte, h Header, payload []byte) []byte {
+	if err := h.Validate(); err != nil {
+		panic(err)
+	}
+	if n := len(dst) + HeaderLen(h) + len(payload); cap(dst) < n {
+		grown := make([]byte, len(dst), n)
+		copy(grown, dst)
+		dst = grown
+	}
+	dst = append(dst, '#')
+	if !h.Legacy {
+		dst = append(dst, version...)
+		dst = append(dst, ';')
+		dst = strconv.AppendUint(dst, h.Epoch, 10)
+		dst = append(dst, ';')
+	}
+	dst = strconv.AppendUint(dst, h.Seq, 10)
+	if !h.Legacy {
+		dst = append(dst, ';')
+		if plainGroup(h.Group) {
+			dst = append(dst, h.Group...)
+		} else {
+			dst = append(dst, encodedTag)
+			dst = b64.AppendEncode(dst, []byte(h.Group))
+		}
+	}
+	dst = append(dst, '#')
+	return append(dst, payload...)
+}
+
+// Parse decodes the header at the start of body. It returns ok == false when
+// body carries no valid, canonical header (an untagged body); then h and
+// payload are zero. The payload aliases body. Parse allocates nothing except
+// the group string of a default-form header with a non-empty group.
+func Parse(body []byte) (h Header, payload []byte, ok bool) {
+	if len(body) < 3 || body[0] != '#' {
+		return Header{}, nil, false
+	}
+	limit := min(len(body), MaxHeaderLen)
+	end := -1
+	for i := 1; i < limit; i++ {
+		if body[i] == '#' {
+			end = i
+			break
+		}
+	}
+	if end < 0 {
+		return Header{}, nil, false
+	}
+	hdr, payload := body[1:end], body[end+1:]
+	if len(hdr) == 0 {
+		return Header{}, nil, false
+	}
+	if hdr[0] != 'v' {
+		seq, ok := parseNumber(hdr)
+		if !ok || seq == 0 {
+			return Header{}, nil, false
+		}
+		return Header{Legacy: true, Seq: seq}, payload, true
+	}
+	rest, ok := cutPrefix(hdr, version+";")
+	if !ok {
+		return Header{}, nil, false
+	}
+	epochField, rest, ok := cutField(rest)
+	if !ok {
+		return Header{}, nil, false
+	}
+	seqField, groupField, ok := cutField(rest)
+	if !ok {
+		return Header{}, nil, false
+	}
+	if h.Epoch, ok = parseNumber(epochField); !ok {
+		return Header{}, nil, false
+	}
+	if h.Seq, ok = parseNumber(seqField); !ok || h.Seq == 0 {
+		return Header{}, nil, false
+	}
+	if h.Group, ok = parseGroup(groupField); !ok {
+		return Header{}, nil, false
+	}
+	return h, payload, true
+}
+
+func cutPrefix(b []byte, prefix string) ([]byte, bool) {
+	if len(b) < len(prefix) || string(b[:len(prefix)]) != prefix {
+		return nil, false
+	}
+	return b[len(prefix):], true
+}
+
+// cutField splits b at its first ';'.
+func cutField(b []byte) (field, rest []byte, ok bool) {
+	for i, c := range b {
+		if c == ';' {
+			return b[:i], b[i+1:], true
+		}
+	}
+	return nil, nil, false
+}
+
+// parseNumber parses a canonical decimal in 0..MaxNumber: digits only, no
+// sign, no leading zeros.
+func parseNumber(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > maxDigits || b[0] == '0' && len(b) > 1 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0') // 19 digits cannot overflow uint64
+	}
+	if n > MaxNumber {
+		return 0, false
+	}
+	return n, true
+}
+
+func b64Byte(c byte) bool {
+	return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_'
+}
+
+// parseGroup decodes a group field, accepting only the encoding Append
+// would produce for the decoded group.
+func parseGroup(field []byte) (string, bool) {
+	if len(field) == 0 || field[0] != encodedTag {
+		if len(field) > MaxGroupLen || !plainGroup(field) {
+			return "", false
+		}
+		return string(field), true // verbatim groups are short ASCII: valid by construction
+	}
+	enc := field[1:]
+	if len(enc) == 0 || len(enc) > b64.EncodedLen(MaxGroupLen) {
+		return "", false
+	}
+	// The decoder skips '\r' and '\n'; accept only the alphabet so that
+	// one group has one encoding.
+	for _, c := range enc {
+		if !b64Byte(c) {
+			return "", false
+		}
+	}
+	var buf [MaxGroupLen]byte
+	n, err := b64.Decode(buf[:], enc)
+	if err != nil {
+		return "", false
+	}
+	raw := buf[:n]
+	if plainGroup(raw) || !utf8.Valid(raw) {
+		return "", false // a plain group is written verbatim; others must be UTF-8
+	}
+	for _, c := range raw {
+		if c == 0 {
+			return "", false
+		}
+	}
+	return string(raw), true
+}
