@@ -1,6 +1,6 @@
 module github.com/inorder/inorder
 
-go 1.26
+go 1.26.0
 
 require (
 	filippo.io/edwards25519 v1.2.0 // indirect
