@@ -63,6 +63,14 @@ func TestNewPanicsOnInvalidArguments(t *testing.T) {
 	assert.PanicsWithValue(t, "reorder: next must be >= 1", func() { New[int](1, 1, 1).Reset(0, nil) })
 }
 
+func TestNewKeepsItsBounds(t *testing.T) {
+	b := New[int](7, 16, 300)
+	assert.Equal(t, uint64(7), b.Next(), "Next()")
+	assert.Equal(t, 16, b.Window(), "Window()")
+	assert.Equal(t, 300, b.MaxBytes(), "MaxBytes()")
+	assert.Equal(t, maxWindow, New[int](1, math.MaxInt, 1).Window(), "a huge window is clamped")
+}
+
 func TestInsert(t *testing.T) {
 	const top = math.MaxUint64
 	tests := []struct {
