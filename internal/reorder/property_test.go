@@ -312,6 +312,9 @@ func TestModel(t *testing.T) {
 				if _, held := m.items[m.next]; b.Ready() != held {
 					t.Fatalf("Ready() = %v, model holds Next()=%d: %v", b.Ready(), m.next, held)
 				}
+				if waiting := m.bytes() - m.items[m.next].size; waiting > m.maxBytes {
+					t.Fatalf("items above Next() hold %d bytes, more than maxBytes %d", waiting, m.maxBytes)
+				}
 				if len(b.ring) > 0 && uint64(len(b.ring)) > max(m.window, 1)*2-1 {
 					t.Fatalf("ring has %d slots for a window of %d", len(b.ring), m.window)
 				}
