@@ -1,19 +1,951 @@
 package ordered
 
-import "context"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/inorder/inorder/internal/envelope"
+	"github.com/inorder/inorder/ordered/driver"
+	"github.com/inorder/inorder/seqstore"
+)
+
+// The send pipeline, in the order a message goes through it:
+//
+//  1. Validation (check): group and size, before anything is reserved.
+//  2. Admission (admit): the message joins its group's pending list, in call
+//     order, once the in-flight bounds leave room.
+//  3. Reservation (reserveLoop): one goroutine per group with pending
+//     messages reserves seqs for everything pending at once (one store call,
+//     which also journals the payloads in durable mode), so seq order is
+//     admission order; groups reserve concurrently and the store's group
+//     commit batches them.
+//  4. Encoding: envelopes of a reservation share one buffer.
+//  5. Sending (worker): Concurrency workers take up to MaxBatch messages
+//     (MaxBatchBytes) of any groups from one FIFO and send them, so many
+//     requests are in flight at once; retryable failures are retried by
+//     the same worker after a backoff, only for the entries that failed.
+//  6. Completion (complete): results are finished, Sent marks are buffered
+//     and flushed by the marker in batches (durable mode), and the in-flight
+//     bounds are released.
 
 // SendStats counts the send side's work.
-type SendStats struct{}
+type SendStats struct {
+	// Sent counts messages the queue accepted, recovered ones included.
+	Sent int64
+	// Failed counts messages that failed (store or driver errors, Close
+	// giving up); in durable mode those that were reserved stay journaled.
+	Failed int64
+	// Retries counts messages sent again after a retryable error.
+	Retries int64
+	// Recovered counts journaled messages re-sent by recovery.
+	Recovered int64
+	// InFlight is the number of messages admitted and not yet completed.
+	InFlight int64
+	// Batches counts send requests made to the driver.
+	Batches int64
+	// Reservations counts store reservations (each covers a run of
+	// consecutive seqs of one group).
+	Reservations int64
+}
+
+// SendResult is the outcome of a message admitted by SendAsync (or of a
+// whole batch admitted together). Its methods are safe for concurrent use.
+type SendResult struct {
+	done      chan struct{}
+	remaining atomic.Int64
+	failed    atomic.Int64
+	total     int
+	epoch     atomic.Uint64
+	seq       atomic.Uint64
+
+	mu  sync.Mutex
+	err error // first error; final once done is closed
+}
+
+func newSendResult(n int) *SendResult {
+	r := &SendResult{done: make(chan struct{}), total: n}
+	r.remaining.Store(int64(n))
+	return r
+}
+
+// Done returns a channel that is closed when the message was accepted by the
+// queue or failed.
+func (r *SendResult) Done() <-chan struct{} { return r.done }
+
+// Err returns nil if the message was sent, the error if it failed, and nil
+// while it is still in flight (see Done).
+func (r *SendResult) Err() error {
+	select {
+	case <-r.done:
+		return r.err
+	default:
+		return nil
+	}
+}
+
+// Wait waits until the message was sent or failed and returns Err. If ctx
+// ends first it returns an error wrapping ctx.Err(); the message stays
+// admitted and may still be sent.
+func (r *SendResult) Wait(ctx context.Context) error {
+	select {
+	case <-r.done:
+		return r.err
+	default:
+	}
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return fmt.Errorf("ordered: send: %w", ctx.Err())
+	}
+}
+
+// Epoch returns the sender epoch of the message's stream, known once its
+// seq is reserved (0 before, and for a message that failed to reserve).
+func (r *SendResult) Epoch() uint64 { return r.epoch.Load() }
+
+// Seq returns the message's seq (for a batch, the first one), known once it
+// is reserved (0 before, and for a message that failed to reserve).
+func (r *SendResult) Seq() uint64 { return r.seq.Load() }
+
+func (r *SendResult) setSeq(epoch, seq uint64) {
+	if r.seq.CompareAndSwap(0, seq) {
+		r.epoch.Store(epoch)
+	}
+}
+
+// finish records the outcome of one message of r.
+func (r *SendResult) finish(err error) {
+	if err != nil {
+		r.failed.Add(1)
+		r.mu.Lock()
+		if r.err == nil {
+			r.err = err
+		}
+		r.mu.Unlock()
+	}
+	if r.remaining.Add(-1) == 0 {
+		if f := r.failed.Load(); f > 0 && r.total > 1 {
+			r.err = fmt.Errorf("ordered: send: %d of %d messages failed: %w", f, r.total, r.err)
+		}
+		close(r.done)
+	}
+}
+
+// Send sends payload to group and returns when it is safe per
+// Options.Send.Mode: accepted by the queue (durable mode additionally
+// journaled it before sending). Within a group, seqs follow the order in
+// which Send calls were admitted. Send does not keep payload after it
+// returns.
+//
+// If ctx ends after the message was admitted, Send returns an error wrapping
+// ctx.Err() but the message is not withdrawn: it may still be sent.
+func (q *Queue) Send(ctx context.Context, group string, payload []byte) error {
+	r, err := q.SendAsync(ctx, group, payload)
+	if err != nil {
+		return err
+	}
+	return r.Wait(ctx)
+}
+
+// SendBatch sends payloads to group under consecutive seqs, with one store
+// reservation, and returns when all of them are safe per Options.Send.Mode.
+// If some fail, the error counts them and wraps the first failure. An empty
+// batch does nothing. ctx behaves as for Send.
+func (q *Queue) SendBatch(ctx context.Context, group string, payloads [][]byte) error {
+	if len(payloads) == 0 {
+		return nil
+	}
+	s, err := q.sender()
+	if err != nil {
+		return err
+	}
+	size := 0
+	for _, p := range payloads {
+		if err := s.check(group, p); err != nil {
+			return err
+		}
+		size += len(p)
+	}
+	r := newSendResult(len(payloads))
+	if err := s.admit(ctx, group, payloads, size, r); err != nil {
+		return err
+	}
+	return r.Wait(ctx)
+}
+
+// SendAsync admits payload to group and returns once it is admitted, with a
+// handle to wait on. Admission order is seq order within a group, so a
+// single goroutine calling SendAsync in a loop keeps many requests in flight
+// and its messages in order. It blocks only while Options.Send.MaxInFlight
+// (or MaxInFlightBytes) messages are in flight; when ctx ends first, nothing
+// is admitted. The payload must not be modified until the result is done.
+func (q *Queue) SendAsync(ctx context.Context, group string, payload []byte) (*SendResult, error) {
+	s, err := q.sender()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.check(group, payload); err != nil {
+		return nil, err
+	}
+	r := newSendResult(1)
+	if err := s.admit(ctx, group, [][]byte{payload}, len(payload), r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Recover sends again the journaled messages (durable mode) that no process
+// handed to the queue: those of an earlier process that crashed, and those of
+// this one whose send failed. They keep their epoch and seq, so a receiver
+// drops any copy it already had. Messages in flight in this process are left
+// alone. Recover returns how many messages it sent again, after they were
+// accepted or failed; New runs the same recovery in the background. In fast
+// mode there is no journal and Recover returns 0, nil.
+func (q *Queue) Recover(ctx context.Context) (int, error) {
+	if q.opts.Send.Mode != SendDurable {
+		return 0, nil
+	}
+	s, err := q.sender()
+	if err != nil {
+		return 0, err
+	}
+	return s.recover(ctx)
+}
+
+// recoverOnNew starts sending, in the background, the journaled entries that
+// an earlier process reserved but never handed to the queue. It reads the
+// journal under ctx; a Queue whose journal is empty starts no send side.
+func (q *Queue) recoverOnNew(ctx context.Context) error {
+	if q.opts.Send.Mode != SendDurable {
+		return nil
+	}
+	entries, err := q.store.Pending(ctx, q.opts.Name)
+	if err != nil {
+		return fmt.Errorf("ordered: recover: read journal: %w", err)
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	s, err := q.sender()
+	if err != nil {
+		return err
+	}
+	s.flushMu.Lock()
+	n, _ := s.enqueueRecovered(entries, false)
+	s.flushMu.Unlock()
+	q.log.Info("ordered: re-sending journaled messages", "count", n)
+	return nil
+}
+
+// sendItem is one message from admission to completion.
+type sendItem struct {
+	group   string
+	grp     *sendGroup // nil for a recovered entry
+	payload []byte     // nil once encoded
+	body    []byte     // the envelope, once reserved
+	size    int        // len(payload), for the in-flight bound
+	epoch   uint64
+	seq     uint64
+	res     *SendResult // nil if nobody waits (recovery on New)
+}
+
+// sendGroup is the send state of one group; it is dropped when the group has
+// nothing in flight.
+type sendGroup struct {
+	pending   []sendItem // admitted, waiting for a reservation
+	reserving bool       // a reserveLoop runs for this group
+	inflight  int        // admitted and not completed
+
+	// Seqs epoch/lo..hi were reserved by this process; those not in failed
+	// are in flight or sent, so recovery leaves them alone.
+	epoch, lo, hi uint64
+	failed        map[uint64]struct{}
+}
+
+type recoverKey struct {
+	group string
+	epoch uint64
+	seq   uint64
+}
+
+type sendCounters struct {
+	sent, failed, retries, recovered, batches, reservations atomic.Int64
+}
 
 // sender is the send side of a Queue.
-type sender struct{ q *Queue }
+type sender struct {
+	q        *Queue
+	opts     *SendOptions
+	durable  bool
+	maxBody  int // largest envelope the driver takes
+	maxBatch int
+	maxBytes int // driver bound on one request's bodies
 
-func newSender(q *Queue) *sender { return &sender{q: q} }
+	// ctx is the context of every store and driver call of the send side. It
+	// is cancelled when Close gives up waiting.
+	ctx    context.Context
+	cancel context.CancelFunc
 
-func (s *sender) close(ctx context.Context) error { return nil }
+	reservers sync.WaitGroup // reserveLoop goroutines
+	workers   sync.WaitGroup // send workers and the marker
 
-func (s *sender) stats() SendStats { return SendStats{} }
+	mu            sync.Mutex
+	closing       bool
+	groups        map[string]*sendGroup
+	inflight      int
+	inflightBytes int
+	space         chan struct{} // closed when in-flight room is released and waiting is set
+	waiting       bool
+	idle          chan struct{} // closed when inflight reaches 0 while closing
+	recovering    map[recoverKey]struct{}
 
-// recoverOnNew re-sends journaled entries that an earlier process reserved
-// but never handed to the queue.
-func (q *Queue) recoverOnNew(ctx context.Context) error { return nil }
+	qmu      sync.Mutex
+	qcond    *sync.Cond
+	fifo     fifo
+	stopping bool // workers exit once the FIFO is empty
+
+	markMu    sync.Mutex
+	marks     map[string][]uint64 // group -> seqs sent but not yet marked
+	markCount int
+	markKick  chan struct{} // a first mark arrived
+	markFull  chan struct{} // enough marks for one flush
+	markStop  chan struct{}
+	flushMu   sync.Mutex // one flush (or recovery) at a time
+
+	stat sendCounters
+}
+
+// markBatch is the number of buffered Sent marks that triggers a flush
+// before MarkInterval has passed.
+const markBatch = 4096
+
+func newSender(q *Queue) *sender {
+	o := &q.opts.Send
+	s := &sender{
+		q:          q,
+		opts:       o,
+		durable:    o.Mode == SendDurable,
+		maxBody:    q.limits.MaxBody,
+		maxBatch:   q.limits.MaxBatch,
+		maxBytes:   maxBatchBytes(q.limits),
+		groups:     make(map[string]*sendGroup),
+		space:      make(chan struct{}),
+		recovering: make(map[recoverKey]struct{}),
+		marks:      make(map[string][]uint64),
+		markKick:   make(chan struct{}, 1),
+		markFull:   make(chan struct{}, 1),
+		markStop:   make(chan struct{}),
+	}
+	s.ctx, s.cancel = context.WithCancel(q.life)
+	s.qcond = sync.NewCond(&s.qmu)
+	s.workers.Add(o.Concurrency)
+	for range o.Concurrency {
+		go s.worker()
+	}
+	if s.durable {
+		s.workers.Add(1)
+		go s.marker()
+	}
+	return s
+}
+
+// check validates group and payload before anything is reserved.
+func (s *sender) check(group string, payload []byte) error {
+	if err := envelope.ValidateGroup(group); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidGroup, err)
+	}
+	h := envelope.Header{Group: group, Epoch: envelope.MaxNumber, Seq: envelope.MaxNumber}
+	if s.opts.Format == FormatLegacy {
+		if group != "" {
+			return fmt.Errorf("%w: %q: the legacy format carries only the default group \"\"", ErrInvalidGroup, group)
+		}
+		h = envelope.Header{Legacy: true, Seq: envelope.MaxNumber}
+	}
+	limit := min(s.maxBody, s.maxBytes)
+	if hl := envelope.HeaderLen(h); hl+len(payload) > limit {
+		return fmt.Errorf("%w: payload of %d bytes plus a header of up to %d bytes exceeds the queue's limit of %d bytes",
+			ErrTooLarge, len(payload), hl, limit)
+	}
+	return nil
+}
+
+// header returns the wire header of a message.
+func (s *sender) header(group string, epoch, seq uint64) envelope.Header {
+	if s.opts.Format == FormatLegacy && group == "" {
+		return envelope.Header{Legacy: true, Seq: seq}
+	}
+	return envelope.Header{Group: group, Epoch: epoch, Seq: seq}
+}
+
+// admit appends payloads to group's pending list once the in-flight bounds
+// leave room, and starts the group's reserveLoop if none runs.
+func (s *sender) admit(ctx context.Context, group string, payloads [][]byte, size int, r *SendResult) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("ordered: send: %w", err)
+	}
+	n := len(payloads)
+	s.mu.Lock()
+	for {
+		if s.closing {
+			s.mu.Unlock()
+			return ErrClosed
+		}
+		if s.inflight == 0 || s.inflight+n <= s.opts.MaxInFlight && s.inflightBytes+size <= s.opts.MaxInFlightBytes {
+			break
+		}
+		space := s.space
+		s.waiting = true
+		s.mu.Unlock()
+		select {
+		case <-space:
+		case <-ctx.Done():
+			return fmt.Errorf("ordered: send: waiting for in-flight room: %w", ctx.Err())
+		}
+		s.mu.Lock()
+	}
+	g := s.groups[group]
+	if g == nil {
+		g = &sendGroup{}
+		s.groups[group] = g
+	}
+	for _, p := range payloads {
+		g.pending = append(g.pending, sendItem{group: group, grp: g, payload: p, size: len(p), res: r})
+	}
+	g.inflight += n
+	s.inflight += n
+	s.inflightBytes += size
+	if !g.reserving {
+		g.reserving = true
+		s.reservers.Add(1)
+		go s.reserveLoop(group, g)
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// reserveLoop reserves seqs for group's pending messages, everything pending
+// at once, until none is left. At most one runs per group, so seqs follow
+// admission order.
+func (s *sender) reserveLoop(group string, g *sendGroup) {
+	defer s.reservers.Done()
+	for {
+		s.mu.Lock()
+		items := g.pending
+		g.pending = nil
+		if len(items) == 0 {
+			g.reserving = false
+			s.evictLocked(group, g)
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+		s.reserve(group, g, items)
+	}
+}
+
+func (s *sender) reserve(group string, g *sendGroup, items []sendItem) {
+	var journal [][]byte
+	if s.durable {
+		journal = make([][]byte, len(items))
+		for i := range items {
+			journal[i] = items[i].payload
+		}
+	}
+	s.stat.reservations.Add(1)
+	res, err := s.q.storeReserve(s.ctx, s.q.stream(group), len(items), journal)
+	if err != nil {
+		err = fmt.Errorf("ordered: send: reserve %d seqs of group %q: %w", len(items), group, err)
+		s.q.log.Warn("ordered: reservation failed", "group", group, "count", len(items), "err", err)
+		if s.ctx.Err() != nil {
+			err = fmt.Errorf("%w: %w", ErrClosed, err)
+		}
+		ptrs := make([]*sendItem, len(items))
+		for i := range items {
+			ptrs[i] = &items[i]
+		}
+		s.complete(ptrs, func(int) error { return err })
+		return
+	}
+	last := res.First + uint64(len(items)) - 1
+	s.mu.Lock()
+	if g.epoch != res.Epoch || g.hi+1 != res.First {
+		g.epoch, g.lo = res.Epoch, res.First
+	}
+	g.hi = last
+	s.mu.Unlock()
+
+	total := 0
+	for i := range items {
+		it := &items[i]
+		it.epoch, it.seq = res.Epoch, res.First+uint64(i)
+		total += envelope.HeaderLen(s.header(group, it.epoch, it.seq)) + len(it.payload)
+	}
+	buf := make([]byte, 0, total)
+	ptrs := make([]*sendItem, len(items))
+	for i := range items {
+		it := &items[i]
+		start := len(buf)
+		buf = envelope.Append(buf, s.header(group, it.epoch, it.seq), it.payload)
+		it.body = buf[start:len(buf):len(buf)]
+		it.payload = nil
+		if it.res != nil {
+			it.res.setSeq(it.epoch, it.seq)
+		}
+		ptrs[i] = it
+	}
+	s.push(ptrs)
+}
+
+// push hands encoded messages to the send workers, or fails them if the
+// workers have stopped (Close gave up).
+func (s *sender) push(items []*sendItem) {
+	s.qmu.Lock()
+	if s.stopping {
+		s.qmu.Unlock()
+		err := fmt.Errorf("ordered: send: %w", ErrClosed)
+		s.complete(items, func(int) error { return err })
+		return
+	}
+	for _, it := range items {
+		s.fifo.push(it)
+	}
+	s.qmu.Unlock()
+	if len(items) == 1 {
+		s.qcond.Signal()
+	} else {
+		s.qcond.Broadcast()
+	}
+}
+
+// take blocks until messages are queued and moves up to one request's worth
+// into batch. It returns an empty batch when the workers must stop.
+func (s *sender) take(batch []*sendItem) []*sendItem {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	for s.fifo.len() == 0 {
+		if s.stopping {
+			return batch
+		}
+		s.qcond.Wait()
+	}
+	bytes := 0
+	for len(batch) < s.maxBatch && s.fifo.len() > 0 {
+		it := s.fifo.peek()
+		if len(batch) > 0 && bytes+len(it.body) > s.maxBytes {
+			break
+		}
+		s.fifo.pop()
+		bytes += len(it.body)
+		batch = append(batch, it)
+	}
+	return batch
+}
+
+// worker sends batches until the sender stops.
+func (s *sender) worker() {
+	defer s.workers.Done()
+	batch := make([]*sendItem, 0, s.maxBatch)
+	bodies := make([][]byte, 0, s.maxBatch)
+	for {
+		batch = s.take(batch[:0])
+		if len(batch) == 0 {
+			return
+		}
+		bodies = s.send(batch, bodies)
+		clear(batch)
+	}
+}
+
+// send sends batch, retrying the entries that fail with retryable errors up
+// to MaxAttempts, and completes every entry. bodies is scratch space.
+func (s *sender) send(batch []*sendItem, bodies [][]byte) [][]byte {
+	for attempt := 1; ; attempt++ {
+		if err := s.ctx.Err(); err != nil {
+			err = fmt.Errorf("ordered: send: %w: %w", ErrClosed, err)
+			s.complete(batch, func(int) error { return err })
+			return bodies
+		}
+		bodies = bodies[:0]
+		for _, it := range batch {
+			bodies = append(bodies, it.body)
+		}
+		s.stat.batches.Add(1)
+		err := s.q.drvSend(s.ctx, bodies)
+		clear(bodies)
+		if err == nil {
+			s.complete(batch, nil)
+			return bodies
+		}
+		retry := s.q.drv.IsRetryable(err) && s.ctx.Err() == nil && attempt < s.opts.MaxAttempts
+		var be *driver.BatchError
+		if !errors.As(err, &be) || len(be.Errs) != len(batch) {
+			if retry {
+				s.retryWait(batch, attempt, err)
+				continue
+			}
+			err = s.sendError(err, attempt)
+			s.complete(batch, func(int) error { return err })
+			return bodies
+		}
+		// Partial failure: complete the entries that succeeded or failed
+		// for good; keep the retryable ones, in order, at the front.
+		errs := be.Errs
+		keep := 0
+		var done []*sendItem
+		var doneErrs []error
+		for i, it := range batch {
+			e := errs[i]
+			if e != nil && s.q.drv.IsRetryable(e) && s.ctx.Err() == nil && attempt < s.opts.MaxAttempts {
+				batch[keep] = it
+				keep++
+				continue
+			}
+			done = append(done, it)
+			if e != nil {
+				e = s.sendError(e, attempt)
+			}
+			doneErrs = append(doneErrs, e)
+		}
+		if len(done) > 0 {
+			s.complete(done, func(i int) error { return doneErrs[i] })
+		}
+		clear(batch[keep:])
+		batch = batch[:keep]
+		if keep == 0 {
+			return bodies
+		}
+		s.retryWait(batch, attempt, err)
+	}
+}
+
+func (s *sender) sendError(err error, attempts int) error {
+	if s.ctx.Err() != nil {
+		return fmt.Errorf("ordered: send: %w: %w", ErrClosed, err)
+	}
+	return fmt.Errorf("ordered: send: after %d attempt(s): %w", attempts, err)
+}
+
+// retryWait waits the backoff before attempt+1 of batch.
+func (s *sender) retryWait(batch []*sendItem, attempt int, err error) {
+	s.stat.retries.Add(int64(len(batch)))
+	d := s.q.opts.Retry.backoff(attempt)
+	s.q.log.Debug("ordered: retrying send", "count", len(batch), "attempt", attempt, "backoff", d, "err", err)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.ctx.Done():
+	}
+}
+
+// complete finishes items: errOf(i) is the outcome of items[i] (errOf nil:
+// all sent). It records Sent marks, finishes results and releases the
+// in-flight bounds.
+func (s *sender) complete(items []*sendItem, errOf func(i int) error) {
+	var sent, failed, recovered int64
+	if s.durable {
+		s.markMu.Lock()
+		before := s.markCount
+		for i, it := range items {
+			if it.seq != 0 && (errOf == nil || errOf(i) == nil) {
+				s.marks[it.group] = append(s.marks[it.group], it.seq)
+				s.markCount++
+			}
+		}
+		count := s.markCount
+		s.markMu.Unlock()
+		if before == 0 && count > 0 {
+			kick(s.markKick)
+		}
+		if before < markBatch && count >= markBatch {
+			kick(s.markFull)
+		}
+	}
+	bytes := 0
+	for i, it := range items {
+		var err error
+		if errOf != nil {
+			err = errOf(i)
+		}
+		if err != nil {
+			failed++
+			if it.seq != 0 {
+				s.q.log.Warn("ordered: send failed", "group", it.group, "epoch", it.epoch, "seq", it.seq, "err", err)
+			}
+		} else {
+			sent++
+			if it.grp == nil {
+				recovered++
+			}
+		}
+		if it.res != nil {
+			it.res.finish(err)
+		}
+		bytes += it.size
+	}
+	s.stat.sent.Add(sent)
+	s.stat.failed.Add(failed)
+	s.stat.recovered.Add(recovered)
+
+	s.mu.Lock()
+	for i, it := range items {
+		if g := it.grp; g != nil {
+			g.inflight--
+			if s.durable && it.seq != 0 && errOf != nil && errOf(i) != nil && it.epoch == g.epoch {
+				if g.failed == nil {
+					g.failed = make(map[uint64]struct{})
+				}
+				g.failed[it.seq] = struct{}{}
+			}
+			s.evictLocked(it.group, g)
+		} else {
+			delete(s.recovering, recoverKey{it.group, it.epoch, it.seq})
+		}
+	}
+	s.inflight -= len(items)
+	s.inflightBytes -= bytes
+	if s.waiting {
+		close(s.space)
+		s.space = make(chan struct{})
+		s.waiting = false
+	}
+	if s.inflight == 0 && s.idle != nil {
+		close(s.idle)
+		s.idle = nil
+	}
+	s.mu.Unlock()
+}
+
+// evictLocked drops g's state once it has nothing in flight.
+func (s *sender) evictLocked(group string, g *sendGroup) {
+	if g.inflight == 0 && !g.reserving && s.groups[group] == g {
+		delete(s.groups, group)
+	}
+}
+
+func kick(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// marker flushes Sent marks: MarkInterval after the first buffered mark, or
+// as soon as markBatch of them are buffered.
+func (s *sender) marker() {
+	defer s.workers.Done()
+	for {
+		select {
+		case <-s.markKick:
+		case <-s.markStop:
+			return
+		}
+		if s.opts.MarkInterval > 0 {
+			t := time.NewTimer(s.opts.MarkInterval)
+			select {
+			case <-t.C:
+			case <-s.markFull:
+			case <-s.markStop:
+				t.Stop()
+				return
+			}
+			t.Stop()
+		}
+		s.flushMarks(s.ctx)
+	}
+}
+
+// flushMarks writes the buffered Sent marks to the store.
+func (s *sender) flushMarks(ctx context.Context) {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	s.flushMarksLocked(ctx)
+}
+
+func (s *sender) flushMarksLocked(ctx context.Context) {
+	s.markMu.Lock()
+	marks := s.marks
+	if s.markCount == 0 {
+		s.markMu.Unlock()
+		return
+	}
+	s.marks = make(map[string][]uint64, len(marks))
+	s.markCount = 0
+	s.markMu.Unlock()
+	// A mark that is lost only makes recovery send a copy, which receivers
+	// drop: log and go on.
+	for group, seqs := range marks {
+		if err := s.q.storeSent(ctx, s.q.stream(group), seqs); err != nil {
+			s.q.log.Warn("ordered: marking messages sent failed", "group", group, "count", len(seqs), "err", err)
+		}
+	}
+}
+
+// recover re-sends the journaled entries not in flight in this process and
+// waits for them.
+func (s *sender) recover(ctx context.Context) (int, error) {
+	s.flushMu.Lock()
+	// Marks of messages already sent go first, so that the journal lists
+	// only what was never sent (or is in flight).
+	s.flushMarksLocked(ctx)
+	entries, err := s.q.store.Pending(ctx, s.q.opts.Name)
+	if err != nil {
+		s.flushMu.Unlock()
+		return 0, fmt.Errorf("ordered: recover: read journal: %w", err)
+	}
+	n, r := s.enqueueRecovered(entries, true)
+	s.flushMu.Unlock()
+	if n < 0 {
+		return 0, ErrClosed
+	}
+	if r == nil {
+		return 0, nil
+	}
+	if err := r.Wait(ctx); err != nil {
+		return n, fmt.Errorf("ordered: recover: %w", err)
+	}
+	return n, nil
+}
+
+// enqueueRecovered queues for sending the entries that are not in flight in
+// this process and returns how many, or -1 if the sender is closing. With
+// wait, the result finishes when all of them did (nil when there are none).
+func (s *sender) enqueueRecovered(entries []seqstore.Entry, wait bool) (int, *SendResult) {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return -1, nil
+	}
+	var items []sendItem
+	size := 0
+	for _, e := range entries {
+		if err := s.header(e.Stream.Group, e.Epoch, e.Seq).Validate(); err != nil {
+			s.q.log.Error("ordered: recover: skipping journal entry", "group", e.Stream.Group, "epoch", e.Epoch, "seq", e.Seq, "err", err)
+			continue
+		}
+		key := recoverKey{e.Stream.Group, e.Epoch, e.Seq}
+		if _, ok := s.recovering[key]; ok {
+			continue
+		}
+		if g := s.groups[e.Stream.Group]; g != nil && g.epoch == e.Epoch && g.lo <= e.Seq && e.Seq <= g.hi {
+			if _, failed := g.failed[e.Seq]; !failed {
+				continue // in flight or sent by this process
+			}
+			delete(g.failed, e.Seq)
+		}
+		s.recovering[key] = struct{}{}
+		items = append(items, sendItem{group: e.Stream.Group, payload: e.Body, size: len(e.Body), epoch: e.Epoch, seq: e.Seq})
+		size += len(e.Body)
+	}
+	s.inflight += len(items)
+	s.inflightBytes += size
+	s.mu.Unlock()
+	if len(items) == 0 {
+		return 0, nil
+	}
+	var r *SendResult
+	if wait {
+		r = newSendResult(len(items))
+	}
+	ptrs := make([]*sendItem, len(items))
+	for i := range items {
+		it := &items[i]
+		it.res = r
+		it.body = envelope.Append(nil, s.header(it.group, it.epoch, it.seq), it.payload)
+		it.payload = nil
+		ptrs[i] = it
+	}
+	s.push(ptrs)
+	return len(items), r
+}
+
+// close stops admitting, waits for the messages in flight (or gives up when
+// ctx ends), flushes Sent marks and stops the send goroutines.
+func (s *sender) close(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	if s.waiting {
+		close(s.space)
+		s.space = make(chan struct{})
+		s.waiting = false
+	}
+	var idle chan struct{}
+	if s.inflight > 0 {
+		s.idle = make(chan struct{})
+		idle = s.idle
+	}
+	s.mu.Unlock()
+
+	var err error
+	if idle != nil {
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			s.mu.Lock()
+			n := s.inflight
+			s.mu.Unlock()
+			err = fmt.Errorf("ordered: close: gave up on %d message(s) in flight: %w", n, ctx.Err())
+			s.cancel()
+		}
+	}
+	s.reservers.Wait()
+	s.qmu.Lock()
+	s.stopping = true
+	s.qmu.Unlock()
+	s.qcond.Broadcast()
+	close(s.markStop)
+	s.workers.Wait()
+	if s.durable {
+		s.flushMarks(ctx)
+	}
+	s.cancel()
+	return err
+}
+
+func (s *sender) stats() SendStats {
+	s.mu.Lock()
+	inflight := s.inflight
+	s.mu.Unlock()
+	return SendStats{
+		Sent:         s.stat.sent.Load(),
+		Failed:       s.stat.failed.Load(),
+		Retries:      s.stat.retries.Load(),
+		Recovered:    s.stat.recovered.Load(),
+		InFlight:     int64(inflight),
+		Batches:      s.stat.batches.Load(),
+		Reservations: s.stat.reservations.Load(),
+	}
+}
+
+// fifo is a queue of messages waiting for a send worker.
+type fifo struct {
+	items []*sendItem
+	head  int
+}
+
+func (f *fifo) len() int { return len(f.items) - f.head }
+
+func (f *fifo) push(it *sendItem) {
+	if f.head > 0 && f.head == len(f.items) {
+		f.items = f.items[:0]
+		f.head = 0
+	} else if f.head > 1024 && f.head*2 >= len(f.items) {
+		n := copy(f.items, f.items[f.head:])
+		clear(f.items[n:])
+		f.items = f.items[:n]
+		f.head = 0
+	}
+	f.items = append(f.items, it)
+}
+
+func (f *fifo) peek() *sendItem { return f.items[f.head] }
+
+func (f *fifo) pop() {
+	f.items[f.head] = nil
+	f.head++
+}

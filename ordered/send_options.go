@@ -1,12 +1,152 @@
 package ordered
 
-import "github.com/inorder/inorder/ordered/driver"
+import (
+	"fmt"
+	"time"
 
-// SendOptions configures the send side of a Queue.
+	"github.com/inorder/inorder/ordered/driver"
+)
+
+// SendMode says what a successful Send guarantees.
+type SendMode int
+
+const (
+	// SendDurable (the default) reserves the seqs and journals the payloads
+	// in one store write before anything is handed to the queue. A Send that
+	// returned nil was accepted by the queue; one that failed, or whose
+	// process crashed before the queue accepted it, stays in the journal and
+	// is sent again by recovery (New, Queue.Recover) with the same epoch and
+	// seq, so receivers drop any copy.
+	SendDurable SendMode = iota
+	// SendFast makes only the counter durable. A crash between the
+	// reservation and the queue's acceptance leaves a hole in the stream,
+	// which receivers close by their gap policy.
+	SendFast
+)
+
+func (m SendMode) String() string {
+	switch m {
+	case SendDurable:
+		return "durable"
+	case SendFast:
+		return "fast"
+	}
+	return fmt.Sprintf("SendMode(%d)", int(m))
+}
+
+// Format selects the wire header written in front of each payload.
+type Format int
+
+const (
+	// FormatDefault writes `#v1;<epoch>;<seq>;<group>#<payload>`: any group,
+	// with the sender's epoch.
+	FormatDefault Format = iota
+	// FormatLegacy writes `#<seq>#<payload>`, byte-compatible with the MNS
+	// ordered-queue sample's senders and receivers. It carries no group and
+	// no epoch, so only the default group "" can be sent, and a receiver
+	// cannot detect a sender that lost its state.
+	FormatLegacy
+)
+
+func (f Format) String() string {
+	switch f {
+	case FormatDefault:
+		return "default"
+	case FormatLegacy:
+		return "legacy"
+	}
+	return fmt.Sprintf("Format(%d)", int(f))
+}
+
+// SendOptions configures the send side of a Queue. Zero fields select the
+// documented defaults.
 type SendOptions struct {
-	// TODO(send): fields.
+	// Mode is SendDurable (default) or SendFast.
+	Mode SendMode
+
+	// Format is FormatDefault (default) or FormatLegacy.
+	Format Format
+
+	// MaxInFlight bounds the messages admitted but not yet sent (or failed).
+	// Send, SendBatch and SendAsync block while the bound is reached, which
+	// is how a fast producer is slowed to the queue's pace. A SendBatch
+	// larger than the bound is admitted once nothing else is in flight.
+	// Default 4096.
+	MaxInFlight int
+
+	// MaxInFlightBytes bounds the payload bytes admitted but not yet sent,
+	// like MaxInFlight. Default 64 MiB.
+	MaxInFlightBytes int
+
+	// Concurrency is how many send requests to the driver may be in flight
+	// at once. Each request carries up to the driver's MaxBatch messages,
+	// of any groups. Default 16.
+	Concurrency int
+
+	// MaxAttempts bounds the attempts to send one message when the driver
+	// reports retryable errors; the waits between attempts follow
+	// Options.Retry. After the last attempt the message fails (in durable
+	// mode it stays journaled for recovery). Default 8.
+	MaxAttempts int
+
+	// MarkInterval is how long the record that messages were sent may be
+	// delayed so that many marks share one store call (durable mode). A
+	// mark lost in a crash only makes recovery send a copy, which receivers
+	// drop. Default 100ms.
+	MarkInterval time.Duration
 }
 
 func (o *SendOptions) setDefaults(limits driver.Limits) error {
+	switch o.Mode {
+	case SendDurable, SendFast:
+	default:
+		return fmt.Errorf("ordered: options: send: unknown mode %d", int(o.Mode))
+	}
+	switch o.Format {
+	case FormatDefault, FormatLegacy:
+	default:
+		return fmt.Errorf("ordered: options: send: unknown format %d", int(o.Format))
+	}
+	if o.MaxInFlight == 0 {
+		o.MaxInFlight = 4096
+	}
+	if o.MaxInFlightBytes == 0 {
+		o.MaxInFlightBytes = 64 << 20
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 16
+	}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = 8
+	}
+	if o.MarkInterval == 0 {
+		o.MarkInterval = 100 * time.Millisecond
+	}
+	return o.validate(limits)
+}
+
+func (o *SendOptions) validate(limits driver.Limits) error {
+	switch {
+	case o.MaxInFlight < 1:
+		return fmt.Errorf("ordered: options: send: MaxInFlight must be >= 1, got %d", o.MaxInFlight)
+	case o.MaxInFlightBytes < 1:
+		return fmt.Errorf("ordered: options: send: MaxInFlightBytes must be >= 1, got %d", o.MaxInFlightBytes)
+	case o.Concurrency < 1:
+		return fmt.Errorf("ordered: options: send: Concurrency must be >= 1, got %d", o.Concurrency)
+	case o.MaxAttempts < 1:
+		return fmt.Errorf("ordered: options: send: MaxAttempts must be >= 1, got %d", o.MaxAttempts)
+	case o.MarkInterval < 0:
+		return fmt.Errorf("ordered: options: send: MarkInterval must be >= 0, got %v", o.MarkInterval)
+	case maxBatchBytes(limits) < 1:
+		return fmt.Errorf("ordered: options: send: driver MaxBatchBytes must be >= 0, got %d", limits.MaxBatchBytes)
+	}
 	return nil
+}
+
+// maxBatchBytes is the driver's bound on the bodies of one SendBatch.
+func maxBatchBytes(l driver.Limits) int {
+	if l.MaxBatchBytes == 0 {
+		return l.MaxBatch * l.MaxBody
+	}
+	return l.MaxBatchBytes
 }

@@ -1,0 +1,15 @@
+package ordered
+
+import "errors"
+
+// Errors returned by Send, SendBatch and SendAsync before anything is
+// reserved: a message that fails them takes no seq and leaves no trace.
+var (
+	// ErrTooLarge means a payload plus the largest header its group can
+	// need does not fit the driver's body or batch limit.
+	ErrTooLarge = errors.New("ordered: message too large")
+	// ErrInvalidGroup means a group cannot be carried in the wire header
+	// (longer than 128 bytes, not UTF-8, a NUL byte), or is not the default
+	// group "" while Options.Send.Format is FormatLegacy.
+	ErrInvalidGroup = errors.New("ordered: invalid group")
+)

@@ -1,0 +1,301 @@
+package ordered_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/inorder/inorder/internal/envelope"
+	"github.com/inorder/inorder/ordered/driver"
+	"github.com/inorder/inorder/seqstore"
+)
+
+// Test doubles for the send side: a driver whose SendBatch a test scripts,
+// and a store that counts and can fail reservations.
+
+var (
+	errRetryable = errors.New("fake: transient")
+	errPermanent = errors.New("fake: permanent")
+)
+
+// sendDriver is a driver.Queue for send tests. SendBatch records what it
+// accepted and consults fail (if set) first.
+type sendDriver struct {
+	limits  driver.Limits
+	latency time.Duration
+
+	// fail, if set, decides the outcome of a call: nil accepts every body,
+	// a *driver.BatchError accepts the bodies whose entry is nil.
+	fail func(call int, bodies [][]byte) error
+
+	// block, if set, makes SendBatch wait until it is closed (or ctx ends).
+	block chan struct{}
+
+	calls    atomic.Int64
+	inflight atomic.Int64
+	peak     atomic.Int64
+
+	mu       sync.Mutex
+	accepted [][]byte // copies, in acceptance order
+	attempts map[string]int
+	times    []time.Time // start of every call
+	closed   bool
+}
+
+func newSendDriver() *sendDriver {
+	return &sendDriver{
+		limits: driver.Limits{
+			MaxBatch: 16, MaxBody: 65536, MaxWait: 30 * time.Second, Visibility: 30 * time.Second,
+			MinVisibility: time.Second, MaxVisibility: 12 * time.Hour,
+		},
+		attempts: make(map[string]int),
+	}
+}
+
+func (d *sendDriver) Limits() driver.Limits { return d.limits }
+
+func (d *sendDriver) SendBatch(ctx context.Context, bodies [][]byte) error {
+	call := int(d.calls.Add(1))
+	n := d.inflight.Add(1)
+	defer d.inflight.Add(-1)
+	for {
+		p := d.peak.Load()
+		if n <= p || d.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return driver.ErrClosed
+	}
+	d.times = append(d.times, time.Now())
+	for _, b := range bodies {
+		d.attempts[string(b)]++
+	}
+	d.mu.Unlock()
+	if len(bodies) < 1 || len(bodies) > d.limits.MaxBatch {
+		return fmt.Errorf("fake: batch of %d: %w", len(bodies), driver.ErrTooLarge)
+	}
+	size := 0
+	for _, b := range bodies {
+		if len(b) > d.limits.MaxBody {
+			return fmt.Errorf("fake: body of %d: %w", len(b), driver.ErrTooLarge)
+		}
+		size += len(b)
+	}
+	if mb := d.limits.MaxBatchBytes; mb > 0 && size > mb {
+		return fmt.Errorf("fake: batch bytes %d: %w", size, driver.ErrTooLarge)
+	}
+	if d.block != nil {
+		select {
+		case <-d.block:
+		case <-ctx.Done():
+			return fmt.Errorf("fake: send: %w", ctx.Err())
+		}
+	}
+	if d.latency > 0 {
+		t := time.NewTimer(d.latency)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("fake: send: %w", ctx.Err())
+		}
+	}
+	var err error
+	if d.fail != nil {
+		err = d.fail(call, bodies)
+	}
+	var be *driver.BatchError
+	if err != nil && !errors.As(err, &be) {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, b := range bodies {
+		if be == nil || be.Errs[i] == nil {
+			d.accepted = append(d.accepted, slices.Clone(b))
+		}
+	}
+	return err
+}
+
+func (d *sendDriver) ReceiveBatch(ctx context.Context, max int, wait time.Duration) ([]*driver.Message, error) {
+	return nil, nil
+}
+
+func (d *sendDriver) DeleteBatch(ctx context.Context, receipts []string) error { return nil }
+
+func (d *sendDriver) ChangeVisibility(ctx context.Context, receipt string, timeout time.Duration) (string, error) {
+	return receipt, nil
+}
+
+func (d *sendDriver) IsRetryable(err error) bool { return errors.Is(err, errRetryable) }
+
+func (d *sendDriver) Close() error {
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	return nil
+}
+
+// sentMsg is an accepted body, decoded.
+type sentMsg struct {
+	envelope.Header
+	Payload string
+}
+
+// sent decodes every accepted body; it panics on an untagged one.
+func (d *sendDriver) sent() []sentMsg {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]sentMsg, 0, len(d.accepted))
+	for _, b := range d.accepted {
+		h, p, ok := envelope.Parse(b)
+		if !ok {
+			panic(fmt.Sprintf("untagged body %q", b))
+		}
+		out = append(out, sentMsg{h, string(p)})
+	}
+	return out
+}
+
+// byGroup returns the accepted messages of each group sorted by seq.
+func (d *sendDriver) byGroup() map[string][]sentMsg {
+	m := make(map[string][]sentMsg)
+	for _, s := range d.sent() {
+		m[s.Group] = append(m[s.Group], s)
+	}
+	for _, msgs := range m {
+		slices.SortFunc(msgs, func(a, b sentMsg) int { return int(a.Seq) - int(b.Seq) })
+	}
+	return m
+}
+
+// testStore is a small in-memory seqstore.Store that counts reservations
+// and can be told to fail them.
+type testStore struct {
+	mu       sync.Mutex
+	streams  map[seqstore.Stream]*testStream
+	reserves int
+	failNext error // returned (once) by the next Reserve
+	delay    time.Duration
+}
+
+type testStream struct {
+	epoch, next uint64
+	journal     map[uint64][]byte
+}
+
+func newTestStore() *testStore {
+	return &testStore{streams: make(map[seqstore.Stream]*testStream)}
+}
+
+var testEpoch atomic.Uint64
+
+func (s *testStore) Reserve(ctx context.Context, st seqstore.Stream, n int, journal [][]byte) (seqstore.Reservation, error) {
+	if err := ctx.Err(); err != nil {
+		return seqstore.Reservation{}, fmt.Errorf("teststore: %w", err)
+	}
+	if n < 1 || journal != nil && len(journal) != n {
+		return seqstore.Reservation{}, seqstore.ErrInvalidArgument
+	}
+	if s.delay > 0 {
+		time.Sleep(s.delay)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reserves++
+	if err := s.failNext; err != nil {
+		s.failNext = nil
+		return seqstore.Reservation{}, err
+	}
+	ts := s.streams[st]
+	if ts == nil {
+		ts = &testStream{epoch: 1000 + testEpoch.Add(1), next: 1, journal: make(map[uint64][]byte)}
+		s.streams[st] = ts
+	}
+	r := seqstore.Reservation{Epoch: ts.epoch, First: ts.next}
+	for i, b := range journal {
+		ts.journal[ts.next+uint64(i)] = slices.Clone(b)
+	}
+	ts.next += uint64(n)
+	return r, nil
+}
+
+func (s *testStore) Sent(ctx context.Context, st seqstore.Stream, seqs []uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ts := s.streams[st]; ts != nil {
+		for _, q := range seqs {
+			delete(ts.journal, q)
+		}
+	}
+	return nil
+}
+
+func (s *testStore) Pending(ctx context.Context, queue string) ([]seqstore.Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []seqstore.Entry
+	for st, ts := range s.streams {
+		if st.Queue != queue {
+			continue
+		}
+		for seq, b := range ts.journal {
+			out = append(out, seqstore.Entry{Stream: st, Epoch: ts.epoch, Seq: seq, Body: slices.Clone(b)})
+		}
+	}
+	slices.SortFunc(out, func(a, b seqstore.Entry) int {
+		if c := cmpString(a.Stream.Key(), b.Stream.Key()); c != 0 {
+			return c
+		}
+		return int(a.Seq) - int(b.Seq)
+	})
+	return out, nil
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (s *testStore) Cursor(ctx context.Context, st seqstore.Stream) (seqstore.Cursor, error) {
+	return seqstore.Cursor{}, nil
+}
+
+func (s *testStore) Advance(ctx context.Context, batch []seqstore.Advance) error {
+	return errors.New("teststore: Advance not supported")
+}
+
+func (s *testStore) Close() error { return nil }
+
+// journalLen counts journal entries of every stream.
+func (s *testStore) journalLen() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, ts := range s.streams {
+		n += len(ts.journal)
+	}
+	return n
+}
+
+func (s *testStore) reservations() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reserves
+}

@@ -1,0 +1,591 @@
+package ordered_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inorder/inorder/ordered"
+	"github.com/inorder/inorder/ordered/driver"
+	"github.com/inorder/inorder/seqstore"
+)
+
+func newSendQueue(t *testing.T, drv driver.Queue, store seqstore.Store, opts *ordered.Options) *ordered.Queue {
+	t.Helper()
+	q, err := ordered.New(t.Context(), drv, store, opts)
+	require.NoError(t, err, "ordered.New")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = q.Close(ctx)
+	})
+	return q
+}
+
+func closeQueue(t *testing.T, q *ordered.Queue) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, q.Close(ctx), "Close")
+}
+
+// checkStreams asserts that every group's accepted messages carry seqs
+// 1..n exactly once each, and returns them by group.
+func checkStreams(t *testing.T, d *sendDriver) map[string][]sentMsg {
+	t.Helper()
+	groups := d.byGroup()
+	for g, msgs := range groups {
+		for i, m := range msgs {
+			if !assert.Equal(t, uint64(i+1), m.Seq, "group %q: message %d of %d has the wrong seq (a hole or a duplicate)", g, i, len(msgs)) {
+				break
+			}
+		}
+	}
+	return groups
+}
+
+func TestSendAsyncAdmissionOrderOneGoroutine(t *testing.T) {
+	d := newSendDriver()
+	d.latency = 200 * time.Microsecond
+	q := newSendQueue(t, d, newTestStore(), nil)
+	groups := []string{"a", "b", "", "ünïcode group #;%~"}
+	const perGroup = 500
+	var results []*ordered.SendResult
+	for i := range perGroup {
+		for _, g := range groups {
+			r, err := q.SendAsync(t.Context(), g, []byte(strconv.Itoa(i)))
+			require.NoError(t, err, "SendAsync %d to %q", i, g)
+			results = append(results, r)
+		}
+	}
+	for i, r := range results {
+		require.NoError(t, r.Wait(t.Context()), "result %d", i)
+		assert.Equal(t, uint64(i/len(groups)+1), r.Seq(), "result %d: seq", i)
+		assert.NotZero(t, r.Epoch(), "result %d: epoch", i)
+	}
+	closeQueue(t, q)
+
+	byGroup := checkStreams(t, d)
+	require.Len(t, byGroup, len(groups), "groups seen by the driver")
+	for _, g := range groups {
+		msgs := byGroup[g]
+		require.Len(t, msgs, perGroup, "messages of group %q", g)
+		for i, m := range msgs {
+			assert.Equal(t, strconv.Itoa(i), m.Payload, "group %q seq %d: payload must be the %d-th admitted", g, m.Seq, i)
+			assert.Equal(t, msgs[0].Epoch, m.Epoch, "group %q: one epoch", g)
+		}
+	}
+	st := q.Stats().Send
+	assert.Equal(t, int64(perGroup*len(groups)), st.Sent, "Stats.Send.Sent")
+	assert.Zero(t, st.Failed, "Stats.Send.Failed")
+	assert.Zero(t, st.InFlight, "Stats.Send.InFlight after Close")
+	assert.Less(t, st.Reservations, int64(perGroup*len(groups)), "reservations must coalesce")
+}
+
+// TestSendAdmissionOrderManyGoroutines serialises admissions with a lock
+// that also numbers them, from many goroutines: seqs must follow that
+// numbering exactly, whatever goroutine admitted.
+func TestSendAdmissionOrderManyGoroutines(t *testing.T) {
+	d := newSendDriver()
+	d.latency = 100 * time.Microsecond
+	q := newSendQueue(t, d, newTestStore(), nil)
+	const workers, each = 16, 200
+	var (
+		mu   sync.Mutex
+		next int
+		wg   sync.WaitGroup
+	)
+	errs := make(chan error, workers*each)
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				mu.Lock()
+				n := next
+				next++
+				r, err := q.SendAsync(t.Context(), "shared", []byte(strconv.Itoa(n)))
+				mu.Unlock()
+				if err != nil {
+					errs <- err
+					continue
+				}
+				if err := r.Wait(t.Context()); err != nil {
+					errs <- err
+				} else if r.Seq() != uint64(n+1) {
+					errs <- fmt.Errorf("admission %d got seq %d, want %d", n, r.Seq(), n+1)
+				}
+			}
+		})
+	}
+	// Plain Send from other goroutines to other groups at the same time:
+	// each goroutine's own messages must come in its order.
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range each {
+				if err := q.Send(t.Context(), "own-"+strconv.Itoa(w), []byte(strconv.Itoa(i))); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	closeQueue(t, q)
+	byGroup := checkStreams(t, d)
+	require.Len(t, byGroup["shared"], workers*each, "messages of the shared group")
+	for i, m := range byGroup["shared"] {
+		require.Equal(t, strconv.Itoa(i), m.Payload, "shared seq %d", m.Seq)
+	}
+	for w := range 8 {
+		msgs := byGroup["own-"+strconv.Itoa(w)]
+		require.Len(t, msgs, each, "messages of own-%d", w)
+		for i, m := range msgs {
+			require.Equal(t, strconv.Itoa(i), m.Payload, "own-%d seq %d", w, m.Seq)
+		}
+	}
+}
+
+func TestSendPipelinesRequests(t *testing.T) {
+	d := newSendDriver()
+	d.latency = time.Millisecond
+	q := newSendQueue(t, d, newTestStore(), nil)
+	const n = 2000
+	var results []*ordered.SendResult
+	for i := range n {
+		r, err := q.SendAsync(t.Context(), "one", []byte(strconv.Itoa(i)))
+		require.NoError(t, err)
+		results = append(results, r)
+	}
+	for _, r := range results {
+		require.NoError(t, r.Wait(t.Context()))
+	}
+	peak := d.peak.Load()
+	t.Logf("peak concurrent send requests: %d, requests: %d for %d messages", peak, d.calls.Load(), n)
+	assert.Greater(t, peak, int64(1), "one group must still have several requests in flight")
+	assert.LessOrEqual(t, peak, int64(16), "at most Concurrency (16) requests in flight")
+	assert.Less(t, d.calls.Load(), int64(n/4), "requests must carry batches")
+	checkStreams(t, d)
+}
+
+func TestSendBatchAcrossGroupsRespectsLimits(t *testing.T) {
+	d := newSendDriver()
+	d.limits.MaxBatch = 4
+	d.limits.MaxBatchBytes = 300
+	d.latency = time.Millisecond
+	q := newSendQueue(t, d, newTestStore(), &ordered.Options{Send: ordered.SendOptions{Concurrency: 2}})
+	var wg sync.WaitGroup
+	for g := range 10 {
+		wg.Go(func() {
+			payloads := make([][]byte, 20)
+			for i := range payloads {
+				payloads[i] = []byte(strings.Repeat("x", 50+i))
+			}
+			assert.NoError(t, q.SendBatch(t.Context(), strconv.Itoa(g), payloads))
+		})
+	}
+	wg.Wait()
+	byGroup := checkStreams(t, d)
+	assert.Len(t, byGroup, 10)
+	assert.LessOrEqual(t, d.peak.Load(), int64(2), "Concurrency 2")
+	// The fake driver rejects batches beyond its limits with ErrTooLarge,
+	// which is not retryable: nothing failed, so no batch broke them.
+	assert.Zero(t, q.Stats().Send.Failed)
+}
+
+func TestSendPartialBatchFailureResendsOnlyFailed(t *testing.T) {
+	d := newSendDriver()
+	d.fail = func(call int, bodies [][]byte) error {
+		be := &driver.BatchError{Errs: make([]error, len(bodies))}
+		failed := false
+		for i, b := range bodies {
+			// Odd payloads fail on their first attempt.
+			if n, _ := strconv.Atoi(string(b[strings.LastIndexByte(string(b), '#')+1:])); n%2 == 1 && !d.wasSent(b) {
+				be.Errs[i] = errRetryable
+				failed = true
+			}
+		}
+		if failed {
+			return be
+		}
+		return nil
+	}
+	q := newSendQueue(t, d, newTestStore(), &ordered.Options{Retry: ordered.RetryOptions{Initial: time.Millisecond, Max: time.Millisecond}})
+	payloads := make([][]byte, 64)
+	for i := range payloads {
+		payloads[i] = []byte(strconv.Itoa(i))
+	}
+	require.NoError(t, q.SendBatch(t.Context(), "g", payloads))
+	msgs := checkStreams(t, d)["g"]
+	require.Len(t, msgs, 64, "every message accepted once")
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for body, n := range d.attempts {
+		p := body[strings.LastIndexByte(body, '#')+1:]
+		v, _ := strconv.Atoi(p)
+		want := 1
+		if v%2 == 1 {
+			want = 2
+		}
+		assert.Equal(t, want, n, "attempts of payload %s", p)
+	}
+	assert.Equal(t, int64(32), q.Stats().Send.Retries, "Stats.Send.Retries counts the resent entries")
+}
+
+// wasSent reports whether body was attempted before the current call.
+func (d *sendDriver) wasSent(body []byte) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.attempts[string(body)] > 1
+}
+
+func TestSendRetryBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newSendDriver()
+		d.fail = func(call int, bodies [][]byte) error {
+			if call <= 4 {
+				return fmt.Errorf("call %d: %w", call, errRetryable)
+			}
+			return nil
+		}
+		retry := ordered.RetryOptions{Initial: 100 * time.Millisecond, Max: 300 * time.Millisecond}
+		q, err := ordered.New(t.Context(), d, newTestStore(), &ordered.Options{Retry: retry})
+		require.NoError(t, err)
+		require.NoError(t, q.Send(t.Context(), "g", []byte("x")))
+		require.NoError(t, q.Close(t.Context()))
+
+		d.mu.Lock()
+		times := d.times
+		d.mu.Unlock()
+		require.Len(t, times, 5, "4 failures then a success")
+		for i := 1; i < len(times); i++ {
+			full := min(retry.Initial<<(i-1), retry.Max)
+			gap := times[i].Sub(times[i-1])
+			assert.GreaterOrEqual(t, gap, full/2, "backoff before attempt %d", i+1)
+			assert.LessOrEqual(t, gap, full, "backoff before attempt %d", i+1)
+		}
+		assert.Equal(t, int64(4), q.Stats().Send.Retries)
+	})
+}
+
+func TestSendRetryGivesUpAfterMaxAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newSendDriver()
+		d.fail = func(int, [][]byte) error { return errRetryable }
+		q, err := ordered.New(t.Context(), d, newTestStore(), &ordered.Options{Send: ordered.SendOptions{MaxAttempts: 3}})
+		require.NoError(t, err)
+		err = q.Send(t.Context(), "g", []byte("x"))
+		require.ErrorIs(t, err, errRetryable)
+		assert.Contains(t, err.Error(), "after 3 attempt(s)")
+		assert.Equal(t, int64(3), d.calls.Load(), "driver calls")
+		assert.Equal(t, int64(1), q.Stats().Send.Failed)
+		require.NoError(t, q.Close(t.Context()))
+	})
+}
+
+func TestSendNonRetryableError(t *testing.T) {
+	d := newSendDriver()
+	d.fail = func(int, [][]byte) error { return errPermanent }
+	q := newSendQueue(t, d, newTestStore(), nil)
+	err := q.Send(t.Context(), "g", []byte("x"))
+	require.ErrorIs(t, err, errPermanent)
+	assert.Equal(t, int64(1), d.calls.Load(), "a non-retryable error is not retried")
+
+	// In a batch, every failure is counted and the first one wrapped.
+	err = q.SendBatch(t.Context(), "g", [][]byte{[]byte("a"), []byte("b"), []byte("c")})
+	require.ErrorIs(t, err, errPermanent)
+	assert.Contains(t, err.Error(), "3 of 3 messages failed")
+}
+
+func TestSendStoreFailure(t *testing.T) {
+	d := newSendDriver()
+	store := newTestStore()
+	errStore := errors.New("store down")
+	store.failNext = errStore
+	q := newSendQueue(t, d, store, nil)
+	err := q.Send(t.Context(), "g", []byte("x"))
+	require.ErrorIs(t, err, errStore)
+	assert.Zero(t, d.calls.Load(), "nothing sent without a reservation")
+	require.NoError(t, q.Send(t.Context(), "g", []byte("y")))
+	msgs := checkStreams(t, d)["g"]
+	require.Len(t, msgs, 1)
+	assert.Equal(t, "y", msgs[0].Payload)
+}
+
+// TestSendDurableRecoveryOnNew: a process that journaled messages and never
+// got them to the queue (its driver failed for good) leaves them to the
+// next Queue on the same store, which sends them with the same epoch and
+// seq when it starts.
+func TestSendDurableRecoveryOnNew(t *testing.T) {
+	store := newTestStore()
+	broken := newSendDriver()
+	broken.fail = func(int, [][]byte) error { return errPermanent }
+	q1 := newSendQueue(t, broken, store, nil)
+	var epoch uint64
+	for i := range 5 {
+		r, err := q1.SendAsync(t.Context(), "g", []byte(strconv.Itoa(i)))
+		require.NoError(t, err)
+		require.ErrorIs(t, r.Wait(t.Context()), errPermanent)
+		epoch = r.Epoch()
+	}
+	closeQueue(t, q1)
+	require.Equal(t, 5, store.journalLen(), "failed messages stay journaled")
+
+	// A crash between reservation and send leaves the same trace.
+	_, err := store.Reserve(t.Context(), seqstore.Stream{Queue: "default", Group: "h"}, 2, [][]byte{[]byte("h1"), []byte("h2")})
+	require.NoError(t, err)
+
+	good := newSendDriver()
+	q2 := newSendQueue(t, good, store, nil)
+	closeQueue(t, q2) // waits for the recovered sends and flushes their marks
+	byGroup := checkStreams(t, good)
+	require.Len(t, byGroup["g"], 5)
+	for i, m := range byGroup["g"] {
+		assert.Equal(t, epoch, m.Epoch, "recovered message keeps its epoch")
+		assert.Equal(t, strconv.Itoa(i), m.Payload)
+	}
+	require.Len(t, byGroup["h"], 2)
+	assert.Equal(t, "h2", byGroup["h"][1].Payload)
+	assert.Equal(t, int64(7), q2.Stats().Send.Recovered)
+	assert.Zero(t, store.journalLen(), "recovered messages are marked sent")
+}
+
+func TestSendRecoverOnDemand(t *testing.T) {
+	store := newTestStore()
+	d := newSendDriver()
+	var broken sync.Mutex
+	down := true
+	d.fail = func(int, [][]byte) error {
+		broken.Lock()
+		defer broken.Unlock()
+		if down {
+			return errPermanent
+		}
+		return nil
+	}
+	q := newSendQueue(t, d, store, &ordered.Options{Send: ordered.SendOptions{MarkInterval: time.Millisecond}})
+	require.ErrorIs(t, q.SendBatch(t.Context(), "g", [][]byte{[]byte("1"), []byte("2"), []byte("3")}), errPermanent)
+	broken.Lock()
+	down = false
+	broken.Unlock()
+	require.NoError(t, q.Send(t.Context(), "g", []byte("4")))
+
+	n, err := q.Recover(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, 3, n, "the three failed messages are sent again, the sent one is not")
+	n, err = q.Recover(t.Context())
+	require.NoError(t, err)
+	assert.Zero(t, n, "nothing left to recover")
+	msgs := checkStreams(t, d)["g"]
+	require.Len(t, msgs, 4)
+	for i, m := range msgs {
+		assert.Equal(t, strconv.Itoa(i+1), m.Payload)
+	}
+	closeQueue(t, q)
+	assert.Zero(t, store.journalLen())
+}
+
+// TestSendRecoverSkipsInFlight: Recover must not re-send what this process
+// has in flight.
+func TestSendRecoverSkipsInFlight(t *testing.T) {
+	store := newTestStore()
+	d := newSendDriver()
+	d.block = make(chan struct{})
+	q := newSendQueue(t, d, store, nil)
+	r, err := q.SendAsync(t.Context(), "g", []byte("x"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return store.journalLen() == 1 }, 5*time.Second, time.Millisecond, "reserved")
+	n, err := q.Recover(t.Context())
+	require.NoError(t, err)
+	assert.Zero(t, n, "an in-flight message is not recovered")
+	close(d.block)
+	require.NoError(t, r.Wait(t.Context()))
+	closeQueue(t, q)
+	assert.Len(t, d.sent(), 1, "sent once")
+}
+
+func TestSendFastModeJournalsNothing(t *testing.T) {
+	store := newTestStore()
+	d := newSendDriver()
+	d.fail = func(call int, _ [][]byte) error {
+		if call == 1 {
+			return errPermanent
+		}
+		return nil
+	}
+	q := newSendQueue(t, d, store, &ordered.Options{Send: ordered.SendOptions{Mode: ordered.SendFast}})
+	require.ErrorIs(t, q.Send(t.Context(), "g", []byte("lost")), errPermanent)
+	require.NoError(t, q.Send(t.Context(), "g", []byte("ok")))
+	assert.Zero(t, store.journalLen(), "fast mode journals nothing")
+	n, err := q.Recover(t.Context())
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	msgs := d.sent()
+	require.Len(t, msgs, 1)
+	assert.Equal(t, uint64(2), msgs[0].Seq, "the failed message leaves a hole at seq 1")
+}
+
+func TestSendLegacyFormat(t *testing.T) {
+	d := newSendDriver()
+	q := newSendQueue(t, d, newTestStore(), &ordered.Options{Send: ordered.SendOptions{Format: ordered.FormatLegacy}})
+	require.NoError(t, q.Send(t.Context(), "", []byte("hello")))
+	require.NoError(t, q.Send(t.Context(), "", []byte("world")))
+	d.mu.Lock()
+	got := []string{string(d.accepted[0]), string(d.accepted[1])}
+	d.mu.Unlock()
+	assert.Equal(t, []string{"#1#hello", "#2#world"}, got)
+	err := q.Send(t.Context(), "g", []byte("x"))
+	assert.ErrorIs(t, err, ordered.ErrInvalidGroup, "legacy carries only the default group")
+}
+
+func TestSendValidationReservesNothing(t *testing.T) {
+	d := newSendDriver()
+	d.limits.MaxBody = 1000
+	store := newTestStore()
+	q := newSendQueue(t, d, store, nil)
+	long := strings.Repeat("g", 129)
+	cases := []struct {
+		name    string
+		group   string
+		payload []byte
+		want    error
+	}{
+		{"payload over MaxBody", "g", make([]byte, 1000), ordered.ErrTooLarge},
+		{"payload fits only without the worst-case header", "g", make([]byte, 1000-10), ordered.ErrTooLarge},
+		{"group too long", long, nil, ordered.ErrInvalidGroup},
+		{"group not UTF-8", "\xff", nil, ordered.ErrInvalidGroup},
+		{"group with NUL", "a\x00b", nil, ordered.ErrInvalidGroup},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := q.Send(t.Context(), c.group, c.payload)
+			assert.ErrorIs(t, err, c.want)
+			_, err = q.SendAsync(t.Context(), c.group, c.payload)
+			assert.ErrorIs(t, err, c.want)
+			err = q.SendBatch(t.Context(), c.group, [][]byte{[]byte("fine"), c.payload})
+			assert.ErrorIs(t, err, c.want, "one bad payload fails the whole batch")
+		})
+	}
+	// The largest payload that fits a worst-case header is accepted.
+	hdr := len("#v1;9223372036854775807;9223372036854775807;g#")
+	require.NoError(t, q.Send(t.Context(), "g", make([]byte, 1000-hdr)))
+	assert.Equal(t, 1, store.reservations(), "only the valid send reserved")
+	assert.Equal(t, int64(1), q.Stats().Requests.Reserve)
+	assert.Equal(t, uint64(1), d.sent()[0].Seq, "no seq was taken by the rejected sends")
+}
+
+func TestSendBoundedInFlight(t *testing.T) {
+	d := newSendDriver()
+	d.block = make(chan struct{})
+	q := newSendQueue(t, d, newTestStore(), &ordered.Options{Send: ordered.SendOptions{MaxInFlight: 4}})
+	var results []*ordered.SendResult
+	for i := range 4 {
+		r, err := q.SendAsync(t.Context(), "g", []byte(strconv.Itoa(i)))
+		require.NoError(t, err, "admission %d within the bound", i)
+		results = append(results, r)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := q.SendAsync(ctx, "g", []byte("5th"))
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the 5th admission waits for room")
+	assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond)
+	assert.Equal(t, int64(4), q.Stats().Send.InFlight)
+
+	// Room comes back as messages complete.
+	done := make(chan error, 1)
+	go func() {
+		r, err := q.SendAsync(t.Context(), "g", []byte("4"))
+		if err == nil {
+			err = r.Wait(t.Context())
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("admitted while full: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(d.block)
+	require.NoError(t, <-done)
+	for _, r := range results {
+		require.NoError(t, r.Wait(t.Context()))
+	}
+	msgs := checkStreams(t, d)["g"]
+	require.Len(t, msgs, 5, "the timed-out admission took no seq")
+}
+
+func TestSendCloseFlushes(t *testing.T) {
+	store := newTestStore()
+	d := newSendDriver()
+	d.latency = time.Millisecond
+	q, err := ordered.New(t.Context(), d, store, &ordered.Options{Send: ordered.SendOptions{MarkInterval: time.Hour}})
+	require.NoError(t, err)
+	var results []*ordered.SendResult
+	for i := range 300 {
+		r, err := q.SendAsync(t.Context(), strconv.Itoa(i%7), []byte("x"))
+		require.NoError(t, err)
+		results = append(results, r)
+	}
+	closeQueue(t, q)
+	for i, r := range results {
+		select {
+		case <-r.Done():
+			assert.NoError(t, r.Err(), "result %d", i)
+		default:
+			t.Fatalf("result %d not done after Close", i)
+		}
+	}
+	assert.Len(t, d.sent(), 300)
+	assert.Zero(t, store.journalLen(), "Close flushes the Sent marks (MarkInterval is an hour)")
+
+	_, err = q.SendAsync(t.Context(), "g", nil)
+	assert.ErrorIs(t, err, ordered.ErrClosed)
+	assert.ErrorIs(t, q.Send(t.Context(), "g", nil), ordered.ErrClosed)
+	assert.ErrorIs(t, q.SendBatch(t.Context(), "g", [][]byte{nil}), ordered.ErrClosed)
+	_, err = q.Recover(t.Context())
+	assert.ErrorIs(t, err, ordered.ErrClosed)
+	assert.NoError(t, q.Close(t.Context()), "Close is idempotent")
+}
+
+func TestSendCloseGivesUp(t *testing.T) {
+	d := newSendDriver()
+	d.block = make(chan struct{})
+	defer close(d.block)
+	store := newTestStore()
+	q, err := ordered.New(t.Context(), d, store, &ordered.Options{Send: ordered.SendOptions{MaxInFlight: 2}})
+	require.NoError(t, err)
+	r, err := q.SendAsync(t.Context(), "g", []byte("stuck"))
+	require.NoError(t, err)
+	_, err = q.SendAsync(t.Context(), "g", []byte("stuck too"))
+	require.NoError(t, err)
+	waiter := make(chan error, 1)
+	go func() {
+		_, err := q.SendAsync(t.Context(), "g", []byte("waits for room"))
+		waiter <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	err = q.Close(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorIs(t, <-waiter, ordered.ErrClosed, "an admission waiting for room fails when Close begins")
+	select {
+	case <-r.Done():
+		assert.ErrorIs(t, r.Err(), ordered.ErrClosed)
+	default:
+		t.Fatal("an abandoned message's result must be done after Close returns")
+	}
+	assert.Equal(t, 2, store.journalLen(), "abandoned messages stay journaled for recovery")
+}
