@@ -1,0 +1,27 @@
+// Package drivertest is the conformance suite for implementations of
+// [driver.Queue]. Every driver runs it from a one-line test:
+//
+//	func TestConformance(t *testing.T) {
+//		drivertest.RunConformanceTests(t, drivertest.Harness{
+//			New: func(t *testing.T, visibility time.Duration) driver.Queue {
+//				q := memqueue.New(&memqueue.Options{Visibility: visibility})
+//				t.Cleanup(func() { q.Close() })
+//				return q
+//			},
+//		})
+//	}
+//
+// Each rule stated in the documentation of package driver has a test here:
+// round trips of binary, empty and maximum-size bodies, size and batch
+// limits, at-least-once delivery of every message, deletion, stale and
+// invalid receipt handles, visibility changes, long-poll waits, context
+// cancellation, the closed state, concurrent use and error classification.
+//
+// The tests run in parallel, each on a fresh queue from [Harness.New], and
+// take their timing from the queue's [driver.Limits], so a driver that rounds
+// the visibility timeout up is tested with the value it really uses.
+// Capabilities a driver lacks ([Harness.NoStaleReceipts],
+// [Harness.NoVisibility]) turn the tests that need them into skips with a
+// reason; [Harness.Slow] marks a remote service, for which the suite sends
+// fewer messages and waits longer.
+package drivertest
