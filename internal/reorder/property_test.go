@@ -202,7 +202,7 @@ func TestModel(t *testing.T) {
 		b := New[int](m.next, int(m.window), m.maxBytes)
 		val := 0
 
-		t.Repeat(map[string]func(*rapid.T){
+		actions := map[string]func(*rapid.T){
 			"Insert": func(t *rapid.T) {
 				seq := seqNear(t, m, "seq")
 				size := rapid.IntRange(0, m.maxBytes/2+1).Draw(t, "size")
@@ -305,36 +305,47 @@ func TestModel(t *testing.T) {
 			"Trim": func(t *rapid.T) {
 				b.Trim()
 			},
-			"": func(t *rapid.T) {
-				if b.Next() != m.next || b.Len() != len(m.items) || b.Bytes() != m.bytes() {
-					t.Fatalf("Next/Len/Bytes = %d/%d/%d, model %d/%d/%d", b.Next(), b.Len(), b.Bytes(), m.next, len(m.items), m.bytes())
-				}
-				if _, held := m.items[m.next]; b.Ready() != held {
-					t.Fatalf("Ready() = %v, model holds Next()=%d: %v", b.Ready(), m.next, held)
-				}
-				if waiting := m.bytes() - m.items[m.next].size; waiting > m.maxBytes {
-					t.Fatalf("items above Next() hold %d bytes, more than maxBytes %d", waiting, m.maxBytes)
-				}
-				if len(b.ring) > 0 && uint64(len(b.ring)) > max(m.window, 1)*2-1 {
-					t.Fatalf("ring has %d slots for a window of %d", len(b.ring), m.window)
-				}
-				var n int
-				for i, s := range b.ring {
-					if s.seq == 0 {
-						if s != (slot[int]{}) {
-							t.Fatalf("free slot %d not zeroed: %+v", i, s)
-						}
-						continue
+		}
+		check := func(t *rapid.T) {
+			if b.Next() != m.next || b.Len() != len(m.items) || b.Bytes() != m.bytes() {
+				t.Fatalf("Next/Len/Bytes = %d/%d/%d, model %d/%d/%d", b.Next(), b.Len(), b.Bytes(), m.next, len(m.items), m.bytes())
+			}
+			if _, held := m.items[m.next]; b.Ready() != held {
+				t.Fatalf("Ready() = %v, model holds Next()=%d: %v", b.Ready(), m.next, held)
+			}
+			if waiting := m.bytes() - m.items[m.next].size; waiting > m.maxBytes {
+				t.Fatalf("items above Next() hold %d bytes, more than maxBytes %d", waiting, m.maxBytes)
+			}
+			if len(b.ring) > 0 && uint64(len(b.ring)) > max(m.window, 1)*2-1 {
+				t.Fatalf("ring has %d slots for a window of %d", len(b.ring), m.window)
+			}
+			var n int
+			for i, s := range b.ring {
+				if s.seq == 0 {
+					if s != (slot[int]{}) {
+						t.Fatalf("free slot %d not zeroed: %+v", i, s)
 					}
-					n++
-					if _, held := m.items[s.seq]; !held {
-						t.Fatalf("slot %d holds seq %d that the model does not", i, s.seq)
-					}
+					continue
 				}
-				if n != len(m.items) {
-					t.Fatalf("%d occupied slots, model holds %d", n, len(m.items))
+				n++
+				if _, held := m.items[s.seq]; !held {
+					t.Fatalf("slot %d holds seq %d that the model does not", i, s.seq)
 				}
-			},
-		})
+			}
+			if n != len(m.items) {
+				t.Fatalf("%d occupied slots, model holds %d", n, len(m.items))
+			}
+		}
+
+		// An explicit loop rather than t.Repeat: Repeat averages 30 steps,
+		// too few to fill a window of 40 and grow the ring to its limit.
+		// Insert and Pop are drawn more often than the rest.
+		kinds := []string{"Insert", "Insert", "Insert", "Insert", "Pop", "Pop", "SkipTo", "Reset", "Get", "Lowest", "Each", "Trim"}
+		steps := rapid.IntRange(0, 400).Draw(t, "steps")
+		check(t)
+		for range steps {
+			actions[rapid.SampledFrom(kinds).Draw(t, "action")](t)
+			check(t)
+		}
 	})
 }
