@@ -113,3 +113,36 @@ func TestMillionIdleBuffers(t *testing.T) {
 	}
 	runtime.KeepAlive(bufs)
 }
+
+// BenchmarkInsertPopManyStreams spreads the jittered arrivals over 10,000
+// streams in turn, so that each message touches a buffer that is cold in the
+// CPU cache, as on a receiver serving many groups.
+func BenchmarkInsertPopManyStreams(b *testing.B) {
+	const streams = 10_000
+	order := jittered(16)
+	bufs := make([]*Buffer[*message], streams)
+	for i := range bufs {
+		bufs[i] = New[*message](1, 16, 1<<30)
+	}
+	msg := &message{body: make([]byte, 256)}
+	base, i, s, popped := uint64(1), 0, 0, 0
+	b.ReportAllocs()
+	for b.Loop() {
+		buf := bufs[s]
+		seq := base + order[i]
+		if r, _ := buf.Insert(seq, msg, len(msg.body)); r != Ready && r != Buffered {
+			b.Fatalf("stream %d: Insert(%d) with Next()=%d: %v", s, seq, buf.Next(), r)
+		}
+		for buf.Ready() {
+			buf.Pop()
+			popped++
+		}
+		if s++; s == streams {
+			s = 0
+			if i++; i == len(order) {
+				i, base = 0, base+uint64(len(order))
+			}
+		}
+	}
+	b.ReportMetric(float64(popped)/b.Elapsed().Seconds(), "msgs/s")
+}
