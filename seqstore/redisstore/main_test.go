@@ -1,0 +1,112 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// backend is one Redis a test can run against.
+type backend struct {
+	name string
+	// open returns a client and a fresh unique prefix; the keys under the
+	// prefix are deleted when the test ends.
+	open func(t *testing.T) (redis.UniversalClient, string)
+}
+
+func uniquePrefix(t *testing.T) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "inordertest:" + hex.EncodeToString(b[:]) + ":"
+}
+
+// backends returns miniredis always and the real Redis at
+// INORDER_TEST_REDIS_ADDR when set. With CI=true a missing variable or an
+// unreachable server fails the test.
+func backends(t *testing.T) []backend {
+	t.Helper()
+	bs := []backend{{name: "miniredis", open: func(t *testing.T) (redis.UniversalClient, string) {
+		mr := miniredis.RunT(t)
+		c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+		t.Cleanup(func() { _ = c.Close() })
+		return c, uniquePrefix(t)
+	}}}
+	addr := os.Getenv("INORDER_TEST_REDIS_ADDR")
+	if addr == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true but INORDER_TEST_REDIS_ADDR is not set: the real Redis tests are required in CI")
+		}
+		t.Log("INORDER_TEST_REDIS_ADDR not set: real Redis tests skipped, miniredis only")
+		return bs
+	}
+	return append(bs, backend{name: "redis", open: func(t *testing.T) (redis.UniversalClient, string) {
+		return realRedis(t, addr)
+	}})
+}
+
+func realRedis(t *testing.T, addr string) (redis.UniversalClient, string) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Ping(ctx).Err(); err != nil {
+		_ = c.Close()
+		t.Fatalf("INORDER_TEST_REDIS_ADDR=%s is set but Redis is unreachable: %v", addr, err)
+	}
+	prefix := uniquePrefix(t)
+	t.Cleanup(func() {
+		defer func() { _ = c.Close() }()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		var keys []string
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if err := iter.Err(); err != nil {
+			t.Errorf("cleanup: scan %s*: %v", prefix, err)
+			return
+		}
+		for len(keys) > 0 {
+			n := min(500, len(keys))
+			if err := c.Del(ctx, keys[:n]...).Err(); err != nil {
+				t.Errorf("cleanup: del: %v", err)
+				return
+			}
+			keys = keys[n:]
+		}
+	})
+	return c, prefix
+}
+
+// forEach runs f as a subtest on every backend, in parallel.
+func forEach(t *testing.T, f func(t *testing.T, c redis.UniversalClient, prefix string)) {
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			c, p := b.open(t)
+			f(t, c, p)
+		})
+	}
+}
+
+func newStore(t *testing.T, c redis.UniversalClient, prefix string) *Store {
+	t.Helper()
+	s, err := New(c, &Options{Prefix: prefix})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
