@@ -22,10 +22,10 @@
 // is allocated on the first insert, doubles as the distance between Next() and
 // the highest held sequence number grows, and never exceeds the window
 // (rounded up to a power of two). A Buffer that has never held an item is a
-// 64-byte struct (on 64-bit platforms) with no heap storage behind it; [Buffer.Trim] returns an empty
-// Buffer to that state. Removed slots are zeroed, so the Buffer keeps no
-// reference to an item it no longer holds. Once the ring has grown, Insert and
-// Pop do not allocate.
+// 64-byte struct on 64-bit platforms, with no heap storage behind it;
+// [Buffer.Trim] returns an empty Buffer to that state. Removed slots are
+// zeroed, so the Buffer keeps no reference to an item it no longer holds. Once
+// the ring has grown, Insert and Pop do not allocate.
 //
 // # Sequence numbers
 //
