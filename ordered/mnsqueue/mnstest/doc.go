@@ -1,0 +1,80 @@
+// Package mnstest provides an MNS-compatible HTTP server for tests and local
+// development, in the way net/http/httptest serves net/http: the real
+// Alibaba Cloud MNS Go SDK (github.com/aliyun/aliyun-mns-go-sdk v1.0.11)
+// talks to it unchanged over loopback.
+//
+//	srv, err := mnstest.NewServer(nil)
+//	...
+//	defer srv.Close()
+//	client := ali_mns.NewAliMNSClientWithConfig(ali_mns.AliMNSClientConfig{
+//		EndPoint:        srv.Endpoint(), // "http://127.0.0.1:PORT/."
+//		AccessKeyId:     srv.AccessKeyID(),
+//		AccessKeySecret: srv.AccessKeySecret(),
+//	})
+//
+// # Endpoint
+//
+// The SDK splits the endpoint string on "." and panics unless there are
+// exactly five pieces, so "http://127.0.0.1:PORT" is rejected. Endpoint
+// returns "http://127.0.0.1:PORT/.": the extra dot passes the check and the
+// SDK's HTTP client sends "/queues/..." on the wire, which is also the path
+// the request signature covers. For the same reason the server listens on an
+// IPv4 address only.
+//
+// # API
+//
+// The queue operations of the MNS REST API, as the SDK sends and parses them:
+// create (201, 204 when it exists with the same attributes, 409
+// QueueAlreadyExist otherwise), delete, get and set attributes, list (marker,
+// ret-number, prefix, with-meta), send and batch send (at most 16 entries and
+// 64 KiB in all; per-entry failures answered as a <Messages> list), receive
+// and batch receive (1..16) with long polling (waitseconds 0..30, else the
+// queue's PollingWaitSeconds; a message that arrives during the wait is
+// returned at once; 404 MessageNotExist when nothing came), peek and batch
+// peek, delete and batch delete (per-entry failures as an <Errors> list),
+// and change visibility.
+//
+// Every request must carry a valid signature (HMAC-SHA1 as the SDK computes
+// it) for the configured access key: an unknown key is answered 403
+// InvalidAccessKeyId, a wrong signature 403 SignatureDoesNotMatch. A
+// Content-MD5 that does not match the body is 400 InvalidDegist (the
+// service's spelling).
+//
+// # Semantics
+//
+// Like the service's standard queues, delivery is at-least-once and only
+// "basically ordered": each queue keeps its messages in Options.Shards
+// internal shards, a send picks a shard at random and a receive takes from a
+// random shard among those whose oldest message is within
+// Options.ReorderWindow sends of the oldest visible one, so neighbours swap
+// but nothing falls far behind. Priority (1..16, 0 meaning the default 8)
+// orders messages within a shard before enqueue order.
+//
+// A receive makes a message invisible for the queue's VisibilityTimeout and
+// returns a receipt handle. Every receive and every change of visibility
+// rotates the handle: an older handle is stale and gets 404 MessageNotExist,
+// as does a handle whose visibility lapsed. A handle that is malformed or
+// that this server did not issue for this queue gets 400 ReceiptHandleError.
+// Dequeue counts, first dequeue times, message and queue delays (a message
+// DelaySeconds of 0, which the SDK always sends, means the queue's delay),
+// retention expiry and the maximum message size behave as documented by the
+// service.
+//
+// State is in memory, one mutex per queue. Server.Advance moves the server's
+// clock forward so that tests of visibility, delay and retention do not
+// sleep.
+//
+// # Faults
+//
+// Options.Faults (and SetFaults at run time) inject seeded failures: extra
+// redeliveries, 500 InternalError answers before or after the operation took
+// effect (and partial batch failures), connections closed without an answer,
+// latency with jitter, and message loss. With the same Seed and the same
+// sequence of requests, the same faults fire.
+//
+// # Shutdown
+//
+// Close stops the listener, ends long polls (they answer MessageNotExist)
+// and returns once every handler has returned. The server starts no
+// goroutine other than the one serving the listener.
+package mnstest

@@ -1,0 +1,85 @@
+package mnstest
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+)
+
+// Error codes the server answers with, as the MNS service spells them
+// (InvalidDegist included). The SDK maps them to its own error values by
+// code only; the HTTP status is what the service documents.
+const (
+	CodeAccessDenied               = "AccessDenied"
+	CodeInvalidAccessKeyID         = "InvalidAccessKeyId"
+	CodeInternalError              = "InternalError"
+	CodeInvalidAuthorizationHeader = "InvalidAuthorizationHeader"
+	CodeInvalidArgument            = "InvalidArgument"
+	CodeInvalidDigest              = "InvalidDegist"
+	CodeInvalidRequestURL          = "InvalidRequestURL"
+	CodeInvalidQueryString         = "InvalidQueryString"
+	CodeMalformedXML               = "MalformedXML"
+	CodeMissingAuthorizationHeader = "MissingAuthorizationHeader"
+	CodeMissingDateHeader          = "MissingDateHeader"
+	CodeMissingVersionHeader       = "MissingVersionHeader"
+	CodeMissingReceiptHandle       = "MissingReceiptHandle"
+	CodeMissingVisibilityTimeout   = "MissingVisibilityTimeout"
+	CodeMessageNotExist            = "MessageNotExist"
+	CodeQueueAlreadyExist          = "QueueAlreadyExist"
+	CodeInvalidQueueName           = "InvalidQueueName"
+	CodeQueueNameLengthError       = "QueueNameLengthError"
+	CodeQueueNotExist              = "QueueNotExist"
+	CodeReceiptHandleError         = "ReceiptHandleError"
+	CodeSignatureDoesNotMatch      = "SignatureDoesNotMatch"
+	CodeTimeExpired                = "TimeExpired"
+)
+
+// Sentinel errors of the Go API (CreateQueue, DeleteQueue, Queue, SetFaults).
+var (
+	// ErrClosed is returned by methods called after Close.
+	ErrClosed = errors.New("mnstest: server closed")
+	// ErrQueueNotExist means no queue has the given name.
+	ErrQueueNotExist = errors.New("mnstest: queue does not exist")
+	// ErrQueueExists means a queue of that name exists with other attributes.
+	ErrQueueExists = errors.New("mnstest: queue already exists with other attributes")
+	// ErrInvalidArgument means a name, an attribute or an option is out of
+	// the range the service accepts.
+	ErrInvalidArgument = errors.New("mnstest: invalid argument")
+)
+
+// apiError is an error answer: HTTP status, MNS code and message text.
+type apiError struct {
+	status  int
+	code    string
+	message string
+}
+
+func (e *apiError) Error() string {
+	return "mnstest: " + strconv.Itoa(e.status) + " " + e.code + ": " + e.message
+}
+
+func newAPIError(status int, code, message string) *apiError {
+	return &apiError{status: status, code: code, message: message}
+}
+
+// Errors answered often enough to be allocated once.
+var (
+	errMessageNotExist = newAPIError(http.StatusNotFound, CodeMessageNotExist, "Message not exist.")
+	errQueueNotExist   = newAPIError(http.StatusNotFound, CodeQueueNotExist, "The queue name you provided is not exist.")
+	errReceiptHandle   = newAPIError(http.StatusBadRequest, CodeReceiptHandleError, "The receipt handle you provide is not valid.")
+	errMalformedXML    = newAPIError(http.StatusBadRequest, CodeMalformedXML, "The XML you provided was not well-formed.")
+	errInternal        = newAPIError(http.StatusInternalServerError, CodeInternalError, "Interal error.")
+	errQueueExists     = newAPIError(http.StatusConflict, CodeQueueAlreadyExist, "The queue you want to create is already exist.")
+	errMissingHandle   = newAPIError(http.StatusBadRequest, CodeMissingReceiptHandle, "ReceiptHandle is required.")
+	errMissingVisTime  = newAPIError(http.StatusBadRequest, CodeMissingVisibilityTimeout, "VisibilityTimeout is required.")
+)
+
+func invalidArgument(message string) *apiError {
+	return newAPIError(http.StatusBadRequest, CodeInvalidArgument, message)
+}
+
+// rangeError is the service's wording for a value out of range.
+func rangeError(element string, low, high int64, unit string) *apiError {
+	return invalidArgument("The value of " + element + " should between " + strconv.FormatInt(low, 10) +
+		" and " + strconv.FormatInt(high, 10) + " " + unit + ".")
+}

@@ -1,0 +1,510 @@
+package mnstest
+
+import (
+	"crypto/md5"
+	"encoding/hex"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func (c *call) createQueue() *apiError {
+	var qb queueBody
+	var a QueueAttributes
+	if len(strings.TrimSpace(string(c.body))) > 0 {
+		if err := decode(c.body, &qb, &qb.XMLName, "Queue"); err != nil {
+			return err
+		}
+		if err := qb.apply(&a); err != nil {
+			return err
+		}
+	}
+	created, err := c.s.createQueue(c.qname, a.withDefaults())
+	if err != nil {
+		return err
+	}
+	if created {
+		c.w.Header().Set("Location", "http://"+c.r.Host+"/queues/"+c.qname)
+		c.status = http.StatusCreated
+	} else {
+		c.status = http.StatusNoContent
+	}
+	return nil
+}
+
+func (c *call) setQueueAttributes() *apiError {
+	var qb queueBody
+	if err := decode(c.body, &qb, &qb.XMLName, "Queue"); err != nil {
+		return err
+	}
+	q := c.s.queue(c.qname)
+	if q == nil {
+		return errQueueNotExist
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.deleted {
+		return errQueueNotExist
+	}
+	a := q.attrs
+	if err := qb.apply(&a); err != nil {
+		return err
+	}
+	if err := a.check(); err != nil {
+		return err
+	}
+	q.attrs = a
+	q.modified = c.s.now()
+	c.status = http.StatusNoContent
+	// A shorter polling wait or delay matters to waiting polls only at
+	// their next look; wake them so they take it into account.
+	q.wake()
+	return nil
+}
+
+func (c *call) getQueueAttributes() *apiError {
+	info, err := c.s.Queue(c.qname)
+	if err != nil {
+		return errQueueNotExist
+	}
+	c.out = append(c.out, xmlHeader...)
+	c.out = appendQueueAttrs(c.out, &info, true)
+	c.status = http.StatusOK
+	return nil
+}
+
+// listQueues answers ListQueue: names in order, from x-mns-marker (inclusive),
+// at most x-mns-ret-number (1..1000, default 1000), filtered by x-mns-prefix,
+// with attributes when x-mns-with-meta is true.
+func (c *call) listQueues() *apiError {
+	h := c.r.Header
+	marker := h.Get("X-Mns-Marker")
+	prefix := h.Get("X-Mns-Prefix")
+	withMeta := strings.EqualFold(h.Get("X-Mns-With-Meta"), "true")
+	limit := 1000
+	if v := h.Get("X-Mns-Ret-Number"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			return rangeError("x-mns-ret-number", 1, 1000, "")
+		}
+		limit = n
+	}
+	infos := c.s.Queues()
+	i := sort.Search(len(infos), func(i int) bool { return infos[i].Name >= marker })
+	b := append(c.out, xmlHeader...)
+	b = append(b, "<Queues"+xmlNS+">"...)
+	n := 0
+	next := ""
+	for ; i < len(infos); i++ {
+		info := &infos[i]
+		if !strings.HasPrefix(info.Name, prefix) {
+			continue
+		}
+		if n == limit {
+			next = info.Name
+			break
+		}
+		n++
+		if withMeta {
+			b = appendQueueAttrs(b, info, false)
+		} else {
+			b = append(b, "<Queue>"...)
+			b = appendElem(b, "QueueURL", "http://"+c.r.Host+"/queues/"+info.Name)
+			b = append(b, "</Queue>"...)
+		}
+	}
+	if next != "" {
+		b = appendElem(b, "NextMarker", next)
+	}
+	c.out = append(b, "</Queues>"...)
+	c.status = http.StatusOK
+	return nil
+}
+
+// entry is one message to send, validated.
+type entry struct {
+	body, md5 string
+	delay     int64 // -1: the queue's
+	priority  int
+	id        string
+	handle    string
+	err       *apiError
+}
+
+// checkEntry validates one message against the queue's limits.
+func checkEntry(body *string, delayText, prioText string, maxSize int) entry {
+	if body == nil {
+		return entry{err: invalidArgument("MessageBody is required.")}
+	}
+	if len(*body) > maxSize {
+		return entry{err: rangeError("MessageBody", 1, int64(maxSize), "bytes")}
+	}
+	delay, err := parseOptInt(delayText, "DelaySeconds")
+	if err != nil {
+		return entry{err: err}
+	}
+	if delay > maxDelaySeconds || delay < -1 {
+		return entry{err: rangeError("DelaySeconds", 0, maxDelaySeconds, "seconds")}
+	}
+	if delay == 0 {
+		// The SDK always sends <DelaySeconds>0</DelaySeconds>; taking it
+		// as "not set" lets the queue's DelaySeconds apply.
+		delay = -1
+	}
+	prio, err := parseOptInt(prioText, "Priority")
+	if err != nil {
+		return entry{err: err}
+	}
+	if prio <= 0 {
+		if prio < -1 {
+			return entry{err: rangeError("Priority", 1, maxPriority, "")}
+		}
+		prio = defaultPriority // absent, or 0 as the SDK sends by default
+	}
+	if prio > maxPriority {
+		return entry{err: rangeError("Priority", 1, maxPriority, "")}
+	}
+	sum := md5.Sum([]byte(*body))
+	return entry{body: *body, md5: strings.ToUpper(hex.EncodeToString(sum[:])), delay: delay, priority: int(prio)}
+}
+
+// messageQueue returns the request's queue, locked, with its timers advanced.
+func (c *call) messageQueue() (*queue, int64, *apiError) {
+	q := c.s.queue(c.qname)
+	if q == nil {
+		return nil, 0, errQueueNotExist
+	}
+	q.mu.Lock()
+	if q.deleted {
+		q.mu.Unlock()
+		return nil, 0, errQueueNotExist
+	}
+	now := c.s.now()
+	q.advance(now)
+	return q, now, nil
+}
+
+func (c *call) sendMessage() *apiError {
+	var sb sendBody
+	if err := decode(c.body, &sb, &sb.XMLName, "Message"); err != nil {
+		return err
+	}
+	q, now, err := c.messageQueue()
+	if err != nil {
+		return err
+	}
+	e := checkEntry(sb.MessageBody, sb.DelaySeconds, sb.Priority, q.attrs.MaximumMessageSize)
+	if e.err != nil {
+		q.mu.Unlock()
+		return e.err
+	}
+	lost := c.faults.Loss > 0 && q.rng.Float64() < c.faults.Loss
+	e.id, e.handle = q.send(e.body, e.md5, e.delay, e.priority, now, lost)
+	q.mu.Unlock()
+	b := append(c.out, xmlHeader...)
+	b = append(b, "<Message"+xmlNS+">"...)
+	b = appendElem(b, "MessageId", e.id)
+	b = appendElem(b, "MessageBodyMD5", e.md5)
+	if e.handle != "" {
+		b = appendElem(b, "ReceiptHandle", e.handle)
+	}
+	c.out = append(b, "</Message>"...)
+	c.status = http.StatusCreated
+	return nil
+}
+
+func (c *call) batchSendMessage() *apiError {
+	var sb sendBody
+	if err := decode(c.body, &sb, &sb.XMLName, "Messages"); err != nil {
+		return err
+	}
+	n := len(sb.Messages)
+	if n < 1 || n > maxBatch {
+		return invalidArgument("The count of message in batch request should between 1 and 16.")
+	}
+	total := 0
+	for _, m := range sb.Messages {
+		if m.MessageBody != nil {
+			total += len(*m.MessageBody)
+		}
+	}
+	if total > maxBatchBytes {
+		return rangeError("total size of MessageBody in batch request", 1, maxBatchBytes, "bytes")
+	}
+	q, now, err := c.messageQueue()
+	if err != nil {
+		return err
+	}
+	entries := make([]entry, n)
+	failed := 0
+	for i, m := range sb.Messages {
+		entries[i] = checkEntry(m.MessageBody, m.DelaySeconds, m.Priority, q.attrs.MaximumMessageSize)
+	}
+	if c.fault == faultPartial {
+		// Fail a random, non-empty subset with InternalError.
+		first := int(c.s.drawN(int64(n)))
+		for i := range entries {
+			if entries[i].err == nil && (i == first || c.s.draw(0.5)) {
+				entries[i].err = errInternal
+			}
+		}
+	}
+	for i := range entries {
+		e := &entries[i]
+		if e.err != nil {
+			failed++
+			continue
+		}
+		lost := c.faults.Loss > 0 && q.rng.Float64() < c.faults.Loss
+		e.id, _ = q.send(e.body, e.md5, e.delay, e.priority, now, lost)
+	}
+	q.mu.Unlock()
+	b := append(c.out, xmlHeader...)
+	b = append(b, "<Messages"+xmlNS+">"...)
+	for i := range entries {
+		e := &entries[i]
+		b = append(b, "<Message>"...)
+		if e.err != nil {
+			b = appendElem(b, "ErrorCode", e.err.code)
+			b = appendElem(b, "ErrorMessage", e.err.message)
+		} else {
+			b = appendElem(b, "MessageId", e.id)
+			b = appendElem(b, "MessageBodyMD5", e.md5)
+		}
+		b = append(b, "</Message>"...)
+	}
+	c.out = append(b, "</Messages>"...)
+	c.status = http.StatusCreated
+	if failed > 0 {
+		c.status = http.StatusInternalServerError
+		c.code = "partial"
+	}
+	return nil
+}
+
+// countParam reads numOfMessages (1..16) for batch operations, or 1.
+func (c *call) countParam() (int, *apiError) {
+	if c.op != opBatchReceiveMessage && c.op != opBatchPeekMessage {
+		return 1, nil
+	}
+	n, err := strconv.Atoi(c.param("numOfMessages"))
+	if err != nil || n < 1 || n > maxBatch {
+		return 0, rangeError("numOfMessages", 1, maxBatch, "")
+	}
+	return n, nil
+}
+
+func (c *call) receiveMessage() *apiError {
+	n, err := c.countParam()
+	if err != nil {
+		return err
+	}
+	wait := int64(-1)
+	if c.has("waitseconds") {
+		w, perr := strconv.ParseInt(c.param("waitseconds"), 10, 64)
+		if perr != nil || w < 0 || w > maxPollingWaitSeconds {
+			return rangeError("waitseconds", 0, maxPollingWaitSeconds, "seconds")
+		}
+		wait = w
+	}
+	var out []delivery
+	deadline := int64(0)
+	waiting := false
+	for {
+		q, now, err := c.messageQueue()
+		if err != nil {
+			if waiting {
+				return errMessageNotExist // the queue went away during the wait
+			}
+			return err
+		}
+		if waiting {
+			q.waiters--
+		}
+		if deadline == 0 {
+			if wait < 0 {
+				wait = int64(q.attrs.PollingWaitSeconds)
+			}
+			deadline = now + wait*second
+		}
+		out = q.receive(n, now, c.faults.Redeliver, out[:0])
+		if len(out) > 0 || now >= deadline {
+			q.mu.Unlock()
+			break
+		}
+		sleep := deadline - now
+		if due := q.nextDue(); due > 0 && due-now < sleep {
+			sleep = max(due-now, int64(time.Millisecond))
+		}
+		ch := q.waitCh
+		q.waiters++
+		waiting = true
+		q.mu.Unlock()
+		if !c.wait(ch, time.Duration(sleep)) {
+			q.mu.Lock()
+			q.waiters--
+			q.mu.Unlock()
+			return errMessageNotExist
+		}
+	}
+	if len(out) == 0 {
+		return errMessageNotExist
+	}
+	c.writeDeliveries(out)
+	return nil
+}
+
+// wait sleeps until woken, d passes, or the server or the request ends
+// (false).
+func (c *call) wait(ch <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return true
+	case <-c.s.done:
+		return false
+	case <-c.r.Context().Done():
+		return false
+	}
+}
+
+func (c *call) peekMessage() *apiError {
+	n, err := c.countParam()
+	if err != nil {
+		return err
+	}
+	q, now, err := c.messageQueue()
+	if err != nil {
+		return err
+	}
+	out := q.peek(n, now, nil)
+	q.mu.Unlock()
+	if len(out) == 0 {
+		return errMessageNotExist
+	}
+	c.writeDeliveries(out)
+	return nil
+}
+
+func (c *call) writeDeliveries(out []delivery) {
+	b := append(c.out, xmlHeader...)
+	if c.op == opBatchReceiveMessage || c.op == opBatchPeekMessage {
+		b = append(b, "<Messages"+xmlNS+">"...)
+		for i := range out {
+			b = appendMessage(b, &out[i], false)
+		}
+		b = append(b, "</Messages>"...)
+	} else {
+		b = appendMessage(b, &out[0], true)
+	}
+	c.out = b
+	c.status = http.StatusOK
+}
+
+func (c *call) deleteMessage() *apiError {
+	handle := c.param("ReceiptHandle")
+	if handle == "" {
+		return errMissingHandle
+	}
+	q, _, err := c.messageQueue()
+	if err != nil {
+		return err
+	}
+	err = q.remove(handle)
+	q.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	c.status = http.StatusNoContent
+	return nil
+}
+
+func (c *call) batchDeleteMessage() *apiError {
+	var hb handlesBody
+	if err := decode(c.body, &hb, &hb.XMLName, "ReceiptHandles"); err != nil {
+		return err
+	}
+	n := len(hb.Handles)
+	if n < 1 || n > maxBatch {
+		return invalidArgument("The count of receipt handle in batch request should between 1 and 16.")
+	}
+	errs := make([]*apiError, n)
+	if c.fault == faultPartial {
+		first := int(c.s.drawN(int64(n)))
+		for i := range errs {
+			if i == first || c.s.draw(0.5) {
+				errs[i] = errInternal
+			}
+		}
+	}
+	q, _, err := c.messageQueue()
+	if err != nil {
+		return err
+	}
+	failed := 0
+	for i, h := range hb.Handles {
+		if errs[i] == nil {
+			errs[i] = q.remove(strings.TrimSpace(h))
+		}
+		if errs[i] != nil {
+			failed++
+		}
+	}
+	q.mu.Unlock()
+	if failed == 0 {
+		c.status = http.StatusNoContent
+		return nil
+	}
+	b := append(c.out, xmlHeader...)
+	b = append(b, "<Errors"+xmlNS+">"...)
+	for i, e := range errs {
+		if e == nil {
+			continue
+		}
+		b = append(b, "<Error>"...)
+		b = appendElem(b, "ErrorCode", e.code)
+		b = appendElem(b, "ErrorMessage", e.message)
+		b = appendElem(b, "ReceiptHandle", hb.Handles[i])
+		b = append(b, "</Error>"...)
+	}
+	c.out = append(b, "</Errors>"...)
+	c.status = http.StatusNotFound
+	c.code = "partial"
+	return nil
+}
+
+func (c *call) changeVisibility() *apiError {
+	handle := c.param("ReceiptHandle")
+	if handle == "" {
+		return errMissingHandle
+	}
+	vtText := c.param("VisibilityTimeout")
+	if vtText == "" {
+		return errMissingVisTime
+	}
+	vt, perr := strconv.ParseInt(vtText, 10, 64)
+	if perr != nil || vt < 1 || vt > maxVisibilitySeconds {
+		return rangeError("VisibilityTimeout", 1, maxVisibilitySeconds, "seconds")
+	}
+	q, now, err := c.messageQueue()
+	if err != nil {
+		return err
+	}
+	nh, visible, err := q.changeVisibility(handle, vt, now)
+	q.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	b := append(c.out, xmlHeader...)
+	b = append(b, "<ChangeVisibility"+xmlNS+">"...)
+	b = appendElem(b, "ReceiptHandle", nh)
+	b = appendIntElem(b, "NextVisibleTime", ms(visible))
+	c.out = append(b, "</ChangeVisibility>"...)
+	c.status = http.StatusOK
+	return nil
+}

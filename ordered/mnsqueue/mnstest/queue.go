@@ -1,0 +1,583 @@
+package mnstest
+
+import (
+	"container/heap"
+	"encoding/base64"
+	"encoding/binary"
+	"hash/maphash"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// QueueAttributes are a queue's settings, in the units the service uses.
+// A zero field means the service's default.
+type QueueAttributes struct {
+	// DelaySeconds delays every new message by this many seconds unless the
+	// message sets its own delay (0..604800, default 0).
+	DelaySeconds int
+	// MaximumMessageSize is the largest message body in bytes
+	// (1024..65536, default 65536).
+	MaximumMessageSize int
+	// MessageRetentionPeriod is how long, in seconds, a message lives after
+	// it was sent before it expires unreceived or undeleted
+	// (60..1296000, default 345600).
+	MessageRetentionPeriod int
+	// VisibilityTimeout is how long, in seconds, a received message stays
+	// invisible before it is delivered again (1..43200, default 30).
+	VisibilityTimeout int
+	// PollingWaitSeconds is the long-poll wait of a receive that does not
+	// say how long to wait (0..30, default 0).
+	PollingWaitSeconds int
+	// LoggingEnabled is stored and reported; it has no other effect.
+	LoggingEnabled bool
+}
+
+const (
+	defaultMaxMessageSize  = 65536
+	defaultRetention       = 345600
+	defaultVisibility      = 30
+	maxDelaySeconds        = 604800
+	maxRetentionSeconds    = 1296000
+	maxVisibilitySeconds   = 43200
+	maxPollingWaitSeconds  = 30
+	minMaxMessageSize      = 1024
+	maxBatch               = 16
+	maxBatchBytes          = 65536
+	defaultPriority        = 8
+	maxPriority            = 16
+	maxQueueNameLen        = 120
+	redeliverCutMax        = time.Second
+	defaultReorderWindow   = 16
+	handleRawLen           = 20
+	handleLen              = (handleRawLen + 2) / 3 * 4
+	millisecond            = int64(time.Millisecond)
+	second                 = int64(time.Second)
+	maxShards              = 64
+	queueNameAllowedSymbol = '-'
+)
+
+// withDefaults fills zero fields with the service's defaults.
+func (a QueueAttributes) withDefaults() QueueAttributes {
+	if a.MaximumMessageSize == 0 {
+		a.MaximumMessageSize = defaultMaxMessageSize
+	}
+	if a.MessageRetentionPeriod == 0 {
+		a.MessageRetentionPeriod = defaultRetention
+	}
+	if a.VisibilityTimeout == 0 {
+		a.VisibilityTimeout = defaultVisibility
+	}
+	return a
+}
+
+// check reports the first attribute out of the service's range.
+func (a QueueAttributes) check() *apiError {
+	switch {
+	case a.DelaySeconds < 0 || a.DelaySeconds > maxDelaySeconds:
+		return rangeError("DelaySeconds", 0, maxDelaySeconds, "seconds")
+	case a.MaximumMessageSize < minMaxMessageSize || a.MaximumMessageSize > defaultMaxMessageSize:
+		return rangeError("MaximumMessageSize", minMaxMessageSize, defaultMaxMessageSize, "bytes")
+	case a.MessageRetentionPeriod < 60 || a.MessageRetentionPeriod > maxRetentionSeconds:
+		return rangeError("MessageRetentionPeriod", 60, maxRetentionSeconds, "seconds")
+	case a.VisibilityTimeout < 1 || a.VisibilityTimeout > maxVisibilitySeconds:
+		return rangeError("VisibilityTimeout", 1, maxVisibilitySeconds, "seconds")
+	case a.PollingWaitSeconds < 0 || a.PollingWaitSeconds > maxPollingWaitSeconds:
+		return rangeError("PollingWaitSeconds", 0, maxPollingWaitSeconds, "seconds")
+	}
+	return nil
+}
+
+// checkQueueName validates a name as the service does: 1..120 characters,
+// ASCII letters, digits and '-', starting with a letter or digit.
+func checkQueueName(name string) *apiError {
+	if len(name) == 0 || len(name) > maxQueueNameLen {
+		return newAPIError(400, CodeQueueNameLengthError, "The length of queue name should be between 1 and 120.")
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != queueNameAllowedSymbol) {
+			return newAPIError(400, CodeInvalidQueueName, "The queue name you provided is not valid.")
+		}
+	}
+	return nil
+}
+
+// Message states.
+const (
+	stateDelayed  uint8 = iota // waiting for its delay, in the timer heap
+	stateActive                // visible, in its shard's heap
+	stateInflight              // received and invisible, in the timer heap
+)
+
+// message is one stored message. Its fields are guarded by its queue's mutex.
+type message struct {
+	seq      uint64 // enqueue order within the queue, also the handle's key
+	id       string
+	body     string
+	md5      string
+	priority int
+	shard    int
+	enqueued int64 // server clock, ns
+	visible  int64 // when a delayed or in-flight message becomes visible, ns
+	expires  int64 // enqueued + retention, ns
+	firstDeq int64 // first receive, ns; 0 before
+	dequeues int64
+	gen      uint32 // bumped by every receive and visibility change: older handles go stale
+	state    uint8
+	vidx     int // index in the shard heap, -1 when not in it
+	tidx     int // index in the timer heap, -1 when not in it
+}
+
+// delivery is what a receive or peek answers for one message, copied out of
+// the queue so that the response is built without the lock.
+type delivery struct {
+	id, handle, md5, body       string
+	enqueued, visible, firstDeq int64
+	dequeues                    int64
+	priority                    int
+}
+
+// shardHeap holds a shard's visible messages, by priority then enqueue order.
+type shardHeap []*message
+
+func (h shardHeap) Len() int { return len(h) }
+func (h shardHeap) Less(i, j int) bool {
+	return lessKey(h[i], h[j])
+}
+func (h shardHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].vidx = i
+	h[j].vidx = j
+}
+func (h *shardHeap) Push(x any) {
+	m := x.(*message)
+	m.vidx = len(*h)
+	*h = append(*h, m)
+}
+func (h *shardHeap) Pop() any {
+	old := *h
+	m := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	m.vidx = -1
+	return m
+}
+
+func lessKey(a, b *message) bool {
+	if a.priority != b.priority {
+		return a.priority < b.priority
+	}
+	return a.seq < b.seq
+}
+
+// timerHeap holds delayed and in-flight messages by the time they become
+// visible.
+type timerHeap []*message
+
+func (h timerHeap) Len() int { return len(h) }
+func (h timerHeap) Less(i, j int) bool {
+	if h[i].visible != h[j].visible {
+		return h[i].visible < h[j].visible
+	}
+	return h[i].seq < h[j].seq
+}
+func (h timerHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].tidx = i
+	h[j].tidx = j
+}
+func (h *timerHeap) Push(x any) {
+	m := x.(*message)
+	m.tidx = len(*h)
+	*h = append(*h, m)
+}
+func (h *timerHeap) Pop() any {
+	old := *h
+	m := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	m.tidx = -1
+	return m
+}
+
+// queue is one queue's state, guarded by mu: no global lock is taken on the
+// message path.
+type queue struct {
+	name  string
+	id    uint32
+	srv   *Server
+	mu    sync.Mutex
+	attrs QueueAttributes
+	// created and modified are server-clock times in ns.
+	created, modified int64
+	deleted           bool
+	shards            []shardHeap
+	timers            timerHeap
+	msgs              map[uint64]*message
+	nextSeq           uint64
+	rng               *rand.Rand
+	cand              []int
+	active, inflight  int
+	delayed           int
+	waitCh            chan struct{}
+	waiters           int
+}
+
+func newQueue(s *Server, name string, id uint32, attrs QueueAttributes, now int64) *queue {
+	return &queue{
+		name:     name,
+		id:       id,
+		srv:      s,
+		attrs:    attrs,
+		created:  now,
+		modified: now,
+		shards:   make([]shardHeap, s.opts.Shards),
+		msgs:     make(map[uint64]*message),
+		rng:      rand.New(rand.NewPCG(uint64(s.opts.Seed), uint64(id)<<32|0x9e3779b9)),
+		cand:     make([]int, 0, s.opts.Shards),
+		waitCh:   make(chan struct{}),
+	}
+}
+
+// wake releases every long poll waiting on the queue so that it looks again.
+// The caller holds q.mu.
+func (q *queue) wake() {
+	if q.waiters > 0 {
+		close(q.waitCh)
+		q.waitCh = make(chan struct{})
+	}
+}
+
+// pushTimer schedules m; a new earliest deadline wakes the long polls so that
+// they shorten their sleep.
+func (q *queue) pushTimer(m *message) {
+	heap.Push(&q.timers, m)
+	if m.tidx == 0 {
+		q.wake()
+	}
+}
+
+// advance moves every delayed or in-flight message whose time has come back
+// to its shard, dropping those past retention. The caller holds q.mu.
+func (q *queue) advance(now int64) {
+	woke := false
+	for len(q.timers) > 0 && q.timers[0].visible <= now {
+		m := heap.Pop(&q.timers).(*message)
+		if m.state == stateInflight {
+			q.inflight--
+		} else {
+			q.delayed--
+		}
+		if m.expires <= now {
+			delete(q.msgs, m.seq)
+			q.srv.stats.expired.Add(1)
+			continue
+		}
+		m.state = stateActive
+		q.active++
+		heap.Push(&q.shards[m.shard], m)
+		woke = true
+	}
+	if woke {
+		q.wake()
+	}
+}
+
+// nextDue is the earliest time a delayed or in-flight message becomes
+// visible, or 0.
+func (q *queue) nextDue() int64 {
+	if len(q.timers) == 0 {
+		return 0
+	}
+	return q.timers[0].visible
+}
+
+// pick removes and returns the next visible message, or nil. It behaves like
+// the service's standard queues: "basically ordered". Among the shards whose
+// head has the best priority and lies within the reorder window of the
+// oldest head, it picks one at random, so neighbours swap places but no
+// message falls behind by more than the window.
+func (q *queue) pick(now int64) *message {
+	for {
+		best := -1
+		for i := range q.shards {
+			if len(q.shards[i]) > 0 && (best < 0 || lessKey(q.shards[i][0], q.shards[best][0])) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return nil
+		}
+		head := q.shards[best][0]
+		q.cand = q.cand[:0]
+		for i := range q.shards {
+			if len(q.shards[i]) == 0 {
+				continue
+			}
+			h := q.shards[i][0]
+			if h.priority == head.priority && h.seq-head.seq <= q.srv.opts.window {
+				q.cand = append(q.cand, i)
+			}
+		}
+		shard := q.cand[0]
+		if len(q.cand) > 1 {
+			shard = q.cand[q.rng.IntN(len(q.cand))]
+		}
+		m := heap.Pop(&q.shards[shard]).(*message)
+		q.active--
+		if m.expires <= now {
+			delete(q.msgs, m.seq)
+			q.srv.stats.expired.Add(1)
+			continue
+		}
+		return m
+	}
+}
+
+// send stores one message. delay < 0 means the queue's delay. lost drops it
+// at once, as if it had expired.
+func (q *queue) send(body, md5 string, delay int64, priority int, now int64, lost bool) (id, handle string) {
+	q.nextSeq++
+	seq := q.nextSeq
+	shard := 0
+	if len(q.shards) > 1 {
+		shard = q.rng.IntN(len(q.shards))
+	}
+	id = q.srv.messageID(q.id, shard, now, seq)
+	if delay < 0 {
+		delay = int64(q.attrs.DelaySeconds)
+	}
+	if lost {
+		q.srv.stats.lost.Add(1)
+		if delay > 0 {
+			handle = q.srv.encodeHandle(q.id, seq, 0)
+		}
+		return id, handle
+	}
+	m := &message{
+		seq:      seq,
+		id:       id,
+		body:     body,
+		md5:      md5,
+		priority: priority,
+		shard:    shard,
+		enqueued: now,
+		expires:  now + int64(q.attrs.MessageRetentionPeriod)*second,
+		vidx:     -1,
+		tidx:     -1,
+	}
+	q.msgs[seq] = m
+	q.srv.stats.sent.Add(1)
+	if delay > 0 {
+		m.state = stateDelayed
+		m.visible = now + delay*second
+		q.delayed++
+		q.pushTimer(m)
+		return id, q.srv.encodeHandle(q.id, seq, 0)
+	}
+	m.state = stateActive
+	q.active++
+	heap.Push(&q.shards[shard], m)
+	q.wake()
+	return id, ""
+}
+
+// receive hands out up to n visible messages, making them invisible for the
+// queue's visibility timeout (or less, when the Redeliver fault fires).
+func (q *queue) receive(n int, now int64, redeliver float64, out []delivery) []delivery {
+	vt := int64(q.attrs.VisibilityTimeout) * second
+	for len(out) < n {
+		m := q.pick(now)
+		if m == nil {
+			break
+		}
+		m.state = stateInflight
+		q.inflight++
+		m.dequeues++
+		m.gen++
+		if m.firstDeq == 0 {
+			m.firstDeq = now
+		}
+		m.visible = now + vt
+		if redeliver > 0 && q.rng.Float64() < redeliver {
+			m.visible = now + q.rng.Int64N(min(vt, int64(redeliverCutMax)))
+			q.srv.stats.redelivered.Add(1)
+		}
+		q.pushTimer(m)
+		q.srv.stats.received.Add(1)
+		out = append(out, q.deliveryOf(m, true))
+	}
+	return out
+}
+
+// peek returns up to n visible messages without changing their state.
+func (q *queue) peek(n int, now int64, out []delivery) []delivery {
+	start := len(out)
+	var taken []*message
+	for len(out)-start < n {
+		m := q.pick(now)
+		if m == nil {
+			break
+		}
+		taken = append(taken, m)
+		out = append(out, q.deliveryOf(m, false))
+	}
+	for _, m := range taken {
+		heap.Push(&q.shards[m.shard], m)
+		q.active++
+	}
+	return out
+}
+
+func (q *queue) deliveryOf(m *message, withHandle bool) delivery {
+	d := delivery{
+		id:       m.id,
+		md5:      m.md5,
+		body:     m.body,
+		enqueued: m.enqueued,
+		firstDeq: m.firstDeq,
+		dequeues: m.dequeues,
+		priority: m.priority,
+	}
+	if withHandle {
+		d.handle = q.srv.encodeHandle(q.id, m.seq, m.gen)
+		d.visible = m.visible
+	}
+	return d
+}
+
+// held finds the message a handle designates, if the handle is still the
+// current one: 400 ReceiptHandleError for malformed or foreign handles, 404
+// MessageNotExist for stale ones.
+func (q *queue) held(handle string) (*message, *apiError) {
+	qid, seq, gen, ok := q.srv.decodeHandle(handle)
+	if !ok || qid != q.id {
+		return nil, errReceiptHandle
+	}
+	m := q.msgs[seq]
+	if m == nil || m.gen != gen || m.state == stateActive {
+		return nil, errMessageNotExist
+	}
+	return m, nil
+}
+
+// remove deletes the message a handle designates.
+func (q *queue) remove(handle string) *apiError {
+	m, err := q.held(handle)
+	if err != nil {
+		return err
+	}
+	heap.Remove(&q.timers, m.tidx)
+	if m.state == stateInflight {
+		q.inflight--
+	} else {
+		q.delayed--
+	}
+	delete(q.msgs, m.seq)
+	q.srv.stats.deleted.Add(1)
+	return nil
+}
+
+// changeVisibility makes the message invisible until now+vt and rotates its
+// handle.
+func (q *queue) changeVisibility(handle string, vt int64, now int64) (string, int64, *apiError) {
+	m, err := q.held(handle)
+	if err != nil {
+		return "", 0, err
+	}
+	m.gen++
+	m.visible = now + vt*second
+	heap.Fix(&q.timers, m.tidx)
+	if m.tidx == 0 {
+		q.wake()
+	}
+	return q.srv.encodeHandle(q.id, m.seq, m.gen), m.visible, nil
+}
+
+// info snapshots the queue for GetQueueAttributes and Server.Queue.
+func (q *queue) info() QueueInfo {
+	return QueueInfo{
+		Name:           q.name,
+		Attributes:     q.attrs,
+		Active:         q.active,
+		Inactive:       q.inflight,
+		Delayed:        q.delayed,
+		CreateTime:     time.Unix(0, q.created),
+		LastModifyTime: time.Unix(0, q.modified),
+	}
+}
+
+// QueueInfo describes a queue and counts its messages by state.
+type QueueInfo struct {
+	Name       string
+	Attributes QueueAttributes
+	// Active messages are visible; the count may include messages past
+	// retention that no receive has touched yet.
+	Active int
+	// Inactive messages were received and are invisible until their
+	// visibility timeout ends.
+	Inactive int
+	// Delayed messages wait for their delay to end.
+	Delayed                    int
+	CreateTime, LastModifyTime time.Time
+}
+
+// encodeHandle builds a receipt handle: queue id, message seq and generation,
+// authenticated with a per-server keyed hash so that handles from another
+// server, or made up, are told apart from stale ones. Base64 (standard
+// alphabet, with '+', '/' and '=') exercises the SDK's query escaping.
+func (s *Server) encodeHandle(qid uint32, seq uint64, gen uint32) string {
+	var raw [handleRawLen]byte
+	binary.BigEndian.PutUint32(raw[0:], qid)
+	binary.BigEndian.PutUint64(raw[4:], seq)
+	binary.BigEndian.PutUint32(raw[12:], gen)
+	binary.BigEndian.PutUint32(raw[16:], uint32(maphash.Bytes(s.handleSeed, raw[:16])))
+	return base64.StdEncoding.EncodeToString(raw[:])
+}
+
+func (s *Server) decodeHandle(h string) (qid uint32, seq uint64, gen uint32, ok bool) {
+	if len(h) != handleLen {
+		return 0, 0, 0, false
+	}
+	var raw [handleRawLen + 2]byte
+	n, err := base64.StdEncoding.Decode(raw[:], []byte(h))
+	if err != nil || n != handleRawLen {
+		return 0, 0, 0, false
+	}
+	if binary.BigEndian.Uint32(raw[16:]) != uint32(maphash.Bytes(s.handleSeed, raw[:16])) {
+		return 0, 0, 0, false
+	}
+	return binary.BigEndian.Uint32(raw[0:]), binary.BigEndian.Uint64(raw[4:]), binary.BigEndian.Uint32(raw[12:]), true
+}
+
+// messageID builds an id shaped like the service's
+// (5F290C926D472878-2-14D9529A8FA-200000001): server tag and queue, shard,
+// enqueue time in ms, sequence.
+func (s *Server) messageID(qid uint32, shard int, now int64, seq uint64) string {
+	b := make([]byte, 0, 48)
+	b = append(b, s.tag...)
+	b = appendHex(b, uint64(qid), 8)
+	b = append(b, '-')
+	b = strconv.AppendInt(b, int64(shard), 10)
+	b = append(b, '-')
+	b = appendHex(b, uint64(now/millisecond), 11)
+	b = append(b, '-')
+	b = appendHex(b, seq, 9)
+	return string(b)
+}
+
+// appendHex appends v in upper-case hex, zero-padded to width digits.
+func appendHex(b []byte, v uint64, width int) []byte {
+	const digits = "0123456789ABCDEF"
+	var buf [16]byte
+	i := len(buf)
+	for v > 0 || len(buf)-i < width {
+		i--
+		buf[i] = digits[v&15]
+		v >>= 4
+	}
+	return append(b, buf[i:]...)
+}

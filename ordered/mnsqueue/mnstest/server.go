@@ -1,0 +1,419 @@
+package mnstest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Default credentials accepted when Options leaves them empty.
+const (
+	DefaultAccessKeyID     = "inorder"
+	DefaultAccessKeySecret = "inorder-secret"
+)
+
+// Options configures a Server. A nil *Options means all defaults.
+type Options struct {
+	// Addr is the TCP address to listen on (default "127.0.0.1:0", a free
+	// loopback port). The host must be an IPv4 literal: the SDK accepts only
+	// endpoints with exactly four dots. An unspecified host (0.0.0.0)
+	// listens everywhere and is advertised as 127.0.0.1.
+	Addr string
+	// AccessKeyID and AccessKeySecret are the one credential the server
+	// accepts (defaults DefaultAccessKeyID and DefaultAccessKeySecret).
+	AccessKeyID, AccessKeySecret string
+	// Shards is the number of internal shards per queue (default 4, at most
+	// 64). A message goes to a random shard; receives take from shards at
+	// random, so delivery is "basically ordered" like the service's
+	// standard queues. 1 makes queues FIFO (apart from redeliveries).
+	Shards int
+	// ReorderWindow bounds how far a message can be overtaken: a receive
+	// takes from a shard only if its oldest message is within this many
+	// sends of the oldest visible message (default 16).
+	ReorderWindow int
+	// Seed seeds shard choice and fault injection; 0 is a fixed default, so
+	// runs are reproducible when requests arrive in the same order.
+	Seed int64
+	// Faults injects failures from the start; SetFaults changes them later.
+	Faults Faults
+	// Logger receives one debug line per request and errors (nil: discard).
+	Logger *slog.Logger
+}
+
+// Faults are probabilities (0..1) and delays of injected failures. Error5xx,
+// Drop and the latency apply to message operations only (send, receive,
+// peek, delete, change visibility), never to queue management, so that test
+// setup stays reliable. The zero value injects nothing.
+type Faults struct {
+	// Redeliver is the probability that a received message has its
+	// visibility cut short (to under a second), so that it is delivered
+	// again while its first receiver still holds it: a duplicate, and a
+	// stale handle for the first receiver.
+	Redeliver float64
+	// Error5xx is the probability of a 500 InternalError answer, decided
+	// per request: half of them before the operation takes effect, half
+	// after (a send that "failed" was stored; a receive that "failed" made
+	// its messages invisible). Batch sends and deletes may instead fail
+	// only some of their entries.
+	Error5xx float64
+	// Drop is the probability that the connection is closed without an
+	// answer, half of them after the operation took effect.
+	Drop float64
+	// Latency delays every message operation, plus a uniform random part
+	// up to Jitter.
+	Latency, Jitter time.Duration
+	// Loss is the probability that a sent message is lost, as if it had
+	// expired at once; the send still succeeds.
+	Loss float64
+}
+
+func (f *Faults) validate() error {
+	for _, p := range []struct {
+		name string
+		v    float64
+	}{{"Redeliver", f.Redeliver}, {"Error5xx", f.Error5xx}, {"Drop", f.Drop}, {"Loss", f.Loss}} {
+		if !(p.v >= 0 && p.v <= 1) {
+			return fmt.Errorf("mnstest: fault %s %v not in 0..1: %w", p.name, p.v, ErrInvalidArgument)
+		}
+	}
+	if f.Latency < 0 || f.Jitter < 0 {
+		return fmt.Errorf("mnstest: negative latency %v or jitter %v: %w", f.Latency, f.Jitter, ErrInvalidArgument)
+	}
+	return nil
+}
+
+func (o *Options) validate() error {
+	if o.Addr == "" {
+		o.Addr = "127.0.0.1:0"
+	}
+	host, _, err := net.SplitHostPort(o.Addr)
+	if err != nil {
+		return fmt.Errorf("mnstest: address %q: %w", o.Addr, err)
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.To4() == nil {
+		return fmt.Errorf("mnstest: address %q: host must be an IPv4 literal (the SDK rejects other endpoints): %w",
+			o.Addr, ErrInvalidArgument)
+	}
+	if o.AccessKeyID == "" {
+		o.AccessKeyID = DefaultAccessKeyID
+	}
+	if o.AccessKeySecret == "" {
+		o.AccessKeySecret = DefaultAccessKeySecret
+	}
+	if o.Shards == 0 {
+		o.Shards = 4
+	}
+	if o.Shards < 1 || o.Shards > maxShards {
+		return fmt.Errorf("mnstest: shards %d not in 1..%d: %w", o.Shards, maxShards, ErrInvalidArgument)
+	}
+	if o.ReorderWindow == 0 {
+		o.ReorderWindow = defaultReorderWindow
+	}
+	if o.ReorderWindow < 0 {
+		return fmt.Errorf("mnstest: negative reorder window %d: %w", o.ReorderWindow, ErrInvalidArgument)
+	}
+	if o.Seed == 0 {
+		o.Seed = 0x5eed
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o.Faults.validate()
+}
+
+// options is Options after validation, with the window in the type the
+// queues compare with.
+type options struct {
+	Options
+	window uint64
+}
+
+// Server is an MNS-compatible HTTP server. It is safe for concurrent use.
+type Server struct {
+	opts       options
+	ln         net.Listener
+	http       *http.Server
+	endpoint   string
+	tag        string // per-server prefix of message ids
+	handleSeed maphash.Seed
+	clockSkew  atomic.Int64 // ns added to the wall clock by Advance
+	faults     atomic.Pointer[Faults]
+	faultMu    sync.Mutex
+	faultRng   *rand.Rand
+	reqSeq     atomic.Uint64
+	macs       signers
+	stats      counters
+
+	mu      sync.RWMutex
+	queues  map[string]*queue
+	queueID uint32
+
+	done      chan struct{} // closed by Close: long polls and latency sleeps end
+	closeOnce sync.Once
+	closeErr  error
+	serveDone chan struct{}
+	handlers  sync.WaitGroup
+}
+
+// NewServer starts a server listening on opts.Addr; it serves at once.
+func NewServer(opts *Options) (*Server, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp4", o.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("mnstest: listen: %w", err)
+	}
+	s := &Server{
+		opts:       options{Options: o, window: uint64(o.ReorderWindow)},
+		ln:         ln,
+		handleSeed: maphash.MakeSeed(),
+		faultRng:   rand.New(rand.NewPCG(uint64(o.Seed), 0xfa017)),
+		queues:     make(map[string]*queue),
+		done:       make(chan struct{}),
+		serveDone:  make(chan struct{}),
+	}
+	f := o.Faults
+	s.faults.Store(&f)
+	s.tag = string(appendHex(nil, rand.Uint64(), 8))
+	addr := ln.Addr().(*net.TCPAddr)
+	host := addr.IP.String()
+	if addr.IP.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	// The SDK splits the endpoint on "." and wants exactly 5 pieces
+	// (client.go:182 in v1.0.11): "/." supplies the missing dot, and the
+	// SDK's HTTP client normalises "/./queues/..." to "/queues/...".
+	s.endpoint = "http://" + net.JoinHostPort(host, fmt.Sprint(addr.Port)) + "/."
+	s.http = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelDebug),
+	}
+	go func() {
+		defer close(s.serveDone)
+		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.opts.Logger.Error("mnstest: serve", "err", err)
+		}
+	}()
+	return s, nil
+}
+
+// Endpoint returns the endpoint to give the SDK:
+// "http://127.0.0.1:PORT/." (the trailing "/." satisfies the SDK's
+// endpoint check; see the package documentation).
+func (s *Server) Endpoint() string { return s.endpoint }
+
+// Addr returns the address the server listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// AccessKeyID returns the accepted access key id.
+func (s *Server) AccessKeyID() string { return s.opts.AccessKeyID }
+
+// AccessKeySecret returns the accepted access key secret.
+func (s *Server) AccessKeySecret() string { return s.opts.AccessKeySecret }
+
+// Close stops the listener, ends long polls (they answer MessageNotExist),
+// and waits for every handler to return. It is idempotent.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		close(s.done)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.http.Shutdown(ctx); err != nil {
+			s.closeErr = fmt.Errorf("mnstest: shutdown: %w", err)
+			_ = s.http.Close()
+		}
+		<-s.serveDone
+		s.handlers.Wait()
+	})
+	return s.closeErr
+}
+
+func (s *Server) closed() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// now is the server clock: the wall clock plus whatever Advance added, in ns.
+func (s *Server) now() int64 { return time.Now().UnixNano() + s.clockSkew.Load() }
+
+// Advance moves the server clock forward by d: delays end, visibility
+// timeouts lapse and messages expire as if d had passed, and waiting long
+// polls look again. Times the server reports (EnqueueTime, NextVisibleTime,
+// ...) include the skew. Tests use it instead of sleeping.
+func (s *Server) Advance(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	s.clockSkew.Add(int64(d))
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, q := range s.queues {
+		q.mu.Lock()
+		q.wake()
+		q.mu.Unlock()
+	}
+}
+
+// SetFaults replaces the injected faults; it applies to requests that start
+// after it returns.
+func (s *Server) SetFaults(f Faults) error {
+	if err := f.validate(); err != nil {
+		return err
+	}
+	s.faults.Store(&f)
+	return nil
+}
+
+// Faults returns the faults in force.
+func (s *Server) Faults() Faults { return *s.faults.Load() }
+
+// CreateQueue creates a queue as the CreateQueue API does: nil attrs means
+// the defaults; creating an existing queue with the same attributes
+// succeeds, with other attributes it fails with ErrQueueExists.
+func (s *Server) CreateQueue(name string, attrs *QueueAttributes) error {
+	var a QueueAttributes
+	if attrs != nil {
+		a = *attrs
+	}
+	if s.closed() {
+		return ErrClosed
+	}
+	_, aerr := s.createQueue(name, a.withDefaults())
+	switch {
+	case aerr == nil:
+		return nil
+	case aerr == errQueueExists:
+		return fmt.Errorf("mnstest: create queue %q: %w", name, ErrQueueExists)
+	default:
+		return fmt.Errorf("mnstest: create queue %q: %s: %w", name, aerr.message, ErrInvalidArgument)
+	}
+}
+
+// createQueue creates the queue or reports whether an identical one exists
+// (created false, nil error).
+func (s *Server) createQueue(name string, a QueueAttributes) (created bool, _ *apiError) {
+	if err := checkQueueName(name); err != nil {
+		return false, err
+	}
+	if err := a.check(); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q, ok := s.queues[name]; ok {
+		q.mu.Lock()
+		same := q.attrs == a
+		q.mu.Unlock()
+		if same {
+			return false, nil
+		}
+		return false, errQueueExists
+	}
+	s.queueID++
+	s.queues[name] = newQueue(s, name, s.queueID, a, s.now())
+	return true, nil
+}
+
+// DeleteQueue deletes a queue and its messages; waiting long polls on it
+// answer QueueNotExist.
+func (s *Server) DeleteQueue(name string) error {
+	if !s.deleteQueue(name) {
+		return fmt.Errorf("mnstest: delete queue %q: %w", name, ErrQueueNotExist)
+	}
+	return nil
+}
+
+func (s *Server) deleteQueue(name string) bool {
+	s.mu.Lock()
+	q, ok := s.queues[name]
+	delete(s.queues, name)
+	s.mu.Unlock()
+	if !ok {
+		return false
+	}
+	q.mu.Lock()
+	q.deleted = true
+	q.wake()
+	q.mu.Unlock()
+	return true
+}
+
+func (s *Server) queue(name string) *queue {
+	s.mu.RLock()
+	q := s.queues[name]
+	s.mu.RUnlock()
+	return q
+}
+
+// Queue describes one queue, with its message counts.
+func (s *Server) Queue(name string) (QueueInfo, error) {
+	q := s.queue(name)
+	if q == nil {
+		return QueueInfo{}, fmt.Errorf("mnstest: queue %q: %w", name, ErrQueueNotExist)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.advance(s.now())
+	return q.info(), nil
+}
+
+// Queues describes every queue, sorted by name.
+func (s *Server) Queues() []QueueInfo {
+	s.mu.RLock()
+	qs := make([]*queue, 0, len(s.queues))
+	for _, q := range s.queues {
+		qs = append(qs, q)
+	}
+	s.mu.RUnlock()
+	sort.Slice(qs, func(i, j int) bool { return qs[i].name < qs[j].name })
+	now := s.now()
+	out := make([]QueueInfo, len(qs))
+	for i, q := range qs {
+		q.mu.Lock()
+		q.advance(now)
+		out[i] = q.info()
+		q.mu.Unlock()
+	}
+	return out
+}
+
+// draw returns true with probability p, from the seeded fault stream.
+func (s *Server) draw(p float64) bool {
+	if p <= 0 {
+		return false
+	}
+	s.faultMu.Lock()
+	v := s.faultRng.Float64()
+	s.faultMu.Unlock()
+	return v < p
+}
+
+// drawN returns a uniform value in [0, n) from the fault stream.
+func (s *Server) drawN(n int64) int64 {
+	if n <= 0 {
+		return 0
+	}
+	s.faultMu.Lock()
+	defer s.faultMu.Unlock()
+	return s.faultRng.Int64N(n)
+}

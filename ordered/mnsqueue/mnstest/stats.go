@@ -1,0 +1,127 @@
+package mnstest
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// op is an API operation, as counted in Stats.Requests.
+type op int
+
+const (
+	opUnknown op = iota
+	opCreateQueue
+	opSetQueueAttributes
+	opGetQueueAttributes
+	opDeleteQueue
+	opListQueue
+	opSendMessage
+	opBatchSendMessage
+	opReceiveMessage
+	opBatchReceiveMessage
+	opPeekMessage
+	opBatchPeekMessage
+	opDeleteMessage
+	opBatchDeleteMessage
+	opChangeMessageVisibility
+	numOps
+)
+
+var opNames = [numOps]string{
+	opUnknown:                 "Unknown",
+	opCreateQueue:             "CreateQueue",
+	opSetQueueAttributes:      "SetQueueAttributes",
+	opGetQueueAttributes:      "GetQueueAttributes",
+	opDeleteQueue:             "DeleteQueue",
+	opListQueue:               "ListQueue",
+	opSendMessage:             "SendMessage",
+	opBatchSendMessage:        "BatchSendMessage",
+	opReceiveMessage:          "ReceiveMessage",
+	opBatchReceiveMessage:     "BatchReceiveMessage",
+	opPeekMessage:             "PeekMessage",
+	opBatchPeekMessage:        "BatchPeekMessage",
+	opDeleteMessage:           "DeleteMessage",
+	opBatchDeleteMessage:      "BatchDeleteMessage",
+	opChangeMessageVisibility: "ChangeMessageVisibility",
+}
+
+func (o op) String() string { return opNames[o] }
+
+// faultable reports whether injected errors, drops and latency apply.
+func (o op) faultable() bool { return o >= opSendMessage }
+
+// counters are the server's running totals.
+type counters struct {
+	requests    [numOps]atomic.Int64
+	sent        atomic.Int64
+	received    atomic.Int64
+	deleted     atomic.Int64
+	expired     atomic.Int64
+	lost        atomic.Int64
+	redelivered atomic.Int64
+	errors5xx   atomic.Int64
+	drops       atomic.Int64
+
+	errMu  sync.Mutex
+	errors map[string]int64
+}
+
+func (c *counters) countError(code string) {
+	c.errMu.Lock()
+	if c.errors == nil {
+		c.errors = make(map[string]int64)
+	}
+	c.errors[code]++
+	c.errMu.Unlock()
+}
+
+// Stats is a snapshot of what the server has done since it started.
+type Stats struct {
+	// Requests counts requests by operation name (SendMessage,
+	// BatchReceiveMessage, ...), including rejected ones.
+	Requests map[string]int64
+	// Errors counts error answers by MNS error code, injected ones included.
+	Errors map[string]int64
+	// Sent counts messages stored, Received deliveries (a redelivery counts
+	// again), Deleted messages deleted, Expired messages dropped past
+	// retention.
+	Sent, Received, Deleted, Expired int64
+	// Injected faults: messages lost, deliveries cut short, 500 answers,
+	// dropped connections.
+	Lost, Redelivered, Errors5xx, Drops int64
+	// Active, Inactive and Delayed count the messages of all queues by state.
+	Active, Inactive, Delayed int
+}
+
+// Stats returns a snapshot of the counters and the messages by state.
+func (s *Server) Stats() Stats {
+	c := &s.stats
+	st := Stats{
+		Requests:    make(map[string]int64),
+		Errors:      make(map[string]int64),
+		Sent:        c.sent.Load(),
+		Received:    c.received.Load(),
+		Deleted:     c.deleted.Load(),
+		Expired:     c.expired.Load(),
+		Lost:        c.lost.Load(),
+		Redelivered: c.redelivered.Load(),
+		Errors5xx:   c.errors5xx.Load(),
+		Drops:       c.drops.Load(),
+	}
+	for i := range c.requests {
+		if n := c.requests[i].Load(); n > 0 {
+			st.Requests[op(i).String()] = n
+		}
+	}
+	c.errMu.Lock()
+	for k, v := range c.errors {
+		st.Errors[k] = v
+	}
+	c.errMu.Unlock()
+	for _, q := range s.Queues() {
+		st.Active += q.Active
+		st.Inactive += q.Inactive
+		st.Delayed += q.Delayed
+	}
+	return st
+}
