@@ -22,8 +22,9 @@ const (
 	// one, which Insert returns.
 	Replaced
 	// TooFarAhead means the item is not held because its seq is at or beyond
-	// Next()+window, or because holding it would take the held bytes above
-	// maxBytes.
+	// Next()+window (or is the largest uint64), or because holding it would
+	// take the held bytes above maxBytes. The caller leaves such an item to
+	// be delivered again later.
 	TooFarAhead
 )
 
@@ -91,6 +92,11 @@ func New[T any](next uint64, window int, maxBytes int) *Buffer[T] {
 // Buffer and reports what it did. When the result is Replaced, the second
 // value is the item that was held for seq before; otherwise it is the zero
 // value. Insert panics on a negative size.
+//
+// The byte bound applies to the items waiting above Next(): the item at
+// Next() is always taken (Ready, or Replaced if already held), whatever its
+// size, because it can be popped at once and refusing it would stall the
+// stream. Bytes() may therefore exceed maxBytes by at most that one item.
 func (b *Buffer[T]) Insert(seq uint64, item T, size int) (Result, T) {
 	var zero T
 	if size < 0 {
