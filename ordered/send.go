@@ -18,11 +18,12 @@ import (
 //  1. Validation (check): group and size, before anything is reserved.
 //  2. Admission (admit): the message joins its group's pending list, in call
 //     order, once the in-flight bounds leave room.
-//  3. Reservation (reserveLoop): one goroutine per group with pending
-//     messages reserves seqs for everything pending at once (one store call,
-//     which also journals the payloads in durable mode), so seq order is
-//     admission order; groups reserve concurrently and the store's group
-//     commit batches them.
+//  3. Reservation (reserver): a group with pending messages joins the ready
+//     list; a reserver takes it and reserves seqs for everything pending at
+//     once (one store call, which also journals the payloads in durable
+//     mode). A group is never reserved by two reservers at once, so seq
+//     order is admission order; up to maxReservers groups reserve
+//     concurrently and the store's group commit batches them.
 //  4. Encoding: envelopes of a reservation share one buffer.
 //  5. Sending (worker): Concurrency workers take up to MaxBatch messages
 //     (MaxBatchBytes) of any groups from one FIFO and send them, so many
@@ -258,7 +259,7 @@ type sendItem struct {
 // nothing in flight.
 type sendGroup struct {
 	pending   []sendItem // admitted, waiting for a reservation
-	reserving bool       // a reserveLoop runs for this group
+	reserving bool       // on the ready list or being reserved
 	inflight  int        // admitted and not completed
 
 	// Seqs epoch/lo..hi were reserved by this process; those not in failed
@@ -291,7 +292,7 @@ type sender struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	reservers sync.WaitGroup // reserveLoop goroutines
+	reservers sync.WaitGroup // reserver goroutines
 	workers   sync.WaitGroup // send workers and the marker
 
 	mu            sync.Mutex
@@ -303,11 +304,19 @@ type sender struct {
 	waiting       bool
 	idle          chan struct{} // closed when inflight reaches 0 while closing
 	recovering    map[recoverKey]struct{}
+	ready         []string // groups waiting for a reserver, in order
+	readyHead     int
+	rcond         *sync.Cond // on mu: the ready list grew, or stopReserve
+	reserverCount int
+	idleReservers int
+	stopReserve   bool
 
-	qmu      sync.Mutex
-	qcond    *sync.Cond
-	fifo     fifo
-	stopping bool // workers exit once the FIFO is empty
+	qmu        sync.Mutex
+	qcond      *sync.Cond
+	fifo       fifo
+	stopping   bool // workers exit once the FIFO is empty
+	partials   int  // batches not full in flight
+	maxPartial int
 
 	markMu    sync.Mutex
 	marks     map[string][]uint64 // group -> seqs sent but not yet marked
@@ -333,6 +342,7 @@ func newSender(q *Queue) *sender {
 		maxBody:    q.limits.MaxBody,
 		maxBatch:   q.limits.MaxBatch,
 		maxBytes:   maxBatchBytes(q.limits),
+		maxPartial: max(1, o.Concurrency/4),
 		groups:     make(map[string]*sendGroup),
 		space:      make(chan struct{}),
 		recovering: make(map[recoverKey]struct{}),
@@ -343,6 +353,7 @@ func newSender(q *Queue) *sender {
 	}
 	s.ctx, s.cancel = context.WithCancel(q.life)
 	s.qcond = sync.NewCond(&s.qmu)
+	s.rcond = sync.NewCond(&s.mu)
 	s.workers.Add(o.Concurrency)
 	for range o.Concurrency {
 		go s.worker()
@@ -421,30 +432,62 @@ func (s *sender) admit(ctx context.Context, group string, payloads [][]byte, siz
 	s.inflightBytes += size
 	if !g.reserving {
 		g.reserving = true
-		s.reservers.Add(1)
-		go s.reserveLoop(group, g)
+		s.readyLocked(group)
 	}
 	s.mu.Unlock()
 	return nil
 }
 
-// reserveLoop reserves seqs for group's pending messages, everything pending
-// at once, until none is left. At most one runs per group, so seqs follow
-// admission order.
-func (s *sender) reserveLoop(group string, g *sendGroup) {
+// maxReservers bounds the concurrent reservations (of distinct groups).
+const maxReservers = 64
+
+// readyLocked puts group on the ready list and makes sure a reserver will
+// take it, starting one if none is idle.
+func (s *sender) readyLocked(group string) {
+	s.ready = append(s.ready, group)
+	if s.idleReservers > 0 || s.reserverCount >= maxReservers {
+		s.rcond.Signal()
+		return
+	}
+	s.reserverCount++
+	s.reservers.Add(1)
+	go s.reserver()
+}
+
+// reserver reserves seqs for the groups on the ready list until the sender
+// stops. It takes everything pending in a group at once; a group that
+// received more meanwhile goes to the back of the list.
+func (s *sender) reserver() {
 	defer s.reservers.Done()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for {
-		s.mu.Lock()
+		for s.readyHead == len(s.ready) {
+			if s.stopReserve {
+				return
+			}
+			s.idleReservers++
+			s.rcond.Wait()
+			s.idleReservers--
+		}
+		group := s.ready[s.readyHead]
+		s.ready[s.readyHead] = ""
+		s.readyHead++
+		if s.readyHead == len(s.ready) {
+			s.ready, s.readyHead = s.ready[:0], 0
+		}
+		g := s.groups[group]
 		items := g.pending
 		g.pending = nil
-		if len(items) == 0 {
-			g.reserving = false
-			s.evictLocked(group, g)
-			s.mu.Unlock()
-			return
-		}
 		s.mu.Unlock()
 		s.reserve(group, g, items)
+		s.mu.Lock()
+		if len(g.pending) > 0 {
+			s.ready = append(s.ready, group)
+		} else {
+			g.reserving = false
+			s.evictLocked(group, g)
+		}
 	}
 }
 
@@ -523,27 +566,58 @@ func (s *sender) push(items []*sendItem) {
 }
 
 // take blocks until messages are queued and moves up to one request's worth
-// into batch. It returns an empty batch when the workers must stop.
-func (s *sender) take(batch []*sendItem) []*sendItem {
+// into batch. It returns an empty batch when the workers must stop. A batch
+// that is not full is taken only while fewer than maxPartial such batches
+// are in flight (Nagle's rule): under load, messages wait for one request
+// time and go out in full batches; an idle queue sends at once. partial
+// reports whether the batch counts against that bound (release it with
+// donePartial).
+func (s *sender) take(batch []*sendItem) (_ []*sendItem, partial bool) {
 	s.qmu.Lock()
 	defer s.qmu.Unlock()
-	for s.fifo.len() == 0 {
-		if s.stopping {
-			return batch
+	for {
+		n, full := s.batchLocked()
+		if full || n > 0 && (s.partials < s.maxPartial || s.stopping) {
+			partial = !full
+			if partial {
+				s.partials++
+			}
+			for range n {
+				batch = append(batch, s.fifo.peek())
+				s.fifo.pop()
+			}
+			if s.fifo.len() > 0 {
+				s.qcond.Signal() // more for another worker
+			}
+			return batch, partial
+		}
+		if n == 0 && s.stopping {
+			return batch, false
 		}
 		s.qcond.Wait()
 	}
+}
+
+// batchLocked returns how many queued messages the next request carries,
+// and whether that is a full request.
+func (s *sender) batchLocked() (n int, full bool) {
 	bytes := 0
-	for len(batch) < s.maxBatch && s.fifo.len() > 0 {
-		it := s.fifo.peek()
-		if len(batch) > 0 && bytes+len(it.body) > s.maxBytes {
-			break
+	for n < s.maxBatch && n < s.fifo.len() {
+		size := len(s.fifo.at(n).body)
+		if n > 0 && bytes+size > s.maxBytes {
+			return n, true
 		}
-		s.fifo.pop()
-		bytes += len(it.body)
-		batch = append(batch, it)
+		bytes += size
+		n++
 	}
-	return batch
+	return n, n == s.maxBatch
+}
+
+func (s *sender) donePartial() {
+	s.qmu.Lock()
+	s.partials--
+	s.qmu.Unlock()
+	s.qcond.Signal()
 }
 
 // worker sends batches until the sender stops.
@@ -552,18 +626,27 @@ func (s *sender) worker() {
 	batch := make([]*sendItem, 0, s.maxBatch)
 	bodies := make([][]byte, 0, s.maxBatch)
 	for {
-		batch = s.take(batch[:0])
+		batch, partial := s.take(batch[:0])
 		if len(batch) == 0 {
 			return
 		}
-		bodies = s.send(batch, bodies)
+		bodies = s.send(batch, bodies, partial)
 		clear(batch)
 	}
 }
 
 // send sends batch, retrying the entries that fail with retryable errors up
-// to MaxAttempts, and completes every entry. bodies is scratch space.
-func (s *sender) send(batch []*sendItem, bodies [][]byte) [][]byte {
+// to MaxAttempts, and completes every entry. bodies is scratch space. A
+// partial batch releases its slot after the first attempt, so that a retry
+// backoff does not hold up other partial batches.
+func (s *sender) send(batch []*sendItem, bodies [][]byte, partial bool) [][]byte {
+	if partial {
+		defer func() {
+			if partial {
+				s.donePartial()
+			}
+		}()
+	}
 	for attempt := 1; ; attempt++ {
 		if err := s.ctx.Err(); err != nil {
 			err = fmt.Errorf("ordered: send: %w: %w", ErrClosed, err)
@@ -577,6 +660,10 @@ func (s *sender) send(batch []*sendItem, bodies [][]byte) [][]byte {
 		s.stat.batches.Add(1)
 		err := s.q.drvSend(s.ctx, bodies)
 		clear(bodies)
+		if partial {
+			s.donePartial()
+			partial = false
+		}
 		if err == nil {
 			s.complete(batch, nil)
 			return bodies
@@ -893,6 +980,10 @@ func (s *sender) close(ctx context.Context) error {
 			s.cancel()
 		}
 	}
+	s.mu.Lock()
+	s.stopReserve = true
+	s.mu.Unlock()
+	s.rcond.Broadcast()
 	s.reservers.Wait()
 	s.qmu.Lock()
 	s.stopping = true
@@ -944,6 +1035,8 @@ func (f *fifo) push(it *sendItem) {
 }
 
 func (f *fifo) peek() *sendItem { return f.items[f.head] }
+
+func (f *fifo) at(i int) *sendItem { return f.items[f.head+i] }
 
 func (f *fifo) pop() {
 	f.items[f.head] = nil
