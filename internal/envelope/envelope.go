@@ -105,11 +105,15 @@ func digits(n uint64) int {
 // HeaderLen returns the exact length of h's encoding, so that callers can
 // check a body's size before reserving a seq. It assumes h is valid.
 func HeaderLen(h Header) int {
+	return headerLen(h, plainGroup(h.Group))
+}
+
+func headerLen(h Header, plain bool) int {
 	if h.Legacy {
 		return 2 + digits(h.Seq)
 	}
 	n := len(prefixV1) + digits(h.Epoch) + 1 + digits(h.Seq) + 1 + 1
-	if plainGroup(h.Group) {
+	if plain {
 		return n + len(h.Group)
 	}
 	return n + 1 + b64.EncodedLen(len(h.Group))
@@ -122,25 +126,30 @@ func HeaderLen(h Header) int {
 // a store and the group is checked with ValidateGroup before anything is
 // reserved, so an invalid header here is a bug in the caller.
 func Append(dst []byte, h Header, payload []byte) []byte {
-	if err := h.Validate(); err != nil {
-		panic(err)
+	plain := plainGroup(h.Group)
+	// A plain group is short ASCII without NUL, so only the numbers and
+	// the legacy rule need checking; other groups get the full check.
+	if h.Seq < 1 || h.Seq > MaxNumber || h.Epoch > MaxNumber || h.Legacy && (h.Group != "" || h.Epoch != 0) ||
+		!plain || len(h.Group) > MaxGroupLen {
+		if err := h.Validate(); err != nil {
+			panic(err)
+		}
 	}
-	if n := len(dst) + HeaderLen(h) + len(payload); cap(dst) < n {
+	if n := len(dst) + headerLen(h, plain) + len(payload); cap(dst) < n {
 		grown := make([]byte, len(dst), n)
 		copy(grown, dst)
 		dst = grown
 	}
 	dst = append(dst, '#')
 	if !h.Legacy {
-		dst = append(dst, version...)
-		dst = append(dst, ';')
+		dst = append(dst, prefixV1[1:]...)
 		dst = strconv.AppendUint(dst, h.Epoch, 10)
 		dst = append(dst, ';')
 	}
 	dst = strconv.AppendUint(dst, h.Seq, 10)
 	if !h.Legacy {
 		dst = append(dst, ';')
-		if plainGroup(h.Group) {
+		if plain {
 			dst = append(dst, h.Group...)
 		} else {
 			dst = append(dst, encodedTag)
