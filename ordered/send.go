@@ -56,50 +56,75 @@ type SendStats struct {
 // SendResult is the outcome of a message admitted by SendAsync (or of a
 // whole batch admitted together). Its methods are safe for concurrent use.
 type SendResult struct {
-	done      chan struct{}
 	remaining atomic.Int64
 	failed    atomic.Int64
 	total     int
 	epoch     atomic.Uint64
 	seq       atomic.Uint64
 
-	mu  sync.Mutex
-	err error // first error; final once done is closed
+	mu       sync.Mutex
+	finished bool
+	err      error         // first error; final once finished
+	done     chan struct{} // made on demand, closed once finished
 }
 
+// closedChan is the Done channel of results that finished before anyone
+// asked for it.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
 func newSendResult(n int) *SendResult {
-	r := &SendResult{done: make(chan struct{}), total: n}
+	r := &SendResult{total: n}
 	r.remaining.Store(int64(n))
 	return r
 }
 
 // Done returns a channel that is closed when the message was accepted by the
 // queue or failed.
-func (r *SendResult) Done() <-chan struct{} { return r.done }
+func (r *SendResult) Done() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.doneLocked()
+}
+
+func (r *SendResult) doneLocked() chan struct{} {
+	if r.done == nil {
+		if r.finished {
+			return closedChan
+		}
+		r.done = make(chan struct{})
+	}
+	return r.done
+}
 
 // Err returns nil if the message was sent, the error if it failed, and nil
 // while it is still in flight (see Done).
 func (r *SendResult) Err() error {
-	select {
-	case <-r.done:
-		return r.err
-	default:
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.finished {
 		return nil
 	}
+	return r.err
 }
 
 // Wait waits until the message was sent or failed and returns Err. If ctx
 // ends first it returns an error wrapping ctx.Err(); the message stays
 // admitted and may still be sent.
 func (r *SendResult) Wait(ctx context.Context) error {
-	select {
-	case <-r.done:
+	r.mu.Lock()
+	if r.finished {
+		r.mu.Unlock()
 		return r.err
-	default:
 	}
+	done := r.doneLocked()
+	r.mu.Unlock()
 	select {
-	case <-r.done:
-		return r.err
+	case <-done:
+		return r.Err()
 	case <-ctx.Done():
 		return fmt.Errorf("ordered: send: %w", ctx.Err())
 	}
@@ -129,12 +154,18 @@ func (r *SendResult) finish(err error) {
 		}
 		r.mu.Unlock()
 	}
-	if r.remaining.Add(-1) == 0 {
-		if f := r.failed.Load(); f > 0 && r.total > 1 {
-			r.err = fmt.Errorf("ordered: send: %d of %d messages failed: %w", f, r.total, r.err)
-		}
+	if r.remaining.Add(-1) > 0 {
+		return
+	}
+	r.mu.Lock()
+	if f := r.failed.Load(); f > 0 && r.total > 1 {
+		r.err = fmt.Errorf("ordered: send: %d of %d messages failed: %w", f, r.total, r.err)
+	}
+	r.finished = true
+	if r.done != nil {
 		close(r.done)
 	}
+	r.mu.Unlock()
 }
 
 // Send sends payload to group and returns when it is safe per
