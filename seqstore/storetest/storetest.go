@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -54,6 +55,9 @@ func Run(t *testing.T, h Harness) {
 		{"Advance/EmptyBatch", testAdvanceEmpty},
 		{"Concurrent/Reserve", testConcurrentReserve},
 		{"Concurrent/AdvanceRace", testConcurrentAdvance},
+		{"Concurrent/AdvanceManyStreams", testConcurrentAdvanceMany},
+		{"Concurrent/IsolatedFailures", testIsolatedFailures},
+		{"Journal/LargeBodies", testJournalLarge},
 		{"Reopen/State", testReopenState},
 		{"Reopen/CountersNeverGoBack", testReopenCounters},
 		{"Context/Cancelled", testCancelled},
@@ -899,4 +903,139 @@ func testOverflowReserve(t *testing.T, h Harness) {
 	assert.ErrorIs(t, err, seqstore.ErrOverflow, "an exhausted stream stays exhausted after reopening")
 	_, err = st2.Reserve(ctx, fresh, 1, nil)
 	assert.ErrorIs(t, err, seqstore.ErrOverflow, "an exhausted stream stays exhausted after reopening")
+}
+
+func testConcurrentAdvanceMany(t *testing.T, h Harness) {
+	st, _ := open(t, h)
+	const (
+		workers = 16
+		perW    = 3 // streams per worker, advanced together in one batch
+		steps   = 20
+	)
+	stream := func(w, i int) seqstore.Stream {
+		return seqstore.Stream{Queue: "q", Group: fmt.Sprintf("w%d-s%d", w, i)}
+	}
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			from := make([]seqstore.Cursor, perW)
+			for step := range steps {
+				batch := make([]seqstore.Advance, perW)
+				for i := range batch {
+					to := seqstore.Cursor{Epoch: 3, Next: uint64(step*(i+1) + 1), Owner: uint64(w)}
+					batch[i] = seqstore.Advance{Stream: stream(w, i), From: from[i], To: to}
+					from[i] = to
+				}
+				if err := st.Advance(t.Context(), batch); err != nil {
+					errs <- fmt.Errorf("worker %d step %d: %w", w, step, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err, "Advance batches on disjoint streams must not conflict")
+	}
+	for w := range workers {
+		for i := range perW {
+			want := seqstore.Cursor{Epoch: 3, Next: uint64((steps-1)*(i+1) + 1), Owner: uint64(w)}
+			assertCursor(t, want, cursor(t, st, stream(w, i)), "final cursor of %s", stream(w, i))
+		}
+	}
+}
+
+// testIsolatedFailures checks that calls which fail (conflicts, overflow)
+// do not fail other callers' calls that a store may coalesce with them into
+// one write.
+func testIsolatedFailures(t *testing.T, h Harness) {
+	st, _ := open(t, h)
+	exhausted := seqstore.Stream{Queue: "q", Group: "exhausted"}
+	reserve(t, st, exhausted, seqstore.MaxSeq, nil)
+	contested := seqstore.Stream{Queue: "q", Group: "contested"}
+	advance(t, st, seqstore.Advance{Stream: contested, To: seqstore.Cursor{Epoch: 1, Next: 5}})
+
+	const workers, calls = 16, 25
+	type result struct {
+		worker int
+		epoch  uint64
+		err    error
+	}
+	results := make(chan result, workers*calls)
+	var wg sync.WaitGroup
+	for w := range workers {
+		good := seqstore.Stream{Queue: "q", Group: fmt.Sprintf("good-%d", w)}
+		wg.Go(func() {
+			ctx := t.Context()
+			for c := range calls {
+				switch (w + c) % 4 {
+				case 0: // must overflow
+					_, err := st.Reserve(ctx, exhausted, 1, [][]byte{[]byte("x")})
+					if !errors.Is(err, seqstore.ErrOverflow) {
+						results <- result{w, 0, fmt.Errorf("reserve on an exhausted stream: got %v, want ErrOverflow", err)}
+					}
+				case 1: // must conflict: the From is stale
+					err := st.Advance(ctx, []seqstore.Advance{{Stream: contested,
+						From: seqstore.Cursor{Epoch: 1, Next: 4}, To: seqstore.Cursor{Epoch: 1, Next: 6}}})
+					var ce *seqstore.ConflictError
+					if !errors.As(err, &ce) || len(ce.Streams) != 1 || ce.Streams[0] != contested {
+						results <- result{w, 0, fmt.Errorf("stale Advance: got %v, want a ConflictError naming only %s", err, contested)}
+					}
+				default: // must succeed
+					r, err := st.Reserve(ctx, good, 1, [][]byte{[]byte("y")})
+					if err == nil {
+						// Only this worker uses good, so its cursor trails its counter.
+						from := seqstore.Cursor{Epoch: r.Epoch, Next: r.First}
+						if r.First == 1 {
+							from = seqstore.Cursor{}
+						}
+						err = st.Advance(ctx, []seqstore.Advance{{Stream: good, From: from,
+							To: seqstore.Cursor{Epoch: r.Epoch, Next: r.First + 1}}})
+					}
+					results <- result{w, r.Epoch, err}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(results)
+	succeeded := make([]uint64, workers)
+	epochs := make([]uint64, workers)
+	for r := range results {
+		require.NoError(t, r.err, "worker %d: a call failed because of another caller's failing call", r.worker)
+		succeeded[r.worker]++
+		epochs[r.worker] = r.epoch
+	}
+	for w := range workers {
+		good := seqstore.Stream{Queue: "q", Group: fmt.Sprintf("good-%d", w)}
+		assertCursor(t, seqstore.Cursor{Epoch: epochs[w], Next: succeeded[w] + 1}, cursor(t, st, good), "cursor of %s", good)
+	}
+	assertCursor(t, seqstore.Cursor{Epoch: 1, Next: 5}, cursor(t, st, contested), "the contested cursor must not move")
+}
+
+func testJournalLarge(t *testing.T, h Harness) {
+	st, _ := open(t, h)
+	s := seqstore.Stream{Queue: "q", Group: "large"}
+	const size = 64 << 10 // an MNS message body at its limit
+	bodies := make([][]byte, 4)
+	for i := range bodies {
+		b := make([]byte, size)
+		for j := range b {
+			b[j] = byte(j*7 + i) // every byte value, no two bodies alike
+		}
+		bodies[i] = b
+	}
+	r := reserve(t, st, s, len(bodies), bodies)
+	var want []seqstore.Entry
+	for i, b := range bodies {
+		want = append(want, seqstore.Entry{Stream: s, Epoch: r.Epoch, Seq: uint64(i + 1), Body: b})
+	}
+	got := pending(t, st, "q")
+	require.Len(t, got, len(want), "Pending of large bodies")
+	for i := range want {
+		assert.True(t, bytes.Equal(want[i].Body, got[i].Body), "body %d (%d bytes) came back as %d different bytes", i, size, len(got[i].Body))
+		assert.Equal(t, want[i].Seq, got[i].Seq)
+	}
 }
