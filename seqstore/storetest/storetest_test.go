@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -118,6 +119,18 @@ var mutants = map[string]struct {
 		wrap:     func(s seqstore.Store) seqstore.Store { return unsorted{s} },
 		catching: "Journal/Pending",
 	},
+	"close-ignored": {
+		wrap:     func(s seqstore.Store) seqstore.Store { return closeIgnored{s} },
+		catching: "Closed",
+	},
+	"skipped-dropped": {
+		wrap:     func(s seqstore.Store) seqstore.Store { return skippedDropped{s} },
+		catching: "Advance/Skipped",
+	},
+	"shared-fate": {
+		wrap:     func(s seqstore.Store) seqstore.Store { return &sharedFate{Store: s} },
+		catching: "Concurrent/IsolatedFailures",
+	},
 	"forgetful": {
 		// Every reopen loses everything; the harness claims persistence.
 		wrap:     nil,
@@ -223,4 +236,37 @@ func (s unsorted) Pending(ctx context.Context, queue string) ([]seqstore.Entry, 
 	es, err := s.Store.Pending(ctx, queue)
 	slices.Reverse(es)
 	return es, err
+}
+
+type closeIgnored struct{ seqstore.Store }
+
+func (closeIgnored) Close() error { return nil }
+
+// skippedDropped loses To.Skipped.
+type skippedDropped struct{ seqstore.Store }
+
+func (s skippedDropped) Advance(ctx context.Context, batch []seqstore.Advance) error {
+	batch = slices.Clone(batch)
+	for i := range batch {
+		batch[i].To.Skipped = nil
+	}
+	return s.Store.Advance(ctx, batch)
+}
+
+// sharedFate fails the call after a failed one, as a group commit that
+// fails every caller of a batch for one bad member would.
+type sharedFate struct {
+	seqstore.Store
+	failed atomic.Pointer[error]
+}
+
+func (s *sharedFate) Reserve(ctx context.Context, st seqstore.Stream, n int, j [][]byte) (seqstore.Reservation, error) {
+	if err := s.failed.Swap(nil); err != nil {
+		return seqstore.Reservation{}, *err
+	}
+	r, err := s.Store.Reserve(ctx, st, n, j)
+	if err != nil {
+		s.failed.Store(&err)
+	}
+	return r, err
 }
