@@ -1,0 +1,62 @@
+// Package filestore is a seqstore.Store kept in one local directory: the
+// embedded default store of inorder.
+//
+// One directory holds any number of streams. Open takes an exclusive lock
+// on it (a LOCK file, flock), so a second Open, from this process or
+// another, fails with an error wrapping seqstore.ErrLocked. The directory is
+// created with mode 0700 if missing and every file with mode 0600.
+//
+// # Group commit
+//
+// Reserve and Advance hand their request to one writer goroutine. The
+// writer takes every request waiting, applies them to the in-memory state,
+// encodes them as one frame of the append-only log, writes it, fsyncs once
+// (fdatasync on Linux) and only then answers all of those callers. N
+// concurrent callers therefore cost about one fsync per round, not N.
+// Journal bodies go in the same frame as their reservation. Sent marks are
+// lazy: they leave memory at once and ride on the next commit, or are
+// written on their own after Options.SentFlushDelay.
+//
+// Reads (Cursor, Pending) see only durable state: if they observe a frame
+// that is still being written, they wait for its fsync.
+//
+// # Files and recovery
+//
+// A log file starts with a header (magic, format version, generation) and
+// holds frames: length, CRC-32C and payload; the checksum also covers the
+// log's generation and the frame's offset. The writer syncs each frame
+// before writing the next, so a crash can only tear the last frame of the
+// last log. When the log passes Options.SnapshotBytes, the writer saves the
+// state (counters, cursors and unsent journal bodies; nothing else is kept)
+// to a snapshot file through a temporary file, fsync, rename and directory
+// fsync, then continues in a fresh log and deletes the old one.
+//
+// Open loads the snapshot and replays the logs written since. A torn tail (a
+// last frame cut short or failing its checksum with no valid frame after
+// it) is truncated to the last good frame and logged at Warn. A bad frame
+// with valid frames after it, a bad frame in an older log, a bad snapshot or
+// a missing log are reported as errors wrapping seqstore.ErrCorrupt: the
+// store never silently resets state.
+//
+// # Cancellation
+//
+// A Reserve or Advance whose ctx ends before the writer takes the request
+// returns the ctx error and nothing is applied. Once taken, the call waits
+// for the fsync (bounded by the disk, about a millisecond) and reports the
+// true outcome, so a ctx error always means "not applied".
+//
+// # Errors
+//
+// Errors wrap the seqstore sentinels. If a log write or fsync fails, the
+// outcome of the frame is unknown (it may or may not be on disk), so the
+// store fails for good: the callers of that frame and every later call get
+// the write error, and the directory must be reopened, which recovers
+// whatever reached the disk. This follows the lesson of PostgreSQL's fsync
+// handling: after a failed fsync, retrying cannot prove durability.
+//
+// # Shutdown
+//
+// Close writes pending Sent marks, stops the writer, closes the files and
+// releases the lock. It is idempotent; later calls of other methods return
+// errors wrapping seqstore.ErrClosed.
+package filestore

@@ -1,0 +1,188 @@
+package filestore
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/inorder/inorder/seqstore"
+)
+
+// File names inside a store directory.
+const (
+	lockName    = "LOCK"
+	snapName    = "snapshot"
+	snapTmpName = "snapshot.tmp"
+	logPrefix   = "log-"
+)
+
+func logName(gen uint64) string { return fmt.Sprintf("%s%016x", logPrefix, gen) }
+
+// parseLogName returns the generation of a log file name.
+func parseLogName(name string) (uint64, bool) {
+	hex, ok := strings.CutPrefix(name, logPrefix)
+	if !ok || len(hex) != 16 {
+		return 0, false
+	}
+	gen, err := strconv.ParseUint(hex, 16, 64)
+	return gen, err == nil
+}
+
+func corruptf(format string, args ...any) error {
+	return fmt.Errorf("filestore: "+format+": %w", append(args, seqstore.ErrCorrupt)...)
+}
+
+// replayLog applies the frames of one log file to st. data is the whole file
+// and must start with a valid header. A bad frame (short, bad length, bad
+// checksum) is a torn tail if last is true and no valid frame follows it:
+// replayLog then returns the offset where the good prefix ends. Otherwise,
+// and for any frame that verifies but does not replay, it returns an error
+// wrapping seqstore.ErrCorrupt. Frames are applied in order, so on error st
+// holds a prefix and must be discarded.
+func replayLog(name string, data []byte, gen uint64, last bool, st *state) (end int, err error) {
+	off := logHeaderSize
+	for off < len(data) {
+		payload, size, ok := frameAt(data, gen, off)
+		if !ok {
+			if !last {
+				return off, corruptf("%s: bad frame at offset %d of a completed log", name, off)
+			}
+			if validFrameAfter(data, gen, off) {
+				return off, corruptf("%s: bad frame at offset %d followed by valid frames", name, off)
+			}
+			return off, nil
+		}
+		if err := st.replay(payload); err != nil {
+			return off, corruptf("%s: frame at offset %d: %v", name, off, err)
+		}
+		off += size
+	}
+	return off, nil
+}
+
+// recover loads the snapshot and replays the logs into s.st, truncates a
+// torn tail, and opens the last log for appending (creating it if needed).
+func (s *Store) recover() error {
+	names, err := os.ReadDir(s.dir)
+	if err != nil {
+		return fmt.Errorf("filestore: open %s: %w", s.dir, err)
+	}
+	var gens []uint64
+	for _, e := range names {
+		if gen, ok := parseLogName(e.Name()); ok {
+			gens = append(gens, gen)
+		}
+		if e.Name() == snapTmpName {
+			if err := os.Remove(filepath.Join(s.dir, snapTmpName)); err != nil {
+				return fmt.Errorf("filestore: open %s: %w", s.dir, err)
+			}
+			s.log.Info("filestore: removed an unfinished snapshot", "dir", s.dir)
+		}
+	}
+	slices.Sort(gens)
+
+	st, nextGen := newState(), uint64(1)
+	snapPath := filepath.Join(s.dir, snapName)
+	data, err := os.ReadFile(snapPath)
+	switch {
+	case err == nil:
+		st, nextGen, err = decodeSnapshot(data)
+		if err != nil {
+			return corruptf("%s: %v", snapPath, err)
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("filestore: open %s: %w", s.dir, err)
+	}
+
+	// Logs older than the snapshot are leftovers of a snapshot whose
+	// cleanup did not finish.
+	for len(gens) > 0 && gens[0] < nextGen {
+		if err := os.Remove(filepath.Join(s.dir, logName(gens[0]))); err != nil {
+			return fmt.Errorf("filestore: open %s: %w", s.dir, err)
+		}
+		s.log.Info("filestore: removed a log already in the snapshot", "dir", s.dir, "gen", gens[0])
+		gens = gens[1:]
+	}
+	for i, g := range gens {
+		if g != nextGen+uint64(i) {
+			return corruptf("%s: log %s is missing (found %s)", s.dir, logName(nextGen+uint64(i)), logName(g))
+		}
+	}
+
+	w := &s.w
+	w.first = nextGen
+	if len(gens) == 0 {
+		// A fresh directory, or the new log of a snapshot whose directory
+		// entry was lost in a crash: nothing was ever written to it.
+		path := filepath.Join(s.dir, logName(nextGen))
+		f, err := s.createLog(path, nextGen)
+		if err != nil {
+			return fmt.Errorf("filestore: open %s: %w", s.dir, err)
+		}
+		if err := s.syncDir(); err != nil {
+			_ = f.Close()
+			return fmt.Errorf("filestore: open %s: %w", s.dir, err)
+		}
+		s.st, w.f, w.gen, w.off = st, f, nextGen, logHeaderSize
+		return nil
+	}
+
+	for i, g := range gens {
+		path := filepath.Join(s.dir, logName(g))
+		last := i == len(gens)-1
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("filestore: open %s: %w", s.dir, err)
+		}
+		if !checkLogHeader(data, g) {
+			if last && len(data) <= logHeaderSize {
+				// Created but its header never synced: no frame was
+				// written to it.
+				if err := os.Remove(path); err != nil {
+					return fmt.Errorf("filestore: open %s: %w", s.dir, err)
+				}
+				s.log.Warn("filestore: recreating a log whose header was torn", "path", path)
+				f, err := s.createLog(path, g)
+				if err != nil {
+					return fmt.Errorf("filestore: open %s: %w", s.dir, err)
+				}
+				if err := s.syncDir(); err != nil {
+					_ = f.Close()
+					return fmt.Errorf("filestore: open %s: %w", s.dir, err)
+				}
+				s.st, w.f, w.gen, w.off = st, f, g, logHeaderSize
+				return nil
+			}
+			return corruptf("%s: bad log header", path)
+		}
+		end, err := replayLog(path, data, g, last, st)
+		if err != nil {
+			return err
+		}
+		if !last {
+			continue
+		}
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			return fmt.Errorf("filestore: open %s: %w", s.dir, err)
+		}
+		if end < len(data) {
+			s.log.Warn("filestore: truncating a torn log tail", "path", path, "offset", end, "dropped_bytes", len(data)-end)
+			err := f.Truncate(int64(end))
+			if err == nil {
+				err = s.sync(f)
+			}
+			if err != nil {
+				_ = f.Close()
+				return fmt.Errorf("filestore: open %s: truncate torn tail: %w", s.dir, err)
+			}
+		}
+		s.st, w.f, w.gen, w.off = st, f, g, int64(end)
+		s.stats.logBytes.Store(w.off)
+	}
+	return nil
+}

@@ -1,0 +1,455 @@
+package filestore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/inorder/inorder/seqstore"
+)
+
+// Options configures a Store. The zero value (and a nil *Options) means the
+// defaults documented on each field.
+type Options struct {
+	// SnapshotBytes is the log size that triggers a snapshot: the writer
+	// then saves the whole state to a new snapshot file and continues in a
+	// fresh log, deleting the old one. Recovery reads the snapshot and
+	// replays the logs written since. Default 64 MiB.
+	SnapshotBytes int64
+
+	// SentFlushDelay is how long Sent marks wait in memory for a commit to
+	// ride on before the writer writes and fsyncs them on their own. Under
+	// load they always ride on the next commit and cost no fsync. Default
+	// 100ms; must not be negative.
+	SentFlushDelay time.Duration
+
+	// CommitWait caps how long the writer, having found fewer requests
+	// waiting than the previous commit released, waits for those callers
+	// to come back before it writes. The wait is half the average fsync
+	// time, at most CommitWait, and ends early once as many requests are
+	// waiting as were released. It keeps N concurrent callers in one commit
+	// instead of splitting them between two. Default 1ms; negative
+	// disables the wait.
+	CommitWait time.Duration
+
+	// Logger receives recovery notes (torn tails truncated, leftovers
+	// removed) and write failures. Default: discard.
+	Logger *slog.Logger
+
+	hooks *testHooks // tests only
+}
+
+// testHooks let internal tests observe or interrupt the writer.
+type testHooks struct {
+	// beforeSync runs in the writer after a frame is written and before
+	// it is synced.
+	beforeSync func()
+	// writeFrame, if set, replaces the frame write and sync; it returns
+	// the error the writer then reports.
+	writeFrame func(f *os.File, frame []byte, off int64) error
+}
+
+const (
+	defaultSnapshotBytes  = 64 << 20
+	defaultSentFlushDelay = 100 * time.Millisecond
+	defaultCommitWait     = time.Millisecond
+)
+
+func (o *Options) validate() error {
+	if o.SnapshotBytes < 0 {
+		return fmt.Errorf("filestore: SnapshotBytes must not be negative, got %d: %w", o.SnapshotBytes, seqstore.ErrInvalidArgument)
+	}
+	if o.SentFlushDelay < 0 {
+		return fmt.Errorf("filestore: SentFlushDelay must not be negative, got %v: %w", o.SentFlushDelay, seqstore.ErrInvalidArgument)
+	}
+	return nil
+}
+
+func (o *Options) withDefaults() Options {
+	var r Options
+	if o != nil {
+		r = *o
+	}
+	r.SnapshotBytes = cmp.Or(r.SnapshotBytes, defaultSnapshotBytes)
+	r.SentFlushDelay = cmp.Or(r.SentFlushDelay, defaultSentFlushDelay)
+	r.CommitWait = cmp.Or(r.CommitWait, defaultCommitWait)
+	if r.Logger == nil {
+		r.Logger = slog.New(slog.DiscardHandler)
+	}
+	if r.hooks == nil {
+		r.hooks = &testHooks{}
+	}
+	return r
+}
+
+// Stats counts what a Store has done since Open.
+type Stats struct {
+	Fsyncs       int64 // fsync or fdatasync calls: log commits, snapshots, directories
+	Commits      int64 // frames written to the log, each followed by one fsync
+	Records      int64 // records in those frames (reserves, advances, sent marks)
+	Snapshots    int64 // snapshots written (each starts a fresh log)
+	Reservations int64 // Reserve calls that succeeded
+	Advances     int64 // Advance calls that succeeded
+	SentMarks    int64 // journal entries dropped by Sent
+	LogBytes     int64 // size of the current log file
+	Streams      int   // streams with any state
+	Pending      int   // journal entries not marked sent
+}
+
+// Store is a seqstore.Store kept in one local directory. Create it with Open.
+type Store struct {
+	dir  string
+	opts Options
+	log  *slog.Logger
+	lock *os.File
+
+	reqs       chan *request
+	kick       chan struct{} // Sent marks are waiting
+	writerDone chan struct{}
+
+	submitMu sync.RWMutex // held for reading while sending on reqs
+	closed   bool         // under submitMu; reqs is closed
+	isClosed atomic.Bool  // set at the start of Close, checked first by every call
+
+	closeOnce sync.Once
+	closeErr  error
+
+	mu       sync.Mutex
+	st       *state
+	marks    []mark        // sent marks not yet written
+	inflight chan struct{} // closed when the frame being written is durable; nil if none
+	failed   error         // a write or sync failed: the store is unusable
+
+	w writer // owned by the writer goroutine (and Open before it starts)
+
+	stats struct {
+		fsyncs, commits, records, snapshots, reservations, advances, sentMarks, logBytes atomic.Int64
+	}
+}
+
+type mark struct {
+	stream seqstore.Stream
+	seqs   []uint64
+}
+
+// Open opens the store in dir, creating dir (mode 0700) if needed, and
+// recovers its state: the snapshot, then every log written since. A torn
+// tail of the last log (a frame cut short or with a bad checksum, with
+// nothing valid after it) is truncated and logged; any other damage is an
+// error wrapping seqstore.ErrCorrupt. If another Store, in this process or
+// another, has dir open, Open returns an error wrapping seqstore.ErrLocked.
+func Open(dir string, opts *Options) (*Store, error) {
+	if opts != nil {
+		if err := opts.validate(); err != nil {
+			return nil, err
+		}
+	}
+	o := opts.withDefaults()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("filestore: open %s: %w", dir, err)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("filestore: open %s: %w", dir, err)
+	}
+	if err := lockFile(lock); err != nil {
+		_ = lock.Close()
+		if errors.Is(err, errWouldBlock) {
+			return nil, fmt.Errorf("filestore: open %s: directory is in use by another store: %w", dir, seqstore.ErrLocked)
+		}
+		return nil, fmt.Errorf("filestore: open %s: lock: %w", dir, err)
+	}
+	s := &Store{
+		dir:        dir,
+		opts:       o,
+		log:        o.Logger,
+		lock:       lock,
+		reqs:       make(chan *request, 1024),
+		kick:       make(chan struct{}, 1),
+		writerDone: make(chan struct{}),
+	}
+	if err := s.recover(); err != nil {
+		_ = unlockFile(lock)
+		_ = lock.Close()
+		return nil, err
+	}
+	if s.w.off > logHeaderSize && s.w.off >= s.opts.SnapshotBytes {
+		if err := s.snapshot(); err != nil {
+			_ = s.w.f.Close()
+			_ = unlockFile(lock)
+			_ = lock.Close()
+			return nil, err
+		}
+	}
+	s.w.init(s)
+	go s.run()
+	return s, nil
+}
+
+// Dir returns the directory the store keeps its files in.
+func (s *Store) Dir() string { return s.dir }
+
+// Stats returns the store's counters.
+func (s *Store) Stats() Stats {
+	st := Stats{
+		Fsyncs:       s.stats.fsyncs.Load(),
+		Commits:      s.stats.commits.Load(),
+		Records:      s.stats.records.Load(),
+		Snapshots:    s.stats.snapshots.Load(),
+		Reservations: s.stats.reservations.Load(),
+		Advances:     s.stats.advances.Load(),
+		SentMarks:    s.stats.sentMarks.Load(),
+		LogBytes:     s.stats.logBytes.Load(),
+	}
+	s.mu.Lock()
+	st.Streams, st.Pending = s.st.streams, s.st.entries
+	s.mu.Unlock()
+	return st
+}
+
+// Reserve implements seqstore.Store. It returns once the frame holding the
+// reservation (and its journal) is fsynced. A ctx that ends before the
+// writer takes the request makes Reserve return ctx's error with nothing
+// applied; once the writer has taken it, Reserve waits for the fsync (about
+// a millisecond) and reports its outcome, so an error never hides an applied
+// reservation, except when the log write itself fails (see Store errors in
+// the package documentation).
+func (s *Store) Reserve(ctx context.Context, st seqstore.Stream, n int, journal [][]byte) (seqstore.Reservation, error) {
+	if err := s.checkOpen(); err != nil {
+		return seqstore.Reservation{}, fmt.Errorf("filestore: reserve %s: %w", st, err)
+	}
+	if err := st.Validate(); err != nil {
+		return seqstore.Reservation{}, fmt.Errorf("filestore: reserve: %w", err)
+	}
+	if n < 1 {
+		return seqstore.Reservation{}, fmt.Errorf("filestore: reserve %s: n must be at least 1, got %d: %w", st, n, seqstore.ErrInvalidArgument)
+	}
+	if journal != nil && len(journal) != n {
+		return seqstore.Reservation{}, fmt.Errorf("filestore: reserve %s: %d journal bodies for %d seqs: %w", st, len(journal), n, seqstore.ErrInvalidArgument)
+	}
+	size := reserveSize(st, journal)
+	if size > maxFrameBytes {
+		return seqstore.Reservation{}, fmt.Errorf("filestore: reserve %s: journal of %d bytes exceeds %d: %w", st, size, maxFrameBytes, seqstore.ErrInvalidArgument)
+	}
+	r := &request{kind: kindReserve, stream: st, n: n, journal: journal, size: size, done: make(chan struct{})}
+	if err := s.do(ctx, r); err != nil {
+		return seqstore.Reservation{}, fmt.Errorf("filestore: reserve %s: %w", st, err)
+	}
+	return r.res, nil
+}
+
+// Advance implements seqstore.Store. Cancellation works as for Reserve.
+func (s *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
+	if err := s.checkOpen(); err != nil {
+		return fmt.Errorf("filestore: advance: %w", err)
+	}
+	size := 1
+	seen := make(map[seqstore.Stream]struct{}, len(batch))
+	for _, a := range batch {
+		if err := a.Check(); err != nil {
+			return fmt.Errorf("filestore: advance: %w", err)
+		}
+		if _, dup := seen[a.Stream]; dup {
+			return fmt.Errorf("filestore: advance: stream %s appears twice in one batch: %w", a.Stream, seqstore.ErrInvalidArgument)
+		}
+		seen[a.Stream] = struct{}{}
+		size += 64 + len(a.Stream.Queue) + len(a.Stream.Group) + 30*len(a.To.Skipped)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("filestore: advance: %w", err)
+	}
+	if len(batch) == 0 {
+		return nil
+	}
+	r := &request{kind: kindAdvance, batch: batch, size: size, done: make(chan struct{})}
+	if err := s.do(ctx, r); err != nil {
+		return fmt.Errorf("filestore: advance: %w", err)
+	}
+	return nil
+}
+
+// Sent implements seqstore.Store. The entries leave memory (and Pending) at
+// once; the mark reaches the log with the next commit, or on its own after
+// Options.SentFlushDelay if no commit comes. Sent never waits for an fsync.
+func (s *Store) Sent(ctx context.Context, st seqstore.Stream, seqs []uint64) error {
+	if err := s.checkOpen(); err != nil {
+		return fmt.Errorf("filestore: sent %s: %w", st, err)
+	}
+	if err := st.Validate(); err != nil {
+		return fmt.Errorf("filestore: sent: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("filestore: sent %s: %w", st, err)
+	}
+	s.mu.Lock()
+	if s.failed != nil {
+		err := s.failed
+		s.mu.Unlock()
+		return fmt.Errorf("filestore: sent %s: %w", st, err)
+	}
+	dropped := s.st.sent(st, seqs)
+	if dropped != nil {
+		s.marks = append(s.marks, mark{stream: st, seqs: dropped})
+	}
+	s.mu.Unlock()
+	if dropped != nil {
+		s.stats.sentMarks.Add(int64(len(dropped)))
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// Pending implements seqstore.Store. Like every read it reflects only
+// durable reservations: if a frame is being written it waits for its fsync.
+func (s *Store) Pending(ctx context.Context, queue string) ([]seqstore.Entry, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, fmt.Errorf("filestore: pending %q: %w", queue, err)
+	}
+	if err := (seqstore.Stream{Queue: queue}).Validate(); err != nil {
+		return nil, fmt.Errorf("filestore: pending: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("filestore: pending %q: %w", queue, err)
+	}
+	s.mu.Lock()
+	entries := s.st.pending(queue)
+	wait := s.inflight
+	s.mu.Unlock()
+	if err := s.awaitDurable(ctx, wait); err != nil {
+		return nil, fmt.Errorf("filestore: pending %q: %w", queue, err)
+	}
+	return entries, nil
+}
+
+// Cursor implements seqstore.Store. It waits for a frame being written, as
+// Pending does.
+func (s *Store) Cursor(ctx context.Context, st seqstore.Stream) (seqstore.Cursor, error) {
+	if err := s.checkOpen(); err != nil {
+		return seqstore.Cursor{}, fmt.Errorf("filestore: cursor %s: %w", st, err)
+	}
+	if err := st.Validate(); err != nil {
+		return seqstore.Cursor{}, fmt.Errorf("filestore: cursor: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return seqstore.Cursor{}, fmt.Errorf("filestore: cursor %s: %w", st, err)
+	}
+	s.mu.Lock()
+	var c seqstore.Cursor
+	if ss := s.st.get(st); ss != nil {
+		c = ss.cursor
+		c.Skipped = cloneRanges(c.Skipped)
+	}
+	wait := s.inflight
+	s.mu.Unlock()
+	if err := s.awaitDurable(ctx, wait); err != nil {
+		return seqstore.Cursor{}, fmt.Errorf("filestore: cursor %s: %w", st, err)
+	}
+	return c, nil
+}
+
+func cloneRanges(r []seqstore.Range) []seqstore.Range {
+	if len(r) == 0 {
+		return nil
+	}
+	return append([]seqstore.Range(nil), r...)
+}
+
+// Close flushes Sent marks, waits for the writer, closes the files and
+// releases the directory lock. It returns the error that made the store
+// unusable, if any. Close is idempotent; calls after the first return nil.
+func (s *Store) Close() error {
+	first := false
+	s.closeOnce.Do(func() {
+		first = true
+		s.isClosed.Store(true)
+		s.submitMu.Lock()
+		s.closed = true
+		close(s.reqs)
+		s.submitMu.Unlock()
+		<-s.writerDone
+
+		var errs []error
+		s.mu.Lock()
+		if s.failed != nil {
+			errs = append(errs, s.failed)
+		}
+		s.mu.Unlock()
+		if err := s.w.f.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := unlockFile(s.lock); err != nil {
+			errs = append(errs, err)
+		}
+		if err := s.lock.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := errors.Join(errs...); err != nil {
+			s.closeErr = fmt.Errorf("filestore: close %s: %w", s.dir, err)
+		}
+	})
+	if !first {
+		return nil
+	}
+	return s.closeErr
+}
+
+func (s *Store) checkOpen() error {
+	if s.isClosed.Load() {
+		return seqstore.ErrClosed
+	}
+	return nil
+}
+
+// awaitDurable waits until the frame wait stands for is durable, then
+// reports whether the store is still usable.
+func (s *Store) awaitDurable(ctx context.Context, wait chan struct{}) error {
+	if wait != nil {
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failed
+}
+
+// do hands r to the writer and waits for its outcome.
+func (s *Store) do(ctx context.Context, r *request) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.submitMu.RLock()
+	if s.closed {
+		s.submitMu.RUnlock()
+		return seqstore.ErrClosed
+	}
+	select {
+	case s.reqs <- r:
+	case <-ctx.Done():
+		s.submitMu.RUnlock()
+		return ctx.Err()
+	}
+	s.submitMu.RUnlock()
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		if r.state.CompareAndSwap(reqQueued, reqCancelled) {
+			return ctx.Err()
+		}
+		<-r.done
+		return r.err
+	}
+}

@@ -1,0 +1,415 @@
+package filestore
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/inorder/inorder/seqstore"
+)
+
+type reqKind uint8
+
+const (
+	kindReserve reqKind = iota + 1
+	kindAdvance
+)
+
+// Request states: the caller and the writer race to move a queued request
+// to cancelled or taken; whoever wins decides whether it is applied.
+const (
+	reqQueued int32 = iota
+	reqTaken
+	reqCancelled
+)
+
+// request is one Reserve or Advance call on its way through the writer.
+type request struct {
+	kind    reqKind
+	stream  seqstore.Stream
+	n       int
+	journal [][]byte
+	batch   []seqstore.Advance
+	size    int // encoded size estimate, for bounding a frame
+
+	state atomic.Int32
+	done  chan struct{} // closed by the writer once res and err are set
+	res   seqstore.Reservation
+	err   error
+}
+
+// Limits of one commit: it stops taking requests once it holds this many or
+// their records pass this size.
+const (
+	maxBatchRequests = 8192
+	batchBytes       = 4 << 20
+)
+
+// writer is the state of the writer goroutine; only that goroutine (or Open
+// before starting it) touches it.
+type writer struct {
+	f     *os.File
+	gen   uint64 // generation of f
+	first uint64 // oldest log generation still on disk
+	off   int64  // end of the last frame in f
+	frame []byte
+	batch []*request
+
+	syncAvg      time.Duration // moving average of the sync time
+	lastReleased int           // requests answered by the previous commit
+	waitTimer    *time.Timer
+	markTimer    *time.Timer
+	markArmed    bool
+	nextSnapshot int64 // log size that triggers the next snapshot
+}
+
+func (w *writer) init(s *Store) {
+	w.waitTimer = time.NewTimer(time.Hour)
+	w.waitTimer.Stop()
+	w.markTimer = time.NewTimer(time.Hour)
+	w.markTimer.Stop()
+	w.nextSnapshot = s.opts.SnapshotBytes
+}
+
+// run is the writer goroutine: it takes every request waiting, applies them
+// to the state, writes them as one frame, syncs once and answers them all.
+func (s *Store) run() {
+	defer close(s.writerDone)
+	w := &s.w
+	defer w.waitTimer.Stop()
+	defer w.markTimer.Stop()
+	for {
+		select {
+		case r, ok := <-s.reqs:
+			if !ok {
+				s.commit(nil) // flush Sent marks
+				return
+			}
+			w.batch = append(w.batch[:0], r)
+			open := s.gather()
+			s.commit(w.batch)
+			clear(w.batch)
+			if !open {
+				s.commit(nil)
+				return
+			}
+		case <-s.kick:
+			if !w.markArmed {
+				w.markArmed = true
+				w.markTimer.Reset(s.opts.SentFlushDelay)
+			}
+		case <-w.markTimer.C:
+			w.markArmed = false
+			s.commit(nil)
+		}
+	}
+}
+
+// gather adds waiting requests to w.batch. If fewer are waiting than the
+// previous commit answered, it waits a little for those callers to return,
+// so that N callers in a loop share one fsync rather than alternating
+// between two half-full ones. It reports false once reqs is closed.
+func (s *Store) gather() bool {
+	w := &s.w
+	size := w.batch[0].size
+	armed := false
+	defer func() {
+		if armed {
+			w.waitTimer.Stop()
+		}
+	}()
+	for len(w.batch) < maxBatchRequests && size < batchBytes {
+		var r *request
+		var ok bool
+		select {
+		case r, ok = <-s.reqs:
+		default:
+			if len(w.batch) >= w.lastReleased {
+				return true
+			}
+			if !armed {
+				wait := s.commitWait()
+				if wait <= 0 {
+					return true
+				}
+				w.waitTimer.Reset(wait)
+				armed = true
+			}
+			select {
+			case r, ok = <-s.reqs:
+			case <-w.waitTimer.C:
+				armed = false
+				return true
+			}
+		}
+		if !ok {
+			return false
+		}
+		w.batch = append(w.batch, r)
+		size += r.size
+	}
+	return true
+}
+
+func (s *Store) commitWait() time.Duration {
+	if s.opts.CommitWait < 0 {
+		return 0
+	}
+	return min(s.w.syncAvg/2, s.opts.CommitWait)
+}
+
+// commit applies batch and the waiting Sent marks to the state, writes them
+// as one frame, syncs, and answers the callers. Requests that fail
+// validation against the state (overflow, conflict) are answered with their
+// error and leave no record.
+func (s *Store) commit(batch []*request) {
+	w := &s.w
+	if w.markArmed {
+		w.markTimer.Stop()
+		w.markArmed = false
+	}
+	frame := append(w.frame[:0], make([]byte, frameHeaderSize)...)
+	records := int64(0)
+	taken := batch[:0:0]
+	var reserved, advanced int64
+
+	s.mu.Lock()
+	failed := s.failed
+	now := time.Now()
+	newEpoch := func() uint64 { return seqstore.NewEpoch(now) }
+	for _, r := range batch {
+		if !r.state.CompareAndSwap(reqQueued, reqTaken) {
+			continue // the caller's ctx ended first
+		}
+		taken = append(taken, r)
+		if failed != nil {
+			r.err = failed
+			continue
+		}
+		switch r.kind {
+		case kindReserve:
+			res, err := s.st.reserve(r.stream, r.n, r.journal, newEpoch)
+			if err != nil {
+				r.err = err
+				continue
+			}
+			r.res = res
+			frame = appendReserve(frame, r.stream, res.Epoch, res.First, r.n, r.journal)
+			reserved++
+		case kindAdvance:
+			if err := s.st.advance(r.batch); err != nil {
+				r.err = err
+				continue
+			}
+			frame = appendAdvance(frame, r.batch)
+			advanced++
+		}
+		records++
+	}
+	if failed == nil {
+		for _, m := range s.marks {
+			frame = appendSent(frame, m.stream, m.seqs)
+			records++
+		}
+	}
+	clear(s.marks)
+	s.marks = s.marks[:0]
+	var durable chan struct{}
+	if records > 0 {
+		durable = make(chan struct{})
+		s.inflight = durable
+	}
+	s.mu.Unlock()
+
+	if records > 0 {
+		err := s.writeFrame(frame)
+		s.mu.Lock()
+		if err != nil && s.failed == nil {
+			s.failed = err
+			s.log.Error("filestore: log write failed; the store refuses further calls", "dir", s.dir, "err", err)
+		}
+		s.inflight = nil
+		close(durable)
+		s.mu.Unlock()
+		if err != nil {
+			for _, r := range taken {
+				r.err = err
+			}
+			reserved, advanced = 0, 0
+		} else {
+			s.stats.commits.Add(1)
+			s.stats.records.Add(records)
+		}
+	}
+	s.stats.reservations.Add(reserved)
+	s.stats.advances.Add(advanced)
+	for _, r := range taken {
+		close(r.done)
+	}
+	if len(batch) > 0 {
+		w.lastReleased = len(taken)
+	}
+	if cap(frame) <= 2*batchBytes {
+		w.frame = frame[:0]
+	} else {
+		w.frame = nil
+	}
+	if records > 0 && w.off >= w.nextSnapshot {
+		s.mu.Lock()
+		failed := s.failed
+		s.mu.Unlock()
+		if failed == nil {
+			if err := s.snapshot(); err != nil {
+				s.mu.Lock()
+				if s.failed == nil {
+					s.failed = err
+				}
+				s.mu.Unlock()
+				s.log.Error("filestore: snapshot failed; the store refuses further calls", "dir", s.dir, "err", err)
+			}
+		}
+	}
+}
+
+// writeFrame seals frame for the current end of the log, writes it and syncs.
+func (s *Store) writeFrame(frame []byte) error {
+	w := &s.w
+	sealFrame(frame, w.gen, uint64(w.off))
+	var err error
+	if h := s.opts.hooks.writeFrame; h != nil {
+		err = h(w.f, frame, w.off)
+	} else {
+		_, err = w.f.WriteAt(frame, w.off)
+		if err == nil {
+			if h := s.opts.hooks.beforeSync; h != nil {
+				h()
+			}
+			start := time.Now()
+			err = syncData(w.f)
+			s.observeSync(time.Since(start))
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("filestore: write log %s: %w", w.f.Name(), err)
+	}
+	w.off += int64(len(frame))
+	s.stats.logBytes.Store(w.off)
+	return nil
+}
+
+func (s *Store) observeSync(d time.Duration) {
+	s.stats.fsyncs.Add(1)
+	w := &s.w
+	if w.syncAvg == 0 {
+		w.syncAvg = d
+		return
+	}
+	w.syncAvg += (d - w.syncAvg) / 8
+}
+
+// snapshot saves the state to a new snapshot that names a fresh log, switches
+// to that log and deletes the old ones. Crash safety: the new log is created
+// and synced first, the snapshot is written to a temporary file, synced and
+// renamed, and the directory is synced before anything is written to the new
+// log. Recovery of any prefix of these steps finds either the old snapshot
+// with every old log, or the new snapshot (and creates the new log if its
+// directory entry was lost). A failure before the rename leaves the old log
+// in use and is only logged; after the rename the store must not write the
+// old log again, so a failure there is returned.
+func (s *Store) snapshot() error {
+	w := &s.w
+	newGen := w.gen + 1
+	newPath := filepath.Join(s.dir, logName(newGen))
+	retryLater := func(err error) error {
+		w.nextSnapshot = w.off + s.opts.SnapshotBytes
+		s.log.Warn("filestore: snapshot failed; continuing with the current log", "dir", s.dir, "err", err)
+		return nil
+	}
+	nf, err := s.createLog(newPath, newGen)
+	if err != nil {
+		return retryLater(err)
+	}
+	s.mu.Lock()
+	data := s.st.encodeSnapshot(newGen)
+	s.mu.Unlock()
+	tmp := filepath.Join(s.dir, snapTmpName)
+	if err := s.writeSynced(tmp, data); err != nil {
+		_ = nf.Close()
+		_ = os.Remove(newPath)
+		_ = os.Remove(tmp)
+		return retryLater(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(s.dir, snapName)); err != nil {
+		_ = nf.Close()
+		_ = os.Remove(newPath)
+		_ = os.Remove(tmp)
+		return retryLater(err)
+	}
+	old := w.f
+	w.f, w.gen, w.off = nf, newGen, logHeaderSize
+	w.nextSnapshot = s.opts.SnapshotBytes
+	s.stats.logBytes.Store(w.off)
+	_ = old.Close()
+	if err := s.syncDir(); err != nil {
+		return fmt.Errorf("filestore: snapshot %s: %w", s.dir, err)
+	}
+	for g := w.first; g < newGen; g++ {
+		if err := os.Remove(filepath.Join(s.dir, logName(g))); err != nil && !os.IsNotExist(err) {
+			s.log.Warn("filestore: cannot remove old log", "dir", s.dir, "gen", g, "err", err)
+		}
+	}
+	w.first = newGen
+	s.stats.snapshots.Add(1)
+	s.log.Debug("filestore: snapshot written", "dir", s.dir, "gen", newGen, "bytes", len(data))
+	return nil
+}
+
+// createLog creates log gen at path with its header, synced.
+func (s *Store) createLog(path string, gen uint64) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := f.Write(logHeader(gen)); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	if err := s.sync(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// writeSynced writes data to a new file at path (0600) and syncs it.
+func (s *Store) writeSynced(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := s.sync(f); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func (s *Store) sync(f *os.File) error {
+	s.stats.fsyncs.Add(1)
+	return f.Sync()
+}
+
+func (s *Store) syncDir() error {
+	d, err := os.Open(s.dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return s.sync(d)
+}
