@@ -1,12 +1,301 @@
 package ordered
 
-import "github.com/inorder/inorder/ordered/driver"
+import (
+	"errors"
+	"fmt"
+	"time"
 
-// ReceiveOptions configures the receive side of a Queue.
+	"github.com/inorder/inorder/ordered/driver"
+)
+
+// Mode is a delivery mode of the receive side. See the package documentation,
+// section Delivery modes.
+type Mode uint8
+
+const (
+	// AtLeastOnce (the default) hands a message out, and only after its Ack
+	// makes the cursor advance durable and then deletes the message. A crash
+	// may deliver again the messages acknowledged since the last durable
+	// advance.
+	AtLeastOnce Mode = iota
+	// AtMostOnce makes the cursor advance past a message durable before the
+	// message is handed out. A crash may lose the messages handed out but not
+	// yet processed; none is ever delivered twice. A Nack drops the message
+	// (or dead-letters it under PoisonDeadLetter) instead of retrying it.
+	AtMostOnce
+	// ExactlyOnce leaves the cursor to the application: it applies
+	// Message.CursorAdvance inside its own transaction (for example with
+	// sqlstore's AdvanceTx) and then calls Ack, which records the advance
+	// without a store write. The Queue never writes such a stream's cursor.
+	ExactlyOnce
+)
+
+func (m Mode) String() string {
+	switch m {
+	case AtLeastOnce:
+		return "AtLeastOnce"
+	case AtMostOnce:
+		return "AtMostOnce"
+	case ExactlyOnce:
+		return "ExactlyOnce"
+	}
+	return fmt.Sprintf("Mode(%d)", uint8(m))
+}
+
+// GapPolicy decides what a group does when its next seq is missing while
+// later ones wait.
+type GapPolicy uint8
+
+const (
+	// GapWait (the default) waits for the missing seq as long as it takes and
+	// reports the hole through Hooks.OnGap once it is GapTimeout old.
+	GapWait GapPolicy = iota
+	// GapSkip advances past the hole once it is GapTimeout old, reports the
+	// range through Hooks.OnSkip and remembers it in the cursor's Skipped
+	// list, so that a late arrival of a skipped seq is recognised.
+	GapSkip
+)
+
+// StartPolicy decides where a group starts when the store holds no cursor
+// for it.
+type StartPolicy uint8
+
+const (
+	// StartFirst (the default) expects seq 1 of the first epoch seen; if it
+	// does not come, the gap policy decides (GapSkip starts at the lowest seq
+	// seen after GapTimeout).
+	StartFirst StartPolicy = iota
+	// StartLowest waits StartSettle after the first arrival and then starts
+	// at the lowest seq seen of the lowest epoch seen: a receiver joining a
+	// running stream starts near its head without waiting for old seqs.
+	StartLowest
+)
+
+// UntaggedPolicy decides what happens to a body without a valid header.
+type UntaggedPolicy uint8
+
+const (
+	// UntaggedDeliver (the default) hands the message out at once, flagged
+	// Unordered; its Ack deletes it.
+	UntaggedDeliver UntaggedPolicy = iota
+	// UntaggedDeadLetter sends the body to ReceiveOptions.DeadLetter, then
+	// deletes it.
+	UntaggedDeadLetter
+	// UntaggedReject leaves the message in the queue (it comes back after
+	// its visibility timeout) and reports it through Hooks.OnUntagged.
+	UntaggedReject
+)
+
+// PoisonPolicy decides what happens to a message that failed MaxAttempts
+// times.
+type PoisonPolicy uint8
+
+const (
+	// PoisonBlock (the default) keeps retrying the message, at the longest
+	// backoff, and reports its group as stuck (Hooks.OnStuck,
+	// ReceiveStats.Stuck): the group's order is never broken.
+	PoisonBlock PoisonPolicy = iota
+	// PoisonDeadLetter sends the original body to ReceiveOptions.DeadLetter
+	// and then moves the cursor past the message, as an Ack would.
+	PoisonDeadLetter
+)
+
+// ReceiveOptions configures the receive side of a Queue. Zero values select
+// the documented defaults.
 type ReceiveOptions struct {
-	// TODO(receive): fields.
+	// Mode is the delivery mode. Default AtLeastOnce.
+	Mode Mode
+
+	// Concurrency is how many handlers Run executes at once (never more
+	// than one per group). Default 16.
+	Concurrency int
+
+	// Fetchers is how many long polls are kept open on the driver at once.
+	// Default 2.
+	Fetchers int
+
+	// Wait is the long-poll wait of each receive request. Default the
+	// smaller of 20s and the driver's MaxWait.
+	Wait time.Duration
+
+	// Window is how far ahead of a group's next seq a message is buffered:
+	// seqs at or beyond next+Window are not kept (they come back after
+	// their visibility timeout). Default 1024.
+	Window int
+
+	// MaxBufferedBytes bounds the bytes of all messages held in memory and
+	// not yet handed out. A message that would pass it is not kept, unless
+	// it is the next one of its group. Default 64 MiB.
+	MaxBufferedBytes int
+
+	// GapTimeout is how long a hole in a group waits before the gap policy
+	// acts (and before a group switches to a newer sender epoch). Default
+	// 30s.
+	GapTimeout time.Duration
+
+	// GapPolicy decides what happens when a hole reaches GapTimeout.
+	// Default GapWait.
+	GapPolicy GapPolicy
+
+	// Start decides where a group with no stored cursor starts. Default
+	// StartFirst.
+	Start StartPolicy
+
+	// StartSettle is how long StartLowest collects arrivals before it picks
+	// the lowest seq. Default 2s.
+	StartSettle time.Duration
+
+	// Untagged decides what happens to bodies without a header. Default
+	// UntaggedDeliver.
+	Untagged UntaggedPolicy
+
+	// MaxAttempts is how many times a message is handed out before the
+	// poison policy applies. Default 5.
+	MaxAttempts int
+
+	// Poison decides what happens to a message after MaxAttempts. Default
+	// PoisonBlock.
+	Poison PoisonPolicy
+
+	// DeadLetter is the queue that receives poison messages (PoisonDeadLetter),
+	// untagged ones (UntaggedDeadLetter) and late arrivals (a seq of an older
+	// epoch or of a skipped range), with their original body. Nil: poison
+	// and untagged policies must not need it, and late arrivals are handed
+	// out flagged Unordered. It stays owned by the caller.
+	DeadLetter driver.Queue
+
+	// SyncAck makes Ack wait until its cursor advance is durable.
+	SyncAck bool
+
+	// CommitInterval delays each cursor commit so that more advances share
+	// one store write. Default 0: a commit starts as soon as the previous
+	// one ended, and the acks made meanwhile share the next one.
+	CommitInterval time.Duration
+
+	// ReapInterval is how often the reaper deletes acknowledged messages and
+	// duplicates when fewer than a full batch are waiting. Default 200ms.
+	ReapInterval time.Duration
+
+	// ReapTimeout bounds each delete request of the reaper. Default 10s.
+	ReapTimeout time.Duration
+
+	// VisibilityMargin: a handed-out message whose visibility timeout ends
+	// within this margin gets its visibility extended. Default a third of
+	// the driver's Visibility. -1 disables extension (the message comes back
+	// and its newer receipt replaces the old one).
+	VisibilityMargin time.Duration
+
+	// VisibilityExtend is the timeout set by each extension. Default the
+	// driver's Visibility, within its MinVisibility..MaxVisibility.
+	VisibilityExtend time.Duration
+
+	// MaxVisibilityRate bounds visibility changes, in requests per second.
+	// Beyond it messages are left to expire and come back. Default 50.
+	MaxVisibilityRate float64
+
+	// IdleEvict is how long a group with nothing held stays in memory; its
+	// cursor stays in the store. Default 1m. -1 keeps groups forever.
+	IdleEvict time.Duration
 }
 
 func (o *ReceiveOptions) setDefaults(limits driver.Limits) error {
+	if o.Concurrency == 0 {
+		o.Concurrency = 16
+	}
+	if o.Fetchers == 0 {
+		o.Fetchers = 2
+	}
+	if o.Wait == 0 {
+		o.Wait = 20 * time.Second
+		if limits.MaxWait > 0 {
+			o.Wait = min(o.Wait, limits.MaxWait)
+		}
+	}
+	if o.Window == 0 {
+		o.Window = 1024
+	}
+	if o.MaxBufferedBytes == 0 {
+		o.MaxBufferedBytes = 64 << 20
+	}
+	if o.GapTimeout == 0 {
+		o.GapTimeout = 30 * time.Second
+	}
+	if o.StartSettle == 0 {
+		o.StartSettle = 2 * time.Second
+	}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = 5
+	}
+	if o.ReapInterval == 0 {
+		o.ReapInterval = 200 * time.Millisecond
+	}
+	if o.ReapTimeout == 0 {
+		o.ReapTimeout = 10 * time.Second
+	}
+	vis := limits.Visibility
+	if vis <= 0 {
+		vis = 30 * time.Second
+	}
+	if o.VisibilityMargin == 0 {
+		o.VisibilityMargin = vis / 3
+	}
+	if o.VisibilityExtend == 0 {
+		o.VisibilityExtend = vis
+		if limits.MinVisibility > 0 {
+			o.VisibilityExtend = max(o.VisibilityExtend, limits.MinVisibility)
+		}
+		if limits.MaxVisibility > 0 {
+			o.VisibilityExtend = min(o.VisibilityExtend, limits.MaxVisibility)
+		}
+	}
+	if o.MaxVisibilityRate == 0 {
+		o.MaxVisibilityRate = 50
+	}
+	if o.IdleEvict == 0 {
+		o.IdleEvict = time.Minute
+	}
+	return o.validate(limits)
+}
+
+func (o *ReceiveOptions) validate(limits driver.Limits) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("ordered: receive options: "+format, args...)
+	}
+	switch {
+	case o.Mode > ExactlyOnce:
+		return bad("unknown Mode %d", o.Mode)
+	case o.Concurrency < 1:
+		return bad("Concurrency %d must be positive", o.Concurrency)
+	case o.Fetchers < 1:
+		return bad("Fetchers %d must be positive", o.Fetchers)
+	case o.Wait < 0 || limits.MaxWait > 0 && o.Wait > limits.MaxWait:
+		return bad("Wait %v out of range 0..%v", o.Wait, limits.MaxWait)
+	case o.Window < 1:
+		return bad("Window %d must be positive", o.Window)
+	case o.MaxBufferedBytes < 1:
+		return bad("MaxBufferedBytes %d must be positive", o.MaxBufferedBytes)
+	case o.GapTimeout < 0 || o.StartSettle < 0 || o.CommitInterval < 0 ||
+		o.ReapInterval < 0 || o.ReapTimeout < 0 || o.VisibilityExtend < 0:
+		return bad("durations must not be negative")
+	case o.GapPolicy > GapSkip:
+		return bad("unknown GapPolicy %d", o.GapPolicy)
+	case o.Start > StartLowest:
+		return bad("unknown Start %d", o.Start)
+	case o.Untagged > UntaggedReject:
+		return bad("unknown Untagged %d", o.Untagged)
+	case o.Poison > PoisonDeadLetter:
+		return bad("unknown Poison %d", o.Poison)
+	case o.MaxAttempts < 1:
+		return bad("MaxAttempts %d must be positive", o.MaxAttempts)
+	case o.VisibilityMargin < -1:
+		return bad("VisibilityMargin %v: use -1 to disable", o.VisibilityMargin)
+	case o.IdleEvict < -1:
+		return bad("IdleEvict %v: use -1 to disable", o.IdleEvict)
+	case !(o.MaxVisibilityRate > 0):
+		return bad("MaxVisibilityRate %v must be positive", o.MaxVisibilityRate)
+	}
+	if o.DeadLetter == nil && (o.Poison == PoisonDeadLetter || o.Untagged == UntaggedDeadLetter) {
+		return errors.New("ordered: receive options: PoisonDeadLetter and UntaggedDeadLetter need DeadLetter")
+	}
 	return nil
 }

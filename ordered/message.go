@@ -1,0 +1,92 @@
+package ordered
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/inorder/inorder/seqstore"
+)
+
+// Errors of the receive side.
+var (
+	// ErrAcked is returned by Ack and Nack on a message that was already
+	// acknowledged or rejected.
+	ErrAcked = errors.New("ordered: message already acked or nacked")
+	// ErrConflict is returned by a SyncAck Ack, and in AtMostOnce by
+	// Receive's internal wait, when the store refused the cursor advance
+	// because someone else moved the stream's cursor. It wraps
+	// seqstore.ErrConflict.
+	ErrConflict = fmt.Errorf("ordered: cursor moved by another receiver: %w", seqstore.ErrConflict)
+
+	errLate     = errors.New("ordered: late arrival (older epoch or skipped seq)")
+	errUntagged = errors.New("ordered: untagged body")
+)
+
+// Handler processes one message for Run. It returns nil to acknowledge the
+// message or an error to reject it (Nack): it is then retried in place after a
+// backoff, and the poison policy applies after MaxAttempts.
+type Handler func(ctx context.Context, m *Message) error
+
+// Message is a message handed out by Receive or Run. Exactly one of Ack and
+// Nack must be called for it, once. While a message of a group is out, no
+// other message of that group is handed out.
+type Message struct {
+	// Group is the message's group; "" is the default group.
+	Group string
+	// Epoch and Seq place the message in its stream (both 0 when Unordered
+	// and untagged).
+	Epoch, Seq uint64
+	// Body is the payload, without the header.
+	Body []byte
+	// ID is the queue's message id.
+	ID string
+	// Attempt is 1 for the first hand-out in this process and grows by one
+	// per retry after a Nack.
+	Attempt int
+	// Unordered marks a message that is not part of its group's order: an
+	// untagged body, or a late arrival of a skipped seq or of an older
+	// epoch. Acking it deletes it and moves no cursor.
+	Unordered bool
+	// Redelivered reports that the queue delivered the message more than
+	// once (its dequeue count is above 1, or a second copy arrived).
+	Redelivered bool
+
+	r    *receiver
+	e    *entry
+	gen  uint32
+	adv  seqstore.Advance
+	done bool // guarded by r.mu
+}
+
+// Ack acknowledges the message. In AtLeastOnce mode the group is unlocked at
+// once and a committer makes the cursor advance durable in the background,
+// after which the message is deleted from the queue; with
+// ReceiveOptions.SyncAck, Ack waits (bounded by ctx) until the advance is
+// durable. In ExactlyOnce mode the application must have applied
+// CursorAdvance in its own transaction before calling Ack. Ack returns
+// ErrAcked when called twice and ErrClosed after the Queue closed (the
+// message is then delivered again by a later receiver).
+func (m *Message) Ack(ctx context.Context) error {
+	return m.r.ack(ctx, m)
+}
+
+// Nack rejects the message because of err: it is handed out again after a
+// backoff (its group stays locked meanwhile, so order is kept). After
+// MaxAttempts the poison policy applies. In AtMostOnce mode the message is
+// not retried: it is dropped, or dead-lettered under PoisonDeadLetter. In
+// ExactlyOnce mode, a Nack whose err wraps seqstore.ErrConflict (the
+// application's cursor advance failed its compare-and-set) makes the group
+// re-read its cursor.
+func (m *Message) Nack(ctx context.Context, err error) error {
+	return m.r.nack(ctx, m, err)
+}
+
+// CursorAdvance returns the compare-and-set that moves the stream's cursor
+// past m, for ExactlyOnce processing: apply it inside the application's
+// transaction (for example sqlstore's AdvanceTx), commit, then call Ack. It
+// also carries any skipped range or epoch switch decided before m. For an
+// Unordered message, or in other modes, it is the zero Advance.
+func (m *Message) CursorAdvance() seqstore.Advance {
+	return m.adv
+}
