@@ -29,4 +29,11 @@
 //
 // The payload is opaque and may be binary; Append copies it unchanged and
 // Parse returns a slice of the body.
+//
+// # Errors
+//
+// ValidateGroup and Header.Validate return errors wrapping ErrInvalidHeader.
+// Append panics on an invalid header: callers validate the group before
+// reserving a seq, and seqs and epochs come from a store that keeps them
+// within MaxNumber.
 package envelope
