@@ -589,3 +589,118 @@ func TestSendCloseGivesUp(t *testing.T) {
 	}
 	assert.Equal(t, 2, store.journalLen(), "abandoned messages stay journaled for recovery")
 }
+
+func TestSendPartialBatchPermanentFailureFailsOnlyThatMessage(t *testing.T) {
+	d := newSendDriver()
+	d.fail = func(call int, bodies [][]byte) error {
+		be := &driver.BatchError{Errs: make([]error, len(bodies))}
+		for i, b := range bodies {
+			if strings.HasSuffix(string(b), "#bad") {
+				be.Errs[i] = errPermanent
+			}
+		}
+		return be
+	}
+	d.block = make(chan struct{})
+	q := newSendQueue(t, d, newTestStore(), nil)
+	var results []*ordered.SendResult
+	for _, p := range []string{"ok1", "bad", "ok2"} {
+		r, err := q.SendAsync(t.Context(), "g", []byte(p))
+		require.NoError(t, err)
+		results = append(results, r)
+	}
+	// In flight: not done, no error yet.
+	assert.NoError(t, results[1].Err(), "Err is nil while in flight")
+	select {
+	case <-results[1].Done():
+		t.Fatal("done while the driver is blocked")
+	default:
+	}
+	close(d.block)
+	require.NoError(t, results[0].Wait(t.Context()))
+	require.ErrorIs(t, results[1].Wait(t.Context()), errPermanent)
+	require.NoError(t, results[2].Wait(t.Context()))
+	<-results[1].Done()
+	assert.ErrorIs(t, results[1].Err(), errPermanent)
+	assert.Equal(t, uint64(2), results[1].Seq())
+	assert.Equal(t, int64(1), d.calls.Load(), "a permanent entry failure is not retried")
+	st := q.Stats().Send
+	assert.Equal(t, int64(2), st.Sent)
+	assert.Equal(t, int64(1), st.Failed)
+}
+
+func TestSendBoundedInFlightBytes(t *testing.T) {
+	d := newSendDriver()
+	d.block = make(chan struct{})
+	q := newSendQueue(t, d, newTestStore(), &ordered.Options{Send: ordered.SendOptions{MaxInFlightBytes: 100}})
+	r, err := q.SendAsync(t.Context(), "g", make([]byte, 60))
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	_, err = q.SendAsync(ctx, "g", make([]byte, 60))
+	require.ErrorIs(t, err, context.DeadlineExceeded, "60+60 bytes pass MaxInFlightBytes 100")
+	_, err = q.SendAsync(t.Context(), "g", make([]byte, 40))
+	require.NoError(t, err, "60+40 bytes fit")
+	close(d.block)
+	require.NoError(t, r.Wait(t.Context()))
+	// A batch larger than the bound alone is admitted once nothing else is
+	// in flight.
+	require.NoError(t, q.SendBatch(t.Context(), "g", [][]byte{make([]byte, 80), make([]byte, 80)}))
+}
+
+func TestSendOptionsValidated(t *testing.T) {
+	for _, o := range []ordered.SendOptions{
+		{Mode: 7},
+		{Format: 9},
+		{MaxInFlight: -1},
+		{MaxInFlightBytes: -1},
+		{Concurrency: -2},
+		{MaxAttempts: -1},
+		{MarkInterval: -time.Second},
+	} {
+		_, err := ordered.New(t.Context(), newSendDriver(), newTestStore(), &ordered.Options{Send: o})
+		assert.Error(t, err, "options %+v", o)
+	}
+}
+
+func TestSendCloseRacesWithSenders(t *testing.T) {
+	d := newSendDriver()
+	d.latency = 100 * time.Microsecond
+	q, err := ordered.New(t.Context(), d, newTestStore(), nil)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	var admitted, closed sync.Map
+	for w := range 8 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				r, err := q.SendAsync(t.Context(), strconv.Itoa(w), []byte(strconv.Itoa(i)))
+				if err != nil {
+					closed.Store(w, err)
+					return
+				}
+				admitted.Store(r, w)
+			}
+		})
+	}
+	time.Sleep(20 * time.Millisecond)
+	closeQueue(t, q)
+	wg.Wait()
+	closed.Range(func(_, err any) bool {
+		assert.ErrorIs(t, err.(error), ordered.ErrClosed)
+		return true
+	})
+	n := 0
+	admitted.Range(func(r, _ any) bool {
+		n++
+		select {
+		case <-r.(*ordered.SendResult).Done():
+			assert.NoError(t, r.(*ordered.SendResult).Err())
+		default:
+			t.Error("an admitted message is not done after Close")
+			return false
+		}
+		return true
+	})
+	assert.Equal(t, n, len(d.sent()), "every admitted message was sent, nothing else")
+	checkStreams(t, d)
+}
