@@ -1,13 +1,393 @@
 // Command demo shows inorder restoring strict per-group order over a queue
-// that does not keep it. It is the README's first command.
+// that does not keep it. It is the README's first command:
+//
+//	go run ./examples/demo
+//
+// It needs no cloud account: the queue is memqueue, an in-process queue that
+// behaves like an MNS standard queue, with chaos on (messages spread over
+// shards and received from a random shard, some delivered twice, some
+// requests failing), and sequence state lives in a filestore in a temporary
+// directory. It runs three steps:
+//
+//  1. 20 messages through the plain queue, printed as they arrive, the way
+//     the MNS ordered-queue sample prints them: out of order, with
+//     duplicates.
+//  2. The same 20 through ordered.Queue: 1..20, in order, once each.
+//  3. A larger run (-messages over -groups, several producers, handlers in
+//     parallel across groups) that checks every group's order and prints a
+//     one-line summary and the Queue's stats.
+//
+// Usage:
+//
+//	go run ./examples/demo [-messages 100000] [-groups 1000] [-seed 1] [-v]
+//
+// The -driver flag selects the queue: memqueue (the default). The MNS
+// driver (-driver mns, over the embedded MNS emulator or real MNS) is not
+// wired in yet.
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"log/slog"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/inorder/inorder/ordered"
+	"github.com/inorder/inorder/ordered/driver"
+	"github.com/inorder/inorder/ordered/memqueue"
+	"github.com/inorder/inorder/seqstore"
+	"github.com/inorder/inorder/seqstore/filestore"
 )
 
-func main() {
-	fmt.Println("inorder demo: not built yet (ordered.Queue lands with the next issue)")
-	os.Exit(0)
+type config struct {
+	driver    string
+	messages  int
+	groups    int
+	producers int
+	seed      int64
+	verbose   bool
 }
+
+func main() {
+	var c config
+	flag.StringVar(&c.driver, "driver", "memqueue", "queue driver: memqueue")
+	flag.IntVar(&c.messages, "messages", 100000, "messages in the large run (0 skips it)")
+	flag.IntVar(&c.groups, "groups", 1000, "groups in the large run")
+	flag.IntVar(&c.producers, "producers", 4, "sending goroutines in the large run")
+	flag.Int64Var(&c.seed, "seed", 1, "seed of the queue's chaos")
+	flag.BoolVar(&c.verbose, "v", false, "log the Queue's warnings to stderr")
+	flag.Parse()
+	if err := run(c); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func run(c config) error {
+	if c.messages < 0 || c.groups < 1 || c.producers < 1 {
+		return errors.New("need -messages >= 0, -groups >= 1 and -producers >= 1")
+	}
+	dir, err := os.MkdirTemp("", "inorder-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	fmt.Println("== 1. a plain queue: 20 messages, as they arrive")
+	if err := plain(c, 20); err != nil {
+		return fmt.Errorf("plain queue: %w", err)
+	}
+	fmt.Println()
+	fmt.Println("== 2. the same through ordered.Queue")
+	if err := inOrder(c, dir, 20); err != nil {
+		return fmt.Errorf("ordered queue: %w", err)
+	}
+	if c.messages > 0 {
+		fmt.Println()
+		fmt.Printf("== 3. %d messages over %d groups through ordered.Queue\n", c.messages, c.groups)
+		if err := large(c, dir); err != nil {
+			return fmt.Errorf("large run: %w", err)
+		}
+	}
+	return nil
+}
+
+// newDriver returns a queue with chaos on.
+func newDriver(c config, seed int64) (driver.Queue, error) {
+	switch c.driver {
+	case "memqueue":
+		return memqueue.New(&memqueue.Options{
+			Seed:       seed,
+			Shards:     4,
+			Redeliver:  0.05,
+			ErrorRate:  0.01,
+			Visibility: 2 * time.Second,
+		}), nil
+	case "mns":
+		return nil, errors.New("-driver mns is not available yet: the MNS driver is not wired into the demo")
+	}
+	return nil, fmt.Errorf("unknown -driver %q (want memqueue)", c.driver)
+}
+
+func logger(c config) *slog.Logger {
+	if !c.verbose {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// retry calls f until it succeeds or fails for good, as a careful user of a
+// plain queue must.
+func retry(ctx context.Context, drv driver.Queue, f func() error) error {
+	for {
+		err := f()
+		if err == nil || !drv.IsRetryable(err) {
+			return err
+		}
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// plain sends n numbered messages through the queue alone and prints them
+// in arrival order, deleting each.
+func plain(c config, n int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	drv, err := newDriver(c, c.seed)
+	if err != nil {
+		return err
+	}
+	defer drv.Close()
+	for i := 1; i <= n; i++ {
+		body := []byte(strconv.Itoa(i))
+		if err := retry(ctx, drv, func() error { return drv.SendBatch(ctx, [][]byte{body}) }); err != nil {
+			return err
+		}
+	}
+	var arrived []int
+	seen := make(map[int]bool)
+	for len(seen) < n {
+		var msgs []*driver.Message
+		err := retry(ctx, drv, func() error {
+			var err error
+			msgs, err = drv.ReceiveBatch(ctx, drv.Limits().MaxBatch, 100*time.Millisecond)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for _, m := range msgs {
+			fmt.Printf("receive message body is %s\n", m.Body)
+			v, _ := strconv.Atoi(string(m.Body))
+			arrived = append(arrived, v)
+			seen[v] = true
+			// A failed delete only means the message comes back.
+			_ = drv.DeleteBatch(ctx, []string{m.Receipt})
+		}
+	}
+	fmt.Printf("plain queue: %d deliveries of %d messages, %d out of order, %d duplicates\n",
+		len(arrived), n, outOfOrder(arrived), len(arrived)-n)
+	return nil
+}
+
+// outOfOrder counts deliveries that came after a higher number.
+func outOfOrder(seq []int) int {
+	n, high := 0, 0
+	for _, v := range seq {
+		if v < high {
+			n++
+		}
+		high = max(high, v)
+	}
+	return n
+}
+
+// inOrder sends n numbered messages through ordered.Queue and prints them
+// as Receive hands them out.
+func inOrder(c config, dir string, n int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	drv, err := newDriver(c, c.seed)
+	if err != nil {
+		return err
+	}
+	defer drv.Close()
+	store, err := filestore.Open(dir+"/small", nil)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	q, err := ordered.New(ctx, drv, store, &ordered.Options{Name: "demo", Logger: logger(c)})
+	if err != nil {
+		return err
+	}
+	payloads := make([][]byte, n)
+	for i := range payloads {
+		payloads[i] = []byte(strconv.Itoa(i + 1))
+	}
+	if err := q.SendBatch(ctx, "", payloads); err != nil {
+		return errors.Join(err, q.Close(ctx))
+	}
+	var got []int
+	for len(got) < n {
+		m, err := q.Receive(ctx)
+		if err != nil {
+			return errors.Join(err, q.Close(ctx))
+		}
+		fmt.Printf("receive message body is %s\n", m.Body)
+		v, _ := strconv.Atoi(string(m.Body))
+		got = append(got, v)
+		if err := m.Ack(ctx); err != nil {
+			return errors.Join(err, q.Close(ctx))
+		}
+	}
+	if err := q.Close(ctx); err != nil {
+		return err
+	}
+	st := q.Stats()
+	fmt.Printf("ordered.Queue: %d deliveries of %d messages, %d out of order, %d duplicates reaped by the Queue\n",
+		len(got), n, outOfOrder(got), st.Receive.DuplicatesReaped)
+	if !slices.IsSorted(got) || len(got) != n {
+		return fmt.Errorf("delivered %v, want 1..%d", got, n)
+	}
+	return nil
+}
+
+// large runs producers and a handler pool concurrently and checks that every
+// group sees its seqs 1, 2, 3... exactly once, in order.
+func large(c config, dir string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	drv, err := newDriver(c, c.seed+1)
+	if err != nil {
+		return err
+	}
+	defer drv.Close()
+	store, err := filestore.Open(dir+"/large", nil)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	q, err := ordered.New(ctx, drv, store, &ordered.Options{Name: "demo-large", Logger: logger(c)})
+	if err != nil {
+		return err
+	}
+
+	names := make([]string, c.groups)
+	for i := range names {
+		names[i] = fmt.Sprintf("account-%04d", i)
+	}
+	next := make([]atomic.Uint64, c.groups) // last seq handed out, per group
+	var delivered, repeats, violations atomic.Int64
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	handler := func(_ context.Context, m *ordered.Message) error {
+		g, err := strconv.Atoi(strings.TrimPrefix(m.Group, "account-"))
+		if err != nil || g < 0 || g >= c.groups {
+			violations.Add(1)
+			return nil
+		}
+		last := next[g].Load()
+		switch {
+		case m.Seq <= last:
+			repeats.Add(1) // delivered again
+		case m.Seq != last+1 || string(m.Body) != strconv.FormatUint(m.Seq, 10):
+			violations.Add(1)
+			next[g].Store(m.Seq)
+		default:
+			next[g].Store(m.Seq)
+			if delivered.Add(1) == int64(c.messages) {
+				stopRun()
+			}
+		}
+		return nil
+	}
+
+	progressDone := make(chan struct{})
+	var progress sync.WaitGroup
+	progress.Go(func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				st := q.Stats()
+				fmt.Printf("   ... sent %d, delivered %d, buffered %d\n", st.Send.Sent, delivered.Load(), st.Receive.Buffered)
+			case <-progressDone:
+				return
+			}
+		}
+	})
+
+	start := time.Now()
+	var producers sync.WaitGroup
+	nprod := min(c.producers, c.groups)
+	sendErr := make(chan error, nprod)
+	for p := range nprod {
+		producers.Go(func() {
+			// Producer p owns the groups g with g % nprod == p and sends
+			// each group's messages in order, so payload = seq.
+			var owned []int
+			for g := p; g < c.groups; g += nprod {
+				owned = append(owned, g)
+			}
+			count := c.messages / nprod
+			if p < c.messages%nprod {
+				count++
+			}
+			sent := make([]int, c.groups)
+			var results []*ordered.SendResult
+			for k := range count {
+				g := owned[k%len(owned)]
+				sent[g]++
+				r, err := q.SendAsync(ctx, names[g], []byte(strconv.Itoa(sent[g])))
+				if err != nil {
+					sendErr <- err
+					return
+				}
+				results = append(results, r)
+			}
+			for _, r := range results {
+				if err := r.Wait(ctx); err != nil {
+					sendErr <- err
+					return
+				}
+			}
+		})
+	}
+	runErr := q.Run(runCtx, handler)
+	elapsed := time.Since(start)
+	producers.Wait()
+	close(progressDone)
+	progress.Wait()
+	close(sendErr)
+	closeErr := q.Close(ctx)
+	if err := errors.Join(<-sendErr, runErr, closeErr); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("timed out after %d of %d messages", delivered.Load(), c.messages)
+	}
+
+	st := q.Stats()
+	fmt.Printf("%d messages, %d groups, in order: %v (violations %d, repeats %d), duplicates reaped %d, max buffered %d, %.0f msg/s end to end\n",
+		delivered.Load(), c.groups, violations.Load() == 0, violations.Load(), repeats.Load(),
+		st.Receive.DuplicatesReaped, st.Receive.MaxBuffered, float64(delivered.Load())/elapsed.Seconds())
+	printStats(st, delivered.Load())
+	if violations.Load() > 0 {
+		return fmt.Errorf("%d order violations", violations.Load())
+	}
+	return nil
+}
+
+func printStats(st ordered.Stats, delivered int64) {
+	s, r, q := st.Send, st.Receive, st.Requests
+	fmt.Printf("send:     sent %d, failed %d, retries %d, recovered %d, reservations %d, requests %d\n",
+		s.Sent, s.Failed, s.Retries, s.Recovered, s.Reservations, s.Batches)
+	fmt.Printf("receive:  received %d, delivered %d, acked %d, duplicates %d (reaped %d), redelivered %d, not kept %d, max buffered %d\n",
+		r.Received, r.Delivered, r.Acked, r.Duplicates, r.DuplicatesReaped, r.Redelivered, r.NotKept, r.MaxBuffered)
+	fmt.Printf("cursor:   commits %d (%d advances), deleted %d, stale receipts %d, visibility extended %d\n",
+		r.Commits, r.Committed, r.Deleted, r.StaleReceipts, r.Extended)
+	total := q.Send + q.Receive + q.Delete + q.ChangeVisibility
+	perMsg := 0.0
+	if delivered > 0 {
+		perMsg = float64(total) / float64(delivered)
+	}
+	fmt.Printf("requests: send %d, receive %d (%d empty), delete %d, visibility %d: %.3f per message; store: reserve %d, sent %d, advance %d\n",
+		q.Send, q.Receive, q.EmptyReceive, q.Delete, q.ChangeVisibility, perMsg, q.Reserve, q.Sent, q.Advance)
+}
+
+// Compile-time check that the store used here is a seqstore.Store.
+var _ seqstore.Store = (*filestore.Store)(nil)
