@@ -13,4 +13,16 @@
 //
 // Each subtest opens its own fresh storage through Harness.Open, so
 // subtests run in parallel and never see each other's streams.
+//
+// # Choices the suite makes where the contract leaves room
+//
+//   - Sent may be lazy: Pending is polled for up to 5 s until the marks show.
+//     After a reopen, entries marked sent may be listed again (a lost mark
+//     costs only a duplicate), but unsent ones must be.
+//   - Epochs must come from seqstore.NewEpoch with a clock within a minute
+//     of the test's.
+//   - Errors are tested with errors.Is and errors.As only, so stores may wrap
+//     them with their own prefix.
+//   - A call that fails (overflow, conflict) must not fail other callers'
+//     calls that the store coalesces with it into one write.
 package storetest
