@@ -1,0 +1,169 @@
+package ordered_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inorder/inorder/ordered"
+	"github.com/inorder/inorder/ordered/memqueue"
+	"github.com/inorder/inorder/seqstore"
+	"github.com/inorder/inorder/seqstore/memstore"
+)
+
+// deliveries collects, per group, the seqs a receiver handed out.
+type deliveries struct {
+	mu    sync.Mutex
+	seqs  map[string][]uint64
+	total int
+}
+
+func (d *deliveries) add(m *ordered.Message) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.seqs == nil {
+		d.seqs = map[string][]uint64{}
+	}
+	d.seqs[m.Group] = append(d.seqs[m.Group], m.Seq)
+	d.total++
+	return d.total
+}
+
+// consecutive asserts that seqs run first, first+1, ... and returns the last.
+func consecutive(t *testing.T, what, group string, seqs []uint64, first uint64) uint64 {
+	t.Helper()
+	for i, s := range seqs {
+		require.Equal(t, first+uint64(i), s, "%s, group %q: delivery %d", what, group, i)
+	}
+	return first + uint64(len(seqs)) - 1
+}
+
+// TestReceiveRestart stops a receiver mid-run, cleanly or as a crash would
+// (Close with an expired context: nothing more is flushed), and starts a new
+// one on the same store: it must continue exactly at the durable cursor, so
+// nothing is lost and only messages whose advance was not durable repeat.
+// In AtMostOnce, nothing ever repeats.
+func TestReceiveRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		mode  ordered.Mode
+		crash bool
+	}{
+		{"clean", ordered.AtLeastOnce, false},
+		{"crash", ordered.AtLeastOnce, true},
+		{"at-most-once-crash", ordered.AtMostOnce, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const groups, n = 40, 100
+			drv := memqueue.New(&memqueue.Options{Shards: 8, Seed: 3, Redeliver: 0.1, ErrorRate: 0.03, Visibility: 200 * time.Millisecond})
+			store := memstore.New()
+			var bs [][]byte
+			for g := range groups {
+				bs = append(bs, rxBodies(fmt.Sprintf("g%d", g), 1, 1, n, nil)...)
+			}
+			rxSend(t, drv, bs)
+			opts := &ordered.Options{
+				Retry: ordered.RetryOptions{Initial: time.Millisecond, Max: 10 * time.Millisecond},
+				Receive: ordered.ReceiveOptions{
+					Mode: tc.mode, Wait: 20 * time.Millisecond, Concurrency: 8, ReapInterval: 10 * time.Millisecond,
+				},
+			}
+			if tc.mode != ordered.AtMostOnce {
+				// Let acks pile up between commits, so that a crash finds some
+				// not yet durable.
+				opts.Receive.CommitInterval = 5 * time.Millisecond
+			}
+
+			// First receiver: stop it after about half the messages.
+			q1 := rxQueue(t, drv, store, opts)
+			var first deliveries
+			ctx, cancel := context.WithCancel(context.Background())
+			errc := make(chan error, 1)
+			go func() {
+				errc <- q1.Run(ctx, func(ctx context.Context, m *ordered.Message) error {
+					if first.add(m) >= groups*n/2 {
+						cancel()
+					}
+					return nil
+				})
+			}()
+			<-ctx.Done()
+			if tc.crash {
+				dead, stop := context.WithCancel(context.Background())
+				stop()
+				_ = q1.Close(dead) // abandons whatever is not durable yet
+			}
+			require.NoError(t, <-errc)
+			if !tc.crash {
+				rxClose(t, q1)
+			}
+
+			cursors := map[string]uint64{}
+			for g := range groups {
+				name := fmt.Sprintf("g%d", g)
+				c, err := store.Cursor(context.Background(), seqstore.Stream{Queue: "default", Group: name})
+				require.NoError(t, err)
+				cursors[name] = max(c.Next, 1)
+			}
+
+			// Second receiver on the same store: runs to the end.
+			q2 := rxQueue(t, drv, store, opts)
+			var second deliveries
+			want := 0
+			for _, next := range cursors {
+				want += int(n + 1 - next)
+			}
+			ctx2, cancel2 := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel2()
+			done := make(chan struct{})
+			go func() {
+				_ = q2.Run(ctx2, func(ctx context.Context, m *ordered.Message) error {
+					if second.add(m) == want {
+						close(done)
+					}
+					return nil
+				})
+			}()
+			if want > 0 {
+				select {
+				case <-done:
+				case <-ctx2.Done():
+					t.Fatalf("second receiver delivered %d of %d", second.total, want)
+				}
+			}
+			cancel2()
+			rxClose(t, q2)
+
+			repeats := 0
+			for g := range groups {
+				name := fmt.Sprintf("g%d", g)
+				last1 := consecutive(t, "first receiver", name, first.seqs[name], 1)
+				next := cursors[name]
+				if len(second.seqs[name]) > 0 || next <= n {
+					consecutive(t, "second receiver", name, second.seqs[name], next)
+					require.Len(t, second.seqs[name], int(n+1-next), "group %q: second receiver runs to the end", name)
+				}
+				if tc.mode == ordered.AtMostOnce {
+					// The cursor may pass messages never processed (at most
+					// once), never stay behind one that was.
+					require.GreaterOrEqual(t, next, last1+1, "group %q: at-most-once cursor %d behind the last delivery %d", name, next, last1)
+					continue
+				}
+				require.LessOrEqual(t, next, last1+1, "group %q: durable cursor %d beyond the last delivery %d: a message would be lost", name, next, last1)
+				repeats += int(last1 + 1 - next)
+			}
+			t.Logf("%s: first delivered %d, second %d, repeated %d", tc.name, first.total, second.total, repeats)
+			switch {
+			case tc.mode == ordered.AtMostOnce:
+				assert.Zero(t, repeats, "at-most-once never repeats a message")
+			case !tc.crash:
+				assert.Zero(t, repeats, "a clean Close flushes every ack: nothing repeats")
+			}
+		})
+	}
+}
