@@ -1,0 +1,74 @@
+// Package mnsqueue is a driver.Queue over an Alibaba Cloud MNS (Simple
+// Message Queue) standard queue, through the MNS Go SDK
+// (github.com/aliyun/aliyun-mns-go-sdk v1.0.11). Hand it to ordered.New to get
+// strict per-group order on top of the queue's "basically ordered"
+// at-least-once delivery.
+//
+//	q, err := mnsqueue.New(ctx, "http://1234567890.mns.cn-hangzhou.aliyuncs.com", "orders",
+//		mnsqueue.Credentials{AccessKeyID: id, AccessKeySecret: secret}, nil)
+//
+// For tests, package mnstest serves the same API on loopback; its Endpoint
+// ("http://127.0.0.1:PORT/.") is accepted by New unchanged.
+//
+// # What the driver takes care of
+//
+// The SDK has traps that the driver closes:
+//   - its constructors panic on a bad endpoint or an empty key: New
+//     validates first and recovers as a backstop, returning an error;
+//   - receives deliver through channels that the SDK writes before it
+//     returns: the driver passes buffered ones;
+//   - a waitseconds of 0 makes the SDK skip the request and send nothing on
+//     either channel (a deadlock): a wait is rounded up to whole seconds, at
+//     least 1; a zero wait is a short poll only on a queue whose
+//     PollingWaitSeconds New found to be 0 (otherwise it waits 1s);
+//   - a queue object is not safe for concurrent use (its client-side QPS
+//     counter races): the driver keeps a pool of them over one client and
+//     gives each call its own;
+//   - the SDK sends priority 0 unless told: the driver always sends
+//     Options.Priority (default 8);
+//   - the SDK has no context: each call runs in a goroutine owned by the
+//     Queue, and ctx only ends the caller's wait. Close closes the
+//     connections, which ends the calls, and waits for them;
+//   - the SDK's HTTP client (fasthttp) silently repeats GET and PUT requests
+//     that failed or timed out, up to five times, so one receive could take
+//     up to five batches (left invisible until their visibility timeout) and
+//     one visibility change could rotate a receipt several times. The driver
+//     installs its own transport that never repeats a request that timed
+//     out or failed after it was written, and the request timeout
+//     (Options.Timeout, at least MinTimeout) exceeds the longest long-poll
+//     wait, so that a long poll is never cut short by the client.
+//
+// # Bodies
+//
+// By default a body is sent base64-encoded (StdEncoding), so any bytes
+// survive the SDK's XML encoding, as the other MNS SDKs do; the largest body
+// is then 49152 bytes (65536 after encoding). With Options.Raw bodies travel
+// as text, for peers that send and expect plain text, up to 65536 bytes; a
+// body that XML cannot carry is refused with ErrInvalidBody instead of being
+// corrupted. In base64 mode, a received body that is not valid base64 is
+// delivered as it came (and logged), never dropped.
+//
+// # Errors
+//
+// Errors are *Error values that wrap the SDK's error, reachable with
+// errors.As and an interface{ Code() uint64; Namespace() string }, and,
+// where the portable layer needs one, a sentinel of package driver:
+//   - MessageNotExist on a receive is "no message": an empty result;
+//   - MessageNotExist on a delete or a visibility change is
+//     driver.ErrStaleReceipt (the message was received again, its
+//     visibility lapsed, or it was deleted);
+//   - ReceiptHandleError is driver.ErrBadReceipt;
+//   - QueueNotExist is driver.ErrQueueNotFound;
+//   - network errors and timeouts, InternalError, QpsLimitExceeded and
+//     answers that do not parse are retryable (IsRetryable); anything else,
+//     InvalidArgument for one, is not.
+//
+// A batch in which some entries failed returns a *driver.BatchError whose
+// entries are classified the same way.
+//
+// # Shutdown
+//
+// Close refuses new calls (driver.ErrClosed), closes the connections so that
+// calls in progress end at once, and waits for them for at most
+// Options.CloseTimeout. It is idempotent.
+package mnsqueue

@@ -1,0 +1,600 @@
+package mnsqueue
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	ali_mns "github.com/aliyun/aliyun-mns-go-sdk"
+
+	"github.com/inorder/inorder/ordered/driver"
+)
+
+// Limits of the service, as driver.Limits reports them.
+const (
+	// MaxBatch is the most entries of one batch send, receive or delete.
+	MaxBatch = 16
+	// MaxWait is the longest long-poll wait.
+	MaxWait = 30 * time.Second
+	// MinVisibility and MaxVisibility bound visibility timeouts.
+	MinVisibility = time.Second
+	MaxVisibility = 12 * time.Hour
+	// MaxMessageSize is the largest message body the service stores, after
+	// encoding, and the largest sum of bodies in one batch send.
+	MaxMessageSize = 65536
+)
+
+// Queue is a driver.Queue over one MNS queue, through the Alibaba Cloud MNS Go
+// SDK v1.0.11. It is safe for concurrent use. Create it with New.
+type Queue struct {
+	name      string
+	opts      Options
+	log       *slog.Logger
+	client    ali_mns.MNSClient
+	tr        *transport
+	queues    sync.Pool // of ali_mns.AliMNSQueue: one is used by one goroutine at a time
+	sem       chan struct{}
+	limits    driver.Limits
+	shortPoll bool // the queue's PollingWaitSeconds is known to be 0
+
+	mu     sync.RWMutex // guards closed against calls.Add
+	closed bool
+	calls  sync.WaitGroup // goroutines running SDK calls
+	once   sync.Once
+	cerr   error
+}
+
+var _ driver.Queue = (*Queue)(nil)
+
+// New returns a driver for the queue named queue at endpoint, for example
+// "http://1234567890.mns.cn-hangzhou.aliyuncs.com". The SDK accepts only
+// endpoints with exactly four dots; for a host given as an IPv4 address (a
+// local emulator such as package mnstest) append "/.":
+// "http://127.0.0.1:8080/.".
+//
+// Unless opts.Visibility is set, New reads the queue's attributes, so it
+// fails with an error wrapping driver.ErrQueueNotFound when the queue does
+// not exist. Every panic of the SDK's constructors (bad endpoint, empty key)
+// is returned as an error.
+func New(ctx context.Context, endpoint, queue string, cred Credentials, opts *Options) (*Queue, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	q, err := open(endpoint, queue, cred, o)
+	if err != nil {
+		return nil, err
+	}
+	vis, pollWait, maxSize := o.Visibility, -1, MaxMessageSize
+	if vis == 0 {
+		attr, err := run(q, ctx, "GetQueueAttributes", func(ali_mns.AliMNSQueue) result[ali_mns.QueueAttribute] {
+			a, err := ali_mns.NewMNSQueueManager(q.client).GetQueueAttributes(q.name)
+			return result[ali_mns.QueueAttribute]{a, err}
+		}, nil)
+		if err == nil && attr.err != nil {
+			err = classify("GetQueueAttributes", opOther, attr.err)
+		}
+		if err != nil {
+			q.Close()
+			return nil, err
+		}
+		vis = time.Duration(attr.v.VisibilityTimeout) * time.Second
+		if vis == 0 {
+			vis = 30 * time.Second
+		}
+		pollWait = int(attr.v.PollingWaitSeconds)
+		if attr.v.MaxMessageSize > 0 {
+			maxSize = int(min(attr.v.MaxMessageSize, MaxMessageSize))
+		}
+	}
+	q.shortPoll = pollWait == 0
+	q.limits = driver.Limits{
+		MaxBatch:      MaxBatch,
+		MaxBody:       q.decodedSize(maxSize),
+		MaxBatchBytes: q.decodedSize(MaxMessageSize),
+		MaxWait:       MaxWait,
+		Visibility:    vis,
+		MinVisibility: MinVisibility,
+		MaxVisibility: MaxVisibility,
+	}
+	return q, nil
+}
+
+// open builds the SDK client and the Queue, without any request.
+func open(endpoint, queue string, cred Credentials, o Options) (*Queue, error) {
+	endpoint, err := checkEndpoint(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkQueueName(queue); err != nil {
+		return nil, err
+	}
+	cred, err = cred.resolve()
+	if err != nil {
+		return nil, err
+	}
+	client, err := newClient(endpoint, cred, o.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	tr := newTransport(o.Timeout, o.MaxConns, userAgent)
+	client.SetTransport(tr)
+	q := &Queue{
+		name:   queue,
+		opts:   o,
+		log:    o.Logger.With("queue", queue),
+		client: client,
+		tr:     tr,
+		sem:    make(chan struct{}, o.MaxConns),
+	}
+	q.queues.New = func() any {
+		// The SDK's client-side QPS throttle counts per queue object, so with
+		// a pool it throttles nothing useful; it is set out of reach and the
+		// service's own limit (QpsLimitExceeded) is reported as retryable.
+		return ali_mns.NewMNSQueue(q.name, q.client, math.MaxInt32)
+	}
+	return q, nil
+}
+
+// userAgent is what the SDK sends; the driver keeps it.
+var userAgent = "aliyun-sdk-go/" + ali_mns.Version + " inorder-mnsqueue"
+
+// newClient calls the SDK's constructor, turning its panics into an error.
+func newClient(endpoint string, cred Credentials, timeout time.Duration) (c ali_mns.MNSClient, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c, err = nil, fmt.Errorf("mnsqueue: SDK rejected the configuration: %v", r)
+		}
+	}()
+	return ali_mns.NewAliMNSClientWithConfig(ali_mns.AliMNSClientConfig{
+		EndPoint:        endpoint,
+		AccessKeyId:     cred.AccessKeyID,
+		AccessKeySecret: cred.AccessKeySecret,
+		Token:           cred.SecurityToken,
+		TimeoutSecond:   int64(timeout / time.Second),
+	}), nil
+}
+
+// checkEndpoint validates endpoint as the SDK will and returns it without a
+// trailing slash.
+func checkEndpoint(endpoint string) (string, error) {
+	endpoint = strings.TrimSuffix(endpoint, "/")
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return "", fmt.Errorf("mnsqueue: bad endpoint %q: %w", endpoint, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("mnsqueue: bad endpoint %q: want http(s)://host[:port] with no user, query or fragment", endpoint)
+	}
+	if n := strings.Count(endpoint, "."); n != 4 {
+		return "", fmt.Errorf("mnsqueue: bad endpoint %q: the SDK requires exactly four dots, it has %d "+
+			"(http://<account>.mns.<region>.aliyuncs.com; for an IPv4 host append \"/.\")", endpoint, n)
+	}
+	return endpoint, nil
+}
+
+// checkQueueName accepts what the service documents: letters, digits and
+// hyphens, starting with a letter or digit. The name goes into request paths
+// unescaped, so nothing else is let through.
+func checkQueueName(name string) error {
+	if name == "" || len(name) > 256 {
+		return fmt.Errorf("mnsqueue: queue name %q must have 1..256 characters", name)
+	}
+	for i, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' && i > 0
+		if !ok {
+			return fmt.Errorf("mnsqueue: queue name %q: want letters, digits and hyphens, starting with a letter or digit", name)
+		}
+	}
+	return nil
+}
+
+// decodedSize is the largest body that encodes to at most n bytes.
+func (q *Queue) decodedSize(n int) int {
+	if q.opts.Raw {
+		return n
+	}
+	return n / 4 * 3
+}
+
+// Name returns the queue's name.
+func (q *Queue) Name() string { return q.name }
+
+// Limits implements driver.Queue.
+func (q *Queue) Limits() driver.Limits { return q.limits }
+
+// IsRetryable implements driver.Queue: network errors and timeouts, answers
+// that do not parse, InternalError and QpsLimitExceeded are transient; a
+// *driver.BatchError is retryable when every failed entry is.
+func (q *Queue) IsRetryable(err error) bool { return isRetryable(err) }
+
+// result is the outcome of an SDK call.
+type result[T any] struct {
+	v   T
+	err error
+}
+
+// run runs fn, a blocking SDK call, with a queue object of the pool. The SDK
+// has no context, so fn runs in a goroutine owned by q and ctx only ends the
+// wait: run then returns ctx's error while the call goes on, and abandon (if
+// not nil) gets its result. Close ends calls in progress by closing their
+// connections and waits for the goroutines.
+func run[T any](q *Queue, ctx context.Context, op string, fn func(ali_mns.AliMNSQueue) T, abandon func(ali_mns.AliMNSQueue, T)) (T, error) {
+	var zero T
+	if err := ctx.Err(); err != nil {
+		return zero, fmt.Errorf("mnsqueue: %s: %w", op, err)
+	}
+	q.mu.RLock()
+	if q.closed {
+		q.mu.RUnlock()
+		return zero, fmt.Errorf("mnsqueue: %s: %w", op, driver.ErrClosed)
+	}
+	q.calls.Add(1)
+	q.mu.RUnlock()
+	select {
+	case q.sem <- struct{}{}:
+	case <-ctx.Done():
+		q.calls.Done()
+		return zero, fmt.Errorf("mnsqueue: %s: %w", op, ctx.Err())
+	}
+	call := func() (T, ali_mns.AliMNSQueue) {
+		aq := q.queues.Get().(ali_mns.AliMNSQueue)
+		return fn(aq), aq
+	}
+	finish := func(aq ali_mns.AliMNSQueue) {
+		q.queues.Put(aq)
+		<-q.sem
+		q.calls.Done()
+	}
+	if ctx.Done() == nil {
+		v, aq := call()
+		finish(aq)
+		return v, nil
+	}
+	done := make(chan T)
+	abandoned := make(chan struct{})
+	go func() {
+		v, aq := call()
+		defer finish(aq)
+		select {
+		case done <- v:
+		case <-abandoned:
+			if abandon != nil {
+				abandon(aq, v)
+			}
+		}
+	}()
+	select {
+	case v := <-done:
+		return v, nil
+	case <-ctx.Done():
+		close(abandoned)
+		return zero, fmt.Errorf("mnsqueue: %s: %w", op, ctx.Err())
+	}
+}
+
+// isClosed reports whether Close was called.
+func (q *Queue) isClosed() bool {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	return q.closed
+}
+
+// sdkError classifies err, an SDK error of op; after Close it reports
+// driver.ErrClosed, since Close is what cut the request.
+func (q *Queue) sdkError(op string, kind opKind, err error) error {
+	if q.isClosed() {
+		return fmt.Errorf("mnsqueue: %s: %w (%v)", op, driver.ErrClosed, err)
+	}
+	return classify(op, kind, err)
+}
+
+// SendBatch implements driver.Queue. Bodies are base64-encoded unless
+// Options.Raw is set, and sent with Options.Priority. A request whose outcome
+// is unknown (a network error or a timeout after it was written) may have
+// enqueued the messages.
+func (q *Queue) SendBatch(ctx context.Context, bodies [][]byte) error {
+	const op = "SendBatch"
+	if q.isClosed() {
+		return fmt.Errorf("mnsqueue: %s: %w", op, driver.ErrClosed)
+	}
+	if len(bodies) == 0 {
+		return fmt.Errorf("mnsqueue: %s: empty batch", op)
+	}
+	if len(bodies) > MaxBatch {
+		return fmt.Errorf("mnsqueue: %s: %d bodies, at most %d: %w", op, len(bodies), MaxBatch, driver.ErrTooLarge)
+	}
+	reqs := make([]ali_mns.MessageSendRequest, len(bodies))
+	total := 0
+	for i, b := range bodies {
+		if len(b) > q.limits.MaxBody {
+			return fmt.Errorf("mnsqueue: %s: body %d has %d bytes, at most %d: %w", op, i, len(b), q.limits.MaxBody, driver.ErrTooLarge)
+		}
+		total += len(b)
+		var s string
+		if q.opts.Raw {
+			if !validXMLText(b) {
+				return fmt.Errorf("mnsqueue: %s: body %d: %w", op, i, ErrInvalidBody)
+			}
+			s = string(b)
+		} else {
+			s = base64.StdEncoding.EncodeToString(b)
+		}
+		reqs[i] = ali_mns.MessageSendRequest{MessageBody: s, Priority: q.opts.Priority}
+	}
+	if total > q.limits.MaxBatchBytes {
+		return fmt.Errorf("mnsqueue: %s: %d bytes in all, at most %d: %w", op, total, q.limits.MaxBatchBytes, driver.ErrTooLarge)
+	}
+	r, err := run(q, ctx, op, func(aq ali_mns.AliMNSQueue) result[ali_mns.BatchMessageSendResponse] {
+		resp, err := aq.BatchSendMessage(reqs...)
+		return result[ali_mns.BatchMessageSendResponse]{resp, err}
+	}, nil)
+	if err != nil {
+		return err
+	}
+	if r.err == nil {
+		return nil
+	}
+	if sdkCode(r.err) != sdkBatchFailed {
+		return q.sdkError(op, opOther, r.err)
+	}
+	entries := r.v.Messages
+	if len(entries) != len(bodies) {
+		// The answer cannot be matched to the batch: every entry's outcome is unknown.
+		e := classify(op, opOther, r.err)
+		e.retryable = true
+		return e
+	}
+	be := &driver.BatchError{Errs: make([]error, len(bodies))}
+	failed := false
+	for i, m := range entries {
+		if m.ErrorCode != "" {
+			be.Errs[i] = entryError(op, opOther, m.ErrorCode, m.ErrorMessage)
+			failed = true
+		}
+	}
+	if !failed {
+		return nil
+	}
+	return be
+}
+
+// validXMLText reports whether b is UTF-8 made only of characters that XML
+// 1.0 allows, which is what survives the SDK's XML encoding unchanged.
+func validXMLText(b []byte) bool {
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r == utf8.RuneError && n <= 1 {
+			return false
+		}
+		ok := r == 0x09 || r == 0x0A || r == 0x0D || r >= 0x20 && r <= 0xD7FF ||
+			r >= 0xE000 && r <= 0xFFFD || r >= 0x10000 && r <= 0x10FFFF
+		if !ok {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
+}
+
+// waitSeconds turns a wait into the SDK's waitseconds argument: none (the
+// queue's PollingWaitSeconds applies) for a zero wait on a queue known to
+// have PollingWaitSeconds 0, else whole seconds rounded up, 1..30. The SDK
+// makes no request for a waitseconds of 0, so that is never passed.
+func (q *Queue) waitSeconds(wait time.Duration) []int64 {
+	if wait <= 0 && q.shortPoll {
+		return nil
+	}
+	s := int64((min(wait, MaxWait) + time.Second - 1) / time.Second)
+	return []int64{max(s, 1)}
+}
+
+// ReceiveBatch implements driver.Queue. The service counts the wait in whole
+// seconds: a wait is rounded up to the next second (so at least 1s), except a
+// zero wait on a queue whose PollingWaitSeconds is 0, which is a short poll.
+// A max above MaxBatch is cut to MaxBatch.
+//
+// When ctx ends during the wait, ReceiveBatch returns at once while the
+// request goes on; messages it brings are then made visible again
+// (ChangeVisibility to MinVisibility), best effort.
+func (q *Queue) ReceiveBatch(ctx context.Context, maxN int, wait time.Duration) ([]*driver.Message, error) {
+	const op = "ReceiveBatch"
+	if maxN < 1 {
+		return nil, fmt.Errorf("mnsqueue: %s: max %d must be positive", op, maxN)
+	}
+	maxN = min(maxN, MaxBatch)
+	ws := q.waitSeconds(wait)
+	type recv = result[ali_mns.BatchMessageReceiveResponse]
+	r, err := run(q, ctx, op, func(aq ali_mns.AliMNSQueue) recv {
+		// Buffered: the SDK sends its result before returning.
+		respc := make(chan ali_mns.BatchMessageReceiveResponse, 1)
+		errc := make(chan error, 1)
+		aq.BatchReceiveMessage(respc, errc, int32(maxN), ws...)
+		select {
+		case resp := <-respc:
+			return recv{v: resp}
+		case err := <-errc:
+			return recv{err: err}
+		default:
+			return recv{err: errors.New("the SDK returned neither messages nor an error")}
+		}
+	}, q.release)
+	if err != nil {
+		return nil, err
+	}
+	if r.err != nil {
+		if sdkCode(r.err) == sdkMessageNotExist {
+			return nil, nil // nothing came within the wait
+		}
+		return nil, q.sdkError(op, opOther, r.err)
+	}
+	msgs := make([]*driver.Message, len(r.v.Messages))
+	for i, m := range r.v.Messages {
+		msgs[i] = &driver.Message{
+			Body:         q.decode(&m),
+			ID:           m.MessageId,
+			Receipt:      m.ReceiptHandle,
+			DequeueCount: int(m.DequeueCount),
+			NextVisible:  time.UnixMilli(m.NextVisibleTime),
+		}
+		if m.EnqueueTime > 0 {
+			msgs[i].EnqueueTime = time.UnixMilli(m.EnqueueTime)
+		}
+	}
+	return msgs, nil
+}
+
+// decode returns the body of m. In base64 mode a body that is not valid
+// base64 (sent by a text-only peer) is returned as it came rather than lost;
+// package ordered then sees it as untagged.
+func (q *Queue) decode(m *ali_mns.MessageReceiveResponse) []byte {
+	if q.opts.Raw {
+		return []byte(m.MessageBody)
+	}
+	b, err := base64.StdEncoding.DecodeString(m.MessageBody)
+	if err != nil {
+		q.log.Warn("mnsqueue: body is not base64, delivered as received", "id", m.MessageId, "err", err)
+		return []byte(m.MessageBody)
+	}
+	return b
+}
+
+// release makes the messages of an abandoned receive visible again soon,
+// rather than after the queue's whole visibility timeout.
+func (q *Queue) release(aq ali_mns.AliMNSQueue, r result[ali_mns.BatchMessageReceiveResponse]) {
+	if r.err != nil || q.isClosed() {
+		return
+	}
+	for _, m := range r.v.Messages {
+		if _, err := aq.ChangeMessageVisibility(m.ReceiptHandle, int64(MinVisibility/time.Second)); err != nil {
+			q.log.Warn("mnsqueue: could not release a message of an abandoned receive", "id", m.MessageId, "err", err)
+		}
+	}
+}
+
+// DeleteBatch implements driver.Queue.
+func (q *Queue) DeleteBatch(ctx context.Context, receipts []string) error {
+	const op = "DeleteBatch"
+	if q.isClosed() {
+		return fmt.Errorf("mnsqueue: %s: %w", op, driver.ErrClosed)
+	}
+	if len(receipts) == 0 {
+		return fmt.Errorf("mnsqueue: %s: empty batch", op)
+	}
+	if len(receipts) > MaxBatch {
+		return fmt.Errorf("mnsqueue: %s: %d receipts, at most %d: %w", op, len(receipts), MaxBatch, driver.ErrTooLarge)
+	}
+	handles := make([]string, len(receipts))
+	copy(handles, receipts)
+	r, err := run(q, ctx, op, func(aq ali_mns.AliMNSQueue) result[ali_mns.BatchMessageDeleteErrorResponse] {
+		resp, err := aq.BatchDeleteMessage(handles...)
+		return result[ali_mns.BatchMessageDeleteErrorResponse]{resp, err}
+	}, nil)
+	if err != nil {
+		return err
+	}
+	if r.err == nil {
+		return nil
+	}
+	be := &driver.BatchError{Errs: make([]error, len(handles))}
+	if sdkCode(r.err) != sdkBatchFailed {
+		e := q.sdkError(op, opReceipt, r.err)
+		var me *Error
+		if !errors.As(e, &me) || me.sentinel != driver.ErrStaleReceipt && me.sentinel != driver.ErrBadReceipt {
+			return e
+		}
+		// One answer about receipts for the whole batch: it holds for each.
+		for i := range be.Errs {
+			be.Errs[i] = e
+		}
+		return be
+	}
+	index := make(map[string][]int, len(handles))
+	for i, h := range handles {
+		index[h] = append(index[h], i)
+	}
+	unmatched := false
+	for _, f := range r.v.FailedMessages {
+		idx, ok := index[f.ReceiptHandle]
+		if !ok {
+			unmatched = true
+			continue
+		}
+		for _, i := range idx {
+			be.Errs[i] = entryError(op, opReceipt, f.ErrorCode, f.ErrorMessage)
+		}
+	}
+	if unmatched {
+		// A failure that names no receipt of the batch: the entries not
+		// reported failed have an unknown outcome.
+		for i, e := range be.Errs {
+			if e == nil {
+				ue := classify(op, opOther, r.err)
+				ue.retryable = true
+				be.Errs[i] = ue
+			}
+		}
+	}
+	return be
+}
+
+// ChangeVisibility implements driver.Queue. The timeout is rounded up to
+// whole seconds. The request is never repeated by the HTTP client: a repeat
+// would rotate the receipt again and make the returned one stale.
+func (q *Queue) ChangeVisibility(ctx context.Context, receipt string, timeout time.Duration) (string, error) {
+	const op = "ChangeVisibility"
+	if q.isClosed() {
+		return "", fmt.Errorf("mnsqueue: %s: %w", op, driver.ErrClosed)
+	}
+	if timeout < MinVisibility || timeout > MaxVisibility {
+		return "", fmt.Errorf("mnsqueue: %s: timeout %v out of range %v..%v", op, timeout, MinVisibility, MaxVisibility)
+	}
+	secs := int64((timeout + time.Second - 1) / time.Second)
+	r, err := run(q, ctx, op, func(aq ali_mns.AliMNSQueue) result[ali_mns.MessageVisibilityChangeResponse] {
+		resp, err := aq.ChangeMessageVisibility(receipt, secs)
+		return result[ali_mns.MessageVisibilityChangeResponse]{resp, err}
+	}, nil)
+	if err != nil {
+		return "", err
+	}
+	if r.err != nil {
+		return "", q.sdkError(op, opReceipt, r.err)
+	}
+	if r.v.ReceiptHandle == "" {
+		return "", &Error{Op: op, Err: errors.New("answer without a receipt handle"), retryable: false}
+	}
+	return r.v.ReceiptHandle, nil
+}
+
+// Close implements driver.Queue. It closes the connections, which ends the
+// requests in progress (they report driver.ErrClosed), and waits for their
+// goroutines for at most Options.CloseTimeout. It is idempotent.
+func (q *Queue) Close() error {
+	q.once.Do(func() {
+		q.mu.Lock()
+		q.closed = true
+		q.mu.Unlock()
+		q.tr.close()
+		done := make(chan struct{})
+		go func() {
+			q.calls.Wait()
+			close(done)
+		}()
+		t := time.NewTimer(q.opts.CloseTimeout)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			q.cerr = fmt.Errorf("mnsqueue: close: requests still in progress after %v", q.opts.CloseTimeout)
+		}
+	})
+	return q.cerr
+}
