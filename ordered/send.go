@@ -22,7 +22,7 @@ import (
 //     list; a reserver takes it and reserves seqs for everything pending at
 //     once (one store call, which also journals the payloads in durable
 //     mode). A group is never reserved by two reservers at once, so seq
-//     order is admission order; up to maxReservers groups reserve
+//     order is admission order; up to Reservations groups reserve
 //     concurrently and the store's group commit batches them.
 //  4. Encoding: envelopes of a reservation share one buffer.
 //  5. Sending (worker): Concurrency workers take up to MaxBatch messages
@@ -469,14 +469,13 @@ func (s *sender) admit(ctx context.Context, group string, payloads [][]byte, siz
 	return nil
 }
 
-// maxReservers bounds the concurrent reservations (of distinct groups).
-const maxReservers = 64
-
 // readyLocked puts group on the ready list and makes sure a reserver will
-// take it, starting one if none is idle.
+// take it, starting one if none is idle. Reservers live until Close: a
+// reserver costs a parked goroutine, and starting one per reservation costs
+// more than the reservation (stack growth).
 func (s *sender) readyLocked(group string) {
 	s.ready = append(s.ready, group)
-	if s.idleReservers > 0 || s.reserverCount >= maxReservers {
+	if s.idleReservers > 0 || s.reserverCount >= s.opts.Reservations {
 		s.rcond.Signal()
 		return
 	}

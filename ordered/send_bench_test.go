@@ -16,6 +16,7 @@ import (
 	"github.com/inorder/inorder/ordered/driver"
 	"github.com/inorder/inorder/ordered/memqueue"
 	"github.com/inorder/inorder/seqstore"
+	"github.com/inorder/inorder/seqstore/filestore"
 	"github.com/inorder/inorder/seqstore/memstore"
 )
 
@@ -218,4 +219,31 @@ func BenchmarkSendPipelinedVsSerial(b *testing.B) {
 	b.ReportMetric(serial, "serial-msgs/s")
 	b.ReportMetric(rate, "msgs/s")
 	b.ReportMetric(rate/serial, "pipelined/serial")
+}
+
+// BenchmarkSendFilestore measures durable sends over memqueue with the
+// sequence state in a filestore (one fsync per commit batch): how many
+// reservations and messages share an fsync.
+func BenchmarkSendFilestore(b *testing.B) {
+	for _, groups := range []int{1, 1000} {
+		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
+			store, err := filestore.Open(b.TempDir(), nil)
+			require.NoError(b, err)
+			defer store.Close()
+			mq := memqueue.New(nil)
+			defer mq.Close()
+			q, err := ordered.New(context.Background(), mq, store, nil)
+			require.NoError(b, err)
+			b.ReportAllocs()
+			b.ResetTimer()
+			rate := pipelinedSend(b, q, groups, b.N)
+			b.StopTimer()
+			require.NoError(b, q.Close(context.Background()))
+			fs := store.Stats()
+			st := q.Stats()
+			b.ReportMetric(rate, "msgs/s")
+			b.ReportMetric(float64(b.N)/float64(fs.Fsyncs), "msgs/fsync")
+			b.ReportMetric(float64(st.Send.Reservations)/float64(fs.Commits), "reservations/commit")
+		})
+	}
 }

@@ -83,6 +83,13 @@ type SendOptions struct {
 	// of any groups. Default 16.
 	Concurrency int
 
+	// Reservations bounds the store reservations in flight at once, each
+	// for a different group (one group has at most one, which covers all of
+	// its messages admitted meanwhile). Concurrent reservations share the
+	// store's group commit, so with many groups a larger value means more
+	// messages per fsync or round trip. Default 1024.
+	Reservations int
+
 	// MaxAttempts bounds the attempts to send one message when the driver
 	// reports retryable errors; the waits between attempts follow
 	// Options.Retry. After the last attempt the message fails (in durable
@@ -116,6 +123,9 @@ func (o *SendOptions) setDefaults(limits driver.Limits) error {
 	if o.Concurrency == 0 {
 		o.Concurrency = 16
 	}
+	if o.Reservations == 0 {
+		o.Reservations = 1024
+	}
 	if o.MaxAttempts == 0 {
 		o.MaxAttempts = 8
 	}
@@ -133,6 +143,8 @@ func (o *SendOptions) validate(limits driver.Limits) error {
 		return fmt.Errorf("ordered: options: send: MaxInFlightBytes must be >= 1, got %d", o.MaxInFlightBytes)
 	case o.Concurrency < 1:
 		return fmt.Errorf("ordered: options: send: Concurrency must be >= 1, got %d", o.Concurrency)
+	case o.Reservations < 1:
+		return fmt.Errorf("ordered: options: send: Reservations must be >= 1, got %d", o.Reservations)
 	case o.MaxAttempts < 1:
 		return fmt.Errorf("ordered: options: send: MaxAttempts must be >= 1, got %d", o.MaxAttempts)
 	case o.MarkInterval < 0:
