@@ -48,9 +48,9 @@ type Options struct {
 
 // testHooks let internal tests observe or interrupt the writer.
 type testHooks struct {
-	// beforeSync runs in the writer after a frame is written and before
-	// it is synced.
-	beforeSync func()
+	// beforeSync runs in the writer after a frame of records records is
+	// written and before it is synced.
+	beforeSync func(records int64)
 	// writeFrame, if set, replaces the frame write and sync; it returns
 	// the error the writer then reports.
 	writeFrame func(f *os.File, frame []byte, off int64) error
@@ -91,7 +91,8 @@ func (o *Options) withDefaults() Options {
 
 // Stats counts what a Store has done since Open.
 type Stats struct {
-	Fsyncs       int64 // fsync or fdatasync calls: log commits, snapshots, directories
+	Fsyncs       int64         // fsync or fdatasync calls: log commits, snapshots, directories
+	SyncTime     time.Duration // time spent in the log commits' fsyncs
 	Commits      int64 // frames written to the log, each followed by one fsync
 	Records      int64 // records in those frames (reserves, advances, sent marks)
 	Snapshots    int64 // snapshots written (each starts a fresh log)
@@ -130,7 +131,7 @@ type Store struct {
 	w writer // owned by the writer goroutine (and Open before it starts)
 
 	stats struct {
-		fsyncs, commits, records, snapshots, reservations, advances, sentMarks, logBytes atomic.Int64
+		fsyncs, syncNanos, commits, records, snapshots, reservations, advances, sentMarks, logBytes atomic.Int64
 	}
 }
 
@@ -200,6 +201,7 @@ func (s *Store) Dir() string { return s.dir }
 func (s *Store) Stats() Stats {
 	st := Stats{
 		Fsyncs:       s.stats.fsyncs.Load(),
+		SyncTime:     time.Duration(s.stats.syncNanos.Load()),
 		Commits:      s.stats.commits.Load(),
 		Records:      s.stats.records.Load(),
 		Snapshots:    s.stats.snapshots.Load(),

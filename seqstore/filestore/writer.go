@@ -224,7 +224,7 @@ func (s *Store) commit(batch []*request) {
 	s.mu.Unlock()
 
 	if records > 0 {
-		err := s.writeFrame(frame)
+		err := s.writeFrame(frame, records)
 		s.mu.Lock()
 		if err != nil && s.failed == nil {
 			s.failed = err
@@ -274,7 +274,7 @@ func (s *Store) commit(batch []*request) {
 }
 
 // writeFrame seals frame for the current end of the log, writes it and syncs.
-func (s *Store) writeFrame(frame []byte) error {
+func (s *Store) writeFrame(frame []byte, records int64) error {
 	w := &s.w
 	sealFrame(frame, w.gen, uint64(w.off))
 	var err error
@@ -284,7 +284,7 @@ func (s *Store) writeFrame(frame []byte) error {
 		_, err = w.f.WriteAt(frame, w.off)
 		if err == nil {
 			if h := s.opts.hooks.beforeSync; h != nil {
-				h()
+				h(records)
 			}
 			start := time.Now()
 			err = syncData(w.f)
@@ -301,6 +301,7 @@ func (s *Store) writeFrame(frame []byte) error {
 
 func (s *Store) observeSync(d time.Duration) {
 	s.stats.fsyncs.Add(1)
+	s.stats.syncNanos.Add(int64(d))
 	w := &s.w
 	if w.syncAvg == 0 {
 		w.syncAvg = d
