@@ -93,15 +93,15 @@ func (o *Options) withDefaults() Options {
 type Stats struct {
 	Fsyncs       int64         // fsync or fdatasync calls: log commits, snapshots, directories
 	SyncTime     time.Duration // time spent in the log commits' fsyncs
-	Commits      int64 // frames written to the log, each followed by one fsync
-	Records      int64 // records in those frames (reserves, advances, sent marks)
-	Snapshots    int64 // snapshots written (each starts a fresh log)
-	Reservations int64 // Reserve calls that succeeded
-	Advances     int64 // Advance calls that succeeded
-	SentMarks    int64 // journal entries dropped by Sent
-	LogBytes     int64 // size of the current log file
-	Streams      int   // streams with any state
-	Pending      int   // journal entries not marked sent
+	Commits      int64         // frames written to the log, each followed by one fsync
+	Records      int64         // records in those frames (reserves, advances, sent marks)
+	Snapshots    int64         // snapshots written (each starts a fresh log)
+	Reservations int64         // Reserve calls that succeeded
+	Advances     int64         // Advance calls that succeeded
+	SentMarks    int64         // journal entries dropped by Sent
+	LogBytes     int64         // size of the current log file
+	Streams      int           // streams with any state
+	Pending      int           // journal entries not marked sent
 }
 
 // Store is a seqstore.Store kept in one local directory. Create it with Open.
