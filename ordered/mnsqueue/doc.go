@@ -33,8 +33,9 @@
 //     that failed or timed out, up to five times, so one receive could take
 //     up to five batches (left invisible until their visibility timeout) and
 //     one visibility change could rotate a receipt several times. The driver
-//     installs its own transport that never repeats a request that timed
-//     out or failed after it was written, and the request timeout
+//     installs its own transport that makes every request exactly once (a
+//     failure is a retryable error; the portable layer retries), and the
+//     request timeout
 //     (Options.Timeout, at least MinTimeout) exceeds the longest long-poll
 //     wait, so that a long poll is never cut short by the client.
 //

@@ -16,13 +16,16 @@ var errTransportClosed = errors.New("mnsqueue: transport closed")
 // transport carries the SDK's requests (installed with SetTransport) over a
 // fasthttp client of its own, configured as the SDK's cannot be:
 //
-//   - no automatic retry of requests that timed out or failed after they
-//     were written: fasthttp retries GET and PUT up to five times by
-//     default, so one ReceiveBatch could receive (and hide) several batches
-//     and one ChangeVisibility could rotate the receipt several times. The
-//     only retry left is fasthttp's retry of a request whose connection the
-//     server closed before answering (a stale keep-alive connection), which
-//     it makes for every method;
+//   - no automatic retry: fasthttp repeats GET and PUT requests that failed
+//     or timed out up to five times, and any request whose connection was
+//     closed before an answer came, so one ReceiveBatch could receive (and
+//     hide) several batches, one ChangeVisibility could rotate the receipt
+//     several times and one SendBatch could enqueue twice. Every request is
+//     made once, as the driver contract asks; a failure is reported as a
+//     retryable error and the portable layer decides. The price is that a
+//     request sent on a keep-alive connection that the server had just
+//     closed fails instead of being repeated; idle connections are closed
+//     by the client after 10s, well before the service closes them;
 //   - requests beyond MaxConns wait for a connection instead of failing with
 //     ErrNoFreeConns;
 //   - every connection is tracked, so Close ends requests in progress
@@ -49,7 +52,10 @@ func newTransport(timeout time.Duration, maxConns int, userAgent string) *transp
 		MaxConnsPerHost:    maxConns,
 		MaxConnWaitTimeout: timeout,
 		Dial:               t.dial,
-		RetryIf:            func(*fasthttp.Request) bool { return false },
+		// One attempt: Do retries while attempts < MaxIdemponentCallAttempts,
+		// io.EOF included, whatever RetryIf says.
+		MaxIdemponentCallAttempts: 1,
+		RetryIf:                   func(*fasthttp.Request) bool { return false },
 	}
 	return t
 }
