@@ -1,0 +1,132 @@
+package filestore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"testing"
+
+	"github.com/inorder/inorder/seqstore"
+)
+
+// appendFrame appends a sealed frame holding payload to a log image.
+func appendFrame(log []byte, gen uint64, payload []byte) []byte {
+	off := len(log)
+	log = append(log, make([]byte, frameHeaderSize)...)
+	log = append(log, payload...)
+	sealFrame(log[off:], gen, uint64(off))
+	return log
+}
+
+// FuzzRecord feeds arbitrary bytes to the decoders: as the payload of a
+// frame whose checksum verifies, as a snapshot payload with a valid
+// envelope, and as the tail of a log. Nothing may panic; every failure must
+// be ErrCorrupt; an accepted log must end where no valid frame follows.
+func FuzzRecord(f *testing.F) {
+	st := seqstore.Stream{Queue: "q", Group: "g"}
+	f.Add(appendReserve(nil, st, 7, 1, 2, [][]byte{[]byte("a"), []byte("bc")}))
+	f.Add(appendSent(nil, st, []uint64{1, 2}))
+	f.Add(appendAdvance(nil, []seqstore.Advance{{Stream: st, To: seqstore.Cursor{Epoch: 7, Next: 3, Skipped: []seqstore.Range{{Epoch: 7, First: 1, Last: 1}}}}}))
+	f.Add([]byte{recReserve, 1, 'q', 0, 1, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 1})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		// As a frame payload.
+		if len(data) > 0 {
+			log := appendFrame(logHeader(1), 1, data)
+			end, err := replayLog("fuzz", log, 1, true, newState())
+			if err != nil && !errors.Is(err, seqstore.ErrCorrupt) {
+				t.Fatalf("replay of a verified frame: error %v does not wrap ErrCorrupt", err)
+			}
+			if err == nil && end != len(log) {
+				t.Fatalf("replay accepted a verified frame but ended at %d of %d", end, len(log))
+			}
+		}
+
+		// As a snapshot payload.
+		snap := append([]byte(snapMagic), make([]byte, snapHeaderSize-len(snapMagic))...)
+		binary.LittleEndian.PutUint32(snap[8:], formatVersion)
+		binary.LittleEndian.PutUint64(snap[16:], 1)
+		snap = append(snap, data...)
+		snap = binary.LittleEndian.AppendUint64(snap, uint64(len(data)))
+		snap = binary.LittleEndian.AppendUint32(snap, crc32.Checksum(snap, castagnoli))
+		if st, _, err := decodeSnapshot(snap); err == nil {
+			// A snapshot that decodes must encode back to a snapshot
+			// that decodes to the same state.
+			again, _, err := decodeSnapshot(st.encodeSnapshot(1))
+			if err != nil || again.streams != st.streams || again.entries != st.entries || again.journalBytes != st.journalBytes {
+				t.Fatalf("snapshot round trip: %v", err)
+			}
+		}
+
+		// As raw log bytes after a valid header.
+		log := append(logHeader(1), data...)
+		end, err := replayLog("fuzz", log, 1, true, newState())
+		switch {
+		case err != nil:
+			if !errors.Is(err, seqstore.ErrCorrupt) {
+				t.Fatalf("replay of raw bytes: error %v does not wrap ErrCorrupt", err)
+			}
+		case end < logHeaderSize || end > len(log):
+			t.Fatalf("replay ended at %d of %d", end, len(log))
+		case end < len(log) && validFrameAfter(log, 1, end):
+			t.Fatalf("replay cut at %d although a valid frame follows", end)
+		}
+	})
+}
+
+// FuzzLog builds a clean log of three or more frames from fuzzed bodies and
+// damages one byte. Damage in any frame but the last must be reported as
+// ErrCorrupt; damage in the last frame must be cut as a torn tail (or, if
+// its bodies happen to hold a valid frame, reported as ErrCorrupt), and the
+// earlier frames must survive.
+func FuzzLog(f *testing.F) {
+	f.Add([]byte("hello world, some bodies"), uint32(30), byte(1))
+	f.Add([]byte{}, uint32(0), byte(0x80))
+	f.Add(bytes.Repeat([]byte{0}, 100), uint32(200), byte(0xff))
+	f.Fuzz(func(t *testing.T, bodies []byte, pos uint32, flip byte) {
+		if flip == 0 {
+			flip = 1
+		}
+		st := seqstore.Stream{Queue: "q", Group: "g"}
+		log := logHeader(1)
+		var starts []int
+		const frames = 4
+		next := uint64(1)
+		for i := range frames {
+			chunk := bodies[i*len(bodies)/frames : (i+1)*len(bodies)/frames]
+			j := [][]byte{chunk, bytes.ToUpper(chunk)}
+			starts = append(starts, len(log))
+			log = appendFrame(log, 1, appendReserve(nil, st, 9, next, len(j), j))
+			next += uint64(len(j))
+		}
+		clean := newState()
+		if end, err := replayLog("clean", log, 1, true, clean); err != nil || end != len(log) {
+			t.Fatalf("clean log: end %d of %d, err %v", end, len(log), err)
+		}
+
+		p := logHeaderSize + int(pos%uint32(len(log)-logHeaderSize))
+		bad := bytes.Clone(log)
+		bad[p] ^= flip
+		got := newState()
+		end, err := replayLog("damaged", bad, 1, true, got)
+		lastStart := starts[frames-1]
+		if p < lastStart {
+			if !errors.Is(err, seqstore.ErrCorrupt) {
+				t.Fatalf("byte %d flipped in frame before the last (which starts at %d): end %d, err %v; want ErrCorrupt", p, lastStart, end, err)
+			}
+			return
+		}
+		if err != nil {
+			if !errors.Is(err, seqstore.ErrCorrupt) {
+				t.Fatalf("byte %d of the last frame flipped: error %v does not wrap ErrCorrupt", p, err)
+			}
+			return
+		}
+		if end != lastStart {
+			t.Fatalf("byte %d of the last frame flipped: replay ended at %d, want %d", p, end, lastStart)
+		}
+		if ss := got.get(st); ss == nil || ss.next != next-2 {
+			t.Fatalf("after a torn last frame the counter must cover the first %d frames", frames-1)
+		}
+	})
+}
