@@ -20,6 +20,6 @@ func TestSmokeSendReceiveDelete(t *testing.T) {
 	assert.Equal(t, resp.MessageId, r.MessageId)
 	assert.EqualValues(t, 1, r.DequeueCount)
 	require.NoError(t, q.DeleteMessage(r.ReceiptHandle), "DeleteMessage")
-	_, err = receive(q, 1)
+	_, err = receive(q)
 	requireCode(t, codeMessageNotExist, err, "receive on empty queue")
 }

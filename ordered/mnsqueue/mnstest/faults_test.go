@@ -1,0 +1,218 @@
+package mnstest_test
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	ali_mns "github.com/aliyun/aliyun-mns-go-sdk"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inorder/inorder/ordered/mnsqueue/mnstest"
+)
+
+// Each fault knob is driven by one sequential scenario that returns a
+// fingerprint of what fired. Two servers with the same seed must produce the
+// same fingerprint; another seed a different one.
+
+func checkSeeded(t *testing.T, scenario func(t *testing.T, seed int64) string) {
+	t.Helper()
+	a := scenario(t, 11)
+	b := scenario(t, 11)
+	c := scenario(t, 12)
+	assert.Equal(t, a, b, "same seed, same faults")
+	assert.NotEqual(t, a, c, "another seed, other faults")
+}
+
+func TestFaultError5xx(t *testing.T) {
+	const n = 120
+	checkSeeded(t, func(t *testing.T, seed int64) string {
+		srv := newServer(t, &mnstest.Options{Seed: seed, Faults: mnstest.Faults{Error5xx: 0.3}})
+		name, q := newQueue(t, srv, nil)
+		pattern := make([]byte, n)
+		failed := 0
+		for i := range n {
+			_, err := q.SendMessage(msg(strconv.Itoa(i)))
+			pattern[i] = '.'
+			if err != nil {
+				require.Equal(t, uint64(codeInternal), mnsCode(err), "send %d: only InternalError is injected, got %v", i, err)
+				pattern[i] = 'x'
+				failed++
+			}
+		}
+		assert.InDelta(t, 0.3*n, failed, 0.15*n, "about 30%% of %d sends fail, got %d", n, failed)
+		st := srv.Stats()
+		assert.EqualValues(t, failed, st.Errors5xx)
+		info, err := srv.Queue(name)
+		require.NoError(t, err)
+		assert.Greater(t, info.Active, n-failed, "some failed sends were applied before the 500")
+		assert.Less(t, info.Active, n, "some failed sends were not applied")
+		return string(pattern)
+	})
+}
+
+func TestFaultError5xxPartialBatch(t *testing.T) {
+	srv := newServer(t, &mnstest.Options{Faults: mnstest.Faults{Error5xx: 1}})
+	_, q := newQueue(t, srv, nil)
+	partial := 0
+	for range 40 {
+		resp, err := q.BatchSendMessage(msgs("p", 8)...)
+		require.Error(t, err)
+		switch mnsCode(err) {
+		case codeInternal:
+		case codeBatchOpFail:
+			partial++
+			failed := 0
+			for _, m := range resp.Messages {
+				if m.ErrorCode != "" {
+					assert.Equal(t, "InternalError", m.ErrorCode)
+					failed++
+				} else {
+					assert.NotEmpty(t, m.MessageId)
+				}
+			}
+			assert.Positive(t, failed, "a partial failure fails at least one entry")
+		default:
+			t.Fatalf("unexpected error %v", err)
+		}
+	}
+	assert.Positive(t, partial, "some batch sends fail partially")
+}
+
+func TestFaultDrop(t *testing.T) {
+	checkSeeded(t, func(t *testing.T, seed int64) string {
+		srv := newServer(t, &mnstest.Options{Seed: seed, Faults: mnstest.Faults{Drop: 0.3}})
+		name, q := newQueue(t, srv, nil)
+		for i := range 60 {
+			// fasthttp retries a request whose connection closed before any
+			// answer (POST included), so most sends succeed in the end; a
+			// drop after the send took effect stores a duplicate.
+			_, _ = q.SendMessage(msg(strconv.Itoa(i)))
+		}
+		st := srv.Stats()
+		assert.Positive(t, st.Drops, "connections dropped")
+		info, err := srv.Queue(name)
+		require.NoError(t, err)
+		assert.Greater(t, info.Active, 60, "dropped-after-apply sends retried by the client are duplicates")
+		return fmt.Sprintf("drops=%d stored=%d", st.Drops, info.Active)
+	})
+}
+
+func TestFaultLatency(t *testing.T) {
+	srv := newServer(t, &mnstest.Options{Faults: mnstest.Faults{Latency: 40 * time.Millisecond, Jitter: 40 * time.Millisecond}})
+	name, q := newQueue(t, srv, nil)
+	mgr := ali_mns.NewMNSQueueManager(newClient(srv))
+	start := time.Now()
+	_, err := mgr.GetQueueAttributes(name)
+	require.NoError(t, err)
+	assert.Less(t, since(start), 30*time.Millisecond, "queue management is not delayed")
+	start = time.Now()
+	for i := range 10 {
+		_, err := q.SendMessage(msg(strconv.Itoa(i)))
+		require.NoError(t, err)
+	}
+	took := since(start)
+	assert.GreaterOrEqual(t, took, 400*time.Millisecond, "10 sends with 40 ms latency each")
+	assert.Less(t, took, 1500*time.Millisecond, "at most 80 ms each plus overhead")
+	require.NoError(t, srv.SetFaults(mnstest.Faults{}))
+	start = time.Now()
+	_, err = q.SendMessage(msg("fast"))
+	require.NoError(t, err)
+	assert.Less(t, since(start), 30*time.Millisecond, "SetFaults removed the latency")
+	assert.Error(t, srv.SetFaults(mnstest.Faults{Drop: 2}), "probability over 1 rejected")
+}
+
+func TestFaultLoss(t *testing.T) {
+	const n = 160
+	checkSeeded(t, func(t *testing.T, seed int64) string {
+		srv := newServer(t, &mnstest.Options{Seed: seed, Faults: mnstest.Faults{Loss: 0.25}})
+		_, q := newQueue(t, srv, nil)
+		for i := 0; i < n; i += 16 {
+			batch := make([]ali_mns.MessageSendRequest, 16)
+			for j := range batch {
+				batch[j] = msg(strconv.Itoa(i + j))
+			}
+			_, err := q.BatchSendMessage(batch...)
+			require.NoError(t, err, "lost messages are still acknowledged")
+		}
+		got := make([]byte, n)
+		for i := range got {
+			got[i] = 'x'
+		}
+		received := 0
+		for {
+			ms, err := batchReceive(q, 16) // short poll: the queue is drained
+			if mnsCode(err) == codeMessageNotExist {
+				break
+			}
+			require.NoError(t, err)
+			for _, m := range ms {
+				v, err := strconv.Atoi(m.MessageBody)
+				require.NoError(t, err)
+				got[v] = '.'
+				received++
+			}
+		}
+		st := srv.Stats()
+		assert.EqualValues(t, n, int64(received)+st.Lost, "every message either received or lost")
+		assert.InDelta(t, 0.25*n, st.Lost, 0.12*n, "about a quarter lost")
+		return string(got)
+	})
+}
+
+func TestFaultRedeliver(t *testing.T) {
+	const rounds = 4
+	checkSeeded(t, func(t *testing.T, seed int64) string {
+		srv := newServer(t, &mnstest.Options{Seed: seed, Shards: 1, Faults: mnstest.Faults{Redeliver: 0.5}})
+		var pattern []byte
+		cuts := 0
+		for range rounds {
+			require.NoError(t, srv.SetFaults(mnstest.Faults{Redeliver: 0.5}))
+			_, q := newQueue(t, srv, &mnstest.QueueAttributes{VisibilityTimeout: 60})
+			_, err := q.BatchSendMessage(msgs("", 16)...)
+			require.NoError(t, err)
+			// One request receives all 16, so the fault draws are the same
+			// whatever the timing.
+			ms, err := batchReceive(q, 16, 1)
+			require.NoError(t, err)
+			require.Len(t, ms, 16)
+			cut := map[string]string{}
+			for _, m := range ms {
+				if m.NextVisibleTime-m.FirstDequeueTime < 60_000 {
+					cut[m.MessageBody] = m.ReceiptHandle
+					pattern = append(pattern, 'r')
+				} else {
+					pattern = append(pattern, '.')
+				}
+			}
+			cuts += len(cut)
+			// Cut-short visibilities end within a second; the rest last 60 s.
+			// No more cuts while the redeliveries are collected.
+			require.NoError(t, srv.SetFaults(mnstest.Faults{}))
+			srv.Advance(time.Second)
+			again := map[string]bool{}
+			for {
+				ms, err := batchReceive(q, 16) // short poll: the queue is drained
+				if mnsCode(err) == codeMessageNotExist {
+					break
+				}
+				require.NoError(t, err)
+				for _, m := range ms {
+					again[m.MessageBody] = true
+					assert.EqualValues(t, 2, m.DequeueCount)
+					requireCode(t, codeMessageNotExist, q.DeleteMessage(cut[m.MessageBody]),
+						"the first handle of a redelivered message")
+				}
+			}
+			assert.Len(t, again, len(cut), "exactly the messages cut short came again")
+			for b := range cut {
+				assert.True(t, again[b], "message %s was cut short but not redelivered", b)
+			}
+		}
+		assert.InDelta(t, rounds*8, cuts, rounds*4, "about half cut short")
+		assert.EqualValues(t, cuts, srv.Stats().Redelivered)
+		return string(pattern)
+	})
+}

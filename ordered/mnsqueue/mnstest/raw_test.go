@@ -1,0 +1,262 @@
+package mnstest
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/md5"
+	"crypto/sha1"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/xml"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// These tests speak HTTP directly, to reach what the SDK never sends.
+
+// signRequest signs r as the SDK does (written from the protocol
+// description, independently of the server's code).
+func signRequest(r *http.Request, body []byte, keyID, secret string) {
+	sum := md5.Sum(body)
+	r.Header.Set("Content-MD5", base64.StdEncoding.EncodeToString([]byte(hex.EncodeToString(sum[:]))))
+	r.Header.Set("Content-Type", "application/xml")
+	r.Header.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	r.Header.Set("x-mns-version", "2015-06-06")
+	var mns []string
+	for k, v := range r.Header {
+		if lk := strings.ToLower(k); strings.HasPrefix(lk, "x-mns-") {
+			mns = append(mns, lk+":"+strings.TrimSpace(v[0]))
+		}
+	}
+	sort.Strings(mns)
+	toSign := r.Method + "\n" + r.Header.Get("Content-MD5") + "\n" + r.Header.Get("Content-Type") + "\n" +
+		r.Header.Get("Date") + "\n" + strings.Join(mns, "\n") + "\n" + r.URL.RequestURI()
+	mac := hmac.New(sha1.New, []byte(secret))
+	mac.Write([]byte(toSign))
+	r.Header.Set("Authorization", "MNS "+keyID+":"+base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+}
+
+type rawAnswer struct {
+	status int
+	body   string
+	err    struct {
+		XMLName xml.Name `xml:"Error"`
+		Code    string   `xml:"Code"`
+	}
+}
+
+// do serves one signed request in process (no network).
+func do(t testing.TB, s *Server, method, uri, body string, edit func(*http.Request)) rawAnswer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	r := httptest.NewRequestWithContext(ctx, method, uri, strings.NewReader(body))
+	signRequest(r, []byte(body), s.AccessKeyID(), s.AccessKeySecret())
+	if edit != nil {
+		edit(r)
+	}
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, r)
+	res := w.Result()
+	b, _ := io.ReadAll(res.Body)
+	a := rawAnswer{status: res.StatusCode, body: string(b)}
+	if res.StatusCode >= 300 {
+		_ = xml.Unmarshal(b, &a.err)
+	}
+	require.NotEmpty(t, res.Header.Get("x-mns-request-id"), "every answer carries a request id")
+	return a
+}
+
+func newRawServer(t testing.TB) *Server {
+	t.Helper()
+	s, err := NewServer(nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	require.NoError(t, s.CreateQueue("raw", nil))
+	return s
+}
+
+func TestRawContentMD5(t *testing.T) {
+	s := newRawServer(t)
+	body := "<Message><MessageBody>x</MessageBody></Message>"
+	a := do(t, s, "POST", "/queues/raw/messages", body, func(r *http.Request) {
+		r.Body = io.NopCloser(strings.NewReader("<Message><MessageBody>y</MessageBody></Message>"))
+	})
+	assert.Equal(t, 400, a.status, "body changed after signing: %s", a.body)
+	assert.Equal(t, CodeInvalidDigest, a.err.Code)
+	a = do(t, s, "POST", "/queues/raw/messages", body, func(r *http.Request) {
+		// RFC 1864 form: base64 of the raw digest. Re-sign with it.
+		sum := md5.Sum([]byte(body))
+		r.Header.Del("Authorization")
+		signRequest(r, []byte(body), s.AccessKeyID(), s.AccessKeySecret())
+		r.Header.Set("Content-MD5", base64.StdEncoding.EncodeToString(sum[:]))
+	})
+	assert.Equal(t, 403, a.status, "Content-MD5 is signed: changing it breaks the signature")
+	assert.Equal(t, CodeSignatureDoesNotMatch, a.err.Code)
+}
+
+func TestRawAuthHeaders(t *testing.T) {
+	s := newRawServer(t)
+	cases := []struct {
+		name   string
+		edit   func(*http.Request)
+		status int
+		code   string
+	}{
+		{"no authorization", func(r *http.Request) { r.Header.Del("Authorization") }, 400, CodeMissingAuthorizationHeader},
+		{"not MNS scheme", func(r *http.Request) { r.Header.Set("Authorization", "Basic abc") }, 400, CodeInvalidAuthorizationHeader},
+		{"no date", func(r *http.Request) { r.Header.Del("Date") }, 400, CodeMissingDateHeader},
+		{"no version", func(r *http.Request) { r.Header.Del("x-mns-version") }, 400, CodeMissingVersionHeader},
+		{"date changed after signing", func(r *http.Request) {
+			r.Header.Set("Date", time.Now().Add(-time.Hour).UTC().Format(http.TimeFormat))
+		}, 403, CodeSignatureDoesNotMatch},
+		{"extra signed header", func(r *http.Request) { r.Header.Set("x-mns-extra", "1") }, 403, CodeSignatureDoesNotMatch},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := do(t, s, "GET", "/queues/raw/messages", "", tc.edit)
+			assert.Equal(t, tc.status, a.status, a.body)
+			assert.Equal(t, tc.code, a.err.Code, a.body)
+		})
+	}
+}
+
+func TestRawDateSkew(t *testing.T) {
+	s := newRawServer(t)
+	a := do(t, s, "GET", "/queues/raw", "", func(r *http.Request) {
+		r.Header.Set("Date", time.Now().Add(-time.Hour).UTC().Format(http.TimeFormat))
+		resign(r, s) // correctly signed, but an hour old
+	})
+	assert.Equal(t, 403, a.status, a.body)
+	assert.Equal(t, CodeTimeExpired, a.err.Code, a.body)
+}
+
+// resign recomputes the signature over the request's current headers.
+func resign(r *http.Request, s *Server) {
+	var mns []string
+	for k, v := range r.Header {
+		if lk := strings.ToLower(k); strings.HasPrefix(lk, "x-mns-") {
+			mns = append(mns, lk+":"+strings.TrimSpace(v[0]))
+		}
+	}
+	sort.Strings(mns)
+	toSign := r.Method + "\n" + r.Header.Get("Content-MD5") + "\n" + r.Header.Get("Content-Type") + "\n" +
+		r.Header.Get("Date") + "\n" + strings.Join(mns, "\n") + "\n" + r.URL.RequestURI()
+	mac := hmac.New(sha1.New, []byte(s.AccessKeySecret()))
+	mac.Write([]byte(toSign))
+	r.Header.Set("Authorization", "MNS "+s.AccessKeyID()+":"+base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+}
+
+func TestRawProtocolVariants(t *testing.T) {
+	s := newRawServer(t)
+	// Namespaced bodies, as in the service's documentation.
+	a := do(t, s, "POST", "/queues/raw/messages",
+		`<?xml version="1.0" encoding="UTF-8"?><Message xmlns="http://mns.aliyuncs.com/doc/v1/"><MessageBody>ns</MessageBody><Priority>3</Priority></Message>`, nil)
+	require.Equal(t, 201, a.status, a.body)
+	// Lower-case query names, as in the documentation.
+	a = do(t, s, "GET", "/queues/raw/messages?numofmessages=2&waitSeconds=0", "", nil)
+	require.Equal(t, 200, a.status, a.body)
+	var got struct {
+		Messages []struct {
+			MessageBody   string
+			ReceiptHandle string
+			Priority      int
+		} `xml:"Message"`
+	}
+	require.NoError(t, xml.Unmarshal([]byte(a.body), &got))
+	require.Len(t, got.Messages, 1)
+	assert.Equal(t, "ns", got.Messages[0].MessageBody)
+	assert.Equal(t, 3, got.Messages[0].Priority)
+	h := got.Messages[0].ReceiptHandle
+	a = do(t, s, "PUT", "/queues/raw/messages?receiptHandle="+url.QueryEscape(h)+"&visibilityTimeout=5", "", nil)
+	assert.Equal(t, 200, a.status, a.body)
+
+	for _, tc := range []struct{ method, uri, body, code string }{
+		{"POST", "/queues/raw/messages", "<Message><MessageBody>x", CodeMalformedXML},
+		{"POST", "/queues/raw/messages", "<Other/>", CodeMalformedXML},
+		{"POST", "/queues/raw/messages", "<Message><MessageBody>x</MessageBody><Priority>high</Priority></Message>", CodeInvalidArgument},
+		{"POST", "/queues/raw/messages", "<Messages></Messages>", CodeInvalidArgument},
+		{"DELETE", "/queues/raw/messages", "<ReceiptHandles></ReceiptHandles>", CodeInvalidArgument},
+		{"DELETE", "/queues/raw/messages?ReceiptHandle=", "", CodeMissingReceiptHandle},
+		{"PUT", "/queues/raw/messages?ReceiptHandle=abc", "", CodeMissingVisibilityTimeout},
+		{"GET", "/queues/raw/messages?waitseconds=31", "", CodeInvalidArgument},
+		{"GET", "/queues/raw/messages?numOfMessages=0", "", CodeInvalidArgument},
+		{"GET", "/topics/t", "", CodeInvalidRequestURL},
+		{"PUT", "/queues/raw", "<Queue><VisibilityTimeout>0x</VisibilityTimeout></Queue>", CodeInvalidArgument},
+		{"PUT", "/queues/raw?metaoverride=true", "<Queue><PollingWaitSeconds>31</PollingWaitSeconds></Queue>", CodeInvalidArgument},
+		{"GET", "/queues/bad_name/messages", "", CodeQueueNotExist},
+	} {
+		a := do(t, s, tc.method, tc.uri, tc.body, nil)
+		assert.Equal(t, tc.code, a.err.Code, "%s %s %q: %s", tc.method, tc.uri, tc.body, a.body)
+	}
+}
+
+// FuzzRequest feeds arbitrary methods, URIs, query strings and XML bodies,
+// correctly signed, to the handler: it must answer without panicking, with
+// a status the SDK understands.
+func FuzzRequest(f *testing.F) {
+	s, err := NewServer(&Options{Shards: 2})
+	require.NoError(f, err)
+	f.Cleanup(func() { _ = s.Close() })
+	require.NoError(f, s.CreateQueue("fz", nil))
+	seeds := []struct {
+		method uint8
+		uri    string
+		body   string
+	}{
+		{0, "/queues/fz/messages", "<Message><MessageBody>a</MessageBody><DelaySeconds>0</DelaySeconds><Priority>0</Priority></Message>"},
+		{0, "/queues/fz/messages", "<Messages><Message><MessageBody>a</MessageBody></Message><Message><MessageBody>b</MessageBody><Priority>16</Priority></Message></Messages>"},
+		{1, "/queues/fz/messages?numOfMessages=16&waitseconds=1", ""},
+		{1, "/queues/fz/messages?peekonly=true", ""},
+		{2, "/queues/fz/messages", "<ReceiptHandles><ReceiptHandle>AAAA</ReceiptHandle></ReceiptHandles>"},
+		{2, "/queues/fz/messages?ReceiptHandle=AAAAAQAAAAAAAAABAAAAAQAAAAA%3D", ""},
+		{3, "/queues/fz/messages?ReceiptHandle=x&VisibilityTimeout=10", ""},
+		{3, "/queues/fz2", "<Queue><DelaySeconds>0</DelaySeconds><VisibilityTimeout>30</VisibilityTimeout></Queue>"},
+		{3, "/queues/fz?metaoverride=true", "<Queue><PollingWaitSeconds>1</PollingWaitSeconds></Queue>"},
+		{1, "/queues", ""},
+		{1, "/queues/fz", ""},
+	}
+	for _, sd := range seeds {
+		f.Add(sd.method, sd.uri, []byte(sd.body))
+	}
+	methods := []string{"POST", "GET", "DELETE", "PUT", "PATCH"}
+	f.Fuzz(func(t *testing.T, m uint8, uri string, body []byte) {
+		if !strings.HasPrefix(uri, "/") || strings.HasPrefix(uri, "//") {
+			t.Skip()
+		}
+		u, err := url.ParseRequestURI(uri)
+		if err != nil {
+			t.Skip()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		r, err := http.NewRequestWithContext(ctx, methods[int(m)%len(methods)], "http://127.0.0.1"+u.RequestURI(), strings.NewReader(string(body)))
+		if err != nil {
+			t.Skip()
+		}
+		r.RequestURI = u.RequestURI()
+		signRequest(r, body, s.AccessKeyID(), s.AccessKeySecret())
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, r)
+		st := w.Code
+		if st != 200 && st != 201 && st != 204 {
+			var e struct {
+				Code string `xml:"Code"`
+			}
+			batch := strings.Contains(w.Body.String(), "<Errors") || strings.Contains(w.Body.String(), "<Messages")
+			if !batch {
+				require.NoError(t, xml.Unmarshal(w.Body.Bytes(), &e), "error body must be XML: %q", w.Body.String())
+				require.NotEmpty(t, e.Code, "error body must carry a code: %q", w.Body.String())
+			}
+		}
+	})
+}
