@@ -552,16 +552,17 @@ func (s *sender) reserve(group string, g *sendGroup, items []sendItem) {
 	g.hi = last
 	s.mu.Unlock()
 
-	total := 0
+	// One buffer holds the reservation's envelopes; the last seq has the
+	// longest header.
+	total := len(items) * envelope.HeaderLen(s.header(group, res.Epoch, last))
 	for i := range items {
-		it := &items[i]
-		it.epoch, it.seq = res.Epoch, res.First+uint64(i)
-		total += envelope.HeaderLen(s.header(group, it.epoch, it.seq)) + len(it.payload)
+		total += len(items[i].payload)
 	}
 	buf := make([]byte, 0, total)
 	ptrs := make([]*sendItem, len(items))
 	for i := range items {
 		it := &items[i]
+		it.epoch, it.seq = res.Epoch, res.First+uint64(i)
 		start := len(buf)
 		buf = envelope.Append(buf, s.header(group, it.epoch, it.seq), it.payload)
 		it.body = buf[start:len(buf):len(buf)]
