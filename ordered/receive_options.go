@@ -124,8 +124,11 @@ type ReceiveOptions struct {
 	Window int
 
 	// MaxBufferedBytes bounds the bytes of all messages held in memory and
-	// not yet handed out. A message that would pass it is not kept, unless
-	// it is the next one of its group. Default 64 MiB.
+	// not yet handed out. A message that would pass it is not kept (it
+	// comes back after its visibility timeout), unless it is the next one
+	// of its group: refusing those could starve every group once the
+	// buffer is full of blocked ones. Such next messages are handed out
+	// soon, and fetching pauses while many wait. Default 64 MiB.
 	MaxBufferedBytes int
 
 	// GapTimeout is how long a hole in a group waits before the gap policy

@@ -489,3 +489,37 @@ func TestSynctestIdleEviction(t *testing.T) {
 		b.close()
 	})
 }
+
+// TestSynctestCrashBeforeCommit: a copy of an acked message whose advance is
+// not durable yet must not be deleted: after a crash the message is
+// delivered again instead of being lost.
+func TestSynctestCrashBeforeCommit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ro := ordered.ReceiveOptions{CommitInterval: time.Minute, VisibilityMargin: -1, ReapInterval: 100 * time.Millisecond}
+		b := newBubble(t, &memqueue.Options{Shards: 1, Visibility: time.Second}, &ordered.Options{Receive: ro})
+		b.receiveInto()
+		rxSend(t, b.drv, rxBodies("g", 1, 1, 2, nil))
+		time.Sleep(time.Millisecond)
+		ack(t, b.next())
+		ack(t, b.next())
+		time.Sleep(5 * time.Second) // both come back as duplicates, not yet below the durable cursor
+		assert.Positive(t, len(b.evs("dup")), "the copies arrived")
+		assert.Zero(t, b.q.Stats().Receive.DuplicatesReaped, "not deleted above the durable cursor")
+		b.stop()
+		<-b.done
+		dead, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = b.q.Close(dead) // a crash: the advance is never written
+
+		q2 := rxQueue(t, b.drv, b.store, &ordered.Options{Receive: ordered.ReceiveOptions{Wait: time.Second}})
+		ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
+		defer stop()
+		for want := uint64(1); want <= 2; want++ {
+			m, err := q2.Receive(ctx)
+			require.NoError(t, err, "seq %d must be delivered again after the crash", want)
+			assert.Equal(t, want, m.Seq)
+			ack(t, m)
+		}
+		rxClose(t, q2)
+	})
+}
