@@ -3,11 +3,14 @@
 //
 //	go run ./examples/demo
 //
-// It needs no cloud account: the queue is memqueue, an in-process queue that
-// behaves like an MNS standard queue, with chaos on (messages spread over
-// shards and received from a random shard, some delivered twice, some
-// requests failing), and sequence state lives in a filestore in a temporary
-// directory. It runs three steps:
+// It needs no cloud account. By default the queue is memqueue, an in-process
+// queue that behaves like an MNS standard queue; with -driver mns it is the
+// MNS driver over the real MNS Go SDK, talking to the embedded MNS emulator
+// (package mnstest) on loopback, or to real MNS when MNS_ENDPOINT,
+// MNS_ACCESS_KEY_ID and MNS_ACCESS_KEY_SECRET are set. Chaos is on (messages
+// spread over shards and received from a random shard, some delivered twice,
+// some requests failing; real MNS brings its own), and sequence state lives
+// in a filestore in a temporary directory. It runs three steps:
 //
 //  1. 20 messages through the plain queue, printed as they arrive, the way
 //     the MNS ordered-queue sample prints them: out of order, with
@@ -19,11 +22,10 @@
 //
 // Usage:
 //
-//	go run ./examples/demo [-messages 100000] [-groups 1000] [-seed 1] [-v]
+//	go run ./examples/demo [-driver memqueue|mns] [-messages 100000] [-groups 1000] [-seed 1] [-v]
 //
-// The -driver flag selects the queue: memqueue (the default). The MNS
-// driver (-driver mns, over the embedded MNS emulator or real MNS) is not
-// wired in yet.
+// On real MNS the demo creates its queues (named after -queue and the time)
+// and deletes them at the end.
 package main
 
 import (
@@ -43,12 +45,15 @@ import (
 	"github.com/inorder/inorder/ordered"
 	"github.com/inorder/inorder/ordered/driver"
 	"github.com/inorder/inorder/ordered/memqueue"
+	"github.com/inorder/inorder/ordered/mnsqueue"
+	"github.com/inorder/inorder/ordered/mnsqueue/mnstest"
 	"github.com/inorder/inorder/seqstore"
 	"github.com/inorder/inorder/seqstore/filestore"
 )
 
 type config struct {
 	driver    string
+	queue     string
 	messages  int
 	groups    int
 	producers int
@@ -58,7 +63,8 @@ type config struct {
 
 func main() {
 	var c config
-	flag.StringVar(&c.driver, "driver", "memqueue", "queue driver: memqueue")
+	flag.StringVar(&c.driver, "driver", "memqueue", "queue driver: memqueue, or mns (the embedded emulator, or real MNS from MNS_ENDPOINT)")
+	flag.StringVar(&c.queue, "queue", "inorder-demo", "queue name prefix (-driver mns)")
 	flag.IntVar(&c.messages, "messages", 100000, "messages in the large run (0 skips it)")
 	flag.IntVar(&c.groups, "groups", 1000, "groups in the large run")
 	flag.IntVar(&c.producers, "producers", 4, "sending goroutines in the large run")
@@ -80,41 +86,120 @@ func run(c config) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	qs, err := newQueues(c)
+	if err != nil {
+		return err
+	}
+	defer qs.close()
+	fmt.Printf("queue: %s\n\n", qs.describe)
 
 	fmt.Println("== 1. a plain queue: 20 messages, as they arrive")
-	if err := plain(c, 20); err != nil {
+	if err := plain(qs, 20); err != nil {
 		return fmt.Errorf("plain queue: %w", err)
 	}
 	fmt.Println()
 	fmt.Println("== 2. the same through ordered.Queue")
-	if err := inOrder(c, dir, 20); err != nil {
+	if err := inOrder(c, qs, dir, 20); err != nil {
 		return fmt.Errorf("ordered queue: %w", err)
 	}
 	if c.messages > 0 {
 		fmt.Println()
 		fmt.Printf("== 3. %d messages over %d groups through ordered.Queue\n", c.messages, c.groups)
-		if err := large(c, dir); err != nil {
+		if err := large(c, qs, dir); err != nil {
 			return fmt.Errorf("large run: %w", err)
 		}
 	}
 	return nil
 }
 
-// newDriver returns a queue with chaos on.
-func newDriver(c config, seed int64) (driver.Queue, error) {
+// queues opens the demo's queues, each step its own, all with chaos on.
+type queues struct {
+	describe string
+	open     func(step string) (driver.Queue, error)
+	close    func()
+}
+
+func newQueues(c config) (*queues, error) {
 	switch c.driver {
 	case "memqueue":
-		return memqueue.New(&memqueue.Options{
-			Seed:       seed,
-			Shards:     4,
-			Redeliver:  0.05,
-			ErrorRate:  0.01,
-			Visibility: 2 * time.Second,
-		}), nil
+		seed := c.seed
+		return &queues{
+			describe: "memqueue (in process) with chaos: 4 shards, 5% redelivered, 1% of requests failing",
+			open: func(string) (driver.Queue, error) {
+				seed++
+				return memqueue.New(&memqueue.Options{
+					Seed:       seed,
+					Shards:     4,
+					Redeliver:  0.05,
+					ErrorRate:  0.01,
+					Visibility: 2 * time.Second,
+				}), nil
+			},
+			close: func() {},
+		}, nil
 	case "mns":
-		return nil, errors.New("-driver mns is not available yet: the MNS driver is not wired into the demo")
+		return mnsQueues(c)
 	}
-	return nil, fmt.Errorf("unknown -driver %q (want memqueue)", c.driver)
+	return nil, fmt.Errorf("unknown -driver %q (want memqueue or mns)", c.driver)
+}
+
+// mnsQueues opens queues through the MNS driver: on real MNS if
+// MNS_ENDPOINT is set, else on the embedded emulator.
+func mnsQueues(c config) (*queues, error) {
+	ctx := context.Background()
+	endpoint := os.Getenv("MNS_ENDPOINT")
+	cred := mnsqueue.Credentials{AccessKeyID: os.Getenv("MNS_ACCESS_KEY_ID"), AccessKeySecret: os.Getenv("MNS_ACCESS_KEY_SECRET")}
+	qs := &queues{}
+	var created []string
+	var srv *mnstest.Server
+	if endpoint == "" {
+		var err error
+		srv, err = mnstest.NewServer(&mnstest.Options{
+			Seed:   c.seed,
+			Faults: mnstest.Faults{Redeliver: 0.05, Error5xx: 0.01},
+		})
+		if err != nil {
+			return nil, err
+		}
+		endpoint = srv.Endpoint()
+		cred = mnsqueue.Credentials{AccessKeyID: srv.AccessKeyID(), AccessKeySecret: srv.AccessKeySecret()}
+		qs.describe = "MNS emulator at " + endpoint + " with chaos: 4 shards, 5% redelivered, 1% of requests failing with 500"
+	} else {
+		if cred.AccessKeyID == "" || cred.AccessKeySecret == "" {
+			return nil, errors.New("MNS_ENDPOINT needs MNS_ACCESS_KEY_ID and MNS_ACCESS_KEY_SECRET")
+		}
+		qs.describe = "real MNS at " + endpoint
+	}
+	prefix := fmt.Sprintf("%s-%d", c.queue, time.Now().Unix())
+	var drivers []*mnsqueue.Queue
+	qs.open = func(step string) (driver.Queue, error) {
+		name := prefix + "-" + step
+		attrs := &mnsqueue.QueueAttributes{Visibility: 2 * time.Second}
+		if err := mnsqueue.CreateQueue(ctx, endpoint, cred, name, attrs); err != nil {
+			return nil, err
+		}
+		created = append(created, name)
+		q, err := mnsqueue.New(ctx, endpoint, name, cred, &mnsqueue.Options{Logger: logger(c)})
+		if err != nil {
+			return nil, err
+		}
+		drivers = append(drivers, q)
+		return q, nil
+	}
+	qs.close = func() {
+		for _, q := range drivers {
+			q.Close()
+		}
+		for _, name := range created {
+			if err := mnsqueue.DeleteQueue(ctx, endpoint, cred, name); err != nil {
+				fmt.Fprintf(os.Stderr, "demo: delete queue %s: %v\n", name, err)
+			}
+		}
+		if srv != nil {
+			srv.Close()
+		}
+	}
+	return qs, nil
 }
 
 func logger(c config) *slog.Logger {
@@ -142,10 +227,10 @@ func retry(ctx context.Context, drv driver.Queue, f func() error) error {
 
 // plain sends n numbered messages through the queue alone and prints them
 // in arrival order, deleting each.
-func plain(c config, n int) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+func plain(qs *queues, n int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	drv, err := newDriver(c, c.seed)
+	drv, err := qs.open("plain")
 	if err != nil {
 		return err
 	}
@@ -162,7 +247,7 @@ func plain(c config, n int) error {
 		var msgs []*driver.Message
 		err := retry(ctx, drv, func() error {
 			var err error
-			msgs, err = drv.ReceiveBatch(ctx, drv.Limits().MaxBatch, 100*time.Millisecond)
+			msgs, err = drv.ReceiveBatch(ctx, drv.Limits().MaxBatch, time.Second)
 			return err
 		})
 		if err != nil {
@@ -196,10 +281,10 @@ func outOfOrder(seq []int) int {
 
 // inOrder sends n numbered messages through ordered.Queue and prints them
 // as Receive hands them out.
-func inOrder(c config, dir string, n int) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+func inOrder(c config, qs *queues, dir string, n int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	drv, err := newDriver(c, c.seed)
+	drv, err := qs.open("ordered")
 	if err != nil {
 		return err
 	}
@@ -247,10 +332,10 @@ func inOrder(c config, dir string, n int) error {
 
 // large runs producers and a handler pool concurrently and checks that every
 // group sees its seqs 1, 2, 3... exactly once, in order.
-func large(c config, dir string) error {
+func large(c config, qs *queues, dir string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	drv, err := newDriver(c, c.seed+1)
+	drv, err := qs.open("large")
 	if err != nil {
 		return err
 	}
