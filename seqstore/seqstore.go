@@ -176,7 +176,8 @@ func unescapeKey(s string) (string, error) {
 		case c == '%' && i+2 < len(s):
 			hi, ok1 := unhex(s[i+1])
 			lo, ok2 := unhex(s[i+2])
-			if !ok1 || !ok2 {
+			if !ok1 || !ok2 || keySafe(hi<<4|lo) {
+				// A safe byte is always written as is: one spelling per key.
 				return "", fmt.Errorf("%w: bad escape in key %q", ErrCorrupt, s)
 			}
 			b.WriteByte(hi<<4 | lo)
@@ -270,6 +271,11 @@ func (a Advance) Check() error {
 	if len(a.To.Skipped) > MaxSkipped {
 		return fmt.Errorf("%w: %d skipped ranges, at most %d", ErrInvalidArgument, len(a.To.Skipped), MaxSkipped)
 	}
+	for _, r := range a.To.Skipped {
+		if r.First < 1 || r.First > r.Last || r.Last > MaxSeq || r.Epoch > MaxSeq {
+			return fmt.Errorf("%w: skipped range %d:%d..%d of %s", ErrInvalidArgument, r.Epoch, r.First, r.Last, a.Stream)
+		}
+	}
 	return nil
 }
 
@@ -280,6 +286,9 @@ type ConflictError struct {
 }
 
 func (e *ConflictError) Error() string {
+	if len(e.Streams) == 0 {
+		return ErrConflict.Error()
+	}
 	return fmt.Sprintf("seqstore: cursor conflict on %d stream(s), first %s", len(e.Streams), e.Streams[0])
 }
 

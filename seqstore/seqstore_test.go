@@ -198,7 +198,7 @@ func TestAdvanceCheck(t *testing.T) {
 	skipped := func(n int) []seqstore.Range {
 		rs := make([]seqstore.Range, n)
 		for i := range rs {
-			rs[i] = seqstore.Range{Epoch: 5, First: uint64(2 * i), Last: uint64(2 * i)}
+			rs[i] = seqstore.Range{Epoch: 5, First: uint64(2*i + 1), Last: uint64(2*i + 1)}
 		}
 		return rs
 	}
@@ -264,4 +264,24 @@ func TestConflictError(t *testing.T) {
 	var ce *seqstore.ConflictError
 	require.True(t, errors.As(wrapped, &ce), "a wrapped ConflictError must stay reachable with errors.As")
 	assert.Equal(t, a, ce.Streams[0])
+}
+
+func TestParseKeyCanonical(t *testing.T) {
+	_, err := seqstore.ParseKey("q%61/g")
+	assert.ErrorIs(t, err, seqstore.ErrCorrupt, "an escaped safe byte is a second spelling of the key")
+	s, err := seqstore.ParseKey("q%2F/g")
+	require.NoError(t, err)
+	assert.Equal(t, seqstore.Stream{Queue: "q/", Group: "g"}, s)
+}
+
+func TestConflictErrorEmpty(t *testing.T) {
+	assert.Equal(t, seqstore.ErrConflict.Error(), (&seqstore.ConflictError{}).Error())
+}
+
+func TestCheckSkippedRanges(t *testing.T) {
+	s := seqstore.Stream{Queue: "q"}
+	for _, r := range []seqstore.Range{{Epoch: 1, First: 5, Last: 4}, {Epoch: 1, First: 0, Last: 4}, {Epoch: 1, First: 1, Last: seqstore.MaxSeq + 1}} {
+		a := seqstore.Advance{Stream: s, To: seqstore.Cursor{Epoch: 1, Next: 9, Skipped: []seqstore.Range{r}}}
+		assert.ErrorIs(t, a.Check(), seqstore.ErrInvalidArgument, "range %+v", r)
+	}
 }
