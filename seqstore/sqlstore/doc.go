@@ -1,0 +1,57 @@
+// Package sqlstore is a seqstore.Store in a SQL database through
+// database/sql: PostgreSQL, MySQL or MariaDB, and SQLite.
+//
+// The store imports no driver. Register one in your program, e.g.
+// github.com/jackc/pgx/v5/stdlib ("pgx"), github.com/go-sql-driver/mysql
+// ("mysql") or modernc.org/sqlite ("sqlite", pure Go), open a *sql.DB and
+// pass it to Open with the matching Dialect. The *sql.DB stays yours: Close
+// does not close it.
+//
+// # Schema
+//
+// Migrate creates the tables, explicitly and idempotently, and records the
+// schema version in <prefix>schema_version:
+//
+//	<prefix>send     (queue, grp, epoch, last_seq)     sender counter; last_seq is the last seq reserved
+//	<prefix>journal  (queue, grp, seq, body)           entries reserved with a journal and not yet Sent
+//	<prefix>cursor   (queue, grp, epoch, next_seq, owner, skipped)
+//
+// The table prefix (Options.TablePrefix, default "inorder_") is validated as
+// an identifier and is the only name written into SQL text; queue and group
+// names always travel as bound parameters and are stored verbatim (binary
+// columns on MySQL, so case and trailing spaces count). A row that fails
+// validation when read (a negative number, an unparsable skipped list, a
+// journal entry without a sender row) gives an error wrapping
+// seqstore.ErrCorrupt; nothing is ever reset.
+//
+// # Group commit
+//
+// Reserve, Sent and Advance calls are queued to a writer goroutine owned by
+// the Store, which runs everything queued at that moment in one transaction
+// and commits once: concurrent callers share the commit. Rows are locked
+// with SELECT ... FOR UPDATE (SQLite: the transaction holds the database's
+// write lock) and compared before anything is written, so a conflict or a
+// corrupt row fails only its own call. If a statement fails the shared
+// transaction, its ops are retried one per transaction. Stats reports ops,
+// transactions and statements. Cursor and Pending read outside the group
+// commit.
+//
+// # Exactly-once processing
+//
+// AdvanceTx runs an Advance batch inside the caller's *sql.Tx. A handler
+// that writes its results and advances the message's cursor in the same
+// transaction makes both commit or roll back together: after a crash the
+// message is either processed and past the cursor, or neither. See the
+// example.
+//
+// # SQLite
+//
+// SQLite has one writer at a time. Open it with WAL, a busy timeout and
+// immediate transactions, e.g.
+//
+//	file:app.db?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_txlock=immediate
+//
+// so that a transaction takes the write lock when it begins instead of
+// failing to upgrade later; the store also retries a transaction that found
+// the database busy.
+package sqlstore

@@ -1,0 +1,434 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inorder/inorder/seqstore"
+)
+
+func TestOptionsValidate(t *testing.T) {
+	db, _ := openSQLite(t)
+	for _, p := range []string{"x; DROP TABLE y; --", "a-b", "1abc", "a b", "tbl\"", "名前", "a`b", strings.Repeat("a", 32), "a'b"} {
+		_, err := Open(db, SQLite, &Options{TablePrefix: p})
+		assert.Error(t, err, "table prefix %q must be rejected", p)
+	}
+	_, err := Open(db, Dialect(0), nil)
+	assert.Error(t, err, "unknown dialect")
+	_, err = Open(nil, SQLite, nil)
+	assert.Error(t, err, "nil db")
+	_, err = Open(db, SQLite, &Options{Writers: -1})
+	assert.Error(t, err, "negative Writers")
+	s, err := Open(db, SQLite, &Options{TablePrefix: strings.Repeat("a", 31)})
+	require.NoError(t, err, "a 31-byte identifier is allowed")
+	require.NoError(t, s.Close())
+	require.NoError(t, s.Close(), "Close must be idempotent")
+	_, err = s.Reserve(context.Background(), seqstore.Stream{Queue: "q"}, 1, nil)
+	assert.ErrorIs(t, err, seqstore.ErrClosed)
+	_, err = s.Cursor(context.Background(), seqstore.Stream{Queue: "q"})
+	assert.ErrorIs(t, err, seqstore.ErrClosed)
+	assert.NoError(t, db.Ping(), "Close must leave the caller's *sql.DB open")
+	assert.Equal(t, "postgres", Postgres.String())
+	assert.Equal(t, "Dialect(9)", Dialect(9).String())
+}
+
+func TestMigrate(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend, db *sql.DB, prefix string) {
+		ctx := context.Background()
+		s := newStore(t, db, b.dialect, prefix)
+		require.NoError(t, s.Migrate(ctx), "Migrate must be idempotent")
+		var rows, version int
+		require.NoError(t, db.QueryRowContext(ctx, "SELECT COUNT(*), MAX(version) FROM "+prefix+"schema_version").Scan(&rows, &version))
+		assert.Equal(t, 1, rows, "one version row")
+		assert.Equal(t, migrations[len(migrations)-1].version, version)
+
+		_, err := db.ExecContext(ctx, "UPDATE "+prefix+"schema_version SET version = 99")
+		require.NoError(t, err)
+		err = s.Migrate(ctx)
+		require.Error(t, err, "a newer schema must be refused")
+		assert.Contains(t, err.Error(), "99")
+	})
+}
+
+func TestHostileNames(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend, db *sql.DB, prefix string) {
+		ctx := context.Background()
+		s := newStore(t, db, b.dialect, prefix)
+		names := []seqstore.Stream{
+			{Queue: "q", Group: "'; DROP TABLE " + prefix + "send; --"},
+			{Queue: "q", Group: `\'"` + "`$1?"},
+			{Queue: "q", Group: "A"},
+			{Queue: "q", Group: "a"},
+			{Queue: "q", Group: "a "},
+			{Queue: "q", Group: "é\u00a0\U0001F600\x01"},
+			{Queue: "q", Group: ""},
+			{Queue: "q", Group: strings.Repeat("g", seqstore.MaxGroupLen)},
+			{Queue: strings.Repeat("é", seqstore.MaxQueueLen/2), Group: "x"},
+		}
+		for i, st := range names {
+			r, err := s.Reserve(ctx, st, i+1, makeBodies(i+1, st.Group))
+			require.NoError(t, err, "reserve %q", st)
+			assert.Equal(t, uint64(1), r.First, "stream %q is new, so its first seq is 1 (names must not collide)", st)
+			to := seqstore.Cursor{Epoch: r.Epoch, Next: uint64(i + 2)}
+			require.NoError(t, s.Advance(ctx, []seqstore.Advance{{Stream: st, To: to}}), "advance %q", st)
+		}
+		for i, st := range names {
+			c, err := s.Cursor(ctx, st)
+			require.NoError(t, err)
+			assert.Equal(t, uint64(i+2), c.Next, "cursor of %q read back", st)
+		}
+		p, err := s.Pending(ctx, "q")
+		require.NoError(t, err)
+		groups := map[string]int{}
+		for _, e := range p {
+			groups[e.Stream.Group]++
+			assert.Equal(t, fmt.Sprintf("%s/%d", e.Stream.Group, e.Seq), string(e.Body), "body stored verbatim")
+		}
+		for i, st := range names[:len(names)-1] {
+			assert.Equal(t, i+1, groups[st.Group], "pending entries of %q", st.Group)
+		}
+		var n int
+		require.NoError(t, db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+prefix+"send").Scan(&n), "the send table is still there")
+		assert.Equal(t, len(names), n)
+	})
+}
+
+func makeBodies(n int, group string) [][]byte {
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = fmt.Appendf(nil, "%s/%d", group, i+1)
+	}
+	return out
+}
+
+func TestGroupCommit(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend, db *sql.DB, prefix string) {
+		ctx := context.Background()
+		s := newStore(t, db, b.dialect, prefix)
+		const workers, per = 16, 20
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		seqs := map[string][]uint64{}
+		errs := make(chan error, workers)
+		for w := range workers {
+			wg.Go(func() {
+				st := seqstore.Stream{Queue: "q", Group: fmt.Sprint(w % 4)}
+				own := seqstore.Stream{Queue: "q", Group: fmt.Sprintf("own%d", w)}
+				var cur seqstore.Cursor
+				for i := range per {
+					r, err := s.Reserve(ctx, st, 1, [][]byte{[]byte("x")})
+					if err != nil {
+						errs <- err
+						return
+					}
+					mu.Lock()
+					seqs[st.Group] = append(seqs[st.Group], r.First)
+					mu.Unlock()
+					to := seqstore.Cursor{Epoch: 1, Next: uint64(i + 1)}
+					if err := s.Advance(ctx, []seqstore.Advance{{Stream: own, From: cur, To: to}}); err != nil {
+						errs <- err
+						return
+					}
+					cur = to
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		for g, q := range seqs {
+			sort.Slice(q, func(i, j int) bool { return q[i] < q[j] })
+			for i, v := range q {
+				require.Equal(t, uint64(i+1), v, "group %s: seqs 1..N without holes or repeats", g)
+			}
+		}
+		st := s.Stats()
+		t.Logf("%d ops in %d transactions, %d statements", st.Ops, st.Transactions, st.Statements)
+		assert.Equal(t, uint64(2*workers*per), st.Ops)
+		assert.Less(t, st.Transactions, st.Ops, "concurrent calls must share transactions")
+	})
+}
+
+func TestAdvanceTx(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend, db *sql.DB, prefix string) {
+		ctx := context.Background()
+		s := newStore(t, db, b.dialect, prefix)
+		app := prefix + "app"
+		_, err := db.ExecContext(ctx, "CREATE TABLE "+app+" (id BIGINT NOT NULL)")
+		require.NoError(t, err)
+		st := seqstore.Stream{Queue: "q", Group: "g"}
+		insert := "INSERT INTO " + app + " (id) VALUES (?)"
+		if b.dialect == Postgres {
+			insert = "INSERT INTO " + app + " (id) VALUES ($1)"
+		}
+		count := func() int {
+			var n int
+			require.NoError(t, db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+app).Scan(&n))
+			return n
+		}
+		step := func(from, to seqstore.Cursor, id int, commit bool) error {
+			tx, err := db.BeginTx(ctx, nil)
+			require.NoError(t, err)
+			if _, err := tx.ExecContext(ctx, insert, id); err != nil {
+				_ = tx.Rollback()
+				return err
+			}
+			if err := s.AdvanceTx(ctx, tx, []seqstore.Advance{{Stream: st, From: from, To: to}}); err != nil {
+				_ = tx.Rollback()
+				return err
+			}
+			if !commit {
+				return tx.Rollback()
+			}
+			return tx.Commit()
+		}
+		c1 := seqstore.Cursor{Epoch: 1, Next: 2}
+		require.NoError(t, step(seqstore.Cursor{}, c1, 1, true))
+		assert.Equal(t, 1, count(), "committed: the app row is there")
+		cur, err := s.Cursor(ctx, st)
+		require.NoError(t, err)
+		assert.Equal(t, c1, cur, "committed: the cursor moved")
+
+		c2 := seqstore.Cursor{Epoch: 1, Next: 3}
+		require.NoError(t, step(c1, c2, 2, false))
+		assert.Equal(t, 1, count(), "rolled back: no app row")
+		cur, err = s.Cursor(ctx, st)
+		require.NoError(t, err)
+		assert.Equal(t, c1, cur, "rolled back: the cursor did not move")
+
+		err = step(seqstore.Cursor{}, c2, 3, true)
+		var ce *seqstore.ConflictError
+		require.ErrorAs(t, err, &ce, "a stale From conflicts")
+		assert.Equal(t, []seqstore.Stream{st}, ce.Streams)
+		assert.Equal(t, 1, count())
+
+		require.NoError(t, step(c1, c2, 2, true))
+		assert.Equal(t, 2, count())
+		cur, err = s.Cursor(ctx, st)
+		require.NoError(t, err)
+		assert.Equal(t, c2, cur)
+
+		err = s.AdvanceTx(ctx, nil, nil)
+		assert.ErrorIs(t, err, seqstore.ErrInvalidArgument)
+	})
+}
+
+func TestCorruptRows(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend, db *sql.DB, prefix string) {
+		ctx := context.Background()
+		s := newStore(t, db, b.dialect, prefix)
+		st := seqstore.Stream{Queue: "q", Group: "g"}
+		ph := func(q string) string {
+			if b.dialect == Postgres {
+				return dollarParams(q)
+			}
+			return q
+		}
+		exec := func(q string, args ...any) {
+			t.Helper()
+			_, err := db.ExecContext(ctx, ph(q), args...)
+			require.NoError(t, err, q)
+		}
+		dump := func(table string) string {
+			t.Helper()
+			rows, err := db.QueryContext(ctx, "SELECT * FROM "+prefix+table)
+			require.NoError(t, err)
+			defer func() { _ = rows.Close() }()
+			cols, err := rows.Columns()
+			require.NoError(t, err)
+			var out []string
+			for rows.Next() {
+				vals := make([]any, len(cols))
+				ptrs := make([]any, len(cols))
+				for i := range vals {
+					ptrs[i] = &vals[i]
+				}
+				require.NoError(t, rows.Scan(ptrs...))
+				out = append(out, fmt.Sprintf("%s", vals))
+			}
+			return strings.Join(out, ";")
+		}
+		reset := func() {
+			for _, tb := range []string{"send", "journal", "cursor"} {
+				exec("DELETE FROM " + prefix + tb)
+			}
+		}
+		cases := []struct {
+			name  string
+			setup func()
+			table string
+			check func() error
+		}{
+			{"negative last_seq", func() {
+				exec("INSERT INTO "+prefix+"send (queue, grp, epoch, last_seq) VALUES (?, ?, ?, ?)", "q", "g", 5, -1)
+			}, "send", func() error { _, err := s.Reserve(ctx, st, 1, nil); return err }},
+			{"zero epoch", func() {
+				exec("INSERT INTO "+prefix+"send (queue, grp, epoch, last_seq) VALUES (?, ?, ?, ?)", "q", "g", 0, 3)
+			}, "send", func() error { _, err := s.Reserve(ctx, st, 1, [][]byte{[]byte("x")}); return err }},
+			{"negative next_seq", func() {
+				exec("INSERT INTO "+prefix+"cursor (queue, grp, epoch, next_seq, owner, skipped) VALUES (?, ?, ?, ?, ?, ?)", "q", "g", 1, -4, 0, "")
+			}, "cursor", func() error {
+				return s.Advance(ctx, []seqstore.Advance{{Stream: st, To: seqstore.Cursor{Epoch: 1, Next: 5}}})
+			}},
+			{"unparsable skipped", func() {
+				exec("INSERT INTO "+prefix+"cursor (queue, grp, epoch, next_seq, owner, skipped) VALUES (?, ?, ?, ?, ?, ?)", "q", "g", 1, 4, 0, "1:2-x")
+			}, "cursor", func() error { _, err := s.Cursor(ctx, st); return err }},
+			{"too many skipped", func() {
+				exec("INSERT INTO "+prefix+"cursor (queue, grp, epoch, next_seq, owner, skipped) VALUES (?, ?, ?, ?, ?, ?)", "q", "g", 1, 4, 0,
+					strings.TrimSuffix(strings.Repeat("1:2-3,", seqstore.MaxSkipped+1), ","))
+			}, "cursor", func() error { _, err := s.Cursor(ctx, st); return err }},
+			{"journal without sender row", func() {
+				exec("INSERT INTO "+prefix+"journal (queue, grp, seq, body) VALUES (?, ?, ?, ?)", "q", "g", 1, []byte("x"))
+			}, "journal", func() error { _, err := s.Pending(ctx, "q"); return err }},
+			{"journal seq beyond last", func() {
+				exec("INSERT INTO "+prefix+"send (queue, grp, epoch, last_seq) VALUES (?, ?, ?, ?)", "q", "g", 5, 1)
+				exec("INSERT INTO "+prefix+"journal (queue, grp, seq, body) VALUES (?, ?, ?, ?)", "q", "g", 2, []byte("x"))
+			}, "journal", func() error { _, err := s.Pending(ctx, "q"); return err }},
+		}
+		for _, tc := range cases {
+			reset()
+			tc.setup()
+			before := dump(tc.table)
+			err := tc.check()
+			assert.ErrorIs(t, err, seqstore.ErrCorrupt, "%s: want ErrCorrupt, got %v", tc.name, err)
+			assert.Equal(t, before, dump(tc.table), "%s: the corrupt row must be left as it was", tc.name)
+		}
+		// A corrupt stream fails only its own call in a shared transaction.
+		reset()
+		exec("INSERT INTO "+prefix+"send (queue, grp, epoch, last_seq) VALUES (?, ?, ?, ?)", "q", "g", 5, -1)
+		var wg sync.WaitGroup
+		var goodErr error
+		wg.Go(func() { _, goodErr = s.Reserve(ctx, seqstore.Stream{Queue: "q", Group: "ok"}, 1, nil) })
+		_, err := s.Reserve(ctx, st, 1, nil)
+		wg.Wait()
+		assert.ErrorIs(t, err, seqstore.ErrCorrupt)
+		assert.NoError(t, goodErr, "a healthy stream's reserve is not failed by another's corrupt row")
+	})
+}
+
+func TestClosedPort(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		driver, dsn string
+		d           Dialect
+	}{
+		{"pgx", "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2", Postgres},
+		{"mysql", "root@tcp(127.0.0.1:1)/test?timeout=2s", MySQL},
+	} {
+		db, err := sql.Open(tc.driver, tc.dsn)
+		require.NoError(t, err)
+		s, err := Open(db, tc.d, nil)
+		require.NoError(t, err)
+		_, err = s.Reserve(ctx, seqstore.Stream{Queue: "q"}, 1, nil)
+		require.Error(t, err, "%s: reserve against a closed port", tc.d)
+		assert.Contains(t, err.Error(), "sqlstore: reserve q/", "the error names the package and operation")
+		assert.Contains(t, err.Error(), "refused", "%s: the error says the connection was refused: %v", tc.d, err)
+		err = s.Advance(ctx, []seqstore.Advance{{Stream: seqstore.Stream{Queue: "q"}, To: seqstore.Cursor{Epoch: 1}}})
+		require.Error(t, err)
+		assert.False(t, errors.Is(err, seqstore.ErrConflict), "an outage is not a conflict")
+		_, err = s.Cursor(ctx, seqstore.Stream{Queue: "q"})
+		require.Error(t, err)
+		require.NoError(t, s.Close())
+		require.NoError(t, db.Close())
+	}
+}
+
+// TestKilledConnections kills the server side of every connection of the
+// store's pool between calls (PostgreSQL pg_terminate_backend, MySQL KILL):
+// calls after that either succeed on a fresh connection or fail with a clear
+// error, and nothing acknowledged before is lost.
+func TestKilledConnections(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend, db *sql.DB, prefix string) {
+		if b.dialect == SQLite {
+			t.Skip("SQLite is in-process: no connection to kill")
+		}
+		ctx := context.Background()
+		// One connection, so that its server id names the store's only
+		// connection and no other test's is killed.
+		db.SetMaxOpenConns(1)
+		s := newStore(t, db, b.dialect, prefix)
+		st := seqstore.Stream{Queue: "q"}
+		var acked []uint64
+		killed := map[int64]bool{}
+		var cur seqstore.Cursor
+		var failures int
+		for round := range 5 {
+			for i := range 10 {
+				r, err := s.Reserve(ctx, st, 1, [][]byte{fmt.Appendf(nil, "%d/%d", round, i)})
+				if err != nil {
+					failures++
+					assert.Contains(t, err.Error(), "sqlstore: reserve", "a failure names the operation")
+					continue
+				}
+				acked = append(acked, r.First)
+				to := seqstore.Cursor{Epoch: r.Epoch, Next: r.First + 1}
+				if err := s.Advance(ctx, []seqstore.Advance{{Stream: st, From: cur, To: to}}); err != nil {
+					failures++
+					assert.False(t, errors.Is(err, seqstore.ErrConflict), "a killed connection must not look like a conflict: %v", err)
+					continue
+				}
+				cur = to
+			}
+			killed[killConnection(t, b.dialect, db)] = true
+		}
+		t.Logf("%d acknowledged reservations, %d failed calls, %d transactions retried", len(acked), failures, s.Stats().Retries)
+		assert.Len(t, killed, 5, "every round killed a different connection: the store reconnected each time (killed %v)", killed)
+		var p []seqstore.Entry
+		var err error
+		for range 3 { // a read on the killed connection fails once
+			if p, err = s.Pending(ctx, "q"); err == nil {
+				break
+			}
+		}
+		require.NoError(t, err)
+		got := map[uint64]bool{}
+		for _, e := range p {
+			got[e.Seq] = true
+		}
+		for _, q := range acked {
+			assert.True(t, got[q], "acknowledged seq %d must still be journaled", q)
+		}
+		c, err := s.Cursor(ctx, st)
+		require.NoError(t, err)
+		assert.Equal(t, cur, c, "the last acknowledged advance is the stored cursor")
+	})
+}
+
+// killConnection ends, from another connection, the server side of the
+// only connection of db, and returns its id: the next call on it finds it
+// dead.
+func killConnection(t *testing.T, d Dialect, db *sql.DB) int64 {
+	t.Helper()
+	ctx := context.Background()
+	idQuery, driverName, env, kill := "SELECT pg_backend_pid()", "pgx", "INORDER_TEST_POSTGRES_DSN", "SELECT pg_terminate_backend(%d)"
+	if d == MySQL {
+		idQuery, driverName, env, kill = "SELECT CONNECTION_ID()", "mysql", "INORDER_TEST_MYSQL_DSN", "KILL %d"
+	}
+	var id int64
+	var err error
+	for range 3 { // the connection may be the one killed last round
+		if err = db.QueryRowContext(ctx, idQuery).Scan(&id); err == nil {
+			break
+		}
+	}
+	require.NoError(t, err)
+	killer, err := sql.Open(driverName, envDSN(t, env))
+	require.NoError(t, err)
+	defer func() { _ = killer.Close() }()
+	_, err = killer.ExecContext(ctx, fmt.Sprintf(kill, id))
+	require.NoError(t, err, "kill connection %d", id)
+	return id
+}
