@@ -18,10 +18,11 @@ var errPowerCut = errors.New("simulated power cut")
 
 // TestPowerLoss simulates losing power rather than killing the process: a
 // SIGKILL keeps everything written to the page cache, a power cut keeps only
-// what was synced. A hook replaces the writer's frame write: it writes and
-// syncs normally until a random frame, of which it writes a random prefix
-// (possibly all of it, possibly nothing) and then refuses all I/O, as if the
-// machine had stopped. Everything acknowledged before the cut must be there
+// what was synced. Hooks replace the writer's frame write and log sync: they
+// work normally until a random sync, which instead drops a random part of
+// the bytes written since the previous sync (keeping a prefix: possibly all
+// of it, possibly nothing) and then refuses all I/O, as if the machine had
+// stopped. Everything acknowledged before the cut must be there
 // after reopening. A store that answered before its fsync would fail this
 // test, which a SIGKILL test cannot show.
 func TestPowerLoss(t *testing.T) {
@@ -35,28 +36,49 @@ func TestPowerLoss(t *testing.T) {
 	lines := 0
 	for round := range rounds {
 		var mu sync.Mutex
-		frames, cutAt := 0, 5+rnd.IntN(150)
+		syncs, cutAt := 0, 5+rnd.IntN(150)
 		cut := false
-		hooks := &testHooks{writeFrame: func(f *os.File, frame []byte, off int64) error {
-			mu.Lock()
-			defer mu.Unlock()
-			if cut {
-				return errPowerCut
-			}
-			frames++
-			if frames == cutAt {
-				cut = true
-				keep := rnd.IntN(len(frame) + 1)
-				if _, err := f.WriteAt(frame[:keep], off); err != nil {
+		synced := map[string]int64{} // durable size of each log written this round
+		hooks := &testHooks{
+			write: func(f *os.File, frame []byte, off int64) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if cut {
+					return errPowerCut
+				}
+				if _, ok := synced[f.Name()]; !ok {
+					synced[f.Name()] = off // what Open found, or a new log's header: synced
+				}
+				_, err := f.WriteAt(frame, off)
+				return err
+			},
+			sync: func(f *os.File) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if cut {
+					return errPowerCut
+				}
+				info, err := f.Stat()
+				if err != nil {
 					return err
 				}
-				return errPowerCut
-			}
-			if _, err := f.WriteAt(frame, off); err != nil {
-				return err
-			}
-			return syncData(f)
-		}}
+				if syncs++; syncs == cutAt {
+					// The power goes: of the bytes written since the
+					// last sync, a random prefix reached the disk.
+					cut = true
+					lost := info.Size() - synced[f.Name()]
+					if err := f.Truncate(synced[f.Name()] + rnd.Int64N(lost+1)); err != nil {
+						return err
+					}
+					return errPowerCut
+				}
+				if err := syncData(f); err != nil {
+					return err
+				}
+				synced[f.Name()] = info.Size()
+				return nil
+			},
+		}
 		s, err := Open(dir, &Options{SnapshotBytes: 32 << 10, hooks: hooks})
 		require.NoError(t, err, "round %d: open", round)
 		var out []string

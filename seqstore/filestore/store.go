@@ -51,9 +51,9 @@ type testHooks struct {
 	// beforeSync runs in the writer after a frame of records records is
 	// written and before it is synced.
 	beforeSync func(records int64)
-	// writeFrame, if set, replaces the frame write and sync; it returns
-	// the error the writer then reports.
-	writeFrame func(f *os.File, frame []byte, off int64) error
+	// write and sync, if set, replace the frame's write and the log sync.
+	write func(f *os.File, frame []byte, off int64) error
+	sync  func(f *os.File) error
 }
 
 const (

@@ -278,18 +278,22 @@ func (s *Store) writeFrame(frame []byte, records int64) error {
 	w := &s.w
 	sealFrame(frame, w.gen, uint64(w.off))
 	var err error
-	if h := s.opts.hooks.writeFrame; h != nil {
+	if h := s.opts.hooks.write; h != nil {
 		err = h(w.f, frame, w.off)
 	} else {
 		_, err = w.f.WriteAt(frame, w.off)
-		if err == nil {
-			if h := s.opts.hooks.beforeSync; h != nil {
-				h(records)
-			}
-			start := time.Now()
-			err = syncData(w.f)
-			s.observeSync(time.Since(start))
+	}
+	if err == nil {
+		if h := s.opts.hooks.beforeSync; h != nil {
+			h(records)
 		}
+		start := time.Now()
+		if h := s.opts.hooks.sync; h != nil {
+			err = h(w.f)
+		} else {
+			err = syncData(w.f)
+		}
+		s.observeSync(time.Since(start))
 	}
 	if err != nil {
 		return fmt.Errorf("filestore: write log %s: %w", w.f.Name(), err)
