@@ -874,8 +874,14 @@ func (s *suite) testConcurrent(t *testing.T) {
 				select {
 				case m := <-receipts:
 					batch = append(batch, m)
-					if len(batch) < l.MaxBatch && len(receipts) > 0 {
-						continue
+				more:
+					for len(batch) < l.MaxBatch {
+						select {
+						case m := <-receipts:
+							batch = append(batch, m)
+						default:
+							break more
+						}
 					}
 					flush()
 				case <-rctx.Done():

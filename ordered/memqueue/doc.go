@@ -9,10 +9,14 @@
 // # Ordering guarantees
 //
 // None, on purpose. Each message sent is put on one of several internal
-// shards chosen at random, and each receive starts at a random shard and
-// visits the others in turn, so the order received is "basically ordered"
-// with local swaps, as MNS documents for its standard queues. A message whose
-// visibility timeout expires goes to the back of its shard.
+// shards (Options.Shards) chosen at random, and each receive starts at a
+// random shard, biased towards the one whose first message is oldest, and
+// visits the others in turn. The order received is therefore "basically
+// ordered" with local swaps, as MNS documents for its standard queues: with
+// the defaults a message is received a few dozen places from where it was
+// sent, however deep the queue. A message whose visibility timeout expires
+// goes to the back of its shard. With one shard and no chaos the queue is
+// FIFO.
 //
 // # Delivery semantics
 //

@@ -111,7 +111,7 @@ func New(opts *Options) *Queue {
 			MinVisibility: o.MinVisibility,
 			MaxVisibility: o.MaxVisibility,
 		},
-		tag:    "mq" + strconv.FormatUint(queueTags.Add(1), 36),
+		tag:    "mq" + strconv.FormatUint(queueTags.Add(1), 32),
 		base:   time.Now(),
 		done:   make(chan struct{}),
 		rng:    rand.New(rand.NewPCG(uint64(o.Seed), uint64(o.Seed)^0x9e3779b97f4a7c15)),
@@ -296,8 +296,8 @@ type pick struct {
 }
 
 // ReceiveBatch returns up to n messages, waiting up to wait (cut to
-// MaxWait) for the first. It starts at a random shard and visits the others
-// in turn.
+// MaxWait) for the first. It takes them from one shard, chosen at random with
+// a bias to the oldest, then from the others in turn.
 func (q *Queue) ReceiveBatch(ctx context.Context, n int, wait time.Duration) ([]*driver.Message, error) {
 	if n > q.opts.MaxBatch {
 		return nil, fmt.Errorf("memqueue: receive: max %d exceeds the batch limit %d: %w", n, q.opts.MaxBatch, driver.ErrTooLarge)
@@ -391,7 +391,14 @@ func (q *Queue) takeLocked(now int64, limit int, picks []pick) []pick {
 	n := len(q.shards)
 	start := 0
 	if n > 1 {
+		// Of two random shards, start at the one whose head is older. Pure
+		// random choice lets the shards' heads drift apart like a random
+		// walk, so the disorder of a deep queue would grow without bound;
+		// two choices keep it local, as on MNS.
 		start = q.rng.IntN(n)
+		if other := q.rng.IntN(n); q.olderHead(other, start) {
+			start = other
+		}
 	}
 	for k := 0; k < n && len(picks) < limit; k++ {
 		sh := &q.shards[(start+k)%n]
@@ -425,6 +432,19 @@ func (q *Queue) takeLocked(now int64, limit int, picks []pick) []pick {
 	return picks
 }
 
+// olderHead reports whether shard a's first message was sent before shard
+// b's (an empty shard counts as newest).
+func (q *Queue) olderHead(a, b int) bool {
+	ra, rb := &q.shards[a], &q.shards[b]
+	if ra.len() == 0 {
+		return false
+	}
+	if rb.len() == 0 {
+		return true
+	}
+	return q.slots[ra.items[ra.head]].serial < q.slots[rb.items[rb.head]].serial
+}
+
 // build makes the messages of one receive with four allocations: the
 // messages, the pointers, the bodies and one string holding every id and
 // receipt.
@@ -439,11 +459,12 @@ func (q *Queue) build(picks []pick) []*driver.Message {
 	var sb strings.Builder
 	sb.Grow(len(picks) * (2*len(q.tag) + 32))
 	var num [16]byte
-	ends := make([]int, 0, 2*len(picks))
+	var endStack [32]int
+	ends := endStack[:0]
 	for _, p := range picks {
 		sb.WriteString(q.tag)
 		sb.WriteByte('-')
-		sb.Write(strconv.AppendUint(num[:0], p.serial, 36))
+		sb.Write(strconv.AppendUint(num[:0], p.serial, 32))
 		ends = append(ends, sb.Len())
 		q.writeReceipt(&sb, p.slot, p.gen)
 		ends = append(ends, sb.Len())
@@ -470,9 +491,9 @@ func (q *Queue) writeReceipt(sb *strings.Builder, slot int32, gen uint32) {
 	var num [16]byte
 	sb.WriteString(q.tag)
 	sb.WriteByte('.')
-	sb.Write(strconv.AppendUint(num[:0], uint64(slot), 36))
+	sb.Write(strconv.AppendUint(num[:0], uint64(slot), 32))
 	sb.WriteByte('.')
-	sb.Write(strconv.AppendUint(num[:0], uint64(gen), 36))
+	sb.Write(strconv.AppendUint(num[:0], uint64(gen), 32))
 }
 
 // parseReceipt splits a receipt handle into its slot and gen. It fails with
@@ -487,8 +508,8 @@ func (q *Queue) parseReceipt(r string) (int32, uint32, error) {
 		a, b, ok = strings.Cut(rest, ".")
 	}
 	if ok {
-		slot, err1 := strconv.ParseUint(a, 36, 31)
-		gen, err2 := strconv.ParseUint(b, 36, 32)
+		slot, err1 := strconv.ParseUint(a, 32, 31)
+		gen, err2 := strconv.ParseUint(b, 32, 32)
 		if err1 == nil && err2 == nil {
 			return int32(slot), uint32(gen), nil
 		}
