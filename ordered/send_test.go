@@ -704,3 +704,69 @@ func TestSendCloseRacesWithSenders(t *testing.T) {
 	assert.Equal(t, n, len(d.sent()), "every admitted message was sent, nothing else")
 	checkStreams(t, d)
 }
+
+// TestSendNagleBatching: while a batch that is not full is in flight (and
+// Concurrency/4 = 1 such batch may be), later messages wait and leave
+// together in one request instead of one request each.
+func TestSendNagleBatching(t *testing.T) {
+	d := newSendDriver()
+	d.block = make(chan struct{})
+	q := newSendQueue(t, d, newTestStore(), &ordered.Options{Send: ordered.SendOptions{Concurrency: 4}})
+	first, err := q.SendAsync(t.Context(), "g", []byte("first"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return d.calls.Load() == 1 }, 5*time.Second, time.Millisecond, "first request")
+	var rest []*ordered.SendResult
+	for i := range 10 {
+		r, err := q.SendAsync(t.Context(), strconv.Itoa(i%3), []byte("later"))
+		require.NoError(t, err)
+		rest = append(rest, r)
+	}
+	time.Sleep(20 * time.Millisecond)
+	assert.Equal(t, int64(1), d.calls.Load(), "no second partial request while one is in flight")
+	close(d.block)
+	require.NoError(t, first.Wait(t.Context()))
+	for _, r := range rest {
+		require.NoError(t, r.Wait(t.Context()))
+	}
+	assert.Equal(t, int64(2), d.calls.Load(), "the 10 later messages share the second request")
+
+	// A full batch does not wait for a partial one.
+	d2 := newSendDriver()
+	d2.block = make(chan struct{})
+	q2 := newSendQueue(t, d2, newTestStore(), &ordered.Options{Send: ordered.SendOptions{Concurrency: 4}})
+	_, err = q2.SendAsync(t.Context(), "g", []byte("partial"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return d2.calls.Load() == 1 }, 5*time.Second, time.Millisecond)
+	payloads := make([][]byte, 16)
+	for i := range payloads {
+		payloads[i] = []byte("full")
+	}
+	_, err = q2.SendAsync(t.Context(), "h", nil) // joins the waiting messages
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- q2.SendBatch(t.Context(), "g", payloads) }()
+	require.Eventually(t, func() bool { return d2.calls.Load() == 2 }, 5*time.Second, time.Millisecond,
+		"a full batch goes out while a partial one is in flight")
+	close(d2.block)
+	require.NoError(t, <-done)
+}
+
+func TestSendMarksFlushAfterInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := newTestStore()
+		d := newSendDriver()
+		q, err := ordered.New(t.Context(), d, store, &ordered.Options{Send: ordered.SendOptions{MarkInterval: time.Second}})
+		require.NoError(t, err)
+		require.NoError(t, q.Send(t.Context(), "g", []byte("x")))
+		require.NoError(t, q.SendBatch(t.Context(), "h", [][]byte{[]byte("y"), []byte("z")}))
+		time.Sleep(999 * time.Millisecond)
+		synctest.Wait()
+		assert.Equal(t, 3, store.journalLen(), "marks wait for MarkInterval")
+		assert.Zero(t, q.Stats().Requests.Sent, "no Sent call yet")
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		assert.Zero(t, store.journalLen(), "marks flushed after MarkInterval")
+		assert.Equal(t, int64(2), q.Stats().Requests.Sent, "one Sent call per group")
+		require.NoError(t, q.Close(t.Context()))
+	})
+}
