@@ -174,8 +174,13 @@ func (r *SendResult) finish(err error) {
 // which Send calls were admitted. Send does not keep payload after it
 // returns.
 //
-// If ctx ends after the message was admitted, Send returns an error wrapping
-// ctx.Err() but the message is not withdrawn: it may still be sent.
+// Validation errors (ErrInvalidGroup, ErrTooLarge) and ErrClosed mean
+// nothing was reserved. Any other error means the message may still reach
+// the queue: if ctx ends after the message was admitted, Send returns an
+// error wrapping ctx.Err() but the message is not withdrawn; and in durable
+// mode a message whose reservation was journaled stays in the journal when
+// its send fails, to be sent by Recover (or the next New) under its own seq.
+// Sending the payload again instead would deliver it twice, under two seqs.
 func (q *Queue) Send(ctx context.Context, group string, payload []byte) error {
 	r, err := q.SendAsync(ctx, group, payload)
 	if err != nil {

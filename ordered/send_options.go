@@ -80,7 +80,10 @@ type SendOptions struct {
 
 	// Concurrency is how many send requests to the driver may be in flight
 	// at once. Each request carries up to the driver's MaxBatch messages,
-	// of any groups. Default 16.
+	// of any groups. A request that is not full goes out only while fewer
+	// than Concurrency/4 (at least 1) such requests are in flight, so that
+	// under load messages leave in full batches (Nagle's rule) while an
+	// idle Queue sends at once. Default 16.
 	Concurrency int
 
 	// Reservations bounds the store reservations in flight at once, each
