@@ -1,0 +1,168 @@
+// Command receive is the receive half of the MNS ordered-queue sample, in Go:
+// it receives the messages that command send sent, strictly in the order they
+// were sent, printing
+//
+//	receive message body is 1
+//	...
+//	receive message body is 20
+//	Finish receive 20 messages
+//
+// Early arrivals are buffered, redelivered copies are deleted, and the
+// receive cursor is persisted in a local directory (a filestore), so a second
+// run continues after the last message acknowledged. See command send for a
+// local run against examples/mns-emulator.
+//
+// Configuration, flags first, then the environment:
+//
+//	-endpoint   MNS_ENDPOINT           default http://127.0.0.1:8931/. (mns-emulator's default)
+//	-queue      MNS_QUEUE              default inorder-sample
+//	            MNS_ACCESS_KEY_ID      default: the emulator's key, with the default endpoint only
+//	            MNS_ACCESS_KEY_SECRET
+//	-n          messages to receive (default 20)
+//	-store      directory of the receive cursor (default $TMPDIR/inorder-examples/<queue>/receive)
+//	-timeout    give up when the n messages have not all come within this time (default 2m)
+//	-lowest     with no stored cursor, start at the lowest seq in the queue
+//	            instead of waiting for seq 1
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/inorder/inorder/ordered"
+	"github.com/inorder/inorder/ordered/mnsqueue"
+	"github.com/inorder/inorder/ordered/mnsqueue/mnstest"
+	"github.com/inorder/inorder/seqstore/filestore"
+)
+
+// defaultEndpoint is where examples/mns-emulator listens by default.
+const defaultEndpoint = "http://127.0.0.1:8931/."
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(2)
+		}
+		fmt.Fprintln(os.Stderr, "receive:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	endpoint, queue, store string
+	cred                   mnsqueue.Credentials
+	n                      int
+	timeout                time.Duration
+	lowest                 bool
+}
+
+func parse(args []string, stderr io.Writer) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("receive", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.endpoint, "endpoint", os.Getenv("MNS_ENDPOINT"), "MNS endpoint (env MNS_ENDPOINT; default "+defaultEndpoint+")")
+	fs.StringVar(&c.queue, "queue", os.Getenv("MNS_QUEUE"), "queue name (env MNS_QUEUE; default inorder-sample)")
+	fs.StringVar(&c.store, "store", "", "directory of the receive cursor (default $TMPDIR/inorder-examples/<queue>/receive)")
+	fs.IntVar(&c.n, "n", 20, "messages to receive")
+	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "give up after this long")
+	fs.BoolVar(&c.lowest, "lowest", false, "with no stored cursor, start at the lowest seq in the queue")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if c.queue == "" {
+		c.queue = "inorder-sample"
+	}
+	if c.store == "" {
+		c.store = filepath.Join(os.TempDir(), "inorder-examples", c.queue, "receive")
+	}
+	if c.n < 1 || c.timeout <= 0 {
+		return c, fmt.Errorf("-n %d and -timeout %v must be positive", c.n, c.timeout)
+	}
+	c.cred = mnsqueue.Credentials{AccessKeyID: os.Getenv("MNS_ACCESS_KEY_ID"), AccessKeySecret: os.Getenv("MNS_ACCESS_KEY_SECRET")}
+	if c.endpoint == "" {
+		c.endpoint = defaultEndpoint
+		if c.cred.AccessKeyID == "" {
+			c.cred = mnsqueue.Credentials{AccessKeyID: mnstest.DefaultAccessKeyID, AccessKeySecret: mnstest.DefaultAccessKeySecret}
+		}
+	}
+	if c.cred.AccessKeyID == "" || c.cred.AccessKeySecret == "" {
+		return c, errors.New("MNS_ACCESS_KEY_ID and MNS_ACCESS_KEY_SECRET must be set with MNS_ENDPOINT")
+	}
+	return c, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c, err := parse(args, stderr)
+	if err != nil {
+		return err
+	}
+	drv, err := mnsqueue.New(ctx, c.endpoint, c.queue, c.cred, nil)
+	if err != nil {
+		return fmt.Errorf("open queue %s at %s (run send first to create it): %w", c.queue, c.endpoint, err)
+	}
+	defer drv.Close()
+
+	store, err := filestore.Open(c.store, nil)
+	if err != nil {
+		return fmt.Errorf("open cursor store: %w", err)
+	}
+	defer store.Close()
+
+	opts := &ordered.Options{}
+	if c.lowest {
+		opts.Receive.Start = ordered.StartLowest
+	}
+	q, err := ordered.New(ctx, drv, store, opts)
+	if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	got := 0
+	for got < c.n {
+		m, err := q.Receive(rctx)
+		if err != nil {
+			err = fmt.Errorf("after %d of %d messages: %w", got, c.n, err)
+			if cerr := closeQueue(q); cerr != nil {
+				err = errors.Join(err, cerr)
+			}
+			return err
+		}
+		if m.Unordered {
+			fmt.Fprintf(stdout, "receive unordered message body is %s\n", m.Body)
+		} else {
+			fmt.Fprintf(stdout, "receive message body is %s\n", m.Body)
+			got++
+		}
+		if err := m.Ack(rctx); err != nil {
+			closeQueue(q)
+			return fmt.Errorf("ack: %w", err)
+		}
+	}
+	// Close makes the cursor durable and deletes the acknowledged messages.
+	if err := closeQueue(q); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "Finish receive %d messages\n", got)
+	return nil
+}
+
+func closeQueue(q *ordered.Queue) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return q.Close(ctx)
+}
