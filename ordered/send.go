@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -336,9 +337,9 @@ type sender struct {
 	groups        map[string]*sendGroup
 	inflight      int
 	inflightBytes int
-	space         chan struct{} // closed when in-flight room is released and waiting is set
-	waiting       bool
-	idle          chan struct{} // closed when inflight reaches 0 while closing
+	waiters       []*admitWaiter // admissions waiting for in-flight room, in order
+	closed        chan struct{}  // closed when close begins
+	idle          chan struct{}  // closed when inflight reaches 0 while closing
 	recovering    map[recoverKey]struct{}
 	ready         []string // groups waiting for a reserver, in order
 	readyHead     int
@@ -380,7 +381,7 @@ func newSender(q *Queue) *sender {
 		maxBytes:   maxBatchBytes(q.limits),
 		maxPartial: max(1, o.Concurrency/4),
 		groups:     make(map[string]*sendGroup),
-		space:      make(chan struct{}),
+		closed:     make(chan struct{}),
 		recovering: make(map[recoverKey]struct{}),
 		marks:      make(map[string][]uint64),
 		markKick:   make(chan struct{}, 1),
@@ -429,31 +430,94 @@ func (s *sender) header(group string, epoch, seq uint64) envelope.Header {
 	return envelope.Header{Group: group, Epoch: epoch, Seq: seq}
 }
 
+// admitWaiter is an admission waiting for in-flight room.
+type admitWaiter struct {
+	n, size int
+	ready   chan struct{} // closed once the room was taken for it
+}
+
+// fitsLocked reports whether n messages of size bytes fit the in-flight
+// bounds now. Anything fits when nothing is in flight, so that a batch
+// larger than the bounds is admitted alone.
+func (s *sender) fitsLocked(n, size int) bool {
+	return s.inflight == 0 || s.inflight+n <= s.opts.MaxInFlight && s.inflightBytes+size <= s.opts.MaxInFlightBytes
+}
+
+// wakeLocked runs when in-flight room was released. It tells close when
+// nothing is left in flight, and admits waiting admissions, in order, while
+// they fit: the room is taken for them here, so that a later caller cannot
+// overtake them.
+func (s *sender) wakeLocked() {
+	if s.inflight == 0 && s.idle != nil {
+		close(s.idle)
+		s.idle = nil
+	}
+	for !s.closing && len(s.waiters) > 0 && s.fitsLocked(s.waiters[0].n, s.waiters[0].size) {
+		w := s.waiters[0]
+		s.waiters[0] = nil
+		s.waiters = s.waiters[1:]
+		s.inflight += w.n
+		s.inflightBytes += w.size
+		close(w.ready)
+	}
+	if len(s.waiters) == 0 {
+		s.waiters = nil
+	}
+}
+
+// leaveLocked withdraws w, which gave up waiting: the room taken for it if
+// it was admitted meanwhile is released, or it leaves the line.
+func (s *sender) leaveLocked(w *admitWaiter) {
+	select {
+	case <-w.ready:
+		s.inflight -= w.n
+		s.inflightBytes -= w.size
+	default:
+		if i := slices.Index(s.waiters, w); i >= 0 {
+			s.waiters = slices.Delete(s.waiters, i, i+1)
+		}
+	}
+	s.wakeLocked()
+}
+
 // admit appends payloads to group's pending list once the in-flight bounds
-// leave room, and starts the group's reserveLoop if none runs.
+// leave room, and makes sure a reserver will take the group. Admissions
+// that wait are served in order (first come, first served), so a large
+// batch is not starved by a stream of small sends.
 func (s *sender) admit(ctx context.Context, group string, payloads [][]byte, size int, r *SendResult) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("ordered: send: %w", err)
 	}
 	n := len(payloads)
 	s.mu.Lock()
-	for {
-		if s.closing {
-			s.mu.Unlock()
-			return ErrClosed
-		}
-		if s.inflight == 0 || s.inflight+n <= s.opts.MaxInFlight && s.inflightBytes+size <= s.opts.MaxInFlightBytes {
-			break
-		}
-		space := s.space
-		s.waiting = true
+	if s.closing {
 		s.mu.Unlock()
+		return ErrClosed
+	}
+	if len(s.waiters) == 0 && s.fitsLocked(n, size) {
+		s.inflight += n
+		s.inflightBytes += size
+	} else {
+		w := &admitWaiter{n: n, size: size, ready: make(chan struct{})}
+		s.waiters = append(s.waiters, w)
+		s.mu.Unlock()
+		var err error
 		select {
-		case <-space:
+		case <-w.ready:
 		case <-ctx.Done():
-			return fmt.Errorf("ordered: send: waiting for in-flight room: %w", ctx.Err())
+			err = fmt.Errorf("ordered: send: waiting for in-flight room: %w", ctx.Err())
+		case <-s.closed:
+			err = ErrClosed
 		}
 		s.mu.Lock()
+		if err == nil && s.closing {
+			err = ErrClosed
+		}
+		if err != nil {
+			s.leaveLocked(w)
+			s.mu.Unlock()
+			return err
+		}
 	}
 	g := s.groups[group]
 	if g == nil {
@@ -464,8 +528,6 @@ func (s *sender) admit(ctx context.Context, group string, payloads [][]byte, siz
 		g.pending = append(g.pending, sendItem{group: group, grp: g, payload: p, size: len(p), res: r})
 	}
 	g.inflight += n
-	s.inflight += n
-	s.inflightBytes += size
 	if !g.reserving {
 		g.reserving = true
 		s.readyLocked(group)
@@ -832,15 +894,7 @@ func (s *sender) complete(items []*sendItem, errOf func(i int) error) {
 	}
 	s.inflight -= len(items)
 	s.inflightBytes -= bytes
-	if s.waiting {
-		close(s.space)
-		s.space = make(chan struct{})
-		s.waiting = false
-	}
-	if s.inflight == 0 && s.idle != nil {
-		close(s.idle)
-		s.idle = nil
-	}
+	s.wakeLocked()
 	s.mu.Unlock()
 }
 
@@ -992,11 +1046,7 @@ func (s *sender) enqueueRecovered(entries []seqstore.Entry, wait bool) (int, *Se
 func (s *sender) close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closing = true
-	if s.waiting {
-		close(s.space)
-		s.space = make(chan struct{})
-		s.waiting = false
-	}
+	close(s.closed)
 	var idle chan struct{}
 	if s.inflight > 0 {
 		s.idle = make(chan struct{})

@@ -770,3 +770,27 @@ func TestSendMarksFlushAfterInterval(t *testing.T) {
 		require.NoError(t, q.Close(t.Context()))
 	})
 }
+
+// TestSendAdmissionFirstComeFirstServed: a batch waiting for room is not
+// overtaken by a smaller send that would fit.
+func TestSendAdmissionFirstComeFirstServed(t *testing.T) {
+	d := newSendDriver()
+	d.block = make(chan struct{})
+	q := newSendQueue(t, d, newTestStore(), &ordered.Options{Send: ordered.SendOptions{MaxInFlight: 4}})
+	for i := range 3 {
+		_, err := q.SendAsync(t.Context(), "g", []byte(strconv.Itoa(i)))
+		require.NoError(t, err)
+	}
+	batch := make(chan error, 1)
+	go func() { batch <- q.SendBatch(t.Context(), "g", [][]byte{[]byte("b1"), []byte("b2")}) }()
+	time.Sleep(20 * time.Millisecond) // the batch is waiting: 3+2 > 4
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Millisecond)
+	defer cancel()
+	_, err := q.SendAsync(ctx, "g", []byte("small"))
+	require.ErrorIs(t, err, context.DeadlineExceeded, "3+1 fits, but the waiting batch comes first")
+	close(d.block)
+	require.NoError(t, <-batch)
+	msgs := checkStreams(t, d)["g"]
+	require.Len(t, msgs, 5)
+	assert.Equal(t, "b1", msgs[3].Payload)
+}
