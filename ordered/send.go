@@ -259,7 +259,7 @@ func (q *Queue) Recover(ctx context.Context) (int, error) {
 // an earlier process reserved but never handed to the queue. It reads the
 // journal under ctx; a Queue whose journal is empty starts no send side.
 func (q *Queue) recoverOnNew(ctx context.Context) error {
-	if q.opts.Send.Mode != SendDurable {
+	if q.opts.Send.Mode != SendDurable || q.opts.Send.NoRecover {
 		return nil
 	}
 	entries, err := q.store.Pending(ctx, q.opts.Name)

@@ -99,6 +99,16 @@ type SendOptions struct {
 	// mode it stays journaled for recovery). Default 8.
 	MaxAttempts int
 
+	// NoRecover stops New from re-sending the journal (durable mode).
+	// Recovery sends every journaled entry not marked sent and not in
+	// flight in this process; with a store shared by several processes
+	// (Redis, SQL) that includes the messages other processes have in
+	// flight, which are then sent twice (receivers drop the copies, at the
+	// cost of requests). Set it in all but one of them, or in all and call
+	// Queue.Recover when a sender is known to have died. A filestore is
+	// never shared: it is locked by one process.
+	NoRecover bool
+
 	// MarkInterval is how long the record that messages were sent may be
 	// delayed so that many marks share one store call (durable mode). A
 	// mark lost in a crash only makes recovery send a copy, which receivers

@@ -794,3 +794,22 @@ func TestSendAdmissionFirstComeFirstServed(t *testing.T) {
 	require.Len(t, msgs, 5)
 	assert.Equal(t, "b1", msgs[3].Payload)
 }
+
+func TestSendNoRecover(t *testing.T) {
+	store := newTestStore()
+	_, err := store.Reserve(t.Context(), seqstore.Stream{Queue: "default", Group: "g"}, 1, [][]byte{[]byte("left")})
+	require.NoError(t, err)
+	d := newSendDriver()
+	q := newSendQueue(t, d, store, &ordered.Options{Send: ordered.SendOptions{NoRecover: true}})
+	closeQueue(t, q)
+	assert.Empty(t, d.sent(), "NoRecover: New sends nothing")
+	assert.Equal(t, 1, store.journalLen())
+
+	q2 := newSendQueue(t, d, store, &ordered.Options{Send: ordered.SendOptions{NoRecover: true}})
+	n, err := q2.Recover(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "Recover still works on demand")
+	closeQueue(t, q2)
+	require.Len(t, d.sent(), 1)
+	assert.Equal(t, "left", d.sent()[0].Payload)
+}
