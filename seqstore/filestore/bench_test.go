@@ -121,3 +121,40 @@ func benchReserve(b *testing.B, callers int) {
 	b.ReportMetric(inRun, "commit-fsyncs/s")
 	b.ReportMetric(rate/(float64(callers)*inRun), "ratio-in-run")
 }
+
+// BenchmarkReserveBatch16 is BenchmarkReserve16 with 16 seqs (and bodies)
+// per call, as SendBatch makes them: seqs per fsync grow with the batch.
+// One op is one seq.
+func BenchmarkReserveBatch16(b *testing.B) {
+	const callers, per = 16, 16
+	s, err := Open(b.TempDir(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	journal := make([][]byte, per)
+	for i := range journal {
+		journal[i] = make([]byte, 100)
+	}
+	before := s.Stats()
+	var left atomic.Int64
+	left.Store(int64(b.N))
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for i := range callers {
+		wg.Go(func() {
+			st := seqstore.Stream{Queue: "bench", Group: fmt.Sprint(i)}
+			for left.Add(-per) > -per {
+				if _, err := s.Reserve(ctx, st, per, journal); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	after := s.Stats()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "seqs/s")
+	b.ReportMetric(float64(b.N)/float64(after.Fsyncs-before.Fsyncs), "seqs/fsync")
+}

@@ -49,7 +49,7 @@ func crashPair(p int) (a, b seqstore.Stream) {
 // success on stdout, one whole line per write, after the call returned:
 //
 //	R <group> <epoch> <first> <n> <token>   bodies are <token>/0 .. <token>/n-1
-//	S <group> <first> <n>                   Sent returned for that reservation
+//	S <group> <first> <n>                   Sent is about to be called for that reservation
 //	A <pair> <next>                         the pair's cursors moved to next
 //	E <error>                               an unexpected error (the test fails)
 func crashChild(dir string) int {
@@ -103,11 +103,13 @@ func crashWorkload(s *Store, emit func(format string, args ...any), deadline tim
 						for i := range seqs {
 							seqs[i] = res.First + uint64(i)
 						}
+						// Announced before the call: the mark may be
+						// durable before Sent even returns.
+						emit("S %d %d %d", g, res.First, n)
 						if err := s.Sent(ctx, crashStream(g), seqs); err != nil {
 							emit("E sent: %v", err)
 							return
 						}
-						emit("S %d %d %d", g, res.First, n)
 					}
 					continue
 				}
@@ -274,7 +276,14 @@ func TestCrashRecovery(t *testing.T) {
 				require.ErrorIs(t, err, io.EOF)
 				break // a line cut by the kill is not an acknowledgement
 			}
-			lines = append(lines, strings.TrimSuffix(line, "\n"))
+			line = strings.TrimSuffix(line, "\n")
+			if line == "O" {
+				// The child holds the directory: another process
+				// must not open it.
+				_, err := Open(dir, nil)
+				require.ErrorIs(t, err, seqstore.ErrLocked, "round %d: Open while the child has the store open", round)
+			}
+			lines = append(lines, line)
 		}
 		err = cmd.Wait()
 		kill.Stop()

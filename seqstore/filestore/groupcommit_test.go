@@ -47,8 +47,8 @@ func TestGroupCommitCoalesces(t *testing.T) {
 		t.Fatal("no commit within 10s")
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for len(s.reqs) < n-int(k) {
-		require.True(t, time.Now().Before(deadline), "only %d of %d callers queued after 10s", len(s.reqs), n-int(k))
+	for s.queued() < n-int(k) {
+		require.True(t, time.Now().Before(deadline), "only %d of %d callers queued after 10s", s.queued(), n-int(k))
 		time.Sleep(time.Millisecond)
 	}
 	close(release)

@@ -88,6 +88,7 @@ func (s *Store) recover() error {
 	st, nextGen := newState(), uint64(1)
 	snapPath := filepath.Join(s.dir, snapName)
 	data, err := os.ReadFile(snapPath)
+	haveSnapshot := err == nil
 	switch {
 	case err == nil:
 		st, nextGen, err = decodeSnapshot(data)
@@ -99,8 +100,8 @@ func (s *Store) recover() error {
 	}
 
 	// Logs older than the snapshot are leftovers of a snapshot whose
-	// cleanup did not finish.
-	for len(gens) > 0 && gens[0] < nextGen {
+	// cleanup did not finish. Without a snapshot, every log counts.
+	for haveSnapshot && len(gens) > 0 && gens[0] < nextGen {
 		if err := os.Remove(filepath.Join(s.dir, logName(gens[0]))); err != nil {
 			return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 		}

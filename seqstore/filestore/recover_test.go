@@ -2,6 +2,7 @@ package filestore
 
 import (
 	"bytes"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -60,6 +61,14 @@ func TestTornTailEveryOffset(t *testing.T) {
 		writeFile(t, path, data[:cut])
 		checkPrefix(t, dir, k-1, last, "log cut at "+strconv.Itoa(cut))
 	}
+	// The truncation is logged.
+	var logBuf bytes.Buffer
+	writeFile(t, path, data[:len(data)-1])
+	s, err := Open(dir, &Options{Logger: slog.New(slog.NewTextHandler(&logBuf, nil))})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	assert.Contains(t, logBuf.String(), "level=WARN msg=\"filestore: truncating a torn log tail\"", "log of the truncation")
+	assert.Contains(t, logBuf.String(), "dropped_bytes="+strconv.Itoa(len(data)-1-last), "log of the truncation")
 	// A whole last frame with a bad checksum, anywhere in it, is torn too.
 	for p := last; p < len(data); p++ {
 		bad := bytes.Clone(data)

@@ -111,13 +111,18 @@ type Store struct {
 	log  *slog.Logger
 	lock *os.File
 
-	reqs       chan *request
+	// Requests wait in queue for the writer. The writer sets want before
+	// it sleeps; the submitter that makes the queue that long wakes it, so
+	// a commit of N requests costs the writer one wake-up, not N.
+	qmu     sync.Mutex
+	queue   []*request
+	want    int  // wake the writer once len(queue) >= want; 0: it is not waiting
+	qclosed bool // Close began: no more requests
+	wake    chan struct{}
+
 	kick       chan struct{} // Sent marks are waiting
 	writerDone chan struct{}
-
-	submitMu sync.RWMutex // held for reading while sending on reqs
-	closed   bool         // under submitMu; reqs is closed
-	isClosed atomic.Bool  // set at the start of Close, checked first by every call
+	isClosed   atomic.Bool // set at the start of Close, checked first by every call
 
 	closeOnce sync.Once
 	closeErr  error
@@ -172,7 +177,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		opts:       o,
 		log:        o.Logger,
 		lock:       lock,
-		reqs:       make(chan *request, 1024),
+		wake:       make(chan struct{}, 1),
 		kick:       make(chan struct{}, 1),
 		writerDone: make(chan struct{}),
 	}
@@ -374,10 +379,10 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		first = true
 		s.isClosed.Store(true)
-		s.submitMu.Lock()
-		s.closed = true
-		close(s.reqs)
-		s.submitMu.Unlock()
+		s.qmu.Lock()
+		s.qclosed = true
+		s.signalLocked()
+		s.qmu.Unlock()
 		<-s.writerDone
 
 		var errs []error
@@ -427,23 +432,37 @@ func (s *Store) awaitDurable(ctx context.Context, wait chan struct{}) error {
 	return s.failed
 }
 
+// signalLocked wakes the writer; s.qmu is held.
+func (s *Store) signalLocked() {
+	s.want = 0
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// queued returns the number of requests waiting for the writer.
+func (s *Store) queued() int {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	return len(s.queue)
+}
+
 // do hands r to the writer and waits for its outcome.
 func (s *Store) do(ctx context.Context, r *request) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.submitMu.RLock()
-	if s.closed {
-		s.submitMu.RUnlock()
+	s.qmu.Lock()
+	if s.qclosed {
+		s.qmu.Unlock()
 		return seqstore.ErrClosed
 	}
-	select {
-	case s.reqs <- r:
-	case <-ctx.Done():
-		s.submitMu.RUnlock()
-		return ctx.Err()
+	s.queue = append(s.queue, r)
+	if s.want > 0 && len(s.queue) >= s.want {
+		s.signalLocked()
 	}
-	s.submitMu.RUnlock()
+	s.qmu.Unlock()
 	select {
 	case <-r.done:
 		return r.err

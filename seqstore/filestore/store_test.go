@@ -289,3 +289,67 @@ func TestSnapshotRecovery(t *testing.T) {
 		assert.Equal(t, uint64(401), c.Next, "cursor of %s", st)
 	}
 }
+
+// TestCancelWhileQueued cancels one caller whose request waits behind a
+// commit in progress (it must return at once with nothing applied) and one
+// whose request is in that commit (it must report the true outcome).
+func TestCancelWhileQueued(t *testing.T) {
+	blocked := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	hooks := &testHooks{beforeSync: func(int64) {
+		once.Do(func() {
+			close(blocked)
+			<-release
+		})
+	}}
+	s := openT(t, t.TempDir(), &Options{hooks: hooks})
+	st := seqstore.Stream{Queue: "q"}
+
+	ctxA, cancelA := context.WithCancel(ctx)
+	defer cancelA()
+	type result struct {
+		res seqstore.Reservation
+		err error
+	}
+	resA := make(chan result, 1)
+	go func() {
+		r, err := s.Reserve(ctxA, st, 1, [][]byte{[]byte("a")})
+		resA <- result{r, err}
+	}()
+	<-blocked // A's frame is written, its fsync held
+
+	ctxB, cancelB := context.WithCancel(ctx)
+	resB := make(chan error, 1)
+	go func() {
+		_, err := s.Reserve(ctxB, st, 1, [][]byte{[]byte("b")})
+		resB <- err
+	}()
+	require.Eventually(t, func() bool { return s.queued() == 1 }, 5*time.Second, time.Millisecond, "B queued")
+	cancelB()
+	select {
+	case err := <-resB:
+		assert.ErrorIs(t, err, context.Canceled, "B, cancelled while queued")
+	case <-time.After(5 * time.Second):
+		t.Fatal("B did not return within 5s of its cancellation while the writer was blocked")
+	}
+	cancelA()
+	time.Sleep(10 * time.Millisecond)
+	select {
+	case r := <-resA:
+		t.Fatalf("A returned %+v before its fsync finished", r)
+	default:
+	}
+	close(release)
+	a := <-resA
+	require.NoError(t, a.err, "A was in the commit when its ctx ended: its outcome is success")
+	assert.Equal(t, uint64(1), a.res.First, "A's seq")
+
+	c, err := s.Reserve(ctx, st, 1, nil)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), c.First, "B took no seq")
+	pending, err := s.Pending(ctx, "q")
+	require.NoError(t, err)
+	require.Len(t, pending, 1, "only A is journaled")
+	assert.Equal(t, []byte("a"), pending[0].Body, "A's body")
+}

@@ -81,76 +81,82 @@ func (s *Store) run() {
 	defer w.waitTimer.Stop()
 	defer w.markTimer.Stop()
 	for {
-		select {
-		case r, ok := <-s.reqs:
-			if !ok {
+		batch, closed := s.take(w.batch[:0], 1)
+		if len(batch) == 0 {
+			if closed {
 				s.commit(nil) // flush Sent marks
 				return
 			}
-			w.batch = append(w.batch[:0], r)
-			open := s.gather()
-			s.commit(w.batch)
-			clear(w.batch)
-			if !open {
+			select {
+			case <-s.wake:
+			case <-s.kick:
+				if !w.markArmed {
+					w.markArmed = true
+					w.markTimer.Reset(s.opts.SentFlushDelay)
+				}
+			case <-w.markTimer.C:
+				w.markArmed = false
 				s.commit(nil)
-				return
 			}
-		case <-s.kick:
-			if !w.markArmed {
-				w.markArmed = true
-				w.markTimer.Reset(s.opts.SentFlushDelay)
-			}
-		case <-w.markTimer.C:
-			w.markArmed = false
-			s.commit(nil)
+			continue
 		}
+		// Fewer requests than the previous commit answered: wait a little
+		// for those callers to come back, so that N callers in a loop
+		// share one fsync rather than alternating between two half-full
+		// ones.
+		if want := w.lastReleased; !closed && len(batch) < want && len(batch) < maxBatchRequests {
+			if wait := s.commitWait(); wait > 0 {
+				if batch, closed = s.take(batch, want); len(batch) < want && !closed {
+					w.waitTimer.Reset(wait)
+					select {
+					case <-s.wake:
+					case <-w.waitTimer.C:
+					}
+					w.waitTimer.Stop()
+					batch, _ = s.take(batch, 0)
+				}
+			}
+		}
+		w.batch = batch
+		s.commit(batch)
+		clear(batch)
 	}
 }
 
-// gather adds waiting requests to w.batch. If fewer are waiting than the
-// previous commit answered, it waits a little for those callers to return,
-// so that N callers in a loop share one fsync rather than alternating
-// between two half-full ones. It reports false once reqs is closed.
-func (s *Store) gather() bool {
-	w := &s.w
-	size := w.batch[0].size
-	armed := false
-	defer func() {
-		if armed {
-			w.waitTimer.Stop()
-		}
-	}()
-	for len(w.batch) < maxBatchRequests && size < batchBytes {
-		var r *request
-		var ok bool
-		select {
-		case r, ok = <-s.reqs:
-		default:
-			if len(w.batch) >= w.lastReleased {
-				return true
-			}
-			if !armed {
-				wait := s.commitWait()
-				if wait <= 0 {
-					return true
-				}
-				w.waitTimer.Reset(wait)
-				armed = true
-			}
-			select {
-			case r, ok = <-s.reqs:
-			case <-w.waitTimer.C:
-				armed = false
-				return true
-			}
-		}
-		if !ok {
-			return false
-		}
-		w.batch = append(w.batch, r)
+// take moves waiting requests to batch, up to the limits of one commit. If
+// batch then holds fewer than min, it asks submitters to wake the writer
+// once enough are queued. It also reports whether Close has begun.
+func (s *Store) take(batch []*request, min int) ([]*request, bool) {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	size := 0
+	for _, r := range batch {
 		size += r.size
 	}
-	return true
+	n := 0
+	for _, r := range s.queue {
+		if len(batch) >= maxBatchRequests || size >= batchBytes {
+			break
+		}
+		batch = append(batch, r)
+		size += r.size
+		n++
+	}
+	rest := copy(s.queue, s.queue[n:])
+	clear(s.queue[rest:])
+	s.queue = s.queue[:rest]
+	s.want = 0
+	if len(batch) < min {
+		s.want = min - len(batch)
+		select { // drop a stale wake-up
+		case <-s.wake:
+		default:
+		}
+		if s.qclosed {
+			s.wake <- struct{}{}
+		}
+	}
+	return batch, s.qclosed
 }
 
 func (s *Store) commitWait() time.Duration {
