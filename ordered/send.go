@@ -954,14 +954,43 @@ func (s *sender) flushMarksLocked(ctx context.Context) {
 	s.marks = make(map[string][]uint64, len(marks))
 	s.markCount = 0
 	s.markMu.Unlock()
-	// A mark that is lost only makes recovery send a copy, which receivers
-	// drop: log and go on.
-	for group, seqs := range marks {
+	mark := func(group string, seqs []uint64) {
+		// A mark that is lost only makes recovery send a copy, which
+		// receivers drop: log and go on.
 		if err := s.q.storeSent(ctx, s.q.stream(group), seqs); err != nil {
 			s.q.log.Warn("ordered: marking messages sent failed", "group", group, "count", len(seqs), "err", err)
 		}
 	}
+	if len(marks) == 1 {
+		for group, seqs := range marks {
+			mark(group, seqs)
+		}
+		return
+	}
+	// One call per group, markWorkers at a time, so that a store with group
+	// commit serves many groups per write.
+	type groupMarks struct {
+		group string
+		seqs  []uint64
+	}
+	work := make(chan groupMarks)
+	var wg sync.WaitGroup
+	for range min(len(marks), markWorkers) {
+		wg.Go(func() {
+			for m := range work {
+				mark(m.group, m.seqs)
+			}
+		})
+	}
+	for group, seqs := range marks {
+		work <- groupMarks{group, seqs}
+	}
+	close(work)
+	wg.Wait()
 }
+
+// markWorkers bounds the concurrent Sent calls of one flush.
+const markWorkers = 16
 
 // recover re-sends the journaled entries not in flight in this process and
 // waits for them.
