@@ -22,10 +22,10 @@ type backend struct {
 	name string
 	// open returns a client and a fresh unique prefix; the keys under the
 	// prefix are deleted when the test ends.
-	open func(t *testing.T) (redis.UniversalClient, string)
+	open func(t testing.TB) (redis.UniversalClient, string)
 }
 
-func uniquePrefix(t *testing.T) string {
+func uniquePrefix(t testing.TB) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return "inordertest:" + hex.EncodeToString(b[:]) + ":"
@@ -34,9 +34,9 @@ func uniquePrefix(t *testing.T) string {
 // backends returns miniredis always and the real Redis at
 // INORDER_TEST_REDIS_ADDR when set. With CI=true a missing variable or an
 // unreachable server fails the test.
-func backends(t *testing.T) []backend {
+func backends(t testing.TB) []backend {
 	t.Helper()
-	bs := []backend{{name: "miniredis", open: func(t *testing.T) (redis.UniversalClient, string) {
+	bs := []backend{{name: "miniredis", open: func(t testing.TB) (redis.UniversalClient, string) {
 		mr := miniredis.RunT(t)
 		c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 		t.Cleanup(func() { _ = c.Close() })
@@ -50,12 +50,12 @@ func backends(t *testing.T) []backend {
 		t.Log("INORDER_TEST_REDIS_ADDR not set: real Redis tests skipped, miniredis only")
 		return bs
 	}
-	return append(bs, backend{name: "redis", open: func(t *testing.T) (redis.UniversalClient, string) {
+	return append(bs, backend{name: "redis", open: func(t testing.TB) (redis.UniversalClient, string) {
 		return realRedis(t, addr)
 	}})
 }
 
-func realRedis(t *testing.T, addr string) (redis.UniversalClient, string) {
+func realRedis(t testing.TB, addr string) (redis.UniversalClient, string) {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -101,7 +101,7 @@ func forEach(t *testing.T, f func(t *testing.T, c redis.UniversalClient, prefix 
 	}
 }
 
-func newStore(t *testing.T, c redis.UniversalClient, prefix string) *Store {
+func newStore(t testing.TB, c redis.UniversalClient, prefix string) *Store {
 	t.Helper()
 	s, err := New(c, &Options{Prefix: prefix})
 	if err != nil {

@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -12,16 +11,6 @@ import (
 
 	"github.com/inorder/inorder/seqstore"
 )
-
-// op is one caller's Reserve, Sent or Advance. apply runs it inside a shared
-// transaction: opErr is the caller's own outcome (a conflict, a corrupt row),
-// with nothing written; dbErr means the transaction must be rolled back.
-type op struct {
-	apply  func(ctx context.Context, tx *sql.Tx) (opErr, dbErr error)
-	cancel <-chan struct{}
-	done   chan struct{}
-	err    error
-}
 
 // do queues o for the group commit and waits for its outcome or for ctx.
 func (s *Store) do(ctx context.Context, o *op) error {
@@ -146,21 +135,17 @@ func (s *Store) tryTx(ops []*op) (err error, beforeCommit bool) {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err), true
 	}
-	outcomes := make([]error, len(ops))
-	for i, o := range ops {
-		opErr, dbErr := o.apply(ctx, tx)
-		if dbErr != nil {
-			_ = tx.Rollback()
-			return dbErr, true
-		}
-		outcomes[i] = opErr
+	outcomes, err := s.applyBatch(ctx, tx, ops)
+	if err != nil {
+		_ = tx.Rollback()
+		return err, true
 	}
 	s.stmts.Add(1)
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err), false
 	}
 	for i, o := range ops {
-		o.err = outcomes[i]
+		o.res, o.err = outcomes[i].res, outcomes[i].err
 	}
 	return nil, false
 }

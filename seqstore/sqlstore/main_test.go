@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -28,7 +29,7 @@ type backend struct {
 	dialect Dialect
 	// open returns a database and a fresh unique table prefix; the tables
 	// under the prefix are dropped when the test ends.
-	open func(t *testing.T) (*sql.DB, string)
+	open func(t testing.TB) (*sql.DB, string)
 }
 
 func uniquePrefix() string {
@@ -41,13 +42,13 @@ func sqliteDSN(path string) string {
 	return "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_txlock=immediate"
 }
 
-func openSQLite(t *testing.T) (*sql.DB, string) {
+func openSQLite(t testing.TB) (*sql.DB, string) {
 	t.Helper()
 	db, err := sql.Open("sqlite", sqliteDSN(filepath.Join(t.TempDir(), "store.db")))
 	if err != nil {
 		t.Fatalf("open sqlite: %v", err)
 	}
-	db.SetMaxOpenConns(4)
+	db.SetMaxOpenConns(8)
 	t.Cleanup(func() { _ = db.Close() })
 	return db, uniquePrefix()
 }
@@ -55,7 +56,7 @@ func openSQLite(t *testing.T) (*sql.DB, string) {
 // backends returns SQLite always, and PostgreSQL and MariaDB/MySQL when
 // INORDER_TEST_POSTGRES_DSN / INORDER_TEST_MYSQL_DSN are set. With CI=true a
 // missing variable or an unreachable server fails the test.
-func backends(t *testing.T) []backend {
+func backends(t testing.TB) []backend {
 	t.Helper()
 	bs := []backend{{name: "sqlite", dialect: SQLite, open: openSQLite}}
 	for _, srv := range []struct {
@@ -73,20 +74,20 @@ func backends(t *testing.T) []backend {
 			t.Logf("%s not set: %s tests skipped", srv.env, srv.name)
 			continue
 		}
-		bs = append(bs, backend{name: srv.name, dialect: srv.dialect, open: func(t *testing.T) (*sql.DB, string) {
+		bs = append(bs, backend{name: srv.name, dialect: srv.dialect, open: func(t testing.TB) (*sql.DB, string) {
 			return openServer(t, srv.driver, srv.env, dsn)
 		}})
 	}
 	return bs
 }
 
-func openServer(t *testing.T, driver, env, dsn string) (*sql.DB, string) {
+func openServer(t testing.TB, driver, env, dsn string) (*sql.DB, string) {
 	t.Helper()
 	db, err := sql.Open(driver, dsn)
 	if err != nil {
 		t.Fatalf("%s: open: %v", env, err)
 	}
-	db.SetMaxOpenConns(4)
+	db.SetMaxOpenConns(8)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := db.PingContext(ctx); err != nil {
@@ -119,9 +120,9 @@ func forEach(t *testing.T, f func(t *testing.T, b backend, db *sql.DB, prefix st
 }
 
 // newStore opens and migrates a store, closed when the test ends.
-func newStore(t *testing.T, db *sql.DB, d Dialect, prefix string) *Store {
+func newStore(t testing.TB, db *sql.DB, d Dialect, prefix string) *Store {
 	t.Helper()
-	s, err := Open(db, d, &Options{TablePrefix: prefix})
+	s, err := Open(db, d, &Options{TablePrefix: prefix, Writers: benchWriters()})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -134,9 +135,14 @@ func newStore(t *testing.T, db *sql.DB, d Dialect, prefix string) *Store {
 	return s
 }
 
-func envDSN(t *testing.T, env string) string {
+func envDSN(t testing.TB, env string) string {
 	t.Helper()
 	v := os.Getenv(env)
 	require.NotEmpty(t, v, env)
 	return v
+}
+
+func benchWriters() int {
+	n, _ := strconv.Atoi(os.Getenv("BENCH_WRITERS"))
+	return n
 }

@@ -24,7 +24,6 @@ const DefaultTablePrefix = "inorder_"
 
 const (
 	maxBatchOps     = 128
-	journalChunk    = 500 // rows per INSERT, 4 parameters each
 	defaultTxTimout = 30 * time.Second
 )
 
@@ -80,7 +79,6 @@ type Store struct {
 	db      *sql.DB
 	dialect Dialect
 	prefix  string
-	q       *queries
 	log     *slog.Logger
 	timeout time.Duration
 
@@ -127,7 +125,6 @@ func Open(db *sql.DB, dialect Dialect, opts *Options) (*Store, error) {
 		db:      db,
 		dialect: dialect,
 		prefix:  o.TablePrefix,
-		q:       buildQueries(dialect, o.TablePrefix),
 		log:     o.Logger,
 		timeout: o.TxTimeout,
 		queue:   make(chan *op, maxBatchOps*o.Writers),
@@ -213,66 +210,11 @@ func (s *Store) Reserve(ctx context.Context, st seqstore.Stream, n int, journal 
 	if journal != nil && len(journal) != n {
 		return seqstore.Reservation{}, fmt.Errorf("sqlstore: reserve %s: %w: journal holds %d bodies for n=%d", st, seqstore.ErrInvalidArgument, len(journal), n)
 	}
-	var res seqstore.Reservation
-	o := &op{apply: func(ctx context.Context, tx *sql.Tx) (error, error) {
-		r, opErr, dbErr := s.reserveIn(ctx, tx, st, n, journal)
-		res = r
-		return opErr, dbErr
-	}}
+	o := &op{kind: opReserve, stream: st, n: n, journal: journal}
 	if err := s.do(ctx, o); err != nil {
 		return seqstore.Reservation{}, fmt.Errorf("sqlstore: reserve %s: %w", st, err)
 	}
-	return res, nil
-}
-
-// reserveIn allocates n seqs of st inside tx. opErr is the caller's own
-// failure (overflow, corrupt row) with nothing written; dbErr means the
-// transaction is unusable.
-func (s *Store) reserveIn(ctx context.Context, tx *sql.Tx, st seqstore.Stream, n int, journal [][]byte) (res seqstore.Reservation, opErr, dbErr error) {
-	var epoch, last int64
-	s.stmts.Add(1)
-	err := tx.QueryRowContext(ctx, s.q.selectSendLocked, st.Queue, st.Group).Scan(&epoch, &last)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		epoch = int64(seqstore.NewEpoch(time.Now()))
-		s.stmts.Add(1)
-		if _, err := tx.ExecContext(ctx, s.q.insertSend, st.Queue, st.Group, epoch, int64(n)); err != nil {
-			return res, nil, err
-		}
-	case err != nil:
-		return res, nil, err
-	default:
-		if epoch < 1 || last < 0 {
-			return res, fmt.Errorf("%w: send row has epoch %d last_seq %d", seqstore.ErrCorrupt, epoch, last), nil
-		}
-		if uint64(n) > seqstore.MaxSeq-uint64(last) {
-			return res, fmt.Errorf("%w: %d seqs after %d", seqstore.ErrOverflow, n, last), nil
-		}
-		s.stmts.Add(1)
-		r, err := tx.ExecContext(ctx, s.q.updateSend, last+int64(n), st.Queue, st.Group, last)
-		if err != nil {
-			return res, nil, err
-		}
-		if k, err := r.RowsAffected(); err != nil || k != 1 {
-			return res, nil, fmt.Errorf("send row of %s changed under its lock (%d rows, %v)", st, k, err)
-		}
-	}
-	first := last + 1
-	for lo := 0; lo < len(journal); lo += journalChunk {
-		part := journal[lo:min(lo+journalChunk, len(journal))]
-		args := make([]any, 0, 4*len(part))
-		for i, b := range part {
-			if b == nil {
-				b = []byte{} // NULL would break NOT NULL; an empty body is a body
-			}
-			args = append(args, st.Queue, st.Group, first+int64(lo+i), b)
-		}
-		s.stmts.Add(1)
-		if _, err := tx.ExecContext(ctx, s.q.insertJournal(len(part)), args...); err != nil {
-			return res, nil, err
-		}
-	}
-	return seqstore.Reservation{Epoch: uint64(epoch), First: uint64(first)}, nil, nil
+	return o.res, nil
 }
 
 // Sent implements seqstore.Store.
@@ -283,27 +225,7 @@ func (s *Store) Sent(ctx context.Context, st seqstore.Stream, seqs []uint64) err
 	if len(seqs) == 0 {
 		return nil
 	}
-	o := &op{apply: func(ctx context.Context, tx *sql.Tx) (error, error) {
-		for lo := 0; lo < len(seqs); lo += journalChunk {
-			part := seqs[lo:min(lo+journalChunk, len(seqs))]
-			args := make([]any, 0, 2+len(part))
-			args = append(args, st.Queue, st.Group)
-			for _, q := range part {
-				if q > seqstore.MaxSeq {
-					continue // no such entry can exist
-				}
-				args = append(args, int64(q))
-			}
-			if len(args) == 2 {
-				continue
-			}
-			s.stmts.Add(1)
-			if _, err := tx.ExecContext(ctx, s.q.deleteJournal(len(args)-2), args...); err != nil {
-				return nil, err
-			}
-		}
-		return nil, nil
-	}}
+	o := &op{kind: opSent, stream: st, seqs: seqs}
 	if err := s.do(ctx, o); err != nil {
 		return fmt.Errorf("sqlstore: sent %s: %w", st, err)
 	}
@@ -318,36 +240,26 @@ func (s *Store) Cursor(ctx context.Context, st seqstore.Stream) (seqstore.Cursor
 	if s.isClosed() {
 		return seqstore.Cursor{}, fmt.Errorf("sqlstore: cursor %s: %w", st, seqstore.ErrClosed)
 	}
-	c, _, err := readCursor(ctx, s.db, s.q.selectCursor, st)
+	c, err := s.readCursor(ctx, st)
 	if err != nil {
 		return seqstore.Cursor{}, fmt.Errorf("sqlstore: cursor %s: %w", st, err)
 	}
 	return c, nil
 }
 
-type queryer interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// readCursor returns st's cursor and whether a row exists.
-func readCursor(ctx context.Context, db queryer, query string, st seqstore.Stream) (seqstore.Cursor, bool, error) {
+// readCursor reads st's cursor outside any transaction.
+func (s *Store) readCursor(ctx context.Context, st seqstore.Stream) (seqstore.Cursor, error) {
 	var e, n, o int64
 	var sk string
-	err := db.QueryRowContext(ctx, query, st.Queue, st.Group).Scan(&e, &n, &o, &sk)
+	q := s.ph("SELECT epoch, next_seq, owner, skipped FROM " + s.prefix + "cursor WHERE queue = ? AND grp = ?")
+	err := s.db.QueryRowContext(ctx, q, st.Queue, st.Group).Scan(&e, &n, &o, &sk)
 	if errors.Is(err, sql.ErrNoRows) {
-		return seqstore.Cursor{}, false, nil
+		return seqstore.Cursor{}, nil
 	}
 	if err != nil {
-		return seqstore.Cursor{}, false, err
+		return seqstore.Cursor{}, err
 	}
-	if e < 0 || n < 0 || o < 0 {
-		return seqstore.Cursor{}, true, fmt.Errorf("%w: cursor row has epoch %d next_seq %d owner %d", seqstore.ErrCorrupt, e, n, o)
-	}
-	skipped, err := parseSkipped(sk)
-	if err != nil {
-		return seqstore.Cursor{}, true, err
-	}
-	return seqstore.Cursor{Epoch: uint64(e), Next: uint64(n), Owner: uint64(o), Skipped: skipped}, true, nil
+	return cursorFromRow(e, n, o, sk)
 }
 
 // Advance implements seqstore.Store: the batch is one compare-and-set inside
@@ -359,9 +271,7 @@ func (s *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	o := &op{apply: func(ctx context.Context, tx *sql.Tx) (error, error) {
-		return s.advanceIn(ctx, tx, batch)
-	}}
+	o := &op{kind: opAdvance, batch: batch}
 	if err := s.do(ctx, o); err != nil {
 		var ce *seqstore.ConflictError
 		if errors.As(err, &ce) {
@@ -389,11 +299,18 @@ func (s *Store) AdvanceTx(ctx context.Context, tx *sql.Tx, batch []seqstore.Adva
 	if s.isClosed() {
 		return fmt.Errorf("sqlstore: advance in transaction: %w", seqstore.ErrClosed)
 	}
-	opErr, dbErr := s.advanceIn(ctx, tx, batch)
-	if dbErr != nil {
-		return fmt.Errorf("sqlstore: advance in transaction: %w", dbErr)
+	out, err := s.applyBatch(ctx, tx, []*op{{kind: opAdvance, batch: batch}})
+	if err != nil {
+		return fmt.Errorf("sqlstore: advance in transaction: %w", err)
 	}
-	return opErr
+	if err := out[0].err; err != nil {
+		var ce *seqstore.ConflictError
+		if errors.As(err, &ce) {
+			return err
+		}
+		return fmt.Errorf("sqlstore: advance in transaction: %w", err)
+	}
+	return nil
 }
 
 func checkBatch(batch []seqstore.Advance) error {
@@ -410,53 +327,6 @@ func checkBatch(batch []seqstore.Advance) error {
 	return nil
 }
 
-// advanceIn locks and compares every cursor of batch, then writes them all,
-// or none if any differs from its From.
-func (s *Store) advanceIn(ctx context.Context, tx *sql.Tx, batch []seqstore.Advance) (opErr, dbErr error) {
-	exists := make([]bool, len(batch))
-	var conflicts []seqstore.Stream
-	for i, a := range batch {
-		s.stmts.Add(1)
-		cur, ok, err := readCursor(ctx, tx, s.q.selectCursorLocked, a.Stream)
-		if err != nil {
-			if errors.Is(err, seqstore.ErrCorrupt) {
-				return fmt.Errorf("sqlstore: advance %s: %w", a.Stream, err), nil
-			}
-			return nil, err
-		}
-		exists[i] = ok
-		if !cur.Same(a.From) {
-			conflicts = append(conflicts, a.Stream)
-		}
-	}
-	if len(conflicts) > 0 {
-		return &seqstore.ConflictError{Streams: conflicts}, nil
-	}
-	for i, a := range batch {
-		to, from := a.To, a.From
-		sk := formatSkipped(to.Skipped)
-		s.stmts.Add(1)
-		if !exists[i] {
-			if _, err := tx.ExecContext(ctx, s.q.insertCursor, a.Stream.Queue, a.Stream.Group,
-				int64(to.Epoch), int64(to.Next), int64(to.Owner), sk); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		r, err := tx.ExecContext(ctx, s.q.updateCursor, int64(to.Epoch), int64(to.Next), int64(to.Owner), sk,
-			a.Stream.Queue, a.Stream.Group, int64(from.Epoch), int64(from.Next), int64(from.Owner))
-		if err != nil {
-			return nil, err
-		}
-		if s.q.checkUpdate {
-			if k, err := r.RowsAffected(); err != nil || k != 1 {
-				return nil, fmt.Errorf("cursor row of %s changed under its lock (%d rows, %v)", a.Stream, k, err)
-			}
-		}
-	}
-	return nil, nil
-}
-
 // Pending implements seqstore.Store. It reads outside the group commit.
 func (s *Store) Pending(ctx context.Context, queue string) ([]seqstore.Entry, error) {
 	if err := (seqstore.Stream{Queue: queue}).Validate(); err != nil {
@@ -465,7 +335,9 @@ func (s *Store) Pending(ctx context.Context, queue string) ([]seqstore.Entry, er
 	if s.isClosed() {
 		return nil, fmt.Errorf("sqlstore: pending: %w", seqstore.ErrClosed)
 	}
-	rows, err := s.db.QueryContext(ctx, s.q.pending, queue)
+	q := s.ph("SELECT j.grp, j.seq, j.body, s.epoch, s.last_seq FROM " + s.prefix + "journal j LEFT JOIN " +
+		s.prefix + "send s ON s.queue = j.queue AND s.grp = j.grp WHERE j.queue = ?")
+	rows, err := s.db.QueryContext(ctx, q, queue)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: pending %q: %w", queue, err)
 	}
