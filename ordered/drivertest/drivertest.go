@@ -39,6 +39,7 @@ type timing struct {
 	early    time.Duration // how much earlier than promised a message may reappear (clock granularity)
 	skew     time.Duration // tolerance on times reported by the service (clock skew)
 	longWait time.Duration // a wait that must be cut short by an event
+	empty    time.Duration // wait of a receive on an empty queue, long against slack
 	deadline time.Duration // how long a test may take to collect its messages
 	bulk     int           // messages in the bulk test
 	senders  int           // senders in the concurrency test
@@ -48,14 +49,14 @@ type timing struct {
 var (
 	fastTiming = timing{
 		vis: 300 * time.Millisecond, longVis: 60 * time.Second, poll: 50 * time.Millisecond,
-		slack: 700 * time.Millisecond, early: 20 * time.Millisecond, skew: 2 * time.Second,
-		longWait: 10 * time.Second, deadline: 20 * time.Second,
+		slack: time.Second, early: 20 * time.Millisecond, skew: 2 * time.Second,
+		longWait: 10 * time.Second, empty: 1500 * time.Millisecond, deadline: 20 * time.Second,
 		bulk: 300, senders: 8, perSend: 250,
 	}
 	slowTiming = timing{
 		vis: 2 * time.Second, longVis: 120 * time.Second, poll: time.Second,
 		slack: 4 * time.Second, early: 1100 * time.Millisecond, skew: 2 * time.Minute,
-		longWait: 20 * time.Second, deadline: 2 * time.Minute,
+		longWait: 20 * time.Second, empty: 5 * time.Second, deadline: 2 * time.Minute,
 		bulk: 40, senders: 8, perSend: 6,
 	}
 )
@@ -195,6 +196,21 @@ func (s *suite) receiveN(t *testing.T, ctx context.Context, q driver.Queue, n in
 	}
 	require.Len(t, got, n, "messages received within %v", s.tm.deadline)
 	return got
+}
+
+// receiveOne receives one message, waiting up to within for it, and returns
+// it with the time the successful ReceiveBatch call began (the message
+// became invisible no earlier). It returns nil if none came.
+func (s *suite) receiveOne(t *testing.T, ctx context.Context, q driver.Queue, within time.Duration) (*driver.Message, time.Time) {
+	t.Helper()
+	end := time.Now().Add(within)
+	for time.Now().Before(end) {
+		before := time.Now()
+		if msgs := s.receive(t, ctx, q, 1, s.tm.poll); len(msgs) > 0 {
+			return msgs[0], before
+		}
+	}
+	return nil, time.Time{}
 }
 
 // expectNone polls for d and fails if any message comes.
@@ -503,20 +519,14 @@ func (s *suite) testStaleAfterRedelivery(t *testing.T) {
 	vis := q.Limits().Visibility
 	body := []byte("redelivered")
 	send(t, ctx, q, bytes.Clone(body))
-	first := s.receiveN(t, ctx, q, 1)[0]
-	t0 := time.Now()
+	first, t0 := s.receiveOne(t, ctx, q, s.tm.deadline)
+	require.NotNil(t, first, "the message sent, within %v", s.tm.deadline)
 	// Changing a received body must not change what is delivered next.
 	for i := range first.Body {
 		first.Body[i] = 'X'
 	}
 
-	var second *driver.Message
-	end := t0.Add(vis + 2*s.tm.slack)
-	for second == nil && time.Now().Before(end) {
-		if msgs := s.receive(t, ctx, q, 1, s.tm.poll); len(msgs) > 0 {
-			second = msgs[0]
-		}
-	}
+	second, _ := s.receiveOne(t, ctx, q, vis+2*s.tm.slack)
 	require.NotNil(t, second, "the message must be delivered again within visibility %v + %v", vis, 2*s.tm.slack)
 	assert.GreaterOrEqual(t, time.Since(t0), vis-s.tm.early, "a message must stay invisible until its visibility timeout ends")
 	assert.Equal(t, first.ID, second.ID, "every delivery of one message carries the same ID")
@@ -561,16 +571,11 @@ func (s *suite) testChangeVisibilityDelays(t *testing.T) {
 	s.expectNone(t, ctx, q, l.Visibility+s.tm.slack, "visibility was extended")
 
 	short := l.MinVisibility
+	t2 := time.Now()
 	r3, err := q.ChangeVisibility(ctx, r2, short)
 	require.NoError(t, err, "ChangeVisibility(%v) with the receipt returned by the previous change", short)
 	require.NotEmpty(t, r3, "new receipt from ChangeVisibility")
-	t2 := time.Now()
-	var back *driver.Message
-	for back == nil && time.Since(t2) < short+2*s.tm.slack {
-		if msgs := s.receive(t, ctx, q, 1, s.tm.poll); len(msgs) > 0 {
-			back = msgs[0]
-		}
-	}
+	back, _ := s.receiveOne(t, ctx, q, short+2*s.tm.slack)
 	require.NotNil(t, back, "after ChangeVisibility(%v) the message must come back within %v", short, short+2*s.tm.slack)
 	assert.Less(t, time.Since(t1), long, "the short timeout must bring the message back before the long one ends")
 	assert.GreaterOrEqual(t, time.Since(t2), short-s.tm.early, "the message came back before its new timeout")
@@ -590,15 +595,11 @@ func (s *suite) testChangeVisibilityShortens(t *testing.T) {
 	m := s.receiveN(t, ctx, q, 1)[0]
 	short := l.MinVisibility
 	require.Less(t, short+2*s.tm.slack, l.Visibility, "test needs MinVisibility well below the queue's visibility")
+	t0 := time.Now()
 	r, err := q.ChangeVisibility(ctx, m.Receipt, short)
 	require.NoError(t, err, "ChangeVisibility(%v)", short)
-	t0 := time.Now()
-	var back *driver.Message
-	for back == nil && time.Since(t0) < short+2*s.tm.slack {
-		if msgs := s.receive(t, ctx, q, 1, s.tm.poll); len(msgs) > 0 {
-			back = msgs[0]
-		}
-	}
+	back, _ := s.receiveOne(t, ctx, q, short+2*s.tm.slack)
+	assert.GreaterOrEqual(t, time.Since(t0), short-s.tm.early, "the message came back before its new timeout")
 	require.NotNil(t, back, "after ChangeVisibility(%v) on a queue with visibility %v the message must come back within %v", short, l.Visibility, short+2*s.tm.slack)
 	assert.Equal(t, m.ID, back.ID, "same message")
 	assert.Equal(t, 2, back.DequeueCount, "DequeueCount after one redelivery")
@@ -619,7 +620,7 @@ func (s *suite) testEmptyWait(t *testing.T) {
 	assert.Empty(t, msgs, "messages from an empty queue")
 	assert.Less(t, time.Since(start), s.tm.slack, "ReceiveBatch with no wait must not wait")
 
-	w := min(l.MaxWait, 3*s.tm.poll+s.tm.slack/2)
+	w := min(l.MaxWait, s.tm.empty)
 	if w == 0 {
 		t.Skip("driver does not wait (MaxWait 0)")
 	}
