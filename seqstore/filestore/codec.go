@@ -40,9 +40,16 @@ const (
 	snapHeaderSize  = 8 + 4 + 4 + 8
 	snapTrailerSize = 8 + 4
 
-	// maxFrameBytes bounds one frame's payload, and so one Reserve call's
-	// journal.
+	// maxFrameBytes bounds one frame's payload. A frame holds requests of
+	// at most maxRequestBytes together (or one larger request up to that
+	// bound), plus Sent marks while the frame is below
+	// maxFrameBytes-2*maxRequestBytes, in records of at most maxMarkSeqs
+	// seqs, so it never passes the bound.
 	maxFrameBytes = 256 << 20
+	// maxRequestBytes bounds one Reserve or Advance call's encoding.
+	maxRequestBytes = 64 << 20
+	// maxMarkSeqs bounds the seqs of one sent record (10 bytes each at most).
+	maxMarkSeqs = 1 << 20
 )
 
 // Record types inside a frame payload.

@@ -242,8 +242,8 @@ func (s *Store) Reserve(ctx context.Context, st seqstore.Stream, n int, journal 
 		return seqstore.Reservation{}, fmt.Errorf("filestore: reserve %s: %d journal bodies for %d seqs: %w", st, len(journal), n, seqstore.ErrInvalidArgument)
 	}
 	size := reserveSize(st, journal)
-	if size > maxFrameBytes {
-		return seqstore.Reservation{}, fmt.Errorf("filestore: reserve %s: journal of %d bytes exceeds %d: %w", st, size, maxFrameBytes, seqstore.ErrInvalidArgument)
+	if size > maxRequestBytes {
+		return seqstore.Reservation{}, fmt.Errorf("filestore: reserve %s: journal of %d bytes exceeds %d: %w", st, size, maxRequestBytes, seqstore.ErrInvalidArgument)
 	}
 	r := &request{kind: kindReserve, stream: st, n: n, journal: journal, size: size, done: make(chan struct{})}
 	if err := s.do(ctx, r); err != nil {
@@ -268,6 +268,9 @@ func (s *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
 		}
 		seen[a.Stream] = struct{}{}
 		size += 64 + len(a.Stream.Queue) + len(a.Stream.Group) + 30*len(a.To.Skipped)
+	}
+	if size > maxRequestBytes {
+		return fmt.Errorf("filestore: advance: batch of %d streams exceeds %d bytes: %w", len(batch), maxRequestBytes, seqstore.ErrInvalidArgument)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("filestore: advance: %w", err)
@@ -302,12 +305,15 @@ func (s *Store) Sent(ctx context.Context, st seqstore.Stream, seqs []uint64) err
 		return fmt.Errorf("filestore: sent %s: %w", st, err)
 	}
 	dropped := s.st.sent(st, seqs)
-	if dropped != nil {
-		s.marks = append(s.marks, mark{stream: st, seqs: dropped})
+	marked := len(dropped)
+	for len(dropped) > 0 {
+		n := min(len(dropped), maxMarkSeqs)
+		s.marks = append(s.marks, mark{stream: st, seqs: dropped[:n:n]})
+		dropped = dropped[n:]
 	}
 	s.mu.Unlock()
-	if dropped != nil {
-		s.stats.sentMarks.Add(int64(len(dropped)))
+	if marked > 0 {
+		s.stats.sentMarks.Add(int64(marked))
 		select {
 		case s.kick <- struct{}{}:
 		default:

@@ -353,3 +353,10 @@ func TestCancelWhileQueued(t *testing.T) {
 	require.Len(t, pending, 1, "only A is journaled")
 	assert.Equal(t, []byte("a"), pending[0].Body, "A's body")
 }
+
+func TestRequestTooLarge(t *testing.T) {
+	s := openT(t, t.TempDir(), nil)
+	_, err := s.Reserve(ctx, seqstore.Stream{Queue: "q"}, 1, [][]byte{make([]byte, maxRequestBytes)})
+	assert.ErrorIs(t, err, seqstore.ErrInvalidArgument, "a journal above the request bound")
+	assert.Zero(t, s.Stats().Reservations, "nothing reserved")
+}

@@ -135,8 +135,8 @@ func (s *Store) take(batch []*request, min int) ([]*request, bool) {
 	}
 	n := 0
 	for _, r := range s.queue {
-		if len(batch) >= maxBatchRequests || size >= batchBytes {
-			break
+		if len(batch) >= maxBatchRequests || len(batch) > 0 && size+r.size > batchBytes {
+			break // one request alone may pass batchBytes, up to maxRequestBytes
 		}
 		batch = append(batch, r)
 		size += r.size
@@ -214,14 +214,28 @@ func (s *Store) commit(batch []*request) {
 		}
 		records++
 	}
+	marks := 0
 	if failed == nil {
 		for _, m := range s.marks {
+			if len(frame) > maxFrameBytes-2*maxRequestBytes {
+				break // the rest goes in the next frame
+			}
 			frame = appendSent(frame, m.stream, m.seqs)
 			records++
+			marks++
+		}
+	} else {
+		marks = len(s.marks)
+	}
+	rest := copy(s.marks, s.marks[marks:])
+	clear(s.marks[rest:])
+	s.marks = s.marks[:rest]
+	if rest > 0 {
+		select { // make sure the writer comes back for them
+		case s.kick <- struct{}{}:
+		default:
 		}
 	}
-	clear(s.marks)
-	s.marks = s.marks[:0]
 	var durable chan struct{}
 	if records > 0 {
 		durable = make(chan struct{})

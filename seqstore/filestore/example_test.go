@@ -1,0 +1,65 @@
+package filestore_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+
+	"github.com/inorder/inorder/seqstore"
+	"github.com/inorder/inorder/seqstore/filestore"
+)
+
+func Example() {
+	dir, err := os.MkdirTemp("", "filestore-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	ctx := context.Background()
+	s, err := filestore.Open(dir, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	orders := seqstore.Stream{Queue: "orders", Group: "customer-42"}
+
+	// The sender reserves seqs and journals the bodies in one fsync.
+	res, err := s.Reserve(ctx, orders, 2, [][]byte{[]byte("created"), []byte("paid")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("first seq:", res.First)
+	// Once the queue accepted seq 1, it leaves the journal.
+	if err := s.Sent(ctx, orders, []uint64{res.First}); err != nil {
+		log.Fatal(err)
+	}
+	// The receiver moves its cursor past seq 1 with a compare-and-set.
+	err = s.Advance(ctx, []seqstore.Advance{{
+		Stream: orders,
+		To:     seqstore.Cursor{Epoch: res.Epoch, Next: 2},
+	}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		log.Fatal(err)
+	}
+
+	// Everything is there after reopening.
+	s, err = filestore.Open(dir, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	pending, _ := s.Pending(ctx, "orders")
+	for _, e := range pending {
+		fmt.Printf("pending: seq %d %q\n", e.Seq, e.Body)
+	}
+	c, _ := s.Cursor(ctx, orders)
+	fmt.Println("cursor next:", c.Next)
+	// Output:
+	// first seq: 1
+	// pending: seq 2 "paid"
+	// cursor next: 2
+}
