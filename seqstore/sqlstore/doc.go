@@ -27,14 +27,20 @@
 // # Group commit
 //
 // Reserve, Sent and Advance calls are queued to a writer goroutine owned by
-// the Store, which runs everything queued at that moment in one transaction
-// and commits once: concurrent callers share the commit. Rows are locked
-// with SELECT ... FOR UPDATE (SQLite: the transaction holds the database's
-// write lock) and compared before anything is written, so a conflict or a
-// corrupt row fails only its own call. If a statement fails the shared
-// transaction, its ops are retried one per transaction. Stats reports ops,
-// transactions and statements. Cursor and Pending read outside the group
-// commit.
+// the Store (Options.Writers), which runs everything queued at that moment
+// in one transaction and commits once: concurrent callers share the commit.
+// The statements are set-based, so their number does not grow with the
+// batch: one SELECT ... FOR UPDATE per table locks every row involved
+// (SQLite: the transaction holds the database's write lock), the counters
+// and compare-and-sets are computed in Go in queue order (so two calls on
+// one stream in one transaction see each other), and one multi-row INSERT,
+// upsert or DELETE per kind of change writes the result. A conflict or a
+// corrupt row fails only its own call. A new row is a plain INSERT, so two
+// processes creating one stream at once cannot overwrite each other: the
+// loser's transaction fails and its calls are retried, one per
+// transaction. Busy databases, deadlocks and connections lost before COMMIT
+// are retried a few times. Stats reports calls, transactions, statements
+// and retries. Cursor and Pending read outside the group commit.
 //
 // # Exactly-once processing
 //

@@ -1,0 +1,93 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inorder/inorder/seqstore"
+)
+
+// TestApplyBatch drives the set-based group commit directly: many ops of
+// every kind in one transaction, including ops on the same stream that must
+// see each other's effects in queue order, a conflicting op and a corrupt
+// row that fail alone, and batches larger than one statement's chunk.
+func TestApplyBatch(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend, db *sql.DB, prefix string) {
+		ctx := context.Background()
+		s := newStore(t, db, b.dialect, prefix)
+		a := seqstore.Stream{Queue: "q", Group: "a"}
+		bad := seqstore.Stream{Queue: "q", Group: "bad"}
+		_, err := db.ExecContext(ctx, s.ph("INSERT INTO "+prefix+"send (queue, grp, epoch, last_seq) VALUES (?, ?, ?, ?)"), "q", "bad", 3, -1)
+		require.NoError(t, err)
+
+		many := make([]seqstore.Advance, 2*rowChunk+7)
+		for i := range many {
+			many[i] = seqstore.Advance{Stream: seqstore.Stream{Queue: "q", Group: fmt.Sprintf("m%04d", i)}, To: seqstore.Cursor{Epoch: 1, Next: uint64(i)}}
+		}
+		c1 := seqstore.Cursor{Epoch: 9, Next: 2}
+		c2 := seqstore.Cursor{Epoch: 9, Next: 3, Skipped: []seqstore.Range{{Epoch: 9, First: 2, Last: 2}}}
+		bodies := make([][]byte, rowChunk+3)
+		for i := range bodies {
+			bodies[i] = fmt.Appendf(nil, "b%d", i)
+		}
+		ops := []*op{
+			{kind: opReserve, stream: a, n: 2, journal: [][]byte{[]byte("1"), nil}},
+			{kind: opAdvance, batch: []seqstore.Advance{{Stream: a, To: c1}}},
+			{kind: opReserve, stream: bad, n: 1},
+			{kind: opReserve, stream: a, n: len(bodies), journal: bodies},
+			{kind: opAdvance, batch: []seqstore.Advance{{Stream: a, From: c1, To: c2}}},
+			{kind: opAdvance, batch: []seqstore.Advance{{Stream: a, From: c1, To: c2}, {Stream: many[0].Stream, To: many[0].To}}},
+			{kind: opSent, stream: a, seqs: []uint64{2, 3, 1 << 63}},
+			{kind: opAdvance, batch: many[1:]},
+			{kind: opReserve, stream: a, n: 1},
+		}
+		tx, err := db.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		out, err := s.applyBatch(ctx, tx, ops)
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit())
+
+		require.NoError(t, out[0].err)
+		assert.Equal(t, uint64(1), out[0].res.First)
+		epoch := out[0].res.Epoch
+		assert.NoError(t, out[1].err)
+		assert.ErrorIs(t, out[2].err, seqstore.ErrCorrupt, "the corrupt stream fails alone")
+		assert.Equal(t, seqstore.Reservation{Epoch: epoch, First: 3}, out[3].res, "a second reserve of the stream in the same transaction continues the counter")
+		assert.NoError(t, out[4].err, "an advance sees the earlier advance of the same transaction")
+		var ce *seqstore.ConflictError
+		require.ErrorAs(t, out[5].err, &ce, "the same From again conflicts")
+		assert.Equal(t, []seqstore.Stream{a}, ce.Streams)
+		assert.NoError(t, out[6].err)
+		assert.NoError(t, out[7].err)
+		assert.Equal(t, seqstore.Reservation{Epoch: epoch, First: uint64(3 + len(bodies))}, out[8].res)
+
+		cur, err := s.Cursor(ctx, a)
+		require.NoError(t, err)
+		assert.Equal(t, c2, cur)
+		cur, err = s.Cursor(ctx, many[0].Stream)
+		require.NoError(t, err)
+		assert.Equal(t, seqstore.Cursor{}, cur, "the conflicting op's other stream was not written")
+		for _, m := range many[1:] {
+			cur, err := s.Cursor(ctx, m.Stream)
+			require.NoError(t, err)
+			require.Equal(t, m.To, cur, "stream %s of the large batch", m.Stream)
+		}
+		p, err := s.Pending(ctx, "q")
+		require.NoError(t, err)
+		seqs := map[uint64]string{}
+		for _, e := range p {
+			assert.Equal(t, a, e.Stream)
+			seqs[e.Seq] = string(e.Body)
+		}
+		assert.Equal(t, 2+len(bodies)-2, len(seqs), "the 2+%d journaled entries minus the two marked sent", len(bodies))
+		assert.Equal(t, "1", seqs[1])
+		assert.Equal(t, "b2", seqs[5], "journal seqs follow the reservation order")
+		_, ok := seqs[2]
+		assert.False(t, ok, "seq 2 was marked sent")
+	})
+}
