@@ -563,11 +563,12 @@ func (s *suite) testChangeVisibilityDelays(t *testing.T) {
 	send(t, ctx, q, []byte("delayed"))
 	m := s.receiveN(t, ctx, q, 1)[0]
 
-	long := min(l.MaxVisibility, max(4*l.Visibility, l.Visibility+2*s.tm.slack))
+	// MaxVisibility must be accepted; the message then stays away until the
+	// next change.
+	long := l.MaxVisibility
 	r2, err := q.ChangeVisibility(ctx, m.Receipt, long)
-	require.NoError(t, err, "ChangeVisibility(%v) with a fresh receipt", long)
+	require.NoError(t, err, "ChangeVisibility(MaxVisibility %v) with a fresh receipt", long)
 	require.NotEmpty(t, r2, "new receipt from ChangeVisibility")
-	t1 := time.Now()
 	s.expectNone(t, ctx, q, l.Visibility+s.tm.slack, "visibility was extended")
 
 	short := l.MinVisibility
@@ -577,7 +578,6 @@ func (s *suite) testChangeVisibilityDelays(t *testing.T) {
 	require.NotEmpty(t, r3, "new receipt from ChangeVisibility")
 	back, _ := s.receiveOne(t, ctx, q, short+2*s.tm.slack)
 	require.NotNil(t, back, "after ChangeVisibility(%v) the message must come back within %v", short, short+2*s.tm.slack)
-	assert.Less(t, time.Since(t1), long, "the short timeout must bring the message back before the long one ends")
 	assert.GreaterOrEqual(t, time.Since(t2), short-s.tm.early, "the message came back before its new timeout")
 	assert.Equal(t, m.ID, back.ID, "same message")
 	assert.Equal(t, 2, back.DequeueCount, "DequeueCount after one redelivery")

@@ -39,7 +39,9 @@
 // A Queue starts no goroutine. Visibility and retention are evaluated lazily
 // by every call, and a long-polling receive waits on a notification channel
 // and a timer of its own. A Queue created inside a testing/synctest bubble
-// therefore runs on the bubble's fake clock.
+// therefore runs on the bubble's fake clock. Create it inside the bubble that
+// uses it: its clock starts at New, so a Queue shared between a bubble and
+// the outside would mix two clocks.
 //
 // # Errors
 //
