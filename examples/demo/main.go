@@ -33,6 +33,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"slices"
@@ -52,6 +53,7 @@ import (
 )
 
 type config struct {
+	out       io.Writer // where the demo prints
 	driver    string
 	queue     string
 	messages  int
@@ -62,7 +64,7 @@ type config struct {
 }
 
 func main() {
-	var c config
+	c := config{out: os.Stdout}
 	flag.StringVar(&c.driver, "driver", "memqueue", "queue driver: memqueue, or mns (the embedded emulator, or real MNS from MNS_ENDPOINT)")
 	flag.StringVar(&c.queue, "queue", "inorder-demo", "queue name prefix (-driver mns)")
 	flag.IntVar(&c.messages, "messages", 100000, "messages in the large run (0 skips it)")
@@ -91,20 +93,20 @@ func run(c config) error {
 		return err
 	}
 	defer qs.close()
-	fmt.Printf("queue: %s\n\n", qs.describe)
+	fmt.Fprintf(c.out, "queue: %s\n\n", qs.describe)
 
-	fmt.Println("== 1. a plain queue: 20 messages, as they arrive")
-	if err := plain(qs, 20); err != nil {
+	fmt.Fprintln(c.out, "== 1. a plain queue: 20 messages, as they arrive")
+	if err := plain(c, qs, 20); err != nil {
 		return fmt.Errorf("plain queue: %w", err)
 	}
-	fmt.Println()
-	fmt.Println("== 2. the same through ordered.Queue")
+	fmt.Fprintln(c.out)
+	fmt.Fprintln(c.out, "== 2. the same through ordered.Queue")
 	if err := inOrder(c, qs, dir, 20); err != nil {
 		return fmt.Errorf("ordered queue: %w", err)
 	}
 	if c.messages > 0 {
-		fmt.Println()
-		fmt.Printf("== 3. %d messages over %d groups through ordered.Queue\n", c.messages, c.groups)
+		fmt.Fprintln(c.out)
+		fmt.Fprintf(c.out, "== 3. %d messages over %d groups through ordered.Queue\n", c.messages, c.groups)
 		if err := large(c, qs, dir); err != nil {
 			return fmt.Errorf("large run: %w", err)
 		}
@@ -227,7 +229,7 @@ func retry(ctx context.Context, drv driver.Queue, f func() error) error {
 
 // plain sends n numbered messages through the queue alone and prints them
 // in arrival order, deleting each.
-func plain(qs *queues, n int) error {
+func plain(c config, qs *queues, n int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	drv, err := qs.open("plain")
@@ -254,7 +256,7 @@ func plain(qs *queues, n int) error {
 			return err
 		}
 		for _, m := range msgs {
-			fmt.Printf("receive message body is %s\n", m.Body)
+			fmt.Fprintf(c.out, "receive message body is %s\n", m.Body)
 			v, _ := strconv.Atoi(string(m.Body))
 			arrived = append(arrived, v)
 			seen[v] = true
@@ -262,7 +264,7 @@ func plain(qs *queues, n int) error {
 			_ = drv.DeleteBatch(ctx, []string{m.Receipt})
 		}
 	}
-	fmt.Printf("plain queue: %d deliveries of %d messages, %d out of order, %d duplicates\n",
+	fmt.Fprintf(c.out, "plain queue: %d deliveries of %d messages, %d out of order, %d duplicates\n",
 		len(arrived), n, outOfOrder(arrived), len(arrived)-n)
 	return nil
 }
@@ -311,7 +313,7 @@ func inOrder(c config, qs *queues, dir string, n int) error {
 		if err != nil {
 			return errors.Join(err, q.Close(ctx))
 		}
-		fmt.Printf("receive message body is %s\n", m.Body)
+		fmt.Fprintf(c.out, "receive message body is %s\n", m.Body)
 		v, _ := strconv.Atoi(string(m.Body))
 		got = append(got, v)
 		if err := m.Ack(ctx); err != nil {
@@ -322,7 +324,7 @@ func inOrder(c config, qs *queues, dir string, n int) error {
 		return err
 	}
 	st := q.Stats()
-	fmt.Printf("ordered.Queue: %d deliveries of %d messages, %d out of order, %d duplicates reaped by the Queue\n",
+	fmt.Fprintf(c.out, "ordered.Queue: %d deliveries of %d messages, %d out of order, %d duplicates reaped by the Queue\n",
 		len(got), n, outOfOrder(got), st.Receive.DuplicatesReaped)
 	if !slices.IsSorted(got) || len(got) != n {
 		return fmt.Errorf("delivered %v, want 1..%d", got, n)
@@ -389,7 +391,7 @@ func large(c config, qs *queues, dir string) error {
 			select {
 			case <-t.C:
 				st := q.Stats()
-				fmt.Printf("   ... sent %d, delivered %d, buffered %d\n", st.Send.Sent, delivered.Load(), st.Receive.Buffered)
+				fmt.Fprintf(c.out, "   ... sent %d, delivered %d, buffered %d\n", st.Send.Sent, delivered.Load(), st.Receive.Buffered)
 			case <-progressDone:
 				return
 			}
@@ -447,30 +449,30 @@ func large(c config, qs *queues, dir string) error {
 	}
 
 	st := q.Stats()
-	fmt.Printf("%d messages, %d groups, in order: %v (violations %d, repeats %d), duplicates reaped %d, max buffered %d, %.0f msg/s end to end\n",
+	fmt.Fprintf(c.out, "%d messages, %d groups, in order: %v (violations %d, repeats %d), duplicates reaped %d, max buffered %d, %.0f msg/s end to end\n",
 		delivered.Load(), c.groups, violations.Load() == 0, violations.Load(), repeats.Load(),
 		st.Receive.DuplicatesReaped, st.Receive.MaxBuffered, float64(delivered.Load())/elapsed.Seconds())
-	printStats(st, delivered.Load())
+	printStats(c.out, st, delivered.Load())
 	if violations.Load() > 0 {
 		return fmt.Errorf("%d order violations", violations.Load())
 	}
 	return nil
 }
 
-func printStats(st ordered.Stats, delivered int64) {
+func printStats(w io.Writer, st ordered.Stats, delivered int64) {
 	s, r, q := st.Send, st.Receive, st.Requests
-	fmt.Printf("send:     sent %d, failed %d, retries %d, recovered %d, reservations %d, requests %d\n",
+	fmt.Fprintf(w, "send:     sent %d, failed %d, retries %d, recovered %d, reservations %d, requests %d\n",
 		s.Sent, s.Failed, s.Retries, s.Recovered, s.Reservations, s.Batches)
-	fmt.Printf("receive:  received %d, delivered %d, acked %d, duplicates %d (reaped %d), redelivered %d, not kept %d, max buffered %d\n",
+	fmt.Fprintf(w, "receive:  received %d, delivered %d, acked %d, duplicates %d (reaped %d), redelivered %d, not kept %d, max buffered %d\n",
 		r.Received, r.Delivered, r.Acked, r.Duplicates, r.DuplicatesReaped, r.Redelivered, r.NotKept, r.MaxBuffered)
-	fmt.Printf("cursor:   commits %d (%d advances), deleted %d, stale receipts %d, visibility extended %d\n",
+	fmt.Fprintf(w, "cursor:   commits %d (%d advances), deleted %d, stale receipts %d, visibility extended %d\n",
 		r.Commits, r.Committed, r.Deleted, r.StaleReceipts, r.Extended)
 	total := q.Send + q.Receive + q.Delete + q.ChangeVisibility
 	perMsg := 0.0
 	if delivered > 0 {
 		perMsg = float64(total) / float64(delivered)
 	}
-	fmt.Printf("requests: send %d, receive %d (%d empty), delete %d, visibility %d: %.3f per message; store: reserve %d, sent %d, advance %d\n",
+	fmt.Fprintf(w, "requests: send %d, receive %d (%d empty), delete %d, visibility %d: %.3f per message; store: reserve %d, sent %d, advance %d\n",
 		q.Send, q.Receive, q.EmptyReceive, q.Delete, q.ChangeVisibility, perMsg, q.Reserve, q.Sent, q.Advance)
 }
 
