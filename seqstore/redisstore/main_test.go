@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -103,10 +104,17 @@ func forEach(t *testing.T, f func(t *testing.T, c redis.UniversalClient, prefix 
 
 func newStore(t testing.TB, c redis.UniversalClient, prefix string) *Store {
 	t.Helper()
-	s, err := New(c, &Options{Prefix: prefix})
+	s, err := New(c, &Options{Prefix: prefix, Flushers: benchFlushers()})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// benchFlushers lets a benchmark run compare Options.Flushers
+// (BENCH_FLUSHERS=n); 0 means the default.
+func benchFlushers() int {
+	n, _ := strconv.Atoi(os.Getenv("BENCH_FLUSHERS"))
+	return n
 }
