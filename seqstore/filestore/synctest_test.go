@@ -1,0 +1,84 @@
+package filestore
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inorder/inorder/seqstore"
+)
+
+// TestSentFlushDelay checks the timer that writes lazy Sent marks on their
+// own: nothing before SentFlushDelay, one commit right after it, and none
+// at all if a commit comes first.
+func TestSentFlushDelay(t *testing.T) {
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		const delay = 100 * time.Millisecond
+		s, err := Open(dir, &Options{SentFlushDelay: delay})
+		require.NoError(t, err)
+		defer s.Close()
+		st := seqstore.Stream{Queue: "q"}
+		res, err := s.Reserve(ctx, st, 3, [][]byte{{1}, {2}, {3}})
+		require.NoError(t, err)
+		commits, records := s.Stats().Commits, s.Stats().Records
+
+		require.NoError(t, s.Sent(ctx, st, []uint64{res.First}))
+		time.Sleep(delay - time.Millisecond)
+		synctest.Wait()
+		assert.Equal(t, commits, s.Stats().Commits, "no commit before SentFlushDelay")
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		assert.Equal(t, commits+1, s.Stats().Commits, "the mark is committed at SentFlushDelay")
+
+		// A mark followed by a reservation rides on its commit.
+		require.NoError(t, s.Sent(ctx, st, []uint64{res.First + 1}))
+		_, err = s.Reserve(ctx, st, 1, nil)
+		require.NoError(t, err)
+		time.Sleep(2 * delay)
+		synctest.Wait()
+		assert.Equal(t, commits+2, s.Stats().Commits, "one commit for the reservation and the mark, none for the timer")
+		assert.Equal(t, records+3, s.Stats().Records, "records since the first reservation: two marks and a reservation")
+	})
+}
+
+// TestCommitWaitBounded checks that the wait for callers of the previous
+// commit ends at CommitWait when they do not come back.
+func TestCommitWaitBounded(t *testing.T) {
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		const wait = 5 * time.Millisecond
+		s, err := Open(dir, &Options{CommitWait: wait})
+		require.NoError(t, err)
+		defer s.Close()
+		// Inside the bubble an fsync takes no time, so fake a slow one
+		// for the wait formula (half the average sync time).
+		s.w.syncAvg = time.Hour
+
+		// Eight callers in one commit: the writer then expects eight.
+		done := make(chan struct{})
+		for i := range 8 {
+			go func() {
+				_, err := s.Reserve(ctx, seqstore.Stream{Queue: "q", Group: string(rune('a' + i))}, 1, nil)
+				assert.NoError(t, err)
+				done <- struct{}{}
+			}()
+		}
+		for range 8 {
+			<-done
+		}
+		// One caller comes back alone: its commit waits CommitWait for
+		// the others, then goes ahead.
+		start := time.Now()
+		_, err = s.Reserve(ctx, seqstore.Stream{Queue: "q"}, 1, nil)
+		require.NoError(t, err)
+		assert.Equal(t, wait, time.Since(start), "a lone caller waits exactly CommitWait")
+		start = time.Now()
+		_, err = s.Reserve(ctx, seqstore.Stream{Queue: "q"}, 1, nil)
+		require.NoError(t, err)
+		assert.Zero(t, time.Since(start), "after a commit of one the writer expects one and does not wait")
+	})
+}
