@@ -29,9 +29,9 @@ func TestConcurrentChaos(t *testing.T) {
 	const senders, perSender, receivers = 4, 400, 4
 
 	var (
-		mu      sync.Mutex
-		sent    = map[string]bool{}
-		got     = map[string]bool{}
+		mu   sync.Mutex
+		sent = map[string]bool{}
+		got  = map[string]bool{}
 	)
 	var wg sync.WaitGroup
 	for g := range senders {
