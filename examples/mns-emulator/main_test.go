@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	ali_mns "github.com/aliyun/aliyun-mns-go-sdk"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*TCPDialer).tcpAddrsClean"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*HostClient).connsCleaner"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*Client).mCleaner"),
+	)
+}
+
+// TestRun starts the program on a free port, reads the endpoint and
+// credentials it prints, uses them with the real SDK, and stops it.
+func TestRun(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := run(ctx, []string{"-addr", "127.0.0.1:0", "-queue", "jobs", "-stats", "0", "-shards", "1"}, pw, io.Discard)
+		_ = pw.Close()
+		done <- err
+	}()
+	env := map[string]string{}
+	lines := bufio.NewScanner(pr)
+	for lines.Scan() && len(env) < 3 {
+		if kv, ok := strings.CutPrefix(lines.Text(), "export "); ok {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+	}
+	require.Len(t, env, 3, "three export lines printed: %v", env)
+	require.True(t, strings.HasSuffix(env["MNS_ENDPOINT"], "/."), "endpoint %q ends in /.", env["MNS_ENDPOINT"])
+	client := ali_mns.NewAliMNSClientWithConfig(ali_mns.AliMNSClientConfig{
+		EndPoint:        env["MNS_ENDPOINT"],
+		AccessKeyId:     env["MNS_ACCESS_KEY_ID"],
+		AccessKeySecret: env["MNS_ACCESS_KEY_SECRET"],
+		TimeoutSecond:   10,
+	})
+	q := ali_mns.NewMNSQueue("jobs", client)
+	_, err := q.SendMessage(ali_mns.MessageSendRequest{MessageBody: "hello", Priority: 8})
+	require.NoError(t, err, "send to the queue created by -queue")
+	rc := make(chan ali_mns.MessageReceiveResponse, 1)
+	ec := make(chan error, 1)
+	q.ReceiveMessage(rc, ec, 1)
+	select {
+	case m := <-rc:
+		assert.Equal(t, "hello", m.MessageBody)
+	case err := <-ec:
+		t.Fatalf("receive: %v", err)
+	}
+	cancel()
+	var rest strings.Builder
+	for lines.Scan() {
+		rest.WriteString(lines.Text() + "\n")
+	}
+	select {
+	case err := <-done:
+		require.NoError(t, err, "run after cancel")
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not stop within 10 s of cancel")
+	}
+	assert.Contains(t, rest.String(), "stopped;", "final counts printed")
+	assert.Contains(t, rest.String(), "SendMessage=1")
+}
+
+func TestRunRejectsBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-addr", "localhost:0"},
+		{"-shards", "65"},
+		{"-shards", "-1"},
+		{"-drop", "1.5"},
+		{"-queue", "bad_name", "-addr", "127.0.0.1:0"},
+		{"extra"},
+	} {
+		// A valid configuration would serve until the deadline and return nil.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := run(ctx, args, io.Discard, io.Discard)
+		cancel()
+		assert.Error(t, err, "args %q", args)
+	}
+}
