@@ -5,41 +5,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inorder/inorder/ordered/drivertest"
 	"github.com/inorder/inorder/ordered/memqueue"
 )
 
-// BenchmarkRoundTrip16 measures one send, receive and delete of a 16-message
-// batch of 64-byte bodies with no chaos; msgs/s is per core.
-func BenchmarkRoundTrip16(b *testing.B) {
-	ctx := context.Background()
+// BenchmarkDriver runs the drivertest benchmarks: rounds of send, receive
+// and delete of 16 messages of 64 bytes with no chaos; msgs/s is per
+// benchmark second.
+func BenchmarkDriver(b *testing.B) {
 	q := memqueue.New(nil)
 	defer q.Close()
-	bodies := make([][]byte, 16)
-	for i := range bodies {
-		bodies[i] = make([]byte, 64)
-	}
-	receipts := make([]string, 16)
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := q.SendBatch(ctx, bodies); err != nil {
-			b.Fatal(err)
-		}
-		msgs, err := q.ReceiveBatch(ctx, 16, 0)
-		if err != nil || len(msgs) != 16 {
-			b.Fatalf("ReceiveBatch: want 16 messages, got %d (%v)", len(msgs), err)
-		}
-		for i, m := range msgs {
-			receipts[i] = m.Receipt
-		}
-		if err := q.DeleteBatch(ctx, receipts); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(16*b.N)/b.Elapsed().Seconds(), "msgs/s")
+	drivertest.RunBenchmarks(b, q)
 }
 
-// BenchmarkRoundTrip16Deep is BenchmarkRoundTrip16 on a queue holding 100,000
-// other messages, 10,000 of them in flight.
+// BenchmarkRoundTrip16Deep is BenchmarkDriver/RoundTrip on a queue holding
+// 100,000 other messages, 10,000 of them in flight.
 func BenchmarkRoundTrip16Deep(b *testing.B) {
 	ctx := context.Background()
 	q := memqueue.New(&memqueue.Options{Visibility: time.Hour})
@@ -75,44 +55,5 @@ func BenchmarkRoundTrip16Deep(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(16*b.N)/b.Elapsed().Seconds(), "msgs/s")
-}
-
-// BenchmarkRoundTrip16Parallel runs BenchmarkRoundTrip16's loop from
-// GOMAXPROCS goroutines on one queue.
-func BenchmarkRoundTrip16Parallel(b *testing.B) {
-	ctx := context.Background()
-	q := memqueue.New(nil)
-	defer q.Close()
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		bodies := make([][]byte, 16)
-		for i := range bodies {
-			bodies[i] = make([]byte, 64)
-		}
-		receipts := make([]string, 0, 16)
-		for pb.Next() {
-			if err := q.SendBatch(ctx, bodies); err != nil {
-				b.Error(err)
-				return
-			}
-			msgs, err := q.ReceiveBatch(ctx, 16, 0)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			if len(msgs) == 0 {
-				continue
-			}
-			receipts = receipts[:0]
-			for _, m := range msgs {
-				receipts = append(receipts, m.Receipt)
-			}
-			if err := q.DeleteBatch(ctx, receipts); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
 	b.ReportMetric(float64(16*b.N)/b.Elapsed().Seconds(), "msgs/s")
 }
