@@ -1,6 +1,7 @@
 package filestore
 
 import (
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -51,23 +52,37 @@ func TestCommitWaitBounded(t *testing.T) {
 	dir := t.TempDir()
 	synctest.Test(t, func(t *testing.T) {
 		const wait = 5 * time.Millisecond
-		s, err := Open(dir, &Options{CommitWait: wait})
+		release := make(chan struct{})
+		var held atomic.Bool
+		hooks := &testHooks{beforeSync: func(int64) {
+			if held.CompareAndSwap(false, true) {
+				<-release
+			}
+		}}
+		s, err := Open(dir, &Options{CommitWait: wait, hooks: hooks})
 		require.NoError(t, err)
 		defer s.Close()
 		// Inside the bubble an fsync takes no time, so fake a slow one
 		// for the wait formula (half the average sync time).
 		s.w.syncAvg = time.Hour
 
-		// Eight callers in one commit: the writer then expects eight.
+		// A first commit is held in its fsync while eight callers queue;
+		// they then share the next commit, so the writer expects eight.
 		done := make(chan struct{})
-		for i := range 8 {
-			go func() {
-				_, err := s.Reserve(ctx, seqstore.Stream{Queue: "q", Group: string(rune('a' + i))}, 1, nil)
-				assert.NoError(t, err)
-				done <- struct{}{}
-			}()
+		reserve := func(g string) {
+			_, err := s.Reserve(ctx, seqstore.Stream{Queue: "q", Group: g}, 1, nil)
+			assert.NoError(t, err)
+			done <- struct{}{}
 		}
-		for range 8 {
+		go reserve("first")
+		synctest.Wait()
+		for i := range 8 {
+			go reserve(string(rune('a' + i)))
+		}
+		synctest.Wait()
+		require.Equal(t, 8, s.queued(), "callers queued behind the held commit")
+		close(release)
+		for range 9 {
 			<-done
 		}
 		// One caller comes back alone: its commit waits CommitWait for
