@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -367,4 +368,96 @@ func snapshot(t *testing.T, c redis.UniversalClient, key string) string {
 	}
 	require.NoError(t, err)
 	return fmt.Sprintf("%s %v", typ, v)
+}
+
+// TestOutageUnderLoad stops the server while 8 callers reserve and advance,
+// then brings it back: calls fail with errors while it is down, and every
+// call that returned nil is found afterwards.
+func TestOutageUnderLoad(t *testing.T) {
+	ctx := context.Background()
+	mr := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	defer func() { _ = c.Close() }()
+	s := newStore(t, c, "load:")
+	const workers = 8
+	type acked struct {
+		seqs []uint64
+		cur  seqstore.Cursor
+	}
+	results := make([]acked, workers)
+	var failed, succeeded atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			st := seqstore.Stream{Queue: "q", Group: fmt.Sprint(w)}
+			r := &results[w]
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				res, err := s.Reserve(ctx, st, 1, [][]byte{[]byte("m")})
+				if err != nil {
+					failed.Add(1)
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
+				r.seqs = append(r.seqs, res.First)
+				to := seqstore.Cursor{Epoch: res.Epoch, Next: r.cur.Next + 1}
+				if err := s.Advance(ctx, []seqstore.Advance{{Stream: st, From: r.cur, To: to}}); err != nil {
+					failed.Add(1)
+					// The outcome is unknown: re-read the cursor, as a
+					// receiver would, once the server answers again.
+					for {
+						c, err := s.Cursor(ctx, st)
+						if err == nil {
+							r.cur = c
+							break
+						}
+						time.Sleep(5 * time.Millisecond)
+					}
+					continue
+				}
+				r.cur = to
+				succeeded.Add(1)
+			}
+		})
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitFor("some successes", func() bool { return succeeded.Load() > 20 })
+	mr.Close()
+	waitFor("failures while the server is down", func() bool { return failed.Load() > 0 })
+	require.NoError(t, mr.Restart())
+	after := succeeded.Load()
+	waitFor("successes after the restart", func() bool { return succeeded.Load() > after+20 })
+	close(stop)
+	wg.Wait()
+	p, err := s.Pending(ctx, "q")
+	require.NoError(t, err)
+	journaled := map[string]bool{}
+	for _, e := range p {
+		journaled[fmt.Sprintf("%s#%d", e.Stream.Group, e.Seq)] = true
+	}
+	total := 0
+	for w, r := range results {
+		for _, q := range r.seqs {
+			assert.True(t, journaled[fmt.Sprintf("%d#%d", w, q)], "acknowledged reservation %d of group %d must be journaled", q, w)
+		}
+		total += len(r.seqs)
+		c, err := s.Cursor(ctx, seqstore.Stream{Queue: "q", Group: fmt.Sprint(w)})
+		require.NoError(t, err)
+		assert.Equal(t, r.cur, c, "group %d: the stored cursor is the last acknowledged one", w)
+	}
+	t.Logf("%d acknowledged reservations, %d failed calls", total, failed.Load())
 }
