@@ -1,0 +1,74 @@
+// Command bench measures what strict per-group order costs: it runs the raw
+// driver and ordered.Queue over the same queue, side by side, in one process,
+// and prints a table (or JSON with -json).
+//
+//	go run ./examples/bench            # the full run, a few minutes
+//	go run ./examples/bench -quick     # a smoke test, well under a minute
+//	go run ./examples/bench -scenario 'emulator.*g1000' -messages 200000
+//
+// # Scenarios
+//
+//   - raw/<driver>: the same number of messages sent with SendBatch of 16 by
+//     the same producer goroutines, received with ReceiveBatch of 16 and
+//     deleted with DeleteBatch by the same number of consumer goroutines as
+//     the ordered side's fetchers. No ordering. The baseline of every
+//     ordered/<driver>/... row.
+//   - ordered/<driver>/<store>/<mode>/g<groups>: the producers call
+//     Queue.SendAsync, Queue.Run hands the messages to a handler, until
+//     every message was delivered. The handler checks that every group sees
+//     seqs 1..N in order, and that each producer's messages to a group
+//     arrive in the order it sent them; a run that delivers wrongly is
+//     reported as FAILED and the program exits with status 1.
+//   - serial/<store> and pipelined/<store>: one group at 1 ms of emulated
+//     queue latency (memqueue's Latency option). Serial is the MNS sample's
+//     design (reserve one seq, send one message, wait, mark it, next);
+//     pipelined is Queue.SendAsync from one goroutine. Send side only.
+//   - engine/reorder: the reorder buffer alone, on one goroutine, with
+//     arrivals jittered as an MNS standard queue jitters them.
+//   - engine/filestore-N: N goroutines each waiting on one filestore
+//     reservation at a time, against N times the append+fdatasync rate
+//     measured in the same directory in the same run (group commit).
+//
+// Drivers: memqueue (in process, its default 4 shards, so delivery is
+// "basically ordered" with local swaps), emulator (package mnstest through the
+// real MNS SDK over loopback HTTP, via package mnsqueue) and, when
+// MNS_ENDPOINT, MNS_ACCESS_KEY_ID and MNS_ACCESS_KEY_SECRET are set, a real
+// MNS queue (created for the run and deleted after). Stores: memstore,
+// filestore (a temporary directory), and redisstore, sqlstore on PostgreSQL
+// and on MySQL/MariaDB when INORDER_TEST_REDIS_ADDR, INORDER_TEST_POSTGRES_DSN
+// or INORDER_TEST_MYSQL_DSN is set (tables prefixed inorder_bench_, keys
+// under inorder-bench:, streams named after the run).
+//
+// # Columns
+//
+//   - msgs/s: messages delivered (or sent, for send-only rows) per second,
+//     from the first send to the last delivery.
+//   - ratio and base: msgs/s divided by the base row's (raw, serial, or the
+//     physical limit for engine rows).
+//   - reqs/msg: queue requests of every kind (send, receive, delete,
+//     visibility, empty receives included) per message, counted by the queue
+//     itself (memqueue's and the emulator's Stats) until the Queue closed.
+//   - store/msg: store calls (Reserve, Sent, Advance) per message; notes add
+//     fsyncs per message for filestore.
+//   - p50 and p99: end-to-end latency, from just before the send call
+//     admitted the message to the handler (a timestamp in the payload).
+//   - peak: the Queue's peak of buffered messages (ReceiveStats.MaxBuffered).
+//   - allocs/msg: heap allocations of the whole process (runtime.MemStats
+//     Mallocs) per message, from the first send to the last delivery. With
+//     the emulator this includes the server's and the SDK's allocations.
+//
+// After the table, a Targets section compares the figures with the targets of
+// DESIGN.md ("Performance").
+//
+// # Flags
+//
+//	-quick            few messages per scenario, for CI
+//	-json             print JSON instead of the table
+//	-messages N       messages per memqueue scenario (emulator: N/4)
+//	-scenario RE      run the scenarios whose name matches RE (and their bases)
+//	-producers P      sending goroutines (default 4)
+//	-consumers C      raw receive loops and ordered fetchers (default 2)
+//	-size B           payload bytes (default 100, at least 32)
+//	-cpuprofile FILE  write a CPU profile of the whole run
+//	-list             list the scenarios and exit
+package main

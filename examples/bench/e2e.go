@@ -1,0 +1,317 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/inorder/inorder/ordered"
+	"github.com/inorder/inorder/ordered/driver"
+)
+
+// runError collects the first error of a run's goroutines and cancels it.
+type runError struct {
+	mu     sync.Mutex
+	err    error
+	cancel context.CancelFunc
+}
+
+func (r *runError) set(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err == nil {
+		r.err = err
+		r.cancel()
+	}
+}
+
+func (r *runError) get() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+// retry calls f until it succeeds, fails for good or ctx ends, as a careful
+// user of a plain queue does.
+func retry(ctx context.Context, drv driver.Queue, f func() error) error {
+	for {
+		err := f()
+		if err == nil || !drv.IsRetryable(err) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// mallocs returns the process's heap allocations so far.
+func mallocs() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.Mallocs
+}
+
+// waitDelivered waits until chk saw every message, ctx ended or the run
+// failed, and says which.
+func waitDelivered(ctx context.Context, chk *checker, runCtx context.Context, re *runError) error {
+	select {
+	case <-chk.done:
+		return nil
+	case <-runCtx.Done():
+		if err := re.get(); err != nil {
+			return err
+		}
+		return fmt.Errorf("delivered %d of %d messages: %w", chk.delivered.Load(), chk.n, ctx.Err())
+	}
+}
+
+// runRaw sends n messages through the driver alone: SendBatch of MaxBatch
+// from the producers, ReceiveBatch of MaxBatch and DeleteBatch from the
+// consumers, concurrently, until every message was received once.
+func runRaw(ctx context.Context, c *config, e *environment, dk driverKind, n int) (*result, error) {
+	od, err := dk.open(ctx, e, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer od.close()
+	drv := od.q
+	lim := drv.Limits()
+	wait := min(time.Second, lim.MaxWait)
+	chk := newChecker(n, 1, c.producers)
+	chk.setBacklog(c.backlog)
+	pl := newPayloads(n, c.size)
+	batches := make([][][]byte, c.producers)
+	for p := range batches {
+		batches[p] = make([][]byte, 0, lim.MaxBatch)
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	re := &runError{cancel: cancel}
+	var wg sync.WaitGroup
+	req0, alloc0 := od.requests(), mallocs()
+	chk.begin()
+	for p := range c.producers {
+		wg.Go(func() {
+			lo, hi := producerRange(n, c.producers, p)
+			var count uint64
+			batch := batches[p]
+			for id := lo; id < hi; {
+				batch = batch[:0]
+				for ; id < hi && len(batch) < lim.MaxBatch; id++ {
+					if err := chk.admit(runCtx); err != nil {
+						return
+					}
+					body := pl.get(id)
+					count++
+					stamp{admit: chk.now(), id: uint64(id), producer: uint32(p), count: count}.put(body)
+					batch = append(batch, body)
+				}
+				if err := retry(runCtx, drv, func() error { return drv.SendBatch(runCtx, batch) }); err != nil {
+					re.set(fmt.Errorf("raw send: %w", err))
+					return
+				}
+			}
+		})
+	}
+	for range c.consumers {
+		wg.Go(func() {
+			receipts := make([]string, 0, lim.MaxBatch)
+			for runCtx.Err() == nil {
+				msgs, err := drv.ReceiveBatch(runCtx, lim.MaxBatch, wait)
+				if err != nil {
+					if runCtx.Err() == nil && !drv.IsRetryable(err) {
+						re.set(fmt.Errorf("raw receive: %w", err))
+					}
+					continue
+				}
+				receipts = receipts[:0]
+				for _, m := range msgs {
+					chk.raw(m.Body)
+					receipts = append(receipts, m.Receipt)
+				}
+				if len(receipts) > 0 {
+					// A failed delete only brings the message back, which
+					// the checker counts as a duplicate.
+					_ = drv.DeleteBatch(runCtx, receipts)
+				}
+			}
+		})
+	}
+	werr := waitDelivered(ctx, chk, runCtx, re)
+	alloc1 := mallocs()
+	cancel()
+	wg.Wait()
+	if werr != nil {
+		return nil, werr
+	}
+	if err := chk.err(); err != nil {
+		return nil, err
+	}
+	r := &result{Messages: n, Rate: float64(n) / chk.elapsed().Seconds()}
+	r.ReqsPerMsg = float64(od.requests()-req0) / float64(n)
+	r.AllocsPerMsg = float64(alloc1-alloc0) / float64(n)
+	r.P50, r.P99 = chk.latencies()
+	if d := chk.dups.Load(); d > 0 {
+		r.Notes = fmt.Sprintf("%d duplicate deliveries", d)
+	}
+	return r, nil
+}
+
+// orderedRun describes one ordered scenario.
+type orderedRun struct {
+	driver driverKind
+	store  storeKind
+	mode   ordered.SendMode
+	groups int
+	n      int
+}
+
+// runOrdered sends n messages over groups with ordered.Queue.SendAsync from
+// the producers while Queue.Run hands them to a checking handler, until
+// every message was delivered.
+func runOrdered(ctx context.Context, c *config, e *environment, or orderedRun) (*result, error) {
+	od, err := or.driver.open(ctx, e, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer od.close()
+	ost, err := or.store.open(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	defer ost.close()
+	q, err := ordered.New(ctx, od.q, ost.s, &ordered.Options{
+		Name:    e.name("bench"),
+		Send:    ordered.SendOptions{Mode: or.mode},
+		Receive: ordered.ReceiveOptions{Fetchers: c.consumers},
+	})
+	if err != nil {
+		return nil, err
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = q.Close(cctx)
+		}
+	}()
+
+	n := or.n
+	chk := newChecker(n, or.groups, c.producers)
+	chk.setBacklog(c.backlog)
+	pl := newPayloads(n, c.size)
+	results := make([][]*ordered.SendResult, c.producers)
+	counts := make([][]uint64, c.producers)
+	for p := range c.producers {
+		lo, hi := producerRange(n, c.producers, p)
+		results[p] = make([]*ordered.SendResult, 0, hi-lo)
+		counts[p] = make([]uint64, or.groups)
+	}
+	handler := func(_ context.Context, m *ordered.Message) error {
+		chk.ordered(m.Group, m.Seq, m.Unordered, m.Body)
+		return nil
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	re := &runError{cancel: cancel}
+	var runWG, sendWG sync.WaitGroup
+	req0, alloc0 := od.requests(), mallocs()
+	chk.begin()
+	runWG.Go(func() {
+		if err := q.Run(runCtx, handler); err != nil && !errors.Is(err, context.Canceled) {
+			re.set(fmt.Errorf("run: %w", err))
+		}
+	})
+	for p := range c.producers {
+		sendWG.Go(func() {
+			lo, hi := producerRange(n, c.producers, p)
+			for id := lo; id < hi; id++ {
+				if err := chk.admit(runCtx); err != nil {
+					return
+				}
+				g := id % or.groups
+				counts[p][g]++
+				body := pl.get(id)
+				stamp{admit: chk.now(), id: uint64(id), group: uint32(g), producer: uint32(p), count: counts[p][g]}.put(body)
+				res, err := q.SendAsync(runCtx, chk.names[g], body)
+				if err != nil {
+					re.set(fmt.Errorf("SendAsync: %w", err))
+					return
+				}
+				results[p] = append(results[p], res)
+			}
+			for _, res := range results[p] {
+				if err := res.Wait(runCtx); err != nil {
+					re.set(fmt.Errorf("send: %w", err))
+					return
+				}
+			}
+		})
+	}
+	werr := waitDelivered(ctx, chk, runCtx, re)
+	alloc1 := mallocs()
+	if werr != nil {
+		st := q.Stats()
+		werr = fmt.Errorf("%w (sent %d, failed %d; received %d, delivered %d, buffered %d, not kept %d, groups %d, stuck %d)", werr,
+			st.Send.Sent, st.Send.Failed, st.Receive.Received, st.Receive.Delivered, st.Receive.Buffered,
+			st.Receive.NotKept, st.Receive.Groups, len(st.Receive.Stuck))
+	}
+	cancel()
+	sendWG.Wait()
+	runWG.Wait()
+	if werr != nil {
+		return nil, werr
+	}
+	closeStart := time.Now()
+	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+	err = q.Close(cctx)
+	ccancel()
+	closed = true
+	if err != nil {
+		return nil, fmt.Errorf("close: %w", err)
+	}
+	closeTime := time.Since(closeStart)
+	if err := chk.err(); err != nil {
+		return nil, err
+	}
+	st := q.Stats()
+	r := &result{Messages: n, Rate: float64(n) / chk.elapsed().Seconds()}
+	r.ReqsPerMsg = float64(od.requests()-req0) / float64(n)
+	r.StoreOpsPerMsg = float64(st.Requests.Reserve+st.Requests.Sent+st.Requests.Advance) / float64(n)
+	r.AllocsPerMsg = float64(alloc1-alloc0) / float64(n)
+	r.P50, r.P99 = chk.latencies()
+	r.PeakBuffered = st.Receive.MaxBuffered
+	var notes []string
+	if ost.notes != nil {
+		notes = append(notes, ost.notes(n))
+	}
+	if d := chk.dups.Load(); d > 0 {
+		notes = append(notes, fmt.Sprintf("%d duplicate deliveries", d))
+	}
+	if st.Receive.NotKept > 0 {
+		notes = append(notes, fmt.Sprintf("%d arrivals not kept", st.Receive.NotKept))
+	}
+	notes = append(notes, fmt.Sprintf("close %.2fs", closeTime.Seconds()))
+	r.Notes = joinNotes(notes)
+	return r, nil
+}
+
+func joinNotes(notes []string) string {
+	s := ""
+	for i, n := range notes {
+		if i > 0 {
+			s += ", "
+		}
+		s += n
+	}
+	return s
+}

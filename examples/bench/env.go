@@ -1,0 +1,296 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/inorder/inorder/ordered/driver"
+	"github.com/inorder/inorder/ordered/memqueue"
+	"github.com/inorder/inorder/ordered/mnsqueue"
+	"github.com/inorder/inorder/ordered/mnsqueue/mnstest"
+	"github.com/inorder/inorder/seqstore"
+	"github.com/inorder/inorder/seqstore/filestore"
+	"github.com/inorder/inorder/seqstore/memstore"
+	"github.com/inorder/inorder/seqstore/redisstore"
+)
+
+// Environment variables that add scenarios.
+const (
+	envRedis     = "INORDER_TEST_REDIS_ADDR"
+	envPostgres  = "INORDER_TEST_POSTGRES_DSN"
+	envMySQL     = "INORDER_TEST_MYSQL_DSN"
+	envMNSURL    = "MNS_ENDPOINT"
+	envMNSID     = "MNS_ACCESS_KEY_ID"
+	envMNSSecret = "MNS_ACCESS_KEY_SECRET"
+)
+
+// environment says which optional services are configured.
+type environment struct {
+	runID                            string
+	redisAddr, postgresDSN, mysqlDSN string
+	mnsEndpoint                      string
+	mnsCred                          mnsqueue.Credentials
+	seq                              atomic.Int64
+}
+
+func newEnvironment() *environment {
+	e := &environment{
+		runID:       fmt.Sprintf("%d", time.Now().UnixNano()%1e10),
+		redisAddr:   os.Getenv(envRedis),
+		postgresDSN: os.Getenv(envPostgres),
+		mysqlDSN:    os.Getenv(envMySQL),
+	}
+	if ep := os.Getenv(envMNSURL); ep != "" && os.Getenv(envMNSID) != "" && os.Getenv(envMNSSecret) != "" {
+		e.mnsEndpoint = ep
+		e.mnsCred = mnsqueue.Credentials{AccessKeyID: os.Getenv(envMNSID), AccessKeySecret: os.Getenv(envMNSSecret)}
+	}
+	return e
+}
+
+func (e *environment) describe() string {
+	var on []string
+	for _, v := range []struct {
+		name string
+		set  bool
+	}{{"redis", e.redisAddr != ""}, {"postgres", e.postgresDSN != ""}, {"mysql", e.mysqlDSN != ""}, {"real MNS", e.mnsEndpoint != ""}} {
+		if v.set {
+			on = append(on, v.name)
+		}
+	}
+	if len(on) == 0 {
+		return fmt.Sprintf("optional services: none (set %s, %s, %s, %s to add them)", envRedis, envPostgres, envMySQL, envMNSURL)
+	}
+	return "optional services: " + strings.Join(on, ", ")
+}
+
+// name returns a name unique to this run, for queues, streams and keys.
+func (e *environment) name(prefix string) string {
+	return fmt.Sprintf("%s-%s-%d", prefix, e.runID, e.seq.Add(1))
+}
+
+// openDriver is an open queue with a way to count the requests it served.
+type openDriver struct {
+	q driver.Queue
+	// requests counts the requests served since the driver was opened.
+	requests func() int64
+	close    func()
+}
+
+// driverKind opens fresh queues of one kind; latency is an emulated delay
+// per request (memqueue only).
+type driverKind struct {
+	name string
+	// scale divides the message count: slower drivers run fewer.
+	scale int
+	open  func(ctx context.Context, e *environment, latency time.Duration) (*openDriver, error)
+}
+
+func drivers(e *environment) []driverKind {
+	ds := []driverKind{
+		{name: "memqueue", scale: 1, open: openMemqueue},
+		{name: "emulator", scale: 4, open: openEmulator},
+	}
+	if e.mnsEndpoint != "" {
+		ds = append(ds, driverKind{name: "mns", scale: 20, open: openMNS})
+	}
+	return ds
+}
+
+func openMemqueue(_ context.Context, _ *environment, latency time.Duration) (*openDriver, error) {
+	mq := memqueue.New(&memqueue.Options{Seed: 1, Latency: latency})
+	return &openDriver{
+		q: mq,
+		requests: func() int64 {
+			s := mq.Stats()
+			return s.SendRequests + s.ReceiveRequests + s.DeleteRequests + s.VisibilityRequests
+		},
+		close: func() { mq.Close() },
+	}, nil
+}
+
+func openEmulator(ctx context.Context, e *environment, _ time.Duration) (*openDriver, error) {
+	srv, err := mnstest.NewServer(nil)
+	if err != nil {
+		return nil, err
+	}
+	name := e.name("bench")
+	if err := srv.CreateQueue(name, nil); err != nil {
+		srv.Close()
+		return nil, err
+	}
+	cred := mnsqueue.Credentials{AccessKeyID: srv.AccessKeyID(), AccessKeySecret: srv.AccessKeySecret()}
+	q, err := mnsqueue.New(ctx, srv.Endpoint(), name, cred, nil)
+	if err != nil {
+		srv.Close()
+		return nil, err
+	}
+	sum := func() int64 {
+		var n int64
+		for _, v := range srv.Stats().Requests {
+			n += v
+		}
+		return n
+	}
+	base := sum() // New read the queue's attributes
+	return &openDriver{
+		q:        q,
+		requests: func() int64 { return sum() - base },
+		close: func() {
+			q.Close()
+			srv.Close()
+		},
+	}, nil
+}
+
+func openMNS(ctx context.Context, e *environment, _ time.Duration) (*openDriver, error) {
+	name := strings.ReplaceAll(e.name("inorder-bench"), "_", "-")
+	if err := mnsqueue.CreateQueue(ctx, e.mnsEndpoint, e.mnsCred, name, nil); err != nil {
+		return nil, err
+	}
+	q, err := mnsqueue.New(ctx, e.mnsEndpoint, name, e.mnsCred, nil)
+	if err != nil {
+		_ = mnsqueue.DeleteQueue(ctx, e.mnsEndpoint, e.mnsCred, name)
+		return nil, err
+	}
+	cq := &countingQueue{Queue: q}
+	return &openDriver{
+		q:        cq,
+		requests: cq.n.Load,
+		close: func() {
+			q.Close()
+			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := mnsqueue.DeleteQueue(dctx, e.mnsEndpoint, e.mnsCred, name); err != nil {
+				fmt.Fprintf(os.Stderr, "bench: delete queue %s: %v\n", name, err)
+			}
+		},
+	}, nil
+}
+
+// countingQueue counts the requests made through a driver that does not
+// count them itself (real MNS).
+type countingQueue struct {
+	driver.Queue
+	n atomic.Int64
+}
+
+func (c *countingQueue) SendBatch(ctx context.Context, bodies [][]byte) error {
+	c.n.Add(1)
+	return c.Queue.SendBatch(ctx, bodies)
+}
+
+func (c *countingQueue) ReceiveBatch(ctx context.Context, max int, wait time.Duration) ([]*driver.Message, error) {
+	c.n.Add(1)
+	return c.Queue.ReceiveBatch(ctx, max, wait)
+}
+
+func (c *countingQueue) DeleteBatch(ctx context.Context, receipts []string) error {
+	c.n.Add(1)
+	return c.Queue.DeleteBatch(ctx, receipts)
+}
+
+func (c *countingQueue) ChangeVisibility(ctx context.Context, receipt string, timeout time.Duration) (string, error) {
+	c.n.Add(1)
+	return c.Queue.ChangeVisibility(ctx, receipt, timeout)
+}
+
+// openStore is an open store with a note on the work it did.
+type openStore struct {
+	s seqstore.Store
+	// notes describes store-specific work per message (fsyncs, round trips).
+	notes func(messages int) string
+	close func()
+}
+
+// sqlStores returns the SQL stores configured in e (set by sqlstores.go).
+var sqlStores func(e *environment) []storeKind
+
+type storeKind struct {
+	name string
+	open func(ctx context.Context, e *environment) (*openStore, error)
+}
+
+func stores(e *environment) []storeKind {
+	ss := []storeKind{
+		{name: "memstore", open: func(context.Context, *environment) (*openStore, error) {
+			s := memstore.New()
+			return &openStore{s: s, close: func() { s.Close() }}, nil
+		}},
+		{name: "filestore", open: openFilestore},
+	}
+	if e.redisAddr != "" {
+		ss = append(ss, storeKind{name: "redisstore", open: openRedis})
+	}
+	if sqlStores != nil {
+		ss = append(ss, sqlStores(e)...)
+	}
+	return ss
+}
+
+func openFilestore(context.Context, *environment) (*openStore, error) {
+	dir, err := os.MkdirTemp("", "inorder-bench-")
+	if err != nil {
+		return nil, err
+	}
+	s, err := filestore.Open(dir, nil)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return &openStore{
+		s: s,
+		notes: func(messages int) string {
+			st := s.Stats()
+			return fmt.Sprintf("%.4f fsyncs/msg", float64(st.Fsyncs)/float64(messages))
+		},
+		close: func() {
+			s.Close()
+			os.RemoveAll(dir)
+		},
+	}, nil
+}
+
+func openRedis(ctx context.Context, e *environment) (*openStore, error) {
+	client := redis.NewClient(&redis.Options{Addr: e.redisAddr})
+	if err := client.Ping(ctx).Err(); err != nil {
+		client.Close()
+		return nil, fmt.Errorf("redis at %s: %w", e.redisAddr, err)
+	}
+	prefix := "inorder-bench:" + e.runID + ":"
+	s, err := redisstore.New(client, &redisstore.Options{Prefix: prefix})
+	if err != nil {
+		client.Close()
+		return nil, err
+	}
+	return &openStore{
+		s: s,
+		notes: func(messages int) string {
+			st := s.Stats()
+			return fmt.Sprintf("%.4f round trips/msg", float64(st.RoundTrips)/float64(messages))
+		},
+		close: func() {
+			s.Close()
+			// Remove the run's keys.
+			cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			iter := client.Scan(cctx, 0, prefix+"*", 1000).Iterator()
+			var keys []string
+			for iter.Next(cctx) {
+				if keys = append(keys, iter.Val()); len(keys) == 1000 {
+					client.Unlink(cctx, keys...)
+					keys = keys[:0]
+				}
+			}
+			if len(keys) > 0 {
+				client.Unlink(cctx, keys...)
+			}
+			client.Close()
+		},
+	}, nil
+}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"regexp"
+	"runtime/pprof"
+	"time"
+)
+
+// config holds the flags.
+type config struct {
+	quick      bool
+	json       bool
+	messages   int
+	scenario   string
+	producers  int
+	consumers  int
+	size       int
+	backlog    int
+	timeout    time.Duration
+	cpuprofile string
+	list       bool
+}
+
+func (c *config) validate() error {
+	switch {
+	case c.messages < 1:
+		return errors.New("bench: -messages must be at least 1")
+	case c.producers < 1 || c.consumers < 1:
+		return errors.New("bench: -producers and -consumers must be at least 1")
+	case c.size < minPayload:
+		return fmt.Errorf("bench: -size must be at least %d", minPayload)
+	case c.backlog < 0:
+		return errors.New("bench: -backlog must not be negative")
+	case c.timeout <= 0:
+		return errors.New("bench: -timeout must be positive")
+	}
+	if _, err := regexp.Compile(c.scenario); err != nil {
+		return fmt.Errorf("bench: -scenario: %w", err)
+	}
+	return nil
+}
+
+func main() {
+	var c config
+	flag.BoolVar(&c.quick, "quick", false, "few messages per scenario (a smoke test for CI)")
+	flag.BoolVar(&c.json, "json", false, "print JSON instead of the table")
+	flag.IntVar(&c.messages, "messages", 0, "messages per memqueue scenario; emulator scenarios run a quarter (default 200000, -quick 8000)")
+	flag.StringVar(&c.scenario, "scenario", "", "run the scenarios whose name matches this regexp (their bases run too)")
+	flag.IntVar(&c.producers, "producers", 4, "sending goroutines")
+	flag.IntVar(&c.consumers, "consumers", 2, "raw receive loops, and the ordered side's fetchers")
+	flag.IntVar(&c.size, "size", 100, "payload bytes")
+	flag.IntVar(&c.backlog, "backlog", 1000, "most messages sent and not yet delivered, raw and ordered alike (0: no bound)")
+	flag.DurationVar(&c.timeout, "timeout", 0, "give up on a scenario after this long (default 3m, -quick 30s)")
+	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	flag.BoolVar(&c.list, "list", false, "list the scenarios and exit")
+	flag.Parse()
+	if c.messages == 0 {
+		c.messages = 200_000
+		if c.quick {
+			c.messages = 8000
+		}
+	}
+	if c.timeout == 0 {
+		c.timeout = 3 * time.Minute
+		if c.quick {
+			c.timeout = 30 * time.Second
+		}
+	}
+	if err := c.validate(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	ok, err := run(ctx, &c, os.Stdout, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if !ok {
+		os.Exit(1)
+	}
+}
+
+// run runs the selected scenarios and prints the results to out, progress
+// to progress. It reports false if any scenario failed.
+func run(ctx context.Context, c *config, out, progress io.Writer) (bool, error) {
+	env := newEnvironment()
+	all := scenarios(c, env)
+	re := regexp.MustCompile(c.scenario)
+	selected := selectScenarios(all, re)
+	if c.list {
+		for _, s := range selected {
+			fmt.Fprintln(out, s.name)
+		}
+		return true, nil
+	}
+	if len(selected) == 0 {
+		return false, fmt.Errorf("bench: no scenario matches %q (see -list)", c.scenario)
+	}
+	if c.cpuprofile != "" {
+		f, err := os.Create(c.cpuprofile)
+		if err != nil {
+			return false, fmt.Errorf("bench: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return false, fmt.Errorf("bench: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	fmt.Fprintf(progress, "bench: %d scenarios; %s\n", len(selected), env.describe())
+	var results []*result
+	byName := make(map[string]*result)
+	ok := true
+	for _, s := range selected {
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		fmt.Fprintf(progress, "  %-44s ", s.name)
+		start := time.Now()
+		sctx, cancel := context.WithTimeout(ctx, c.timeout)
+		r, err := s.run(sctx)
+		cancel()
+		if r == nil {
+			r = &result{}
+		}
+		r.Name, r.Base = s.name, s.base
+		r.Seconds = time.Since(start).Seconds()
+		if err != nil {
+			r.Failed = err.Error()
+			ok = false
+		}
+		if b := byName[s.base]; b != nil && b.Rate > 0 && r.baseRate == 0 {
+			r.baseRate = b.Rate
+		}
+		if r.baseRate > 0 {
+			r.Ratio = r.Rate / r.baseRate
+		}
+		byName[s.name] = r
+		results = append(results, r)
+		if r.Failed != "" {
+			fmt.Fprintf(progress, "FAILED: %s\n", r.Failed)
+		} else {
+			fmt.Fprintf(progress, "%10.0f msgs/s  (%.1fs)\n", r.Rate, r.Seconds)
+		}
+	}
+	targets := checkTargets(byName)
+	if c.json {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return ok, enc.Encode(struct {
+			Environment string    `json:"environment"`
+			Results     []*result `json:"results"`
+			Targets     []target  `json:"targets"`
+		}{env.describe(), results, targets})
+	}
+	printTable(out, results)
+	printTargets(out, targets)
+	return ok, nil
+}
+
+// selectScenarios returns the scenarios matching re, with the bases they
+// need, in the registry's order.
+func selectScenarios(all []scenario, re *regexp.Regexp) []scenario {
+	want := make(map[string]bool)
+	for _, s := range all {
+		if re.MatchString(s.name) {
+			want[s.name] = true
+			if s.base != "" {
+				want[s.base] = true
+			}
+		}
+	}
+	var out []scenario
+	for _, s := range all {
+		if want[s.name] {
+			out = append(out, s)
+		}
+	}
+	return out
+}

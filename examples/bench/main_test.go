@@ -1,0 +1,213 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	// fasthttp (under the MNS SDK) keeps per-host connection cleaners that
+	// sleep for the idle-connection period after the last connection closed.
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*HostClient).connsCleaner"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*Client).mCleaner"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*TCPDialer).tcpAddrsClean"),
+	)
+}
+
+// deliver builds the body producer p sends as its count-th message to
+// group g, with id id, and hands it to the checker as group name and seq.
+func deliver(c *checker, id, g, p int, count, seq uint64, group string) {
+	body := make([]byte, minPayload)
+	stamp{admit: c.now(), id: uint64(id), group: uint32(g), producer: uint32(p), count: count}.put(body)
+	c.ordered(group, seq, false, body)
+}
+
+func TestCheckerAcceptsOrder(t *testing.T) {
+	c := newChecker(4, 2, 2)
+	deliver(c, 0, 0, 0, 1, 1, "g0000")
+	deliver(c, 1, 1, 0, 1, 1, "g0001")
+	deliver(c, 2, 0, 1, 1, 2, "g0000")
+	deliver(c, 2, 0, 1, 1, 2, "g0000") // a duplicate delivery
+	deliver(c, 3, 0, 0, 2, 3, "g0000")
+	require.NoError(t, c.err(), "in-order deliveries with one duplicate")
+	assert.Equal(t, int64(4), c.delivered.Load(), "first deliveries")
+	assert.Equal(t, int64(1), c.dups.Load(), "duplicates")
+	select {
+	case <-c.done:
+	default:
+		t.Fatal("done must be closed once every message was delivered")
+	}
+}
+
+func TestCheckerReportsViolations(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  func(c *checker)
+		want string
+	}{
+		{"seq skipped", func(c *checker) {
+			deliver(c, 0, 0, 0, 1, 1, "g0000")
+			deliver(c, 1, 0, 0, 2, 3, "g0000")
+		}, "seq 3 delivered after seq 1"},
+		{"seq backwards", func(c *checker) {
+			deliver(c, 1, 0, 0, 2, 2, "g0000")
+			deliver(c, 0, 0, 0, 1, 1, "g0000")
+		}, "seq 2 delivered after seq 0"},
+		{"producer order", func(c *checker) {
+			deliver(c, 1, 0, 0, 2, 1, "g0000")
+			deliver(c, 0, 0, 0, 1, 2, "g0000")
+		}, "producer 0's message #2 delivered after its #0"},
+		{"wrong group", func(c *checker) {
+			deliver(c, 0, 0, 0, 1, 1, "g0001")
+		}, `sent to group "g0000" delivered as group "g0001"`},
+		{"unknown id", func(c *checker) {
+			deliver(c, 99, 0, 0, 1, 1, "g0000")
+		}, "out of range"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newChecker(4, 2, 2)
+			tc.run(c)
+			err := c.err()
+			require.Error(t, err, "the checker must report the violation")
+			assert.Contains(t, err.Error(), "ORDER OR CONTENT VIOLATED")
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+func TestCheckerUnordered(t *testing.T) {
+	c := newChecker(1, 1, 1)
+	body := make([]byte, minPayload)
+	stamp{id: 0, count: 1}.put(body)
+	c.ordered("g0000", 1, true, body)
+	require.Error(t, c.err(), "a message flagged Unordered in a run without chaos is a violation")
+}
+
+func TestStampRoundTrip(t *testing.T) {
+	want := stamp{admit: 123456789, id: 42, group: 7, producer: 3, count: 99}
+	b := make([]byte, 40)
+	want.put(b)
+	got, ok := readStamp(b)
+	require.True(t, ok)
+	assert.Equal(t, want, got)
+	_, ok = readStamp(b[:minPayload-1])
+	assert.False(t, ok, "a short body carries no stamp")
+}
+
+func TestProducerRangeCoversAll(t *testing.T) {
+	for _, tc := range []struct{ n, producers int }{{10, 3}, {16, 4}, {1, 4}, {0, 2}, {1000, 7}} {
+		next := 0
+		for p := range tc.producers {
+			lo, hi := producerRange(tc.n, tc.producers, p)
+			require.Equal(t, next, lo, "n=%d producers=%d: producer %d starts where the previous ended", tc.n, tc.producers, p)
+			require.LessOrEqual(t, lo, hi)
+			next = hi
+		}
+		assert.Equal(t, tc.n, next, "n=%d producers=%d: every id is sent", tc.n, tc.producers)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	ms := int64(time.Millisecond)
+	sorted := []int64{1 * ms, 2 * ms, 3 * ms, 4 * ms, 100 * ms}
+	assert.InDelta(t, 3.0, percentile(sorted, 0.5), 1e-9, "p50")
+	assert.InDelta(t, 100.0, percentile(sorted, 0.99), 1e-9, "p99")
+	assert.Zero(t, percentile(nil, 0.5))
+}
+
+func TestConfigValidate(t *testing.T) {
+	ok := config{messages: 1, producers: 1, consumers: 1, size: minPayload, timeout: time.Second}
+	require.NoError(t, ok.validate())
+	for name, mutate := range map[string]func(*config){
+		"messages":  func(c *config) { c.messages = 0 },
+		"producers": func(c *config) { c.producers = 0 },
+		"size":      func(c *config) { c.size = minPayload - 1 },
+		"backlog":   func(c *config) { c.backlog = -1 },
+		"timeout":   func(c *config) { c.timeout = 0 },
+		"scenario":  func(c *config) { c.scenario = "(" },
+	} {
+		c := ok
+		mutate(&c)
+		assert.Error(t, c.validate(), "bad -%s must be refused", name)
+	}
+}
+
+// TestRunSmall runs the in-process scenarios with a few messages and checks
+// that every row was measured and the JSON carries the targets.
+func TestRunSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real scenarios")
+	}
+	c := &config{
+		json: true, messages: 2000, producers: 2, consumers: 2, size: 64, backlog: 1000,
+		timeout: 30 * time.Second, quick: true,
+		scenario: `^(ordered/memqueue/memstore/durable/g.*|ordered/emulator/filestore/fast/g1000|pipelined/memstore|engine/reorder)$`,
+	}
+	var out, progress bytes.Buffer
+	ok, err := run(context.Background(), c, &out, &progress)
+	require.NoError(t, err, "progress:\n%s", progress.String())
+	require.True(t, ok, "every scenario must pass; progress:\n%s", progress.String())
+	var doc struct {
+		Results []struct {
+			Name     string  `json:"scenario"`
+			Rate     float64 `json:"msgs_per_s"`
+			Ratio    float64 `json:"ratio"`
+			Messages int     `json:"messages"`
+			Failed   string  `json:"failed"`
+			Reqs     float64 `json:"queue_requests_per_msg"`
+		} `json:"results"`
+		Targets []struct {
+			Scenario string `json:"scenario"`
+			NotRun   bool   `json:"not_run"`
+		} `json:"targets"`
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &doc), "JSON output:\n%s", out.String())
+	var names []string
+	for _, r := range doc.Results {
+		names = append(names, r.Name)
+		assert.Empty(t, r.Failed, "%s failed", r.Name)
+		assert.Positive(t, r.Rate, "%s: msgs/s", r.Name)
+		if strings.HasPrefix(r.Name, "ordered/") {
+			assert.Positive(t, r.Ratio, "%s: ratio to its raw base", r.Name)
+			assert.Positive(t, r.Reqs, "%s: requests per message", r.Name)
+		}
+	}
+	assert.Equal(t, []string{
+		"raw/memqueue", "ordered/memqueue/memstore/durable/g1", "ordered/memqueue/memstore/durable/g1000",
+		"raw/emulator", "ordered/emulator/filestore/fast/g1000",
+		"serial/memstore", "pipelined/memstore", "engine/reorder",
+	}, names, "selected scenarios and their bases, in order")
+	run := 0
+	for _, tg := range doc.Targets {
+		if !tg.NotRun {
+			run++
+		}
+	}
+	assert.Equal(t, 6, run, "targets with a measured scenario: ordered/raw and reqs/msg for two memqueue rows, pipelined, reorder")
+}
+
+func TestRunTable(t *testing.T) {
+	c := &config{messages: 1000, producers: 1, consumers: 1, size: minPayload, timeout: 30 * time.Second, scenario: `^engine/reorder$`, quick: true}
+	var out, progress bytes.Buffer
+	ok, err := run(context.Background(), c, &out, &progress)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Contains(t, out.String(), "engine/reorder")
+	assert.Contains(t, out.String(), "Targets")
+	assert.Contains(t, out.String(), "reorder engine msgs/s on one core")
+}
+
+func TestRunUnknownScenario(t *testing.T) {
+	c := &config{messages: 1, producers: 1, consumers: 1, size: minPayload, timeout: time.Second, scenario: "^nothing$"}
+	_, err := run(context.Background(), c, &bytes.Buffer{}, &bytes.Buffer{})
+	assert.ErrorContains(t, err, "no scenario matches")
+}

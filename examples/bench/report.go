@@ -1,0 +1,161 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// result is one row of the table. Zero (or NaN) fields are printed as "-".
+type result struct {
+	Name     string  `json:"scenario"`
+	Messages int     `json:"messages"`
+	Rate     float64 `json:"msgs_per_s"`
+	Ratio    float64 `json:"ratio,omitempty"`
+	Base     string  `json:"base,omitempty"`
+	// ReqsPerMsg is queue requests per message; StoreOpsPerMsg store calls
+	// per message.
+	ReqsPerMsg     float64 `json:"queue_requests_per_msg,omitempty"`
+	StoreOpsPerMsg float64 `json:"store_ops_per_msg,omitempty"`
+	P50            float64 `json:"p50_ms,omitempty"`
+	P99            float64 `json:"p99_ms,omitempty"`
+	PeakBuffered   int     `json:"peak_buffered,omitempty"`
+	AllocsPerMsg   float64 `json:"allocs_per_msg,omitempty"`
+	Notes          string  `json:"notes,omitempty"`
+	Seconds        float64 `json:"seconds"`
+	Failed         string  `json:"failed,omitempty"`
+
+	// baseRate overrides the base row's rate (engine rows compare with a
+	// limit measured in the same scenario).
+	baseRate float64
+}
+
+func printTable(w io.Writer, results []*result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tmsgs/s\tratio\treqs/msg\tstore/msg\tp50\tp99\tpeak\tallocs/msg\t\tbase; notes")
+	for _, r := range results {
+		if r.Failed != "" {
+			fmt.Fprintf(tw, "%s\tFAILED\t\t\t\t\t\t\t\t\t%s\n", r.Name, r.Failed)
+			continue
+		}
+		notes := r.Base
+		if r.Notes != "" {
+			if notes != "" {
+				notes += "; "
+			}
+			notes += r.Notes
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\t%s\n", r.Name,
+			num(r.Rate, 0), num(r.Ratio, 2), num(r.ReqsPerMsg, 3), num(r.StoreOpsPerMsg, 3),
+			ms(r.P50), ms(r.P99), count(r.PeakBuffered), num(r.AllocsPerMsg, 1), notes)
+	}
+	tw.Flush()
+	// tabwriter right-aligns every cell; the first column reads better on
+	// the left, so the header and rows keep their names padded as printed.
+}
+
+func num(v float64, prec int) string {
+	if v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return "-"
+	}
+	return fmt.Sprintf("%.*f", prec, v)
+}
+
+func ms(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	if v < 10 {
+		return fmt.Sprintf("%.2fms", v)
+	}
+	return fmt.Sprintf("%.0fms", v)
+}
+
+func count(v int) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprint(v)
+}
+
+// target is one performance target of DESIGN.md, with what was measured.
+type target struct {
+	Name     string  `json:"target"`
+	Scenario string  `json:"scenario"`
+	Measured float64 `json:"measured"`
+	Want     string  `json:"want"`
+	Met      bool    `json:"met"`
+	Missing  bool    `json:"not_run,omitempty"`
+}
+
+// checkTargets evaluates DESIGN.md's "Performance" targets on the results.
+func checkTargets(byName map[string]*result) []target {
+	var ts []target
+	atLeast := func(name, scen string, want float64, measured func(*result) float64) {
+		t := target{Name: name, Scenario: scen, Want: fmt.Sprintf(">= %g", want)}
+		if r := byName[scen]; r != nil && r.Failed == "" {
+			t.Measured = measured(r)
+			t.Met = t.Measured >= want
+		} else {
+			t.Missing = true
+		}
+		ts = append(ts, t)
+	}
+	atMost := func(name, scen string, want float64, measured func(*result) float64) {
+		t := target{Name: name, Scenario: scen, Want: fmt.Sprintf("<= %g", want)}
+		if r := byName[scen]; r != nil && r.Failed == "" {
+			t.Measured = measured(r)
+			t.Met = t.Measured <= want
+		} else {
+			t.Missing = true
+		}
+		ts = append(ts, t)
+	}
+	ratio := func(r *result) float64 { return r.Ratio }
+	for _, s := range []string{
+		"ordered/emulator/filestore/durable/g1", "ordered/emulator/filestore/durable/g1000",
+		"ordered/memqueue/memstore/durable/g1", "ordered/memqueue/memstore/durable/g1000",
+	} {
+		atLeast("ordered/raw", s, 0.90, ratio)
+	}
+	atLeast("pipelined/serial at 1ms", "pipelined/memstore", 10, ratio)
+	for _, s := range []string{"ordered/memqueue/memstore/durable/g1", "ordered/memqueue/memstore/durable/g1000"} {
+		atMost("queue requests per delivered message", s, 0.25, func(r *result) float64 { return r.ReqsPerMsg })
+	}
+	atLeast("reorder engine msgs/s on one core", "engine/reorder", 2e6, func(r *result) float64 { return r.Rate })
+	atLeast("filestore reservations / (N x fsyncs/s)", "engine/filestore-16", 0.7, ratio)
+	return ts
+}
+
+func printTargets(w io.Writer, ts []target) {
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Targets (DESIGN.md, Performance):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, t := range ts {
+		verdict := "MISSED"
+		switch {
+		case t.Missing:
+			verdict = "not run"
+		case t.Met:
+			verdict = "met"
+		}
+		measured := "-"
+		if !t.Missing {
+			measured = strings.TrimSuffix(fmt.Sprintf("%.3g", t.Measured), ".0")
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", t.Name, t.Scenario, measured, t.Want, verdict)
+	}
+	tw.Flush()
+}
+
+// percentile returns the p-th percentile (0..1) of sorted, in milliseconds.
+func percentile(sorted []int64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := min(int(math.Ceil(p*float64(len(sorted))))-1, len(sorted)-1)
+	return float64(time.Duration(sorted[max(i, 0)])) / float64(time.Millisecond)
+}
