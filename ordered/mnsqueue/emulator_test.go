@@ -190,7 +190,7 @@ func TestAbandonedReceiveReleases(t *testing.T) {
 func TestChaos(t *testing.T) {
 	srv := newServer(t, &mnstest.Options{Seed: 7, Faults: mnstest.Faults{Error5xx: 0.05, Drop: 0.03, Redeliver: 0.05, Latency: time.Millisecond, Jitter: 2 * time.Millisecond}})
 	q := newEmulated(t, srv, &mnsqueue.QueueAttributes{Visibility: 2 * time.Second}, nil)
-	const senders, perSender, receivers = 16, 200, 8
+	const senders, perSender, receivers = 8, 200, 8
 	total := senders * perSender
 	ctx, cancel := context.WithTimeout(t.Context(), 45*time.Second)
 	defer cancel()
