@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
 	"regexp"
@@ -161,16 +162,62 @@ func (s *Store) isClosed() bool {
 }
 
 // Migrate creates or upgrades the tables to the newest schema version this
-// package knows, recorded in <prefix>schema_version. It is idempotent. It
-// refuses a database whose schema is newer than this code. Run it from one
-// process at a time (a deploy step, or at start-up of a single instance).
+// package knows, recorded in <prefix>schema_version. It is idempotent and
+// safe to run from several processes at once: PostgreSQL and SQLite migrate
+// in one transaction (PostgreSQL under an advisory lock), MySQL under a
+// named lock (GET_LOCK; its DDL commits at once, so every statement is
+// idempotent). It refuses a database whose schema is newer than this code.
 func (s *Store) Migrate(ctx context.Context) error {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlstore: migrate: %w", err)
+	}
+	defer func() { _ = conn.Close() }()
+	lockName := "inorder_migrate_" + s.prefix
+	if s.dialect == MySQL {
+		var got sql.NullInt64
+		if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 60)", lockName).Scan(&got); err != nil {
+			return fmt.Errorf("sqlstore: migrate: lock: %w", err)
+		}
+		if got.Int64 != 1 {
+			return fmt.Errorf("sqlstore: migrate: another process held lock %q for 60s", lockName)
+		}
+		defer func() { _, _ = conn.ExecContext(context.WithoutCancel(ctx), "SELECT RELEASE_LOCK(?)", lockName) }()
+		return s.migrate(ctx, conn)
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlstore: migrate: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if s.dialect == Postgres {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(lockName))
+		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", int64(h.Sum64())); err != nil {
+			return fmt.Errorf("sqlstore: migrate: lock: %w", err)
+		}
+	}
+	if err := s.migrate(ctx, tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlstore: migrate: commit: %w", err)
+	}
+	return nil
+}
+
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func (s *Store) migrate(ctx context.Context, db execer) error {
 	vt := s.prefix + "schema_version"
-	if _, err := s.db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+vt+" (version INTEGER NOT NULL)"); err != nil {
+	if _, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+vt+" (version INTEGER NOT NULL)"); err != nil {
 		return fmt.Errorf("sqlstore: migrate: create %s: %w", vt, err)
 	}
 	var cur sql.NullInt64
-	if err := s.db.QueryRowContext(ctx, "SELECT MAX(version) FROM "+vt).Scan(&cur); err != nil {
+	if err := db.QueryRowContext(ctx, "SELECT MAX(version) FROM "+vt).Scan(&cur); err != nil {
 		return fmt.Errorf("sqlstore: migrate: read %s: %w", vt, err)
 	}
 	latest := migrations[len(migrations)-1].version
@@ -182,7 +229,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 			continue
 		}
 		for _, stmt := range m.stmts(s.dialect, s.prefix) {
-			if _, err := s.db.ExecContext(ctx, stmt); err != nil {
+			if _, err := db.ExecContext(ctx, stmt); err != nil {
 				return fmt.Errorf("sqlstore: migrate to version %d: %w", m.version, err)
 			}
 		}
@@ -190,7 +237,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		if cur.Valid {
 			upd = "UPDATE " + vt + " SET version = " + strconv.Itoa(m.version)
 		}
-		if _, err := s.db.ExecContext(ctx, upd); err != nil {
+		if _, err := db.ExecContext(ctx, upd); err != nil {
 			return fmt.Errorf("sqlstore: migrate: record version %d: %w", m.version, err)
 		}
 		cur = sql.NullInt64{Int64: int64(m.version), Valid: true}

@@ -52,6 +52,33 @@ func TestMigrate(t *testing.T) {
 		assert.Equal(t, 1, rows, "one version row")
 		assert.Equal(t, migrations[len(migrations)-1].version, version)
 
+		// Several processes migrating a fresh prefix at once.
+		fresh := prefix + "c"
+		t.Cleanup(func() {
+			for _, tb := range []string{"send", "journal", "cursor", "schema_version"} {
+				_, _ = db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+fresh+tb)
+			}
+		})
+		var wg sync.WaitGroup
+		errs := make([]error, 4)
+		for i := range errs {
+			wg.Go(func() {
+				st, err := Open(db, b.dialect, &Options{TablePrefix: fresh})
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				defer func() { _ = st.Close() }()
+				errs[i] = st.Migrate(ctx)
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			assert.NoError(t, err, "concurrent Migrate %d", i)
+		}
+		require.NoError(t, db.QueryRowContext(ctx, "SELECT COUNT(*), MAX(version) FROM "+fresh+"schema_version").Scan(&rows, &version))
+		assert.Equal(t, 1, rows, "one version row after concurrent migrations")
+
 		_, err := db.ExecContext(ctx, "UPDATE "+prefix+"schema_version SET version = 99")
 		require.NoError(t, err)
 		err = s.Migrate(ctx)
