@@ -476,6 +476,9 @@ func (s *Server) requestID() string {
 
 // isBatchSend tells a batch send from a single one by the root element.
 func isBatchSend(body []byte) bool {
+	if bytes.HasPrefix(body, []byte("<Messages>")) {
+		return true
+	}
 	d := xml.NewDecoder(bytes.NewReader(body))
 	for {
 		tok, err := d.RawToken()

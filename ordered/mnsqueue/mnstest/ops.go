@@ -123,6 +123,19 @@ func (c *call) listQueues() *apiError {
 	return nil
 }
 
+// decodeSend decodes a send body whose root must be root, by the fast path
+// when the body has the SDK's shape.
+func decodeSend(body []byte, sb *sendBody, root string) *apiError {
+	if fastSendBody(body, sb) {
+		if sb.XMLName.Local != root {
+			return errMalformedXML
+		}
+		return nil
+	}
+	*sb = sendBody{}
+	return decode(body, sb, &sb.XMLName, root)
+}
+
 // entry is one message to send, validated.
 type entry struct {
 	body, md5 string
@@ -188,7 +201,7 @@ func (c *call) messageQueue() (*queue, int64, *apiError) {
 
 func (c *call) sendMessage() *apiError {
 	var sb sendBody
-	if err := decode(c.body, &sb, &sb.XMLName, "Message"); err != nil {
+	if err := decodeSend(c.body, &sb, "Message"); err != nil {
 		return err
 	}
 	q, now, err := c.messageQueue()
@@ -217,7 +230,7 @@ func (c *call) sendMessage() *apiError {
 
 func (c *call) batchSendMessage() *apiError {
 	var sb sendBody
-	if err := decode(c.body, &sb, &sb.XMLName, "Messages"); err != nil {
+	if err := decodeSend(c.body, &sb, "Messages"); err != nil {
 		return err
 	}
 	n := len(sb.Messages)
@@ -426,8 +439,11 @@ func (c *call) deleteMessage() *apiError {
 
 func (c *call) batchDeleteMessage() *apiError {
 	var hb handlesBody
-	if err := decode(c.body, &hb, &hb.XMLName, "ReceiptHandles"); err != nil {
-		return err
+	if !fastHandlesBody(c.body, &hb) {
+		hb = handlesBody{}
+		if err := decode(c.body, &hb, &hb.XMLName, "ReceiptHandles"); err != nil {
+			return err
+		}
 	}
 	n := len(hb.Handles)
 	if n < 1 || n > maxBatch {

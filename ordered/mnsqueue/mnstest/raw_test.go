@@ -260,3 +260,38 @@ func FuzzRequest(f *testing.F) {
 		}
 	})
 }
+
+// FuzzFastXML checks that the fast parser agrees with encoding/xml whenever
+// it accepts a body.
+func FuzzFastXML(f *testing.F) {
+	for _, s := range []string{
+		"<Message><MessageBody>a&amp;b&#x9;&#13;&lt;</MessageBody><DelaySeconds>0</DelaySeconds><Priority>0</Priority></Message>",
+		"<Messages><Message><MessageBody>x</MessageBody></Message><Message><MessageBody></MessageBody><Priority>3</Priority></Message></Messages>",
+		"<ReceiptHandles><ReceiptHandle>AAAA+/==</ReceiptHandle><ReceiptHandle>b</ReceiptHandle></ReceiptHandles>",
+		"<Message><MessageBody>&#65;&#x42;&quot;&apos;&gt;</MessageBody></Message>",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var fast sendBody
+		if fastSendBody(body, &fast) {
+			var slow sendBody
+			require.NoError(t, xml.Unmarshal(body, &slow), "fast path accepted %q", body)
+			assert.Equal(t, slow.XMLName.Local, fast.XMLName.Local)
+			assert.Equal(t, slow.MessageBody, fast.MessageBody, "body of %q", body)
+			assert.Equal(t, slow.DelaySeconds, fast.DelaySeconds)
+			assert.Equal(t, slow.Priority, fast.Priority)
+			require.Equal(t, len(slow.Messages), len(fast.Messages), "entries of %q", body)
+			for i := range slow.Messages {
+				assert.Equal(t, slow.Messages[i], fast.Messages[i], "entry %d of %q", i, body)
+			}
+		}
+		var fh handlesBody
+		if fastHandlesBody(body, &fh) {
+			var sh handlesBody
+			require.NoError(t, xml.Unmarshal(body, &sh), "fast path accepted %q", body)
+			assert.Equal(t, sh.XMLName.Local, fh.XMLName.Local)
+			assert.Equal(t, sh.Handles, fh.Handles, "handles of %q", body)
+		}
+	})
+}
