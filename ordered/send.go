@@ -296,6 +296,7 @@ type sendItem struct {
 // nothing in flight.
 type sendGroup struct {
 	pending   []sendItem // admitted, waiting for a reservation
+	hint      int        // size of the last reservation, to size pending
 	reserving bool       // on the ready list or being reserved
 	inflight  int        // admitted and not completed
 
@@ -524,6 +525,9 @@ func (s *sender) admit(ctx context.Context, group string, payloads [][]byte, siz
 		g = &sendGroup{}
 		s.groups[group] = g
 	}
+	if g.pending == nil && g.hint > n {
+		g.pending = make([]sendItem, 0, g.hint)
+	}
 	for _, p := range payloads {
 		g.pending = append(g.pending, sendItem{group: group, grp: g, payload: p, size: len(p), res: r})
 	}
@@ -575,7 +579,7 @@ func (s *sender) reserver() {
 		}
 		g := s.groups[group]
 		items := g.pending
-		g.pending = nil
+		g.pending, g.hint = nil, len(items)
 		s.mu.Unlock()
 		s.reserve(group, g, items)
 		s.mu.Lock()
