@@ -29,11 +29,15 @@ func serverCred(srv *mnstest.Server) mnsqueue.Credentials {
 	return mnsqueue.Credentials{AccessKeyID: srv.AccessKeyID(), AccessKeySecret: srv.AccessKeySecret()}
 }
 
-var queueSeq atomic.Int64
+var (
+	queueSeq atomic.Int64
+	runID    = fmt.Sprintf("%d-%d", time.Now().Unix()%100000, os.Getpid())
+)
 
-// uniqueName returns a queue name no other test uses.
+// uniqueName returns a queue name no other test, and no other run on the
+// same account, uses.
 func uniqueName(prefix string) string {
-	return fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), queueSeq.Add(1))
+	return fmt.Sprintf("inorder-%s-%s-%d", prefix, runID, queueSeq.Add(1))
 }
 
 // seconds rounds d up to whole seconds, at least 1.

@@ -42,9 +42,12 @@
 // # Bodies
 //
 // By default a body is sent base64-encoded (StdEncoding), so any bytes
-// survive the SDK's XML encoding, as the other MNS SDKs do; the largest body
-// is then 49152 bytes (65536 after encoding). With Options.Raw bodies travel
-// as text, for peers that send and expect plain text, up to 65536 bytes; a
+// survive the SDK's XML encoding, as the other MNS SDKs do. The service takes
+// 64 KiB per message and per batch after encoding, so a body may have 49120
+// bytes and a batch as many in all (49152 less the base64 padding of 16
+// bodies), or less on a queue with a smaller MaximumMessageSize. With
+// Options.Raw bodies travel as text, for peers that send and expect plain
+// text, up to 65536 bytes; a
 // body that XML cannot carry is refused with ErrInvalidBody instead of being
 // corrupted. In base64 mode, a received body that is not valid base64 is
 // delivered as it came (and logged), never dropped.

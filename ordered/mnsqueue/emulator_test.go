@@ -101,6 +101,25 @@ func TestCreateDeleteQueue(t *testing.T) {
 	assert.ErrorIs(t, err, mnstest.ErrQueueNotExist)
 }
 
+// TestBatchBytesWorstCase: a batch of MaxBatchBytes whose bodies all need
+// base64 padding still fits the service's 64 KiB, and a body of MaxBody fits
+// its maximum message size.
+func TestBatchBytesWorstCase(t *testing.T) {
+	srv := newServer(t, nil)
+	q := newEmulated(t, srv, nil, nil)
+	l := q.Limits()
+	require.Equal(t, 0, l.MaxBatchBytes%l.MaxBatch, "test needs MaxBatchBytes divisible by MaxBatch")
+	size := l.MaxBatchBytes / l.MaxBatch
+	require.Equal(t, 1, size%3, "bodies of %d bytes need the most padding", size)
+	bodies := make([][]byte, l.MaxBatch)
+	for i := range bodies {
+		bodies[i] = make([]byte, size)
+	}
+	require.NoError(t, q.SendBatch(t.Context(), bodies), "%d bodies of %d bytes (MaxBatchBytes %d)", l.MaxBatch, size, l.MaxBatchBytes)
+	require.NoError(t, q.SendBatch(t.Context(), [][]byte{make([]byte, l.MaxBody)}), "one body of MaxBody %d", l.MaxBody)
+	assert.GreaterOrEqual(t, l.MaxBatchBytes, l.MaxBody, "MaxBatchBytes admits one body of MaxBody")
+}
+
 // TestZeroWaitWithPollingWait: on a queue with PollingWaitSeconds, a zero wait
 // cannot be a short poll through the SDK and becomes 1s, not the queue's wait.
 func TestZeroWaitWithPollingWait(t *testing.T) {

@@ -325,7 +325,7 @@ func TestMaxBodyFromAttributes(t *testing.T) {
 	l := q.Limits()
 	assert.Equal(t, 45*time.Second, l.Visibility, "visibility read from the queue")
 	assert.Equal(t, 1536, l.MaxBody, "2048 bytes after base64")
-	assert.Equal(t, 49152, l.MaxBatchBytes, "64 KiB after base64")
+	assert.Equal(t, 49120, l.MaxBatchBytes, "64 KiB after base64 with the padding of 16 bodies")
 	assert.Equal(t, []string{"GET /queues/q"}, f.requests())
 	f.set(reply(404, errorXML("MessageNotExist")))
 	_, err = q.ReceiveBatch(t.Context(), 1, 0)

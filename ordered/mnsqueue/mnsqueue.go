@@ -96,10 +96,11 @@ func New(ctx context.Context, endpoint, queue string, cred Credentials, opts *Op
 		}
 	}
 	q.shortPoll = pollWait == 0
+	batchBytes := q.batchBytes()
 	q.limits = driver.Limits{
 		MaxBatch:      MaxBatch,
-		MaxBody:       q.decodedSize(maxSize),
-		MaxBatchBytes: q.decodedSize(MaxMessageSize),
+		MaxBody:       min(q.decodedSize(maxSize), batchBytes),
+		MaxBatchBytes: batchBytes,
 		MaxWait:       MaxWait,
 		Visibility:    vis,
 		MinVisibility: MinVisibility,
@@ -203,6 +204,17 @@ func (q *Queue) decodedSize(n int) int {
 		return n
 	}
 	return n / 4 * 3
+}
+
+// batchBytes is the largest sum of body sizes of a batch whose encoded bodies
+// fit MaxMessageSize together. Base64 pads each body to a multiple of 3
+// bytes, so 16 bodies may encode to 4/3 of their size plus 2 bytes each:
+// 49120 bytes, not 49152, is what always fits.
+func (q *Queue) batchBytes() int {
+	if q.opts.Raw {
+		return MaxMessageSize
+	}
+	return (MaxMessageSize/4*3 - 2*MaxBatch)
 }
 
 // Name returns the queue's name.
