@@ -17,19 +17,32 @@
 // lazy: they leave memory at once and ride on the next commit, or are
 // written on their own after Options.SentFlushDelay.
 //
+// Callers that wait on every call come back to the writer a few
+// microseconds after their commit; a writer that committed whatever had
+// arrived by then would split N callers into two alternating half-full
+// commits. So when fewer requests are waiting than the previous commit
+// answered, the writer waits for the rest, at most half an average fsync
+// (capped by Options.CommitWait). A lone serial caller never waits.
+//
+// One call may journal up to 64 MiB; a commit takes requests up to 4 MiB
+// (or one larger request) so that frames stay bounded.
+//
 // Reads (Cursor, Pending) see only durable state: if they observe a frame
 // that is still being written, they wait for its fsync.
 //
 // # Files and recovery
 //
 // A log file starts with a header (magic, format version, generation) and
-// holds frames: length, CRC-32C and payload; the checksum also covers the
-// log's generation and the frame's offset. The writer syncs each frame
-// before writing the next, so a crash can only tear the last frame of the
-// last log. When the log passes Options.SnapshotBytes, the writer saves the
-// state (counters, cursors and unsent journal bodies; nothing else is kept)
-// to a snapshot file through a temporary file, fsync, rename and directory
-// fsync, then continues in a fresh log and deletes the old one.
+// holds frames: length, CRC-32C, the frame's own offset and the payload;
+// the checksum also covers the log's generation, so a frame shifted, swapped
+// or copied from another log is recognised as out of place. The writer syncs
+// each frame before writing the next, so a crash can only tear the last
+// frame of the last log. When the log passes Options.SnapshotBytes, the
+// writer saves the state (counters, cursors and unsent journal bodies;
+// nothing else is kept in memory) to a snapshot file through a temporary
+// file, fsync, rename and directory fsync, then continues in a fresh log and
+// deletes the old one. Commits wait while the writer does this (three
+// fsyncs plus writing the state), once per SnapshotBytes of log.
 //
 // Open loads the snapshot and replays the logs written since. A torn tail (a
 // last frame cut short or failing its checksum with no valid frame after
