@@ -64,7 +64,13 @@ type call struct {
 	out    []byte
 }
 
-var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+// Request and response buffers are reused: a batch is up to ~1 MiB of XML.
+var (
+	inPool  = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+	outPool = sync.Pool{New: func() any { return new([]byte) }}
+)
+
+const maxPooled = 1 << 20
 
 // ServeHTTP serves the MNS queue API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -72,18 +78,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.handlers.Done()
 	start := time.Now()
 	c := &call{s: s, w: w, r: r, reqID: s.requestID(), faults: s.faults.Load()}
-	inBuf := bufPool.Get().(*bytes.Buffer)
-	outBuf := bufPool.Get().(*bytes.Buffer)
-	c.out = outBuf.Bytes()[:0]
+	inBuf := inPool.Get().(*bytes.Buffer)
+	outBuf := outPool.Get().(*[]byte)
+	c.out = (*outBuf)[:0]
 	defer func() {
-		if inBuf.Cap() <= 1<<20 {
+		if inBuf.Cap() <= maxPooled {
 			inBuf.Reset()
-			bufPool.Put(inBuf)
+			inPool.Put(inBuf)
 		}
-		if cap(c.out) <= 1<<20 {
-			outBuf.Reset()
-			*outBuf = *bytes.NewBuffer(c.out[:0])
-			bufPool.Put(outBuf)
+		if cap(c.out) <= maxPooled {
+			*outBuf = c.out[:0]
+			outPool.Put(outBuf)
 		}
 	}()
 	err := c.serve(inBuf)
