@@ -107,6 +107,7 @@ func TestMaximumMessageSize(t *testing.T) {
 	assert.Equal(t, "InvalidArgument", resp.Messages[1].ErrorCode)
 	assert.Empty(t, resp.Messages[2].ErrorCode)
 	assert.NotEmpty(t, resp.Messages[2].MessageId, "good entries are stored")
+	assert.Zero(t, srv.Stats().Errors5xx, "a rejected entry is not an injected fault")
 }
 
 func TestLongPollWaitsWhenEmpty(t *testing.T) {

@@ -119,7 +119,11 @@ func (c *call) serve(inBuf *bytes.Buffer) *apiError {
 	}
 	if c.op.faultable() {
 		if !c.delay() {
-			return errMessageNotExist
+			// The server is closing or the client went away.
+			if c.op >= opReceiveMessage && c.op <= opBatchPeekMessage {
+				return errMessageNotExist
+			}
+			return errInternal
 		}
 		c.plan()
 		switch c.fault {
@@ -389,6 +393,7 @@ func (c *call) plan() {
 		default:
 			c.fault = faultErrAfter
 		}
+		c.s.stats.errors5xx.Add(1)
 	}
 }
 
@@ -444,9 +449,6 @@ func (c *call) finish() {
 		return
 	case faultErrAfter:
 		c.fail(errInternal)
-	}
-	if c.status == http.StatusInternalServerError {
-		c.s.stats.errors5xx.Add(1)
 	}
 	h := c.w.Header()
 	h["Content-Type"] = hdrContentType

@@ -86,8 +86,8 @@ type Stats struct {
 	// again), Deleted messages deleted, Expired messages dropped past
 	// retention.
 	Sent, Received, Deleted, Expired int64
-	// Injected faults: messages lost, deliveries cut short, 500 answers,
-	// dropped connections.
+	// Injected faults: messages lost, deliveries cut short, 500 answers
+	// (whole or partial batch failures), dropped connections.
 	Lost, Redelivered, Errors5xx, Drops int64
 	// Active, Inactive and Delayed count the messages of all queues by state.
 	Active, Inactive, Delayed int
