@@ -16,6 +16,13 @@
 // limits, at-least-once delivery of every message, deletion, stale and
 // invalid receipt handles, visibility changes, long-poll waits, context
 // cancellation, the closed state, concurrent use and error classification.
+// A partial SendBatch failure is the one rule it cannot provoke on a healthy
+// queue; drivers test their mapping of it themselves.
+//
+// With the defaults a run takes a few seconds, most of it waiting for
+// visibility timeouts of about 300ms plus 1s of slack for scheduling. With
+// Harness.Slow the short visibility is 2s and the slack 4s, and a run takes
+// about 20s plus the service's round trips.
 //
 // The tests run in parallel, each on a fresh queue from [Harness.New], and
 // take their timing from the queue's [driver.Limits], so a driver that rounds
@@ -24,4 +31,6 @@
 // [Harness.NoVisibility]) turn the tests that need them into skips with a
 // reason; [Harness.Slow] marks a remote service, for which the suite sends
 // fewer messages and waits longer.
+//
+// [RunBenchmarks] measures a driver's raw send-receive-delete throughput.
 package drivertest
