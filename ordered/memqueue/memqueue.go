@@ -674,8 +674,9 @@ type Stats struct {
 	EmptyReceives int64
 	// Injected counts failures injected by Options.ErrorRate.
 	Injected int64
-	// Sent counts messages accepted by SendBatch, including those dropped by
-	// Options.Loss.
+	// Sent counts messages enqueued by SendBatch, including those dropped
+	// by Options.Loss and those of calls that then reported an injected
+	// failure.
 	Sent int64
 	// Delivered counts messages returned by ReceiveBatch, each delivery
 	// once; Redelivered counts those among them with DequeueCount > 1.
