@@ -29,6 +29,7 @@
 //	-drop p                  probability of a connection closed without answer (0..1)
 //	-latency d, -jitter d    added delay of message operations (e.g. 2ms)
 //	-loss p                  probability a sent message is lost (0..1)
+//	-early-empty p           probability a receive answers "no message" at once (0..1)
 //	-stats d                 print request and message counts every d (0: never; default 10s)
 //	-v                       log every request
 //
@@ -103,6 +104,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&opts.Faults.Latency, "latency", 0, "added delay of message operations")
 	fs.DurationVar(&opts.Faults.Jitter, "jitter", 0, "random extra delay, up to this")
 	fs.Float64Var(&opts.Faults.Loss, "loss", 0, "probability a sent message is lost")
+	fs.Float64Var(&opts.Faults.EarlyEmpty, "early-empty", 0, "probability a receive answers no message at once")
 	fs.DurationVar(&every, "stats", 10*time.Second, "print counts this often (0: never)")
 	fs.BoolVar(&verbose, "v", false, "log every request")
 	if err := fs.Parse(args); err != nil {
@@ -129,8 +131,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "MNS emulator listening on %s (shards %d, seed %d)\n", srv.Addr(), opts.Shards, opts.Seed)
 	if f := srv.Faults(); f != (mnstest.Faults{}) {
-		fmt.Fprintf(stdout, "faults: redeliver %g, error5xx %g, drop %g, latency %v+%v, loss %g\n",
-			f.Redeliver, f.Error5xx, f.Drop, f.Latency, f.Jitter, f.Loss)
+		fmt.Fprintf(stdout, "faults: redeliver %g, error5xx %g, drop %g, latency %v+%v, loss %g, early-empty %g\n",
+			f.Redeliver, f.Error5xx, f.Drop, f.Latency, f.Jitter, f.Loss, f.EarlyEmpty)
 	}
 	if len(queues) > 0 {
 		fmt.Fprintf(stdout, "queues: %s\n", strings.Join(queues, ", "))
@@ -182,8 +184,9 @@ func summary(st mnstest.Stats) string {
 	}
 	fmt.Fprintf(&b, "; messages sent %d received %d deleted %d expired %d; now active %d inactive %d delayed %d",
 		st.Sent, st.Received, st.Deleted, st.Expired, st.Active, st.Inactive, st.Delayed)
-	if st.Lost+st.Redelivered+st.Errors5xx+st.Drops > 0 {
-		fmt.Fprintf(&b, "; faults lost %d redelivered %d 5xx %d drops %d", st.Lost, st.Redelivered, st.Errors5xx, st.Drops)
+	if st.Lost+st.Redelivered+st.Errors5xx+st.Drops+st.EarlyEmpty > 0 {
+		fmt.Fprintf(&b, "; faults lost %d redelivered %d 5xx %d drops %d early-empty %d",
+			st.Lost, st.Redelivered, st.Errors5xx, st.Drops, st.EarlyEmpty)
 	}
 	return b.String()
 }

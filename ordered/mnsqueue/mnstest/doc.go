@@ -69,7 +69,7 @@
 // Options.Faults (and SetFaults at run time) inject seeded failures: extra
 // redeliveries, 500 InternalError answers before or after the operation took
 // effect (and partial batch failures), connections closed without an answer,
-// latency with jitter, and message loss. With the same Seed and the same
+// latency with jitter, message loss, and receives answered empty at once. With the same Seed and the same
 // sequence of requests, the same faults fire.
 //
 // # Shutdown

@@ -216,3 +216,35 @@ func TestFaultRedeliver(t *testing.T) {
 		return string(pattern)
 	})
 }
+
+func TestFaultEarlyEmpty(t *testing.T) {
+	const n = 80
+	checkSeeded(t, func(t *testing.T, seed int64) string {
+		srv := newServer(t, &mnstest.Options{Seed: seed, Faults: mnstest.Faults{EarlyEmpty: 0.4}})
+		_, q := newQueue(t, srv, nil)
+		_, err := q.SendMessage(msg("always-there"))
+		require.NoError(t, err)
+		pattern := make([]byte, n)
+		empty := 0
+		start := time.Now()
+		for i := range pattern {
+			// A 5 s long poll on a queue with a visible message: only the
+			// fault can make it come back empty, and then at once.
+			m, err := receive(q, 5)
+			pattern[i] = '.'
+			if err != nil {
+				requireCode(t, codeMessageNotExist, err, "early empty receive")
+				pattern[i] = 'e'
+				empty++
+				continue
+			}
+			_, err = q.ChangeMessageVisibility(m.ReceiptHandle, 1)
+			require.NoError(t, err)
+			srv.Advance(time.Second)
+		}
+		assert.Less(t, since(start), 5*time.Second, "empty answers come at once")
+		assert.InDelta(t, 0.4*n, empty, 0.2*n, "about 40%% empty, got %d of %d", empty, n)
+		assert.EqualValues(t, empty, srv.Stats().EarlyEmpty)
+		return string(pattern)
+	})
+}

@@ -126,6 +126,10 @@ func (c *call) serve(inBuf *bytes.Buffer) *apiError {
 			return errInternal
 		}
 		c.plan()
+		if c.fault == faultNone && (c.op == opReceiveMessage || c.op == opBatchReceiveMessage) && c.s.draw(c.faults.EarlyEmpty) {
+			c.s.stats.earlyEmpty.Add(1)
+			return errMessageNotExist
+		}
 		switch c.fault {
 		case faultErrBefore:
 			return errInternal

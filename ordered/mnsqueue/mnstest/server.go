@@ -74,13 +74,17 @@ type Faults struct {
 	// Loss is the probability that a sent message is lost, as if it had
 	// expired at once; the send still succeeds.
 	Loss float64
+	// EarlyEmpty is the probability that a receive answers 404
+	// MessageNotExist at once, without looking or waiting, as the service
+	// does when its long-poll limit is exceeded.
+	EarlyEmpty float64
 }
 
 func (f *Faults) validate() error {
 	for _, p := range []struct {
 		name string
 		v    float64
-	}{{"Redeliver", f.Redeliver}, {"Error5xx", f.Error5xx}, {"Drop", f.Drop}, {"Loss", f.Loss}} {
+	}{{"Redeliver", f.Redeliver}, {"Error5xx", f.Error5xx}, {"Drop", f.Drop}, {"Loss", f.Loss}, {"EarlyEmpty", f.EarlyEmpty}} {
 		if !(p.v >= 0 && p.v <= 1) {
 			return fmt.Errorf("mnstest: fault %s %v not in 0..1: %w", p.name, p.v, ErrInvalidArgument)
 		}

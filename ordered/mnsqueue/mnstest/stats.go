@@ -61,6 +61,7 @@ type counters struct {
 	redelivered atomic.Int64
 	errors5xx   atomic.Int64
 	drops       atomic.Int64
+	earlyEmpty  atomic.Int64
 
 	errMu  sync.Mutex
 	errors map[string]int64
@@ -87,8 +88,9 @@ type Stats struct {
 	// retention.
 	Sent, Received, Deleted, Expired int64
 	// Injected faults: messages lost, deliveries cut short, 500 answers
-	// (whole or partial batch failures), dropped connections.
-	Lost, Redelivered, Errors5xx, Drops int64
+	// (whole or partial batch failures), dropped connections, receives
+	// answered empty at once.
+	Lost, Redelivered, Errors5xx, Drops, EarlyEmpty int64
 	// Active, Inactive and Delayed count the messages of all queues by state.
 	Active, Inactive, Delayed int
 }
@@ -107,6 +109,7 @@ func (s *Server) Stats() Stats {
 		Redelivered: c.redelivered.Load(),
 		Errors5xx:   c.errors5xx.Load(),
 		Drops:       c.drops.Load(),
+		EarlyEmpty:  c.earlyEmpty.Load(),
 	}
 	for i := range c.requests {
 		if n := c.requests[i].Load(); n > 0 {
