@@ -47,6 +47,9 @@ type SendStats struct {
 	Recovered int64
 	// InFlight is the number of messages admitted and not yet completed.
 	InFlight int64
+	// Groups is the number of groups with send state in memory: those with
+	// messages in flight (a group's state is dropped when it has none).
+	Groups int
 	// Batches counts send requests made to the driver.
 	Batches int64
 	// Reservations counts store reservations (each covers a run of
@@ -1119,7 +1122,7 @@ func (s *sender) close(ctx context.Context) error {
 
 func (s *sender) stats() SendStats {
 	s.mu.Lock()
-	inflight := s.inflight
+	inflight, groups := s.inflight, len(s.groups)
 	s.mu.Unlock()
 	return SendStats{
 		Sent:         s.stat.sent.Load(),
@@ -1127,6 +1130,7 @@ func (s *sender) stats() SendStats {
 		Retries:      s.stat.retries.Load(),
 		Recovered:    s.stat.recovered.Load(),
 		InFlight:     int64(inflight),
+		Groups:       groups,
 		Batches:      s.stat.batches.Load(),
 		Reservations: s.stat.reservations.Load(),
 	}

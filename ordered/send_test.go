@@ -813,3 +813,22 @@ func TestSendNoRecover(t *testing.T) {
 	require.Len(t, d.sent(), 1)
 	assert.Equal(t, "left", d.sent()[0].Payload)
 }
+
+func TestSendGroupStateIsDropped(t *testing.T) {
+	d := newSendDriver()
+	q := newSendQueue(t, d, newTestStore(), nil)
+	const groups = 5000
+	var results []*ordered.SendResult
+	for i := range groups {
+		r, err := q.SendAsync(t.Context(), "group-"+strconv.Itoa(i), []byte("x"))
+		require.NoError(t, err)
+		results = append(results, r)
+	}
+	assert.Positive(t, q.Stats().Send.Groups, "groups in flight have state")
+	for _, r := range results {
+		require.NoError(t, r.Wait(t.Context()))
+	}
+	require.Eventually(t, func() bool { return q.Stats().Send.Groups == 0 }, 5*time.Second, time.Millisecond,
+		"idle groups keep no send state; %d left", q.Stats().Send.Groups)
+	assert.Len(t, d.byGroup(), groups)
+}
