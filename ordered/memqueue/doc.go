@@ -30,8 +30,9 @@
 //
 // Seeded chaos knobs emulate what a real service does at a configurable rate:
 // extra redeliveries (Options.Redeliver), message loss (Options.Loss,
-// Options.Retention), latency (Options.Latency, Options.LatencyJitter) and
-// transient errors (Options.ErrorRate). With the same Options.Seed and the
+// Options.Retention), latency (Options.Latency, Options.LatencyJitter),
+// transient errors (Options.ErrorRate) and long polls that end at once
+// (Options.EarlyEmpty). With the same Options.Seed and the
 // same sequence of calls from one goroutine, a run is reproducible.
 //
 // # Time

@@ -340,6 +340,9 @@ func (q *Queue) ReceiveBatch(ctx context.Context, n int, wait time.Duration) ([]
 		if len(picks) > 0 || fail || now >= deadline {
 			break
 		}
+		if q.opts.EarlyEmpty > 0 && q.rng.Float64() < q.opts.EarlyEmpty {
+			break
+		}
 		// Sleep until the wait ends, a message is sent or the earliest
 		// in-flight message becomes visible, whichever comes first.
 		until := deadline

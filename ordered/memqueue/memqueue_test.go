@@ -75,7 +75,7 @@ func TestInvalidOptionsPanic(t *testing.T) {
 		{Shards: -1}, {MaxBatch: -1}, {MaxBody: -5}, {MaxBatchBytes: -1}, {MaxWait: -time.Second},
 		{Visibility: time.Second, MinVisibility: 2 * time.Second}, {Visibility: 13 * time.Hour, MaxVisibility: 12 * time.Hour},
 		{MinVisibility: -1}, {Retention: -1}, {RedeliverAfter: -1}, {Latency: -1}, {LatencyJitter: -1},
-		{Redeliver: 1.5}, {Loss: -0.1}, {ErrorRate: math.NaN()},
+		{Redeliver: 1.5}, {Loss: -0.1}, {ErrorRate: math.NaN()}, {EarlyEmpty: 2},
 	} {
 		assert.Panics(t, func() { memqueue.New(&o) }, "New(%+v) must panic", o)
 	}
@@ -476,6 +476,37 @@ func TestFakeClock(t *testing.T) {
 		_, err = q.ReceiveBatch(ctx, 16, 30*time.Second)
 		assert.ErrorIs(t, err, driver.ErrClosed, "receive waiting when Close is called")
 		assert.Equal(t, time.Second, time.Since(start), "returns at Close")
+	})
+}
+
+func TestEarlyEmpty(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		const n, p = 400, 0.25
+		q := memqueue.New(&memqueue.Options{EarlyEmpty: p, Seed: 13})
+		defer q.Close()
+		early := 0
+		for range n {
+			start := time.Now()
+			msgs, err := q.ReceiveBatch(ctx, 16, time.Second)
+			require.NoError(t, err)
+			require.Empty(t, msgs)
+			switch d := time.Since(start); d {
+			case 0:
+				early++
+			case time.Second:
+			default:
+				t.Fatalf("an empty receive with wait 1s took %v: want 0 or 1s", d)
+			}
+		}
+		within(t, float64(early), n*p, 6*math.Sqrt(n*p*(1-p)), "receives that ended at once")
+		assert.Equal(t, int64(n), q.Stats().EmptyReceives, "EmptyReceives")
+
+		// A message waiting is always returned.
+		sendN(t, q, 1)
+		msgs, err := q.ReceiveBatch(ctx, 16, time.Second)
+		require.NoError(t, err)
+		assert.Len(t, msgs, 1, "a visible message with EarlyEmpty on")
 	})
 }
 

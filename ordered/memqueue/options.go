@@ -61,6 +61,10 @@ type Options struct {
 	// RedeliverAfter is how soon a message chosen by Redeliver becomes
 	// visible again (default 0: at the next call).
 	RedeliverAfter time.Duration
+	// EarlyEmpty is the probability (0..1) that a receive that finds no
+	// message returns at once, empty, instead of waiting, as MNS does when
+	// its long-poll concurrency limit is exceeded.
+	EarlyEmpty float64
 	// Loss is the probability (0..1) that a message accepted by SendBatch
 	// is dropped and never delivered, as when retention expires unnoticed.
 	Loss float64
@@ -137,7 +141,7 @@ func (o *Options) validate() error {
 	for _, p := range []struct {
 		name string
 		v    float64
-	}{{"Redeliver", o.Redeliver}, {"Loss", o.Loss}, {"ErrorRate", o.ErrorRate}} {
+	}{{"Redeliver", o.Redeliver}, {"EarlyEmpty", o.EarlyEmpty}, {"Loss", o.Loss}, {"ErrorRate", o.ErrorRate}} {
 		if !(p.v >= 0 && p.v <= 1) { // also rejects NaN
 			return fmt.Errorf("memqueue: %s %v out of range 0..1", p.name, p.v)
 		}
