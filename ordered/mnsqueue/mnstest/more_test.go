@@ -334,3 +334,31 @@ func TestConcurrentClients(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 0, info.Active+info.Inactive, "all deleted")
 }
+
+func TestNewServerOptions(t *testing.T) {
+	for _, o := range []mnstest.Options{
+		{Addr: "localhost:0"},
+		{Addr: "[::1]:0"},
+		{Addr: "127.0.0.1"},
+		{Shards: 65},
+		{Shards: -1},
+		{ReorderWindow: -1},
+		{Faults: mnstest.Faults{Redeliver: -0.1}},
+		{Faults: mnstest.Faults{Latency: -time.Second}},
+	} {
+		srv, err := mnstest.NewServer(&o)
+		if !assert.Error(t, err, "options %+v", o) {
+			_ = srv.Close()
+		}
+	}
+	srv := newServer(t, nil)
+	assert.True(t, strings.HasPrefix(srv.Endpoint(), "http://127.0.0.1:"), "loopback by default: %s", srv.Endpoint())
+	assert.True(t, strings.HasSuffix(srv.Endpoint(), "/."))
+	_, err := mnstest.NewServer(&mnstest.Options{Addr: srv.Addr()})
+	assert.Error(t, err, "address in use")
+	srv2 := newServer(t, nil)
+	assert.Equal(t, mnstest.DefaultAccessKeyID, srv2.AccessKeyID())
+	assert.Equal(t, mnstest.DefaultAccessKeySecret, srv2.AccessKeySecret())
+	require.NoError(t, srv2.Close())
+	assert.ErrorIs(t, srv2.CreateQueue("late", nil), mnstest.ErrClosed)
+}

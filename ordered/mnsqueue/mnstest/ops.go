@@ -322,7 +322,7 @@ func (c *call) receiveMessage() *apiError {
 		}
 		wait = w
 	}
-	var out []delivery
+	out := make([]delivery, 0, n)
 	deadline := int64(0)
 	waiting := false
 	for {

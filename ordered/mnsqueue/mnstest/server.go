@@ -49,10 +49,10 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Faults are probabilities (0..1) and delays of injected failures. Error5xx,
-// Drop and the latency apply to message operations only (send, receive,
-// peek, delete, change visibility), never to queue management, so that test
-// setup stays reliable. The zero value injects nothing.
+// Faults are probabilities (0..1) and delays of injected failures. They
+// apply to message operations only (send, receive, peek, delete, change
+// visibility), never to queue management, so that test setup stays
+// reliable. The zero value injects nothing.
 type Faults struct {
 	// Redeliver is the probability that a received message has its
 	// visibility cut short (to under a second), so that it is delivered
