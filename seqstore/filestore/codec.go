@@ -48,6 +48,9 @@ const (
 	maxFrameBytes = 256 << 20
 	// maxRequestBytes bounds one Reserve or Advance call's encoding.
 	maxRequestBytes = 64 << 20
+	// maxLogBytes bounds the size of one log file (SnapshotBytes is
+	// capped below it).
+	maxLogBytes = 1 << 40
 	// maxMarkSeqs bounds the seqs of one sent record (10 bytes each at most).
 	maxMarkSeqs = 1 << 20
 )
@@ -118,6 +121,12 @@ func frameAnywhere(data []byte, gen uint64, off int) (payload []byte, size int, 
 	}
 	n := binary.LittleEndian.Uint32(data[off:])
 	if n == 0 || n > maxFrameBytes || uint64(len(data)-off-frameHeaderSize) < uint64(n) {
+		return nil, 0, false
+	}
+	// Rejecting implausible offsets before computing the checksum keeps
+	// a scan through random bytes linear: a random length fits the rest
+	// of a large file often, a random offset below maxLogBytes almost never.
+	if o := binary.LittleEndian.Uint64(data[off+8:]); o < logHeaderSize || o > maxLogBytes {
 		return nil, 0, false
 	}
 	frame := data[off : off+frameHeaderSize+int(n)]

@@ -3,9 +3,11 @@ package filestore
 import (
 	"bytes"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -80,6 +82,14 @@ func TestTornTailEveryOffset(t *testing.T) {
 	// crash that extended the file, are a torn tail as well.
 	writeFile(t, path, append(bytes.Clone(data), make([]byte, 4096)...))
 	checkPrefix(t, dir, k, len(data), "zeros after the log")
+	// Megabytes of random bytes after a torn frame: still a torn tail,
+	// and the scan for valid frames in them stays fast.
+	garbage := make([]byte, 8<<20)
+	_, _ = rand.NewChaCha8([32]byte{1}).Read(garbage)
+	writeFile(t, path, append(bytes.Clone(data[:last+5]), garbage...))
+	start := time.Now()
+	checkPrefix(t, dir, k-1, last, "8 MiB of random bytes after a torn frame")
+	assert.Less(t, time.Since(start), 10*time.Second, "open with an 8 MiB garbage tail")
 	// The untouched log keeps everything.
 	writeFile(t, path, data)
 	checkPrefix(t, dir, k, len(data), "clean log")

@@ -21,7 +21,8 @@ type Options struct {
 	// SnapshotBytes is the log size that triggers a snapshot: the writer
 	// then saves the whole state to a new snapshot file and continues in a
 	// fresh log, deleting the old one. Recovery reads the snapshot and
-	// replays the logs written since. Default 64 MiB.
+	// replays the logs written since, so Open reads up to this much. At
+	// most 512 GiB; default 64 MiB.
 	SnapshotBytes int64
 
 	// SentFlushDelay is how long Sent marks wait in memory for a commit to
@@ -63,8 +64,8 @@ const (
 )
 
 func (o *Options) validate() error {
-	if o.SnapshotBytes < 0 {
-		return fmt.Errorf("filestore: SnapshotBytes must not be negative, got %d: %w", o.SnapshotBytes, seqstore.ErrInvalidArgument)
+	if o.SnapshotBytes < 0 || o.SnapshotBytes > maxLogBytes/2 {
+		return fmt.Errorf("filestore: SnapshotBytes must be in 0..%d, got %d: %w", int64(maxLogBytes/2), o.SnapshotBytes, seqstore.ErrInvalidArgument)
 	}
 	if o.SentFlushDelay < 0 {
 		return fmt.Errorf("filestore: SentFlushDelay must not be negative, got %v: %w", o.SentFlushDelay, seqstore.ErrInvalidArgument)
