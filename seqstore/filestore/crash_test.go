@@ -267,7 +267,7 @@ func TestCrashRecovery(t *testing.T) {
 		out, err := cmd.StdoutPipe()
 		require.NoError(t, err)
 		require.NoError(t, cmd.Start())
-		kill := time.AfterFunc(time.Duration(150+rnd.IntN(700))*time.Millisecond, func() { _ = cmd.Process.Kill() })
+		kill := time.AfterFunc(time.Duration(100+rnd.IntN(500))*time.Millisecond, func() { _ = cmd.Process.Kill() })
 		r := bufio.NewReader(out)
 		var lines []string
 		for {

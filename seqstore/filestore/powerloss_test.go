@@ -32,11 +32,11 @@ func TestPowerLoss(t *testing.T) {
 	dir := t.TempDir()
 	var h crashHistory
 	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
-	const rounds = 20
+	const rounds = 12
 	lines := 0
 	for round := range rounds {
 		var mu sync.Mutex
-		syncs, cutAt := 0, 5+rnd.IntN(150)
+		syncs, cutAt := 0, 5+rnd.IntN(100)
 		cut := false
 		synced := map[string]int64{} // durable size of each log written this round
 		hooks := &testHooks{
