@@ -76,11 +76,12 @@ type checker struct {
 	tokens chan struct{}
 }
 
-// setBacklog bounds the messages sent and not yet delivered to b (0: no
-// bound).
-func (c *checker) setBacklog(b int) {
-	if b > 0 {
-		c.tokens = make(chan struct{}, b)
+// setBacklog bounds the messages sent and not yet delivered to perGroup
+// times the groups (0: no bound): with messages spread round-robin, about
+// perGroup per group.
+func (c *checker) setBacklog(perGroup int) {
+	if perGroup > 0 && perGroup*c.groups < c.n {
+		c.tokens = make(chan struct{}, perGroup*c.groups)
 	}
 }
 

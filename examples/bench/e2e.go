@@ -73,8 +73,9 @@ func waitDelivered(ctx context.Context, chk *checker, runCtx context.Context, re
 
 // runRaw sends n messages through the driver alone: SendBatch of MaxBatch
 // from the producers, ReceiveBatch of MaxBatch and DeleteBatch from the
-// consumers, concurrently, until every message was received once.
-func runRaw(ctx context.Context, c *config, e *environment, dk driverKind, n int) (*result, error) {
+// consumers, concurrently, until every message was received once. groups
+// only sets the backlog bound, as for the ordered run it is the base of.
+func runRaw(ctx context.Context, c *config, e *environment, dk driverKind, groups, n int) (*result, error) {
 	od, err := dk.open(ctx, e, 0)
 	if err != nil {
 		return nil, err
@@ -83,7 +84,7 @@ func runRaw(ctx context.Context, c *config, e *environment, dk driverKind, n int
 	drv := od.q
 	lim := drv.Limits()
 	wait := min(time.Second, lim.MaxWait)
-	chk := newChecker(n, 1, c.producers)
+	chk := newChecker(n, groups, c.producers)
 	chk.setBacklog(c.backlog)
 	pl := newPayloads(n, c.size)
 	batches := make([][][]byte, c.producers)
@@ -110,7 +111,7 @@ func runRaw(ctx context.Context, c *config, e *environment, dk driverKind, n int
 					}
 					body := pl.get(id)
 					count++
-					stamp{admit: chk.now(), id: uint64(id), producer: uint32(p), count: count}.put(body)
+					stamp{admit: chk.now(), id: uint64(id), group: uint32(id % groups), producer: uint32(p), count: count}.put(body)
 					batch = append(batch, body)
 				}
 				if err := retry(runCtx, drv, func() error { return drv.SendBatch(runCtx, batch) }); err != nil {
@@ -290,7 +291,8 @@ func runOrdered(ctx context.Context, c *config, e *environment, or orderedRun) (
 	r.AllocsPerMsg = float64(alloc1-alloc0) / float64(n)
 	r.P50, r.P99 = chk.latencies()
 	r.PeakBuffered = st.Receive.MaxBuffered
-	var notes []string
+	notes := []string{fmt.Sprintf("reserve/sent/advance per msg %.3f/%.3f/%.3f",
+		float64(st.Requests.Reserve)/float64(n), float64(st.Requests.Sent)/float64(n), float64(st.Requests.Advance)/float64(n))}
 	if ost.notes != nil {
 		notes = append(notes, ost.notes(n))
 	}

@@ -24,6 +24,7 @@ type config struct {
 	consumers  int
 	size       int
 	backlog    int
+	count      int
 	timeout    time.Duration
 	cpuprofile string
 	list       bool
@@ -37,6 +38,8 @@ func (c *config) validate() error {
 		return errors.New("bench: -producers and -consumers must be at least 1")
 	case c.size < minPayload:
 		return fmt.Errorf("bench: -size must be at least %d", minPayload)
+	case c.count < 1:
+		return errors.New("bench: -count must be at least 1")
 	case c.backlog < 0:
 		return errors.New("bench: -backlog must not be negative")
 	case c.timeout <= 0:
@@ -57,7 +60,8 @@ func main() {
 	flag.IntVar(&c.producers, "producers", 4, "sending goroutines")
 	flag.IntVar(&c.consumers, "consumers", 2, "raw receive loops, and the ordered side's fetchers")
 	flag.IntVar(&c.size, "size", 100, "payload bytes")
-	flag.IntVar(&c.backlog, "backlog", 1000, "most messages sent and not yet delivered, raw and ordered alike (0: no bound)")
+	flag.IntVar(&c.backlog, "backlog", 1000, "most messages sent and not yet delivered, per group (times the groups; raw runs count as one group) (0: no bound)")
+	flag.IntVar(&c.count, "count", 1, "run the scenario list this many times, round-robin, and keep each scenario's best run")
 	flag.DurationVar(&c.timeout, "timeout", 0, "give up on a scenario after this long (default 3m, -quick 30s)")
 	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.BoolVar(&c.list, "list", false, "list the scenarios and exit")
@@ -118,27 +122,34 @@ func run(ctx context.Context, c *config, out, progress io.Writer) (bool, error) 
 		defer pprof.StopCPUProfile()
 	}
 	fmt.Fprintf(progress, "bench: %d scenarios; %s\n", len(selected), env.describe())
+	best := make(map[string]*result)
+	ok := true
+	for round := range c.count {
+		if c.count > 1 {
+			fmt.Fprintf(progress, "round %d of %d\n", round+1, c.count)
+		}
+		for _, s := range selected {
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			fmt.Fprintf(progress, "  %-44s ", s.name)
+			r := runOne(ctx, c, s)
+			if r.Failed != "" {
+				fmt.Fprintf(progress, "FAILED: %s\n", r.Failed)
+				ok = false
+			} else {
+				fmt.Fprintf(progress, "%10.0f msgs/s  (%.1fs)\n", r.Rate, r.Seconds)
+			}
+			// A failure is kept: a run that delivered wrongly once is wrong.
+			if b := best[s.name]; b == nil || b.Failed == "" && (r.Failed != "" || r.Rate > b.Rate) {
+				best[s.name] = r
+			}
+		}
+	}
 	var results []*result
 	byName := make(map[string]*result)
-	ok := true
 	for _, s := range selected {
-		if ctx.Err() != nil {
-			return false, ctx.Err()
-		}
-		fmt.Fprintf(progress, "  %-44s ", s.name)
-		start := time.Now()
-		sctx, cancel := context.WithTimeout(ctx, c.timeout)
-		r, err := s.run(sctx)
-		cancel()
-		if r == nil {
-			r = &result{}
-		}
-		r.Name, r.Base = s.name, s.base
-		r.Seconds = time.Since(start).Seconds()
-		if err != nil {
-			r.Failed = err.Error()
-			ok = false
-		}
+		r := best[s.name]
 		if b := byName[s.base]; b != nil && b.Rate > 0 && r.baseRate == 0 {
 			r.baseRate = b.Rate
 		}
@@ -147,11 +158,6 @@ func run(ctx context.Context, c *config, out, progress io.Writer) (bool, error) 
 		}
 		byName[s.name] = r
 		results = append(results, r)
-		if r.Failed != "" {
-			fmt.Fprintf(progress, "FAILED: %s\n", r.Failed)
-		} else {
-			fmt.Fprintf(progress, "%10.0f msgs/s  (%.1fs)\n", r.Rate, r.Seconds)
-		}
 	}
 	targets := checkTargets(byName)
 	if c.json {
@@ -166,6 +172,23 @@ func run(ctx context.Context, c *config, out, progress io.Writer) (bool, error) 
 	printTable(out, results)
 	printTargets(out, targets)
 	return ok, nil
+}
+
+// runOne runs one scenario within the timeout.
+func runOne(ctx context.Context, c *config, s scenario) *result {
+	start := time.Now()
+	sctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	r, err := s.run(sctx)
+	if r == nil {
+		r = &result{}
+	}
+	r.Name, r.Base = s.name, s.base
+	r.Seconds = time.Since(start).Seconds()
+	if err != nil {
+		r.Failed = err.Error()
+	}
+	return r
 }
 
 // selectScenarios returns the scenarios matching re, with the bases they

@@ -125,7 +125,7 @@ func TestPercentile(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	ok := config{messages: 1, producers: 1, consumers: 1, size: minPayload, timeout: time.Second}
+	ok := config{count: 1, messages: 1, producers: 1, consumers: 1, size: minPayload, timeout: time.Second}
 	require.NoError(t, ok.validate())
 	for name, mutate := range map[string]func(*config){
 		"messages":  func(c *config) { c.messages = 0 },
@@ -133,6 +133,7 @@ func TestConfigValidate(t *testing.T) {
 		"size":      func(c *config) { c.size = minPayload - 1 },
 		"backlog":   func(c *config) { c.backlog = -1 },
 		"timeout":   func(c *config) { c.timeout = 0 },
+		"count":     func(c *config) { c.count = 0 },
 		"scenario":  func(c *config) { c.scenario = "(" },
 	} {
 		c := ok
@@ -148,7 +149,7 @@ func TestRunSmall(t *testing.T) {
 		t.Skip("runs real scenarios")
 	}
 	c := &config{
-		json: true, messages: 2000, producers: 2, consumers: 2, size: 64, backlog: 1000,
+		json: true, count: 1, messages: 2000, producers: 2, consumers: 2, size: 64, backlog: 1000,
 		timeout: 30 * time.Second, quick: true,
 		scenario: `^(ordered/memqueue/memstore/durable/g.*|ordered/emulator/filestore/fast/g1000|pipelined/memstore|engine/reorder)$`,
 	}
@@ -182,8 +183,8 @@ func TestRunSmall(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{
-		"raw/memqueue", "ordered/memqueue/memstore/durable/g1", "ordered/memqueue/memstore/durable/g1000",
-		"raw/emulator", "ordered/emulator/filestore/fast/g1000",
+		"raw/memqueue/g1", "raw/memqueue/g1000", "ordered/memqueue/memstore/durable/g1", "ordered/memqueue/memstore/durable/g1000",
+		"raw/emulator/g1000", "ordered/emulator/filestore/fast/g1000",
 		"serial/memstore", "pipelined/memstore", "engine/reorder",
 	}, names, "selected scenarios and their bases, in order")
 	run := 0
@@ -196,7 +197,7 @@ func TestRunSmall(t *testing.T) {
 }
 
 func TestRunTable(t *testing.T) {
-	c := &config{messages: 1000, producers: 1, consumers: 1, size: minPayload, timeout: 30 * time.Second, scenario: `^engine/reorder$`, quick: true}
+	c := &config{count: 1, messages: 1000, producers: 1, consumers: 1, size: minPayload, timeout: 30 * time.Second, scenario: `^engine/reorder$`, quick: true}
 	var out, progress bytes.Buffer
 	ok, err := run(context.Background(), c, &out, &progress)
 	require.NoError(t, err)
@@ -207,7 +208,7 @@ func TestRunTable(t *testing.T) {
 }
 
 func TestRunUnknownScenario(t *testing.T) {
-	c := &config{messages: 1, producers: 1, consumers: 1, size: minPayload, timeout: time.Second, scenario: "^nothing$"}
+	c := &config{count: 1, messages: 1, producers: 1, consumers: 1, size: minPayload, timeout: time.Second, scenario: "^nothing$"}
 	_, err := run(context.Background(), c, &bytes.Buffer{}, &bytes.Buffer{})
 	assert.ErrorContains(t, err, "no scenario matches")
 }

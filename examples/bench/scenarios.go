@@ -23,10 +23,11 @@ func scenarios(c *config, e *environment) []scenario {
 	modes := []ordered.SendMode{ordered.SendDurable, ordered.SendFast}
 	for _, dk := range drivers(e) {
 		n := max(c.messages/dk.scale, 1)
-		raw := "raw/" + dk.name
-		ss = append(ss, scenario{name: raw, run: func(ctx context.Context) (*result, error) {
-			return runRaw(ctx, c, e, dk, n)
-		}})
+		for _, groups := range groupCounts {
+			ss = append(ss, scenario{name: fmt.Sprintf("raw/%s/g%d", dk.name, groups), run: func(ctx context.Context) (*result, error) {
+				return runRaw(ctx, c, e, dk, groups, n)
+			}})
+		}
 		for _, sk := range stores(e) {
 			if dk.name == "mns" && sk.name != "filestore" {
 				continue // a real queue is slow and costs money: one store
@@ -36,7 +37,7 @@ func scenarios(c *config, e *environment) []scenario {
 					or := orderedRun{driver: dk, store: sk, mode: mode, groups: groups, n: n}
 					ss = append(ss, scenario{
 						name: fmt.Sprintf("ordered/%s/%s/%s/g%d", dk.name, sk.name, modeName(mode), groups),
-						base: raw,
+						base: fmt.Sprintf("raw/%s/g%d", dk.name, groups),
 						run: func(ctx context.Context) (*result, error) {
 							return runOrdered(ctx, c, e, or)
 						},
