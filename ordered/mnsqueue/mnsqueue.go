@@ -288,6 +288,14 @@ func run[T any](q *Queue, ctx context.Context, op string, fn func(ali_mns.AliMNS
 	case v := <-done:
 		return v, nil
 	case <-ctx.Done():
+		// A call that has already finished is not abandoned: its outcome
+		// is known, and throwing it away would hide messages received or
+		// make a send look failed.
+		select {
+		case v := <-done:
+			return v, nil
+		default:
+		}
 		close(abandoned)
 		return zero, fmt.Errorf("mnsqueue: %s: %w", op, ctx.Err())
 	}
