@@ -46,7 +46,7 @@ func run16(b *testing.B, op func(worker, i int) error) {
 // BenchmarkReserve16: 16 callers each reserving one journaled 100-byte
 // message at a time on its own stream (durable-send mode).
 func BenchmarkReserve16(b *testing.B) {
-	for _, be := range backends(b) {
+	for _, be := range benchBackends(b) {
 		b.Run(be.name, func(b *testing.B) {
 			c, prefix := be.open(b)
 			s := newStore(b, c, prefix)
@@ -65,7 +65,7 @@ func BenchmarkReserve16(b *testing.B) {
 // BenchmarkAdvance16: 16 callers each moving its own stream's cursor by
 // one, compare-and-set, one call at a time.
 func BenchmarkAdvance16(b *testing.B) {
-	for _, be := range backends(b) {
+	for _, be := range benchBackends(b) {
 		b.Run(be.name, func(b *testing.B) {
 			c, prefix := be.open(b)
 			s := newStore(b, c, prefix)
@@ -86,4 +86,12 @@ func BenchmarkAdvance16(b *testing.B) {
 
 func reportTrips(b *testing.B, before, after Stats) {
 	b.ReportMetric(float64(after.RoundTrips-before.RoundTrips)/float64(b.N), "roundtrips/op")
+}
+
+func benchBackends(b *testing.B) []backend {
+	bs := backends(b)
+	if cb, ok := clusterBackend(b); ok {
+		bs = append(bs, cb)
+	}
+	return bs
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,56 +45,85 @@ func backends(t testing.TB) []backend {
 		return c, uniquePrefix(t)
 	}}}
 	addr := os.Getenv("INORDER_TEST_REDIS_ADDR")
-	if addr == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true but INORDER_TEST_REDIS_ADDR is not set: the real Redis tests are required in CI")
-		}
+	switch {
+	case addr != "":
+		bs = append(bs, backend{name: "redis", open: func(t testing.TB) (redis.UniversalClient, string) {
+			return realRedis(t, redis.NewClient(&redis.Options{Addr: addr}), addr)
+		}})
+	case os.Getenv("CI") == "true":
+		t.Fatal("CI=true but INORDER_TEST_REDIS_ADDR is not set: the real Redis tests are required in CI")
+	default:
 		t.Log("INORDER_TEST_REDIS_ADDR not set: real Redis tests skipped, miniredis only")
-		return bs
 	}
-	return append(bs, backend{name: "redis", open: func(t testing.TB) (redis.UniversalClient, string) {
-		return realRedis(t, addr)
-	}})
+	return bs
 }
 
-func realRedis(t testing.TB, addr string) (redis.UniversalClient, string) {
+// clusterBackend returns a Redis Cluster backend when
+// INORDER_TEST_REDIS_CLUSTER_ADDRS lists its nodes (comma-separated). It is
+// optional, also in CI: the cluster rules of the package documentation are
+// weaker than the seqstore contract (Advance batches are not atomic across
+// streams), so the conformance suite does not run on it.
+func clusterBackend(t testing.TB) (backend, bool) {
+	addrs := os.Getenv("INORDER_TEST_REDIS_CLUSTER_ADDRS")
+	if addrs == "" {
+		t.Log("INORDER_TEST_REDIS_CLUSTER_ADDRS not set: Redis Cluster tests skipped")
+		return backend{}, false
+	}
+	return backend{name: "cluster", open: func(t testing.TB) (redis.UniversalClient, string) {
+		return realRedis(t, redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addrs, ",")}), addrs)
+	}}, true
+}
+
+func realRedis(t testing.TB, c redis.UniversalClient, addr string) (redis.UniversalClient, string) {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
 		_ = c.Close()
-		t.Fatalf("INORDER_TEST_REDIS_ADDR=%s is set but Redis is unreachable: %v", addr, err)
+		t.Fatalf("Redis at %s is configured but unreachable: %v", addr, err)
 	}
 	prefix := uniquePrefix(t)
 	t.Cleanup(func() {
 		defer func() { _ = c.Close() }()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		var keys []string
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		if err := iter.Err(); err != nil {
-			t.Errorf("cleanup: scan %s*: %v", prefix, err)
-			return
-		}
-		for len(keys) > 0 {
-			n := min(500, len(keys))
-			if err := c.Del(ctx, keys[:n]...).Err(); err != nil {
-				t.Errorf("cleanup: del: %v", err)
-				return
+		clean := func(ctx context.Context, node redis.UniversalClient) error {
+			iter := node.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+			var keys []string
+			for iter.Next(ctx) {
+				keys = append(keys, iter.Val())
 			}
-			keys = keys[n:]
+			if err := iter.Err(); err != nil {
+				return err
+			}
+			for _, k := range keys { // one by one: keys of a node span many slots
+				if err := node.Del(ctx, k).Err(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		var err error
+		if cc, ok := c.(*redis.ClusterClient); ok {
+			err = cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error { return clean(ctx, node) })
+		} else {
+			err = clean(ctx, c)
+		}
+		if err != nil {
+			t.Errorf("cleanup of %s*: %v", prefix, err)
 		}
 	})
 	return c, prefix
 }
 
-// forEach runs f as a subtest on every backend, in parallel.
+// forEach runs f as a subtest on every backend, the cluster included when
+// configured, in parallel.
 func forEach(t *testing.T, f func(t *testing.T, c redis.UniversalClient, prefix string)) {
-	for _, b := range backends(t) {
+	bs := backends(t)
+	if cb, ok := clusterBackend(t); ok {
+		bs = append(bs, cb)
+	}
+	for _, b := range bs {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			c, p := b.open(t)
