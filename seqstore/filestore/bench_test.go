@@ -79,6 +79,8 @@ func benchReserve(b *testing.B, callers int) {
 	dir := b.TempDir()
 	rawBefore := rawSyncRate(b, dir, 300*time.Millisecond)
 	opts := &Options{}
+	// FS_WAIT sets Options.CommitWait, e.g. FS_WAIT=-1ns to compare
+	// without the wait for returning callers.
 	if w := os.Getenv("FS_WAIT"); w != "" {
 		opts.CommitWait, _ = time.ParseDuration(w)
 	}
