@@ -42,6 +42,23 @@ const (
 // reserveScript: KEYS send, journal[, index]; ARGV n, new epoch, stream key,
 // bodies... Returns {epoch, last before the reservation}.
 var reserveScript = redis.NewScript(luaCommon + `
+-- Check every key's type before the first write: Redis does not roll a
+-- script back when a later command fails.
+local function typeof(k)
+  local t = redis.call('TYPE', k)
+  if type(t) == 'table' then return t.ok end
+  return t
+end
+local jt = typeof(KEYS[2])
+if jt ~= 'none' and jt ~= 'hash' then
+  return redis.error_reply('` + corruptTag + ` journal key holds a ' .. jt)
+end
+if KEYS[3] then
+  local it = typeof(KEYS[3])
+  if it ~= 'none' and it ~= 'set' then
+    return redis.error_reply('` + corruptTag + ` pending index key holds a ' .. it)
+  end
+end
 local v = redis.call('HMGET', KEYS[1], 'epoch', 'last')
 local epoch, last = v[1], v[2]
 if not epoch and not last then

@@ -247,6 +247,12 @@ func TestCorruptValues(t *testing.T) {
 		}{
 			{"send wrong type", func() error { return c.Set(ctx, s.key(st, "send"), "x", 0).Err() },
 				func() error { _, err := s.Reserve(ctx, st, 1, nil); return err }, s.key(st, "send")},
+			{"journal wrong type", func() error {
+				if err := c.HSet(ctx, s.key(st, "send"), "epoch", "5", "last", "3").Err(); err != nil {
+					return err
+				}
+				return c.Set(ctx, s.key(st, "journal"), "x", 0).Err()
+			}, func() error { _, err := s.Reserve(ctx, st, 1, [][]byte{[]byte("b")}); return err }, s.key(st, "send")},
 			{"send negative last", func() error { return c.HSet(ctx, s.key(st, "send"), "epoch", "5", "last", "-3").Err() },
 				func() error { _, err := s.Reserve(ctx, st, 1, nil); return err }, s.key(st, "send")},
 			{"send foreign hash", func() error { return c.HSet(ctx, s.key(st, "send"), "foo", "bar").Err() },
