@@ -307,11 +307,18 @@ func TestWaitOnWire(t *testing.T) {
 		"GET /queues/q/messages?numOfMessages=16&waitseconds=30",
 	}, f.requests(), "waits 0, 300ms, 1s, 1.2s, 45s with max 20")
 
+	dctx, cancel := context.WithTimeout(t.Context(), 2500*time.Millisecond)
+	defer cancel()
+	_, err := q.ReceiveBatch(dctx, 16, 20*time.Second)
+	require.NoError(t, err)
+	reqs := f.requests()
+	assert.Equal(t, "GET /queues/q/messages?numOfMessages=16&waitseconds=2", reqs[len(reqs)-1], "wait cut to the whole seconds left before the deadline")
+
 	f.set(reply(200, `<ChangeVisibility><ReceiptHandle>new-handle</ReceiptHandle><NextVisibleTime>1</NextVisibleTime></ChangeVisibility>`))
 	r, err := q.ChangeVisibility(t.Context(), "a+b/c==", 1500*time.Millisecond)
 	require.NoError(t, err)
 	assert.Equal(t, "new-handle", r, "ChangeVisibility returns the new receipt")
-	reqs := f.requests()
+	reqs = f.requests()
 	assert.Equal(t, "PUT /queues/q/messages?ReceiptHandle=a%2Bb%2Fc%3D%3D&VisibilityTimeout=2", reqs[len(reqs)-1], "timeout rounded up, handle escaped")
 }
 

@@ -420,6 +420,7 @@ func (q *Queue) waitSeconds(wait time.Duration) []int64 {
 // ReceiveBatch implements driver.Queue. The service counts the wait in whole
 // seconds: a wait is rounded up to the next second (so at least 1s), except a
 // zero wait on a queue whose PollingWaitSeconds is 0, which is a short poll.
+// A wait that would outlast ctx's deadline is cut to the whole seconds left.
 // A max above MaxBatch is cut to MaxBatch.
 //
 // When ctx ends during the wait, ReceiveBatch returns at once while the
@@ -431,6 +432,13 @@ func (q *Queue) ReceiveBatch(ctx context.Context, maxN int, wait time.Duration) 
 		return nil, fmt.Errorf("mnsqueue: %s: max %d must be positive", op, maxN)
 	}
 	maxN = min(maxN, MaxBatch)
+	if dl, ok := ctx.Deadline(); ok {
+		// Ask the service to answer before the deadline, so that the call
+		// is not abandoned with messages in flight.
+		if left := time.Until(dl).Truncate(time.Second); left < wait {
+			wait = max(left, 0)
+		}
+	}
 	ws := q.waitSeconds(wait)
 	type recv = result[ali_mns.BatchMessageReceiveResponse]
 	r, err := run(q, ctx, op, func(aq ali_mns.AliMNSQueue) recv {
