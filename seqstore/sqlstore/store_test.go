@@ -5,9 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -458,4 +460,103 @@ func killConnection(t *testing.T, d Dialect, db *sql.DB) int64 {
 	_, err = killer.ExecContext(ctx, fmt.Sprintf(kill, id))
 	require.NoError(t, err, "kill connection %d", id)
 	return id
+}
+
+// TestKilledConnectionsUnderLoad (PostgreSQL) terminates the store's server
+// connections again and again while 8 callers reserve and advance through
+// the group commit: calls fail with errors or succeed, and everything
+// acknowledged is found afterwards.
+func TestKilledConnectionsUnderLoad(t *testing.T) {
+	dsn := os.Getenv("INORDER_TEST_POSTGRES_DSN")
+	if dsn == "" {
+		backends(t) // fails in CI
+		t.Skip("INORDER_TEST_POSTGRES_DSN not set")
+	}
+	ctx := context.Background()
+	app := "inorder_" + strings.TrimSuffix(uniquePrefix(), "_")
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	db, prefix := openServer(t, "pgx", "INORDER_TEST_POSTGRES_DSN", dsn+sep+"application_name="+app)
+	s := newStore(t, db, Postgres, prefix)
+	killer, err := sql.Open("pgx", dsn)
+	require.NoError(t, err)
+	defer func() { _ = killer.Close() }()
+
+	const workers = 8
+	type acked struct {
+		seqs []uint64
+		cur  seqstore.Cursor
+	}
+	results := make([]acked, workers)
+	var failed, succeeded atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			st := seqstore.Stream{Queue: "q", Group: fmt.Sprint(w)}
+			r := &results[w]
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				res, err := s.Reserve(ctx, st, 1, [][]byte{[]byte("m")})
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				r.seqs = append(r.seqs, res.First)
+				to := seqstore.Cursor{Epoch: res.Epoch, Next: r.cur.Next + 1}
+				if err := s.Advance(ctx, []seqstore.Advance{{Stream: st, From: r.cur, To: to}}); err != nil {
+					failed.Add(1)
+					for { // the outcome is unknown: re-read, as a receiver would
+						if c, err := s.Cursor(ctx, st); err == nil {
+							r.cur = c
+							break
+						}
+					}
+					continue
+				}
+				r.cur = to
+				succeeded.Add(1)
+			}
+		})
+	}
+	kills := 0
+	for range 20 {
+		time.Sleep(10 * time.Millisecond)
+		var n int
+		err := killer.QueryRowContext(ctx, "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n)
+		require.NoError(t, err)
+		kills += n
+	}
+	before := succeeded.Load()
+	deadline := time.Now().Add(10 * time.Second)
+	for succeeded.Load() < before+20 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	require.Greater(t, succeeded.Load(), before+19, "the store must recover after the kills")
+	t.Logf("%d connections killed, %d acknowledged advances, %d failed calls, %d transactions retried",
+		kills, succeeded.Load(), failed.Load(), s.Stats().Retries)
+	assert.Positive(t, kills, "the test must have killed connections")
+
+	p, err := s.Pending(ctx, "q")
+	require.NoError(t, err)
+	journaled := map[string]bool{}
+	for _, e := range p {
+		journaled[fmt.Sprintf("%s#%d", e.Stream.Group, e.Seq)] = true
+	}
+	for w, r := range results {
+		for _, q := range r.seqs {
+			assert.True(t, journaled[fmt.Sprintf("%d#%d", w, q)], "acknowledged reservation %d of group %d must be journaled", q, w)
+		}
+		c, err := s.Cursor(ctx, seqstore.Stream{Queue: "q", Group: fmt.Sprint(w)})
+		require.NoError(t, err)
+		assert.Equal(t, r.cur, c, "group %d: the stored cursor is the last acknowledged one", w)
+	}
 }
