@@ -70,4 +70,10 @@ func TestSendReceiveProcesses(t *testing.T) {
 		require.NoError(t, err)
 		assert.Zero(t, info.Active+info.Inactive+info.Delayed, "round %d: messages left in the queue: %+v", round, info)
 	}
+
+	// The sample's own header, on a fresh queue and stores.
+	out := runCmd("send", "-legacy", "-queue", "legacy", "-store", filepath.Join(state, "legacy-send"))
+	assert.Contains(t, out, "send message body is 20 (seq 20)", "legacy send output")
+	out = runCmd("receive", "-queue", "legacy", "-store", filepath.Join(state, "legacy-receive"))
+	assert.Equal(t, want.String(), out, "legacy receive output")
 }

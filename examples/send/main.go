@@ -18,7 +18,8 @@
 //	-n          messages to send (default 20)
 //	-store      directory of the sequence state (default $TMPDIR/inorder-examples/<queue>/send)
 //	-legacy     write the sample's own "#<seq>#<body>" header instead of the
-//	            default one, for receivers that run the original sample
+//	            default one, for receivers that run the original sample; it
+//	            carries no sender epoch, so use it from a fresh queue and store
 //
 // The queue is created if it does not exist. Bodies are the numbers 1..n.
 package main
