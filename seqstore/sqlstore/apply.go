@@ -46,6 +46,9 @@ type outcome struct {
 // dialect's limit on bound parameters.
 const rowChunk = 400
 
+// maxStatementBytes bounds the body bytes of one multi-row INSERT.
+const maxStatementBytes = 4 << 20
+
 // applyBatch runs ops in tx with a fixed number of statements whatever their
 // count: one locking SELECT per table, the compare-and-set and counter
 // arithmetic in Go, then one multi-row INSERT / upsert / DELETE per kind of
@@ -354,8 +357,20 @@ func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, table string, cols [
 			tail = " ON CONFLICT (queue, grp) DO UPDATE SET " + strings.Join(sets, ", ")
 		}
 	}
-	for lo := 0; lo < len(rows); lo += rowChunk {
-		part := rows[lo:min(lo+rowChunk, len(rows))]
+	for lo := 0; lo < len(rows); {
+		// Up to rowChunk rows and about maxStatementBytes of bodies per
+		// statement (MySQL's max_allowed_packet defaults to 16 MiB).
+		hi, size := lo, 0
+		for hi < len(rows) && hi-lo < rowChunk && (hi == lo || size < maxStatementBytes) {
+			for _, v := range rows[hi] {
+				if b, ok := v.([]byte); ok {
+					size += len(b)
+				}
+			}
+			hi++
+		}
+		part := rows[lo:hi]
+		lo = hi
 		q := "INSERT INTO " + s.prefix + table + " (" + strings.Join(cols, ", ") + ") VALUES " +
 			one + strings.Repeat(", "+one, len(part)-1) + tail
 		args := make([]any, 0, len(cols)*len(part))

@@ -95,3 +95,29 @@ func TestApplyBatch(t *testing.T) {
 		assert.False(t, ok, "seq 2 was marked sent")
 	})
 }
+
+// TestLargeBodies reserves more body bytes in one call than one statement
+// carries (and than MySQL's default max_allowed_packet), so the journal
+// INSERT is split by size.
+func TestLargeBodies(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend, db *sql.DB, prefix string) {
+		ctx := context.Background()
+		s := newStore(t, db, b.dialect, prefix)
+		st := seqstore.Stream{Queue: "q", Group: "big"}
+		bodies := make([][]byte, 300)
+		for i := range bodies {
+			bodies[i] = make([]byte, 64<<10)
+			bodies[i][0] = byte(i)
+		}
+		r, err := s.Reserve(ctx, st, len(bodies), bodies)
+		require.NoError(t, err)
+		assert.Equal(t, uint64(1), r.First)
+		p, err := s.Pending(ctx, "q")
+		require.NoError(t, err)
+		require.Len(t, p, len(bodies))
+		for i, e := range p {
+			require.Len(t, e.Body, 64<<10)
+			require.Equal(t, byte(i), e.Body[0], "entry %d", i)
+		}
+	})
+}
