@@ -3,11 +3,11 @@
 //
 //	go run ./examples/demo
 //
-// It needs no cloud account. By default the queue is memqueue, an in-process
-// queue that behaves like an MNS standard queue; with -driver mns it is the
-// MNS driver over the real MNS Go SDK, talking to the embedded MNS emulator
-// (package mnstest) on loopback, or to real MNS when MNS_ENDPOINT,
-// MNS_ACCESS_KEY_ID and MNS_ACCESS_KEY_SECRET are set. Chaos is on (messages
+// It needs no cloud account. By default the queue is the MNS driver over the
+// real MNS Go SDK, talking to the embedded MNS emulator (package mnstest) on
+// loopback, or to real MNS when MNS_ENDPOINT, MNS_ACCESS_KEY_ID and
+// MNS_ACCESS_KEY_SECRET are set; with -driver memqueue it is memqueue, an
+// in-process queue that behaves like an MNS standard queue. Chaos is on (messages
 // spread over shards and received from a random shard, some delivered twice,
 // some requests failing; real MNS brings its own), and sequence state lives
 // in a filestore in a temporary directory. It runs three steps:
@@ -22,7 +22,7 @@
 //
 // Usage:
 //
-//	go run ./examples/demo [-driver memqueue|mns] [-messages 100000] [-groups 1000] [-seed 1] [-v]
+//	go run ./examples/demo [-driver mns|memqueue] [-messages 20000] [-groups 1000] [-seed 1] [-v]
 //
 // On real MNS the demo creates its queues (named after -queue and the time)
 // and deletes them at the end.
@@ -65,9 +65,9 @@ type config struct {
 
 func main() {
 	c := config{out: os.Stdout}
-	flag.StringVar(&c.driver, "driver", "memqueue", "queue driver: memqueue, or mns (the embedded emulator, or real MNS from MNS_ENDPOINT)")
+	flag.StringVar(&c.driver, "driver", "mns", "queue driver: mns (the embedded emulator, or real MNS from MNS_ENDPOINT), or memqueue")
 	flag.StringVar(&c.queue, "queue", "inorder-demo", "queue name prefix (-driver mns)")
-	flag.IntVar(&c.messages, "messages", 100000, "messages in the large run (0 skips it)")
+	flag.IntVar(&c.messages, "messages", 20000, "messages in the large run (0 skips it)")
 	flag.IntVar(&c.groups, "groups", 1000, "groups in the large run")
 	flag.IntVar(&c.producers, "producers", 4, "sending goroutines in the large run")
 	flag.Int64Var(&c.seed, "seed", 1, "seed of the queue's chaos")
