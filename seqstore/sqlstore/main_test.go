@@ -142,6 +142,8 @@ func envDSN(t testing.TB, env string) string {
 	return v
 }
 
+// benchWriters lets a benchmark run compare Options.Writers
+// (BENCH_WRITERS=n); 0 means the default.
 func benchWriters() int {
 	n, _ := strconv.Atoi(os.Getenv("BENCH_WRITERS"))
 	return n
