@@ -101,26 +101,28 @@ func TestFaultDrop(t *testing.T) {
 }
 
 func TestFaultLatency(t *testing.T) {
-	srv := newServer(t, &mnstest.Options{Faults: mnstest.Faults{Latency: 40 * time.Millisecond, Jitter: 40 * time.Millisecond}})
+	// Margins are wide: the check is that latency is added where it should
+	// be, on a machine that may be busy with other tests.
+	srv := newServer(t, &mnstest.Options{Faults: mnstest.Faults{Latency: 150 * time.Millisecond, Jitter: 50 * time.Millisecond}})
 	name, q := newQueue(t, srv, nil)
 	mgr := ali_mns.NewMNSQueueManager(newClient(srv))
 	start := time.Now()
 	_, err := mgr.GetQueueAttributes(name)
 	require.NoError(t, err)
-	assert.Less(t, since(start), 30*time.Millisecond, "queue management is not delayed")
+	assert.Less(t, since(start), 120*time.Millisecond, "queue management is not delayed")
 	start = time.Now()
-	for i := range 10 {
+	for i := range 4 {
 		_, err := q.SendMessage(msg(strconv.Itoa(i)))
 		require.NoError(t, err)
 	}
 	took := since(start)
-	assert.GreaterOrEqual(t, took, 400*time.Millisecond, "10 sends with 40 ms latency each")
-	assert.Less(t, took, 1500*time.Millisecond, "at most 80 ms each plus overhead")
+	assert.GreaterOrEqual(t, took, 600*time.Millisecond, "4 sends with at least 150 ms latency each")
+	assert.Less(t, took, 2*time.Second, "at most 200 ms each plus overhead")
 	require.NoError(t, srv.SetFaults(mnstest.Faults{}))
 	start = time.Now()
 	_, err = q.SendMessage(msg("fast"))
 	require.NoError(t, err)
-	assert.Less(t, since(start), 30*time.Millisecond, "SetFaults removed the latency")
+	assert.Less(t, since(start), 120*time.Millisecond, "SetFaults removed the latency")
 	assert.Error(t, srv.SetFaults(mnstest.Faults{Drop: 2}), "probability over 1 rejected")
 }
 
