@@ -1,0 +1,330 @@
+package crashtest
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/inorder/inorder/ordered/mnsqueue/mnstest"
+)
+
+// chaos is the emulator's fault mix in the crash runs: reorder via shards,
+// early redeliveries, 5xx before and after the effect, dropped
+// connections, latency, early empty receives. No loss: a lost message is a
+// gap no receiver can close.
+var chaos = mnstest.Faults{Redeliver: 0.02, Error5xx: 0.02, Drop: 0.01, Latency: time.Millisecond, Jitter: 3 * time.Millisecond, EarlyEmpty: 0.05}
+
+// killPoints are the worker's self-kill probabilities per passage.
+const killPoints = "send-before=0.003,send-after=0.003,delete-before=0.003,advance-after=0.002,delivered=0.001,acked=0.001,committed=0.002,sent=0.001"
+
+// scenario is one harness run.
+type scenario struct {
+	mode       string
+	senders    int           // sender processes
+	groups     int           // per sender
+	workers    int           // goroutines per process
+	chaos      time.Duration // how long processes are killed and restarted
+	killEvery  time.Duration // mean delay between external SIGKILLs
+	killPoints string        // INORDER_CRASH_KILL during the chaos phase
+	bug        string        // INORDER_CRASH_BUG for the receiver
+	drain      time.Duration // bound of the final drain
+	pause      time.Duration // sender pause between rounds
+	seed       uint64
+}
+
+// proc supervises one worker process: it restarts it, with a new
+// incarnation, each time it dies, until stopped.
+type proc struct {
+	h     *harness
+	name  string
+	role  string
+	args  []string
+	inc   int
+	final atomic.Bool // restart without kill points
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	stopping bool
+	kills    int // external SIGKILLs
+	deaths   int // exits by SIGKILL (external and kill points)
+	failures int // exits with an error
+	done     chan struct{}
+}
+
+type harness struct {
+	t      *testing.T
+	sc     scenario
+	srv    *mnstest.Server
+	queue  string
+	dir    string
+	hist   string
+	procs  []*proc
+	logsMu sync.Mutex
+}
+
+func (p *proc) start() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopping {
+		return errStopped
+	}
+	p.inc++
+	args := append([]string{"-role", p.role, "-proc", p.name, "-inc", strconv.Itoa(p.inc),
+		"-mode", p.h.sc.mode, "-endpoint", p.h.srv.Endpoint(), "-queue", p.h.queue,
+		"-history", p.h.hist, "-workers", strconv.Itoa(p.h.sc.workers),
+		"-seed", strconv.FormatUint(p.h.sc.seed*1000+uint64(p.inc)+uint64(len(p.name)), 10)}, p.args...)
+	cmd := exec.Command(workerBin, args...)
+	env := os.Environ()
+	if !p.final.Load() {
+		env = append(env, "INORDER_CRASH_KILL="+p.h.sc.killPoints)
+	}
+	if p.role == RoleReceive && p.h.sc.bug != "" {
+		env = append(env, "INORDER_CRASH_BUG="+p.h.sc.bug)
+	}
+	cmd.Env = env
+	logf, err := os.Create(filepath.Join(p.h.dir, fmt.Sprintf("%s-%d.log", p.name, p.inc)))
+	if err != nil {
+		return err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return err
+	}
+	p.cmd = cmd
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		p.exited(cmd)
+	}()
+	return nil
+}
+
+var errStopped = errors.New("stopped")
+
+// exited is called when cmd has exited; it restarts the process unless it
+// is stopping.
+func (p *proc) exited(cmd *exec.Cmd) {
+	p.mu.Lock()
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	switch {
+	case ws.Signaled() && ws.Signal() == syscall.SIGKILL:
+		p.deaths++
+	case !cmd.ProcessState.Success():
+		p.failures++
+		p.h.t.Logf("%s incarnation %d exited: %v (log %s-%d.log)", p.name, p.inc, cmd.ProcessState, p.name, p.inc)
+	}
+	stopping := p.stopping
+	p.cmd = nil
+	p.mu.Unlock()
+	if stopping {
+		close(p.done)
+		return
+	}
+	if err := p.start(); err != nil {
+		if !errors.Is(err, errStopped) {
+			p.h.t.Errorf("restart %s: %v", p.name, err)
+		}
+		close(p.done)
+	}
+}
+
+func (p *proc) signal(sig syscall.Signal) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return false
+	}
+	if sig == syscall.SIGKILL {
+		p.kills++
+	}
+	return p.cmd.Process.Signal(sig) == nil
+}
+
+// stop makes p stop: SIGTERM to the running incarnation (a clean stop),
+// and no restart; it waits for the exit.
+func (p *proc) stop(tb testing.TB, timeout time.Duration) {
+	p.mu.Lock()
+	p.stopping = true
+	running := p.cmd != nil
+	p.mu.Unlock()
+	if running {
+		p.signal(syscall.SIGTERM)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		tb.Errorf("%s did not stop within %v; killing it", p.name, timeout)
+		p.signal(syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// restartClean kills p and lets it come back without kill points.
+func (p *proc) restartClean() {
+	p.final.Store(true)
+	p.signal(syscall.SIGKILL)
+}
+
+func newHarness(t *testing.T, sc scenario) *harness {
+	t.Helper()
+	srv, err := mnstest.NewServer(&mnstest.Options{Seed: int64(sc.seed), Shards: 4, Faults: chaos})
+	require.NoError(t, err, "mnstest.NewServer")
+	t.Cleanup(func() { require.NoError(t, srv.Close(), "emulator Close") })
+	h := &harness{t: t, sc: sc, srv: srv, queue: "crash-" + sc.mode, dir: t.TempDir()}
+	h.hist = filepath.Join(h.dir, "history")
+	require.NoError(t, os.Mkdir(h.hist, 0o700))
+	require.NoError(t, srv.CreateQueue(h.queue, &mnstest.QueueAttributes{VisibilityTimeout: 2}), "CreateQueue")
+	for i := range sc.senders {
+		name := fmt.Sprintf("s%d", i)
+		h.procs = append(h.procs, &proc{h: h, name: name, role: RoleSend, done: make(chan struct{}), args: []string{
+			"-store", filepath.Join(h.dir, "store-"+name),
+			"-group-from", strconv.Itoa(i * sc.groups), "-group-to", strconv.Itoa((i + 1) * sc.groups),
+			"-pause", sc.pause.String()}})
+	}
+	rargs := []string{"-store", filepath.Join(h.dir, "store-r")}
+	if sc.mode == ModeExactlyOnce {
+		rargs = []string{"-sqlite", filepath.Join(h.dir, "recv.db")}
+	}
+	h.procs = append(h.procs, &proc{h: h, name: "r", role: RoleReceive, done: make(chan struct{}), args: rargs})
+	return h
+}
+
+// result is what a run produced.
+type result struct {
+	report   *Report
+	kills    int // external
+	deaths   int // all SIGKILL exits
+	failures int
+	leftover int
+	server   mnstest.Stats
+	elapsed  time.Duration
+}
+
+func (r *result) String() string {
+	return fmt.Sprintf("kills %d external, %d SIGKILL deaths in all, %d failed exits; leftover %d; %s; server: sent %d, received %d, deleted %d, 5xx %d, drops %d, redelivered %d, early-empty %d",
+		r.kills, r.deaths, r.failures, r.leftover, r.report.Figures(), r.server.Sent, r.server.Received, r.server.Deleted,
+		r.server.Errors5xx, r.server.Drops, r.server.Redelivered, r.server.EarlyEmpty)
+}
+
+// run runs the scenario: chaos, then a clean stop of the senders, a drain
+// by a clean receiver, its clean stop, and the checker.
+func (h *harness) run() *result {
+	t := h.t
+	start := time.Now()
+	for _, p := range h.procs {
+		require.NoError(t, p.start(), "start %s", p.name)
+	}
+	defer func() { // on a failed require, leave no process behind
+		for _, p := range h.procs {
+			p.mu.Lock()
+			p.stopping = true
+			p.mu.Unlock()
+			p.signal(syscall.SIGKILL)
+			<-p.done
+		}
+	}()
+	rng := rand.New(rand.NewPCG(h.sc.seed, 7))
+	deadline := time.Now().Add(h.sc.chaos)
+	for time.Now().Before(deadline) {
+		d := time.Duration(rng.Int64N(int64(2*h.sc.killEvery) + 1))
+		time.Sleep(min(d, time.Until(deadline)))
+		if time.Now().Before(deadline) && h.sc.killEvery > 0 {
+			h.procs[rng.IntN(len(h.procs))].signal(syscall.SIGKILL)
+		}
+	}
+	// Senders: one clean incarnation each (it recovers the journal), then
+	// a clean stop.
+	for _, p := range h.procs {
+		p.restartClean()
+	}
+	time.Sleep(1500 * time.Millisecond)
+	for _, p := range h.procs[:len(h.procs)-1] {
+		p.stop(t, time.Minute)
+	}
+	// Receiver: drain until the queue stays empty, then a clean stop.
+	recv := h.procs[len(h.procs)-1]
+	drainEnd := time.Now().Add(h.sc.drain)
+	empty := 0
+	for time.Now().Before(drainEnd) && empty < 3 {
+		time.Sleep(300 * time.Millisecond)
+		qi, err := h.srv.Queue(h.queue)
+		require.NoError(t, err)
+		if qi.Active+qi.Inactive+qi.Delayed == 0 {
+			empty++
+		} else {
+			empty = 0
+		}
+	}
+	recv.stop(t, time.Minute)
+	qi, err := h.srv.Queue(h.queue)
+	require.NoError(t, err)
+	res := &result{leftover: qi.Active + qi.Inactive + qi.Delayed, server: h.srv.Stats(), elapsed: time.Since(start)}
+	for _, p := range h.procs {
+		res.kills += p.kills
+		res.deaths += p.deaths
+		res.failures += p.failures
+	}
+	hs, err := Load(h.hist)
+	require.NoError(t, err, "load histories")
+	if h.sc.mode == ModeExactlyOnce {
+		hs = append(hs, h.appliedHistory())
+	}
+	res.report = Check(hs, Config{Mode: h.sc.mode, Leftover: res.leftover})
+	return res
+}
+
+// appliedHistory turns the exactly-once receiver's table into committed
+// events, in commit order.
+func (h *harness) appliedHistory() *History {
+	t := h.t
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(h.dir, "recv.db")+"?_pragma=busy_timeout(10000)")
+	require.NoError(t, err)
+	defer db.Close()
+	rows, err := db.QueryContext(context.Background(), `SELECT id, grp, epoch, seq, payload FROM applied ORDER BY id`)
+	require.NoError(t, err, "read applied table")
+	defer rows.Close()
+	hist := &History{File: "applied", Proc: "db", Role: RoleDB, Clean: true}
+	for rows.Next() {
+		var id, epoch, seq int64
+		var ev Event
+		require.NoError(t, rows.Scan(&id, &ev.Group, &epoch, &seq, &ev.Payload))
+		ev.Epoch, ev.Seq, ev.Kind, ev.Proc, ev.Role = uint64(epoch), uint64(seq), KindCommitted, "db", RoleDB
+		ev.File, ev.Line = "applied", int(id)
+		hist.Events = append(hist.Events, ev)
+	}
+	require.NoError(t, rows.Err())
+	return hist
+}
+
+// tail returns the last lines of a worker log, for failure messages.
+func tail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return fmt.Sprint(lines)
+}

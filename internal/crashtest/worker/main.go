@@ -1,0 +1,531 @@
+// Command worker is the sender or receiver process of the crash harness in
+// package crashtest. It runs one ordered.Queue over an MNS queue (the
+// emulator of the test process, through the real SDK), appends what it does
+// to a history file of its own incarnation, and can kill itself with SIGKILL
+// at chosen points (INORDER_CRASH_KILL) or run with a planted bug
+// (INORDER_CRASH_BUG) to show that the checker catches it.
+//
+// A sender (-role send) sends to its groups from several goroutines until it
+// gets SIGTERM; a receiver (-role recv) receives and acknowledges in the mode
+// given by -mode until SIGTERM. On SIGTERM both close their Queue and, if
+// Close returned nil and nothing was left unresolved, write an "end" event.
+//
+// Kill points, as INORDER_CRASH_KILL="point=probability,...":
+//
+//	send-before    in the driver's SendBatch, before the request (seqs reserved and journaled, nothing sent)
+//	send-after     in the driver's SendBatch, after the queue accepted (not yet marked sent)
+//	delete-before  in the driver's DeleteBatch (cursor durable, messages not deleted)
+//	advance-after  in the store's Advance, after it returned (commit before delete)
+//	delivered      after the delivered record, before Ack
+//	acked          after Ack returned, before the acked record
+//	committed      after the exactly-once transaction committed, before Ack
+//	sent           after Send returned nil, before the sent record
+//
+// Planted bugs, as INORDER_CRASH_BUG=a|b|c: (a) every received message is
+// deleted at once, before the application acknowledged it; (b) a delivery is
+// sometimes recorded twice (a dropped dedup check); (c) deliveries are
+// acknowledged at once and recorded in shuffled windows of 8.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/inorder/inorder/internal/crashtest"
+	"github.com/inorder/inorder/ordered"
+	"github.com/inorder/inorder/ordered/driver"
+	"github.com/inorder/inorder/ordered/mnsqueue"
+	"github.com/inorder/inorder/seqstore"
+	"github.com/inorder/inorder/seqstore/filestore"
+	"github.com/inorder/inorder/seqstore/sqlstore"
+)
+
+type config struct {
+	role, proc, mode   string
+	inc                int
+	endpoint, queue    string
+	ak, sk             string
+	storeDir, sqlite   string
+	historyDir         string
+	groupFrom, groupTo int
+	workers            int
+	pause              time.Duration
+	fsync              bool
+	seed               uint64
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.role, "role", "", "send or recv")
+	flag.StringVar(&c.proc, "proc", "", "process name (unique per role instance)")
+	flag.IntVar(&c.inc, "inc", 0, "incarnation number")
+	flag.StringVar(&c.mode, "mode", crashtest.ModeAtLeastOnce, "receive mode: alo, amo or eo")
+	flag.StringVar(&c.endpoint, "endpoint", "", "MNS endpoint")
+	flag.StringVar(&c.queue, "queue", "", "queue name")
+	flag.StringVar(&c.ak, "ak", "inorder", "access key id")
+	flag.StringVar(&c.sk, "sk", "inorder-secret", "access key secret")
+	flag.StringVar(&c.storeDir, "store", "", "filestore directory")
+	flag.StringVar(&c.sqlite, "sqlite", "", "SQLite file for the receiver's store and table (mode eo)")
+	flag.StringVar(&c.historyDir, "history", "", "directory of history files")
+	flag.IntVar(&c.groupFrom, "group-from", 0, "first group index (sender)")
+	flag.IntVar(&c.groupTo, "group-to", 10, "group index past the last (sender)")
+	flag.IntVar(&c.workers, "workers", 4, "sender or receiver goroutines")
+	flag.DurationVar(&c.pause, "pause", 0, "pause between a sender goroutine's rounds")
+	flag.BoolVar(&c.fsync, "fsync", false, "fsync each gating history record (protects against power loss, not needed for SIGKILL)")
+	flag.Uint64Var(&c.seed, "seed", 0, "random seed (0: from the clock)")
+	flag.Parse()
+	if err := run(c); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(1)
+	}
+}
+
+// killer kills the process at kill points with the configured probability.
+type killer struct {
+	mu    sync.Mutex
+	rng   *rand.Rand
+	probs map[string]float64
+}
+
+func newKiller(spec string, seed uint64) (*killer, error) {
+	k := &killer{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), probs: map[string]float64{}}
+	for item := range strings.SplitSeq(spec, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		name, p, ok := strings.Cut(item, "=")
+		f, err := strconv.ParseFloat(p, 64)
+		if !ok || err != nil || f < 0 || f > 1 {
+			return nil, fmt.Errorf("bad kill point %q", item)
+		}
+		k.probs[name] = f
+	}
+	return k, nil
+}
+
+func (k *killer) at(point string) {
+	p := k.probs[point]
+	if p == 0 {
+		return
+	}
+	k.mu.Lock()
+	hit := k.rng.Float64() < p
+	k.mu.Unlock()
+	if hit {
+		fmt.Fprintf(os.Stderr, "worker: kill point %s\n", point)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the signal is on its way
+	}
+}
+
+func (k *killer) chance(p float64) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.rng.Float64() < p
+}
+
+// history appends events of one incarnation. Each event is one write(2) of a
+// whole line to an O_APPEND file: once write returns, the line survives a
+// SIGKILL of this process (it is in the kernel's page cache); fsync is only
+// needed against a machine crash.
+type history struct {
+	mu    sync.Mutex
+	f     *os.File
+	base  crashtest.Event
+	fsync bool
+}
+
+func openHistory(c config) (*history, error) {
+	name := filepath.Join(c.historyDir, fmt.Sprintf("%s-%s-%06d.jsonl", c.role, c.proc, c.inc))
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	return &history{f: f, base: crashtest.Event{Proc: c.proc, Inc: c.inc, Role: c.role, Mode: c.mode}, fsync: c.fsync}, nil
+}
+
+// add writes ev; gate marks a record that must be on file before the action
+// it precedes.
+func (h *history) add(ev crashtest.Event, gate bool) {
+	ev.Proc, ev.Inc, ev.Role = h.base.Proc, h.base.Inc, h.base.Role
+	if ev.Kind == crashtest.KindStart {
+		ev.Mode = h.base.Mode
+	}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		panic(err)
+	}
+	b = append(b, '\n')
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, err := h.f.Write(b); err != nil {
+		fmt.Fprintln(os.Stderr, "worker: history write:", err)
+		os.Exit(3) // a history that misses a gating record would lie
+	}
+	if gate && h.fsync {
+		if err := h.f.Sync(); err != nil {
+			fmt.Fprintln(os.Stderr, "worker: history sync:", err)
+			os.Exit(3)
+		}
+	}
+}
+
+// killDriver wraps a driver with kill points and planted bug (a).
+type killDriver struct {
+	driver.Queue
+	k         *killer
+	deleteNow bool
+}
+
+func (d *killDriver) SendBatch(ctx context.Context, bodies [][]byte) error {
+	d.k.at("send-before")
+	err := d.Queue.SendBatch(ctx, bodies)
+	if err == nil {
+		d.k.at("send-after")
+	}
+	return err
+}
+
+func (d *killDriver) DeleteBatch(ctx context.Context, receipts []string) error {
+	d.k.at("delete-before")
+	return d.Queue.DeleteBatch(ctx, receipts)
+}
+
+func (d *killDriver) ReceiveBatch(ctx context.Context, n int, wait time.Duration) ([]*driver.Message, error) {
+	ms, err := d.Queue.ReceiveBatch(ctx, n, wait)
+	if d.deleteNow && len(ms) > 0 {
+		// Bug (a): delete before the application acknowledged.
+		rs := make([]string, len(ms))
+		for i, m := range ms {
+			rs[i] = m.Receipt
+		}
+		_ = d.Queue.DeleteBatch(ctx, rs)
+	}
+	return ms, err
+}
+
+// killStore wraps a store with the advance-after kill point.
+type killStore struct {
+	seqstore.Store
+	k *killer
+}
+
+func (s *killStore) Advance(ctx context.Context, batch []seqstore.Advance) error {
+	err := s.Store.Advance(ctx, batch)
+	if err == nil {
+		s.k.at("advance-after")
+	}
+	return err
+}
+
+func run(c config) error {
+	if c.seed == 0 {
+		c.seed = uint64(time.Now().UnixNano())
+	}
+	k, err := newKiller(os.Getenv("INORDER_CRASH_KILL"), c.seed)
+	if err != nil {
+		return err
+	}
+	bug := os.Getenv("INORDER_CRASH_BUG")
+	h, err := openHistory(c)
+	if err != nil {
+		return err
+	}
+	h.add(crashtest.Event{Kind: crashtest.KindStart}, true)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	setup, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	drv, err := mnsqueue.New(setup, c.endpoint, c.queue, mnsqueue.Credentials{AccessKeyID: c.ak, AccessKeySecret: c.sk}, &mnsqueue.Options{Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer drv.Close()
+	var qdrv driver.Queue = &killDriver{Queue: drv, k: k, deleteNow: bug == "a"}
+
+	var store seqstore.Store
+	var db *sql.DB
+	var sqls *sqlstore.Store
+	if c.sqlite != "" {
+		db, err = sql.Open("sqlite", "file:"+c.sqlite+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_txlock=immediate")
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		if sqls, err = sqlstore.Open(db, sqlstore.SQLite, nil); err != nil {
+			return err
+		}
+		if err := sqls.Migrate(setup); err != nil {
+			return err
+		}
+		if _, err := db.ExecContext(setup, `CREATE TABLE IF NOT EXISTS applied (id INTEGER PRIMARY KEY AUTOINCREMENT, grp TEXT NOT NULL, epoch INTEGER NOT NULL, seq INTEGER NOT NULL, payload TEXT NOT NULL)`); err != nil {
+			return err
+		}
+		store = sqls
+	} else {
+		fs, err := filestore.Open(c.storeDir, nil)
+		if err != nil {
+			return err
+		}
+		store = fs
+	}
+	defer store.Close()
+	store = &killStore{Store: store, k: k}
+
+	opts := &ordered.Options{
+		Name:   "crash",
+		Logger: logger,
+		Retry:  ordered.RetryOptions{Initial: 20 * time.Millisecond, Max: 500 * time.Millisecond},
+		Receive: ordered.ReceiveOptions{
+			Wait:         time.Second,
+			ReapInterval: 50 * time.Millisecond,
+		},
+	}
+	switch c.mode {
+	case crashtest.ModeAtLeastOnce:
+		opts.Receive.Mode, opts.Receive.SyncAck = ordered.AtLeastOnce, true
+	case crashtest.ModeAtMostOnce:
+		opts.Receive.Mode = ordered.AtMostOnce
+	case crashtest.ModeExactlyOnce:
+		opts.Receive.Mode = ordered.ExactlyOnce
+	default:
+		return fmt.Errorf("unknown mode %q", c.mode)
+	}
+	q, err := ordered.New(setup, qdrv, store, opts)
+	if err != nil {
+		return err
+	}
+	clean := false
+	switch c.role {
+	case crashtest.RoleSend:
+		clean = sender(ctx, c, q, h, k)
+	case crashtest.RoleReceive:
+		clean = receiver(ctx, c, q, h, k, bug, db, sqls)
+	default:
+		return fmt.Errorf("unknown role %q", c.role)
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer ccancel()
+	if err := q.Close(cctx); err != nil {
+		return fmt.Errorf("close: %w", err)
+	}
+	st := q.Stats()
+	b, _ := json.Marshal(st)
+	fmt.Fprintf(os.Stdout, "stats %s\n", b)
+	if clean {
+		h.add(crashtest.Event{Kind: crashtest.KindEnd}, true)
+	}
+	return nil
+}
+
+// sender sends to groups groupFrom..groupTo-1, goroutine w taking the groups
+// of index w modulo workers, until ctx ends. Payload ids are
+// "<proc>.<inc>.<group index>.<n>", n counting per group from 1. It reports
+// whether every admitted message got its outcome.
+func sender(ctx context.Context, c config, q *ordered.Queue, h *history, k *killer) bool {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	clean := true
+	for w := range c.workers {
+		wg.Go(func() {
+			n := map[int]int{}
+			for ctx.Err() == nil {
+				for g := c.groupFrom + w; g < c.groupTo && ctx.Err() == nil; g += c.workers {
+					if !sendRound(c, q, h, k, g, n) {
+						mu.Lock()
+						clean = false
+						mu.Unlock()
+					}
+				}
+				if c.pause > 0 {
+					select {
+					case <-ctx.Done():
+					case <-time.After(c.pause):
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return clean
+}
+
+func groupName(g int) string { return fmt.Sprintf("g%03d", g) }
+
+// sendRound sends 1..4 messages to group g, one at a time, pipelined with
+// SendAsync, or with SendBatch.
+func sendRound(c config, q *ordered.Queue, h *history, k *killer, g int, n map[int]int) bool {
+	group := groupName(g)
+	cnt := 1 + int(k.rngN(4))
+	ids := make([]string, cnt)
+	payloads := make([][]byte, cnt)
+	for i := range ids {
+		n[g]++
+		ids[i] = fmt.Sprintf("%s.%d.%d.%d", c.proc, c.inc, g, n[g])
+		payloads[i] = []byte(ids[i])
+		h.add(crashtest.Event{Kind: crashtest.KindAttempt, Group: group, Payload: ids[i]}, true)
+	}
+	// Sends are not cut by SIGTERM: the harness stops a sender by SIGTERM
+	// and wants every admitted message resolved.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if cnt > 1 && k.chance(0.3) {
+		err := q.SendBatch(ctx, group, payloads)
+		for _, id := range ids {
+			if err != nil {
+				h.add(crashtest.Event{Kind: crashtest.KindFailed, Group: group, Payload: id, Err: err.Error()}, false)
+			} else {
+				k.at("sent")
+				h.add(crashtest.Event{Kind: crashtest.KindSent, Group: group, Payload: id}, false)
+			}
+		}
+		return err == nil
+	}
+	rs := make([]*ordered.SendResult, cnt)
+	ok := true
+	for i := range payloads {
+		r, err := q.SendAsync(ctx, group, payloads[i])
+		if err != nil {
+			h.add(crashtest.Event{Kind: crashtest.KindFailed, Group: group, Payload: ids[i], Err: err.Error()}, false)
+			ok = false
+			continue
+		}
+		rs[i] = r
+	}
+	for i, r := range rs {
+		if r == nil {
+			continue
+		}
+		if err := r.Wait(ctx); err != nil {
+			h.add(crashtest.Event{Kind: crashtest.KindFailed, Group: group, Epoch: r.Epoch(), Seq: r.Seq(), Payload: ids[i], Err: err.Error()}, false)
+			ok = false
+			continue
+		}
+		k.at("sent")
+		h.add(crashtest.Event{Kind: crashtest.KindSent, Group: group, Epoch: r.Epoch(), Seq: r.Seq(), Payload: ids[i]}, false)
+	}
+	return ok
+}
+
+func (k *killer) rngN(n uint64) uint64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.rng.Uint64N(n)
+}
+
+// receiver receives with c.workers goroutines until ctx ends. It reports
+// whether every delivery was acknowledged.
+func receiver(ctx context.Context, c config, q *ordered.Queue, h *history, k *killer, bug string, db *sql.DB, sqls *sqlstore.Store) bool {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	clean := true
+	var shuffle []crashtest.Event // bug (c)
+	for range c.workers {
+		wg.Go(func() {
+			for {
+				m, err := q.Receive(ctx)
+				if err != nil {
+					return
+				}
+				ev := crashtest.Event{Kind: crashtest.KindDelivered, Group: m.Group, Epoch: m.Epoch, Seq: m.Seq, Payload: string(m.Body), Unordered: m.Unordered}
+				if bug == "c" {
+					// Bug (c): ack first, record later in shuffled windows.
+					_ = m.Ack(context.Background())
+					mu.Lock()
+					shuffle = append(shuffle, ev)
+					if len(shuffle) >= 8 {
+						k.mu.Lock()
+						k.rng.Shuffle(len(shuffle), func(i, j int) { shuffle[i], shuffle[j] = shuffle[j], shuffle[i] })
+						k.mu.Unlock()
+						for _, e := range shuffle {
+							h.add(e, true)
+						}
+						shuffle = shuffle[:0]
+					}
+					mu.Unlock()
+					continue
+				}
+				h.add(ev, true)
+				if bug == "b" && k.chance(0.02) {
+					h.add(ev, true) // bug (b): a duplicate the dedup check should have dropped
+				}
+				k.at("delivered")
+				if !handle(q, h, k, c.mode, m, db, sqls) {
+					mu.Lock()
+					clean = false
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if bug == "c" {
+		for _, e := range shuffle {
+			h.add(e, true)
+		}
+	}
+	return clean
+}
+
+// handle processes and acknowledges m; in exactly-once mode it applies m
+// and its cursor advance in one transaction first.
+func handle(q *ordered.Queue, h *history, k *killer, mode string, m *ordered.Message, db *sql.DB, sqls *sqlstore.Store) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if mode == crashtest.ModeExactlyOnce && !m.Unordered {
+		for attempt := 0; ; attempt++ {
+			err := applyEO(ctx, db, sqls, m)
+			if err == nil {
+				break
+			}
+			if errors.Is(err, seqstore.ErrConflict) || attempt >= 20 || ctx.Err() != nil {
+				_ = m.Nack(ctx, err)
+				return false
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		k.at("committed")
+		h.add(crashtest.Event{Kind: crashtest.KindCommitted, Group: m.Group, Epoch: m.Epoch, Seq: m.Seq, Payload: string(m.Body)}, false)
+	}
+	if err := m.Ack(ctx); err != nil {
+		return false
+	}
+	k.at("acked")
+	durable := mode == crashtest.ModeAtLeastOnce || mode == crashtest.ModeExactlyOnce || mode == crashtest.ModeAtMostOnce
+	h.add(crashtest.Event{Kind: crashtest.KindAcked, Group: m.Group, Epoch: m.Epoch, Seq: m.Seq, Durable: durable && !m.Unordered}, false)
+	return true
+}
+
+func applyEO(ctx context.Context, db *sql.DB, sqls *sqlstore.Store, m *ordered.Message) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO applied (grp, epoch, seq, payload) VALUES (?, ?, ?, ?)`, m.Group, int64(m.Epoch), int64(m.Seq), string(m.Body)); err != nil {
+		return err
+	}
+	if err := sqls.AdvanceTx(ctx, tx, []seqstore.Advance{m.CursorAdvance()}); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
