@@ -1,6 +1,8 @@
 package mnstest_test
 
 import (
+	"crypto/md5"
+	"encoding/hex"
 	"fmt"
 	"sort"
 	"strings"
@@ -349,4 +351,33 @@ func TestPeekChangesNothing(t *testing.T) {
 	}
 	_, err = peek(q)
 	requireCode(t, codeMessageNotExist, err, "peek with everything in flight")
+}
+
+func TestBodiesRoundTrip(t *testing.T) {
+	srv := newServer(t, &mnstest.Options{Shards: 1})
+	_, q := newQueue(t, srv, nil)
+	bodies := []string{
+		`a<b>&c"d'e` + "\tf\ng\rh\r\ni",
+		"ü 日本 😀 \u2028",
+		"]]> and <![CDATA[x]]>",
+		"&amp; &#65; literally",
+		"",
+		strings.Repeat("x", 65536),
+	}
+	for _, b := range bodies[:3] {
+		_, err := q.SendMessage(msg(b))
+		require.NoError(t, err, "send %q", b)
+	}
+	_, err := q.BatchSendMessage(msg(bodies[3]), msg(bodies[4]))
+	require.NoError(t, err)
+	_, err = q.SendMessage(msg(bodies[5]))
+	require.NoError(t, err, "a body of exactly 64 KiB")
+	got, err := batchReceive(q, 16, 1)
+	require.NoError(t, err)
+	require.Len(t, got, len(bodies))
+	for i, m := range got {
+		assert.Equal(t, bodies[i], m.MessageBody, "body %d comes back byte for byte", i)
+		sum := md5.Sum([]byte(bodies[i]))
+		assert.Equal(t, strings.ToUpper(hex.EncodeToString(sum[:])), m.MessageBodyMD5, "MD5 of body %d", i)
+	}
 }
