@@ -164,13 +164,17 @@ func connectionLost(err error) bool {
 	return false
 }
 
-// transient reports errors worth retrying the whole transaction for.
+// transient reports errors worth retrying the whole transaction for: busy
+// databases, deadlocks, serialization failures and lost creation races.
 func transient(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return false
 	}
 	msg := err.Error()
-	for _, s := range []string{"database is locked", "SQLITE_BUSY", "deadlock", "40P01", "40001", "Error 1213", "Error 1205"} {
+	// A duplicate key means another process created the same stream or
+	// cursor row first; the next attempt sees its row.
+	for _, s := range []string{"database is locked", "SQLITE_BUSY", "deadlock", "40P01", "40001", "Error 1213", "Error 1205",
+		"23505", "Error 1062", "UNIQUE constraint failed"} {
 		if strings.Contains(msg, s) {
 			return true
 		}

@@ -37,8 +37,8 @@
 // upsert or DELETE per kind of change writes the result. A conflict or a
 // corrupt row fails only its own call. A new row is a plain INSERT, so two
 // processes creating one stream at once cannot overwrite each other: the
-// loser's transaction fails and its calls are retried, one per
-// transaction. Busy databases, deadlocks and connections lost before COMMIT
+// loser's transaction fails on the duplicate key and is retried, and then
+// finds the winner's row. Busy databases, deadlocks and connections lost before COMMIT
 // are retried a few times. Stats reports calls, transactions, statements
 // and retries. Cursor and Pending read outside the group commit.
 //

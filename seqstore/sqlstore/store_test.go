@@ -560,3 +560,53 @@ func TestKilledConnectionsUnderLoad(t *testing.T) {
 		assert.Equal(t, r.cur, c, "group %d: the stored cursor is the last acknowledged one", w)
 	}
 }
+
+// TestTwoStoresSameStreams runs two Stores (as two processes would) on the
+// same tables, both creating and reserving on the same new streams at once:
+// no seq is handed out twice and none is skipped, so a lost race to create a
+// stream never overwrites the winner's counter.
+func TestTwoStoresSameStreams(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend, db *sql.DB, prefix string) {
+		ctx := context.Background()
+		stores := []*Store{newStore(t, db, b.dialect, prefix), newStore(t, db, b.dialect, prefix)}
+		const perStore, rounds, streams = 8, 10, 4
+		var mu sync.Mutex
+		got := map[int][]uint64{}
+		epochs := map[int]map[uint64]bool{}
+		var wg sync.WaitGroup
+		errs := make(chan error, 2*perStore)
+		for si, s := range stores {
+			for w := range perStore {
+				wg.Go(func() {
+					for i := range rounds {
+						g := (si + w + i) % streams
+						r, err := s.Reserve(ctx, seqstore.Stream{Queue: "q", Group: fmt.Sprint(g)}, 1, [][]byte{[]byte("x")})
+						if err != nil {
+							errs <- err
+							return
+						}
+						mu.Lock()
+						got[g] = append(got[g], r.First)
+						if epochs[g] == nil {
+							epochs[g] = map[uint64]bool{}
+						}
+						epochs[g][r.Epoch] = true
+						mu.Unlock()
+					}
+				})
+			}
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		for g, seqs := range got {
+			assert.Len(t, epochs[g], 1, "group %d: one epoch, whichever store created the stream", g)
+			sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
+			for i, q := range seqs {
+				require.Equal(t, uint64(i+1), q, "group %d: seqs 1..N without repeats or holes", g)
+			}
+		}
+	})
+}
