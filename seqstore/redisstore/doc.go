@@ -53,6 +53,10 @@
 //     only the conflicting ones. Use a single node (or sentinel) where a
 //     receiver needs all-or-nothing batches across groups.
 //
+// The package's tests run on a cluster when INORDER_TEST_REDIS_CLUSTER_ADDRS
+// lists its nodes (comma-separated); the conformance suite runs on single
+// nodes only, since it requires all-or-nothing batches.
+//
 // # Client ownership
 //
 // The client passed to New stays the caller's: Close stops the flushers but

@@ -63,7 +63,8 @@ type Stats struct {
 	// Calls is the number of script calls sent (Reserve, Sent, Cursor,
 	// Advance each count one; a cluster Advance counts one per stream).
 	Calls uint64
-	// RoundTrips is the number of pipelines sent, retries included.
+	// RoundTrips is the number of pipelines sent, retries included. On a
+	// cluster one pipeline reaches every node it involves, in parallel.
 	RoundTrips uint64
 }
 
