@@ -76,12 +76,16 @@ type checker struct {
 	tokens chan struct{}
 }
 
+// maxBacklog caps the bound of setBacklog, so that a run with many groups
+// measures latency with a bounded queue rather than the whole run queued.
+const maxBacklog = 16384
+
 // setBacklog bounds the messages sent and not yet delivered to perGroup
-// times the groups (0: no bound): with messages spread round-robin, about
-// perGroup per group.
+// times the groups, at most maxBacklog (0: no bound): with messages spread
+// round-robin, about perGroup per group.
 func (c *checker) setBacklog(perGroup int) {
-	if perGroup > 0 && perGroup*c.groups < c.n {
-		c.tokens = make(chan struct{}, perGroup*c.groups)
+	if b := min(perGroup*c.groups, maxBacklog); perGroup > 0 && b < c.n {
+		c.tokens = make(chan struct{}, b)
 	}
 }
 

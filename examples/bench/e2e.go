@@ -50,6 +50,11 @@ func retry(ctx context.Context, drv driver.Queue, f func() error) error {
 	}
 }
 
+// cpuPerMsg returns d per message in microseconds.
+func cpuPerMsg(d time.Duration, n int) float64 {
+	return float64(d) / float64(time.Microsecond) / float64(n)
+}
+
 // mallocs returns the process's heap allocations so far.
 func mallocs() uint64 {
 	var ms runtime.MemStats
@@ -96,7 +101,7 @@ func runRaw(ctx context.Context, c *config, e *environment, dk driverKind, group
 	defer cancel()
 	re := &runError{cancel: cancel}
 	var wg sync.WaitGroup
-	req0, alloc0 := od.requests(), mallocs()
+	req0, alloc0, cpu0 := od.requests(), mallocs(), cpuTime()
 	chk.begin()
 	for p := range c.producers {
 		wg.Go(func() {
@@ -146,7 +151,7 @@ func runRaw(ctx context.Context, c *config, e *environment, dk driverKind, group
 		})
 	}
 	werr := waitDelivered(ctx, chk, runCtx, re)
-	alloc1 := mallocs()
+	alloc1, cpu1 := mallocs(), cpuTime()
 	cancel()
 	wg.Wait()
 	if werr != nil {
@@ -158,6 +163,7 @@ func runRaw(ctx context.Context, c *config, e *environment, dk driverKind, group
 	r := &result{Messages: n, Rate: float64(n) / chk.elapsed().Seconds()}
 	r.ReqsPerMsg = float64(od.requests()-req0) / float64(n)
 	r.AllocsPerMsg = float64(alloc1-alloc0) / float64(n)
+	r.CPUPerMsg = cpuPerMsg(cpu1-cpu0, n)
 	r.P50, r.P99 = chk.latencies()
 	if d := chk.dups.Load(); d > 0 {
 		r.Notes = fmt.Sprintf("%d duplicate deliveries", d)
@@ -191,7 +197,7 @@ func runOrdered(ctx context.Context, c *config, e *environment, or orderedRun) (
 	q, err := ordered.New(ctx, od.q, ost.s, &ordered.Options{
 		Name:    e.name("bench"),
 		Send:    ordered.SendOptions{Mode: or.mode},
-		Receive: ordered.ReceiveOptions{Fetchers: c.consumers},
+		Receive: ordered.ReceiveOptions{Fetchers: c.consumers, Window: c.window},
 	})
 	if err != nil {
 		return nil, err
@@ -225,7 +231,7 @@ func runOrdered(ctx context.Context, c *config, e *environment, or orderedRun) (
 	defer cancel()
 	re := &runError{cancel: cancel}
 	var runWG, sendWG sync.WaitGroup
-	req0, alloc0 := od.requests(), mallocs()
+	req0, alloc0, cpu0 := od.requests(), mallocs(), cpuTime()
 	chk.begin()
 	runWG.Go(func() {
 		if err := q.Run(runCtx, handler); err != nil && !errors.Is(err, context.Canceled) {
@@ -259,7 +265,7 @@ func runOrdered(ctx context.Context, c *config, e *environment, or orderedRun) (
 		})
 	}
 	werr := waitDelivered(ctx, chk, runCtx, re)
-	alloc1 := mallocs()
+	alloc1, cpu1 := mallocs(), cpuTime()
 	if werr != nil {
 		st := q.Stats()
 		werr = fmt.Errorf("%w (sent %d, failed %d; received %d, delivered %d, buffered %d, not kept %d, groups %d, stuck %d)", werr,
@@ -289,6 +295,7 @@ func runOrdered(ctx context.Context, c *config, e *environment, or orderedRun) (
 	r.ReqsPerMsg = float64(od.requests()-req0) / float64(n)
 	r.StoreOpsPerMsg = float64(st.Requests.Reserve+st.Requests.Sent+st.Requests.Advance) / float64(n)
 	r.AllocsPerMsg = float64(alloc1-alloc0) / float64(n)
+	r.CPUPerMsg = cpuPerMsg(cpu1-cpu0, n)
 	r.P50, r.P99 = chk.latencies()
 	r.PeakBuffered = st.Receive.MaxBuffered
 	notes := []string{fmt.Sprintf("reserve/sent/advance per msg %.3f/%.3f/%.3f",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,20 @@ func newEnvironment() *environment {
 		e.mnsCred = mnsqueue.Credentials{AccessKeyID: os.Getenv(envMNSID), AccessKeySecret: os.Getenv(envMNSSecret)}
 	}
 	return e
+}
+
+// loadAverage returns the 1-minute load average and the CPUs, so that a
+// reader can judge how much other work shared the machine.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return fmt.Sprintf("%d CPUs", runtime.NumCPU())
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return fmt.Sprintf("%d CPUs", runtime.NumCPU())
+	}
+	return fmt.Sprintf("load average %s on %d CPUs", f[0], runtime.NumCPU())
 }
 
 func (e *environment) describe() string {

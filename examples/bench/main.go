@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"regexp"
 	"runtime/pprof"
+	"strings"
 	"time"
 )
 
@@ -25,6 +26,7 @@ type config struct {
 	size       int
 	backlog    int
 	count      int
+	window     int
 	timeout    time.Duration
 	cpuprofile string
 	list       bool
@@ -40,6 +42,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("bench: -size must be at least %d", minPayload)
 	case c.count < 1:
 		return errors.New("bench: -count must be at least 1")
+	case c.window < 0:
+		return errors.New("bench: -window must not be negative")
 	case c.backlog < 0:
 		return errors.New("bench: -backlog must not be negative")
 	case c.timeout <= 0:
@@ -61,6 +65,7 @@ func main() {
 	flag.IntVar(&c.consumers, "consumers", 2, "raw receive loops, and the ordered side's fetchers")
 	flag.IntVar(&c.size, "size", 100, "payload bytes")
 	flag.IntVar(&c.backlog, "backlog", 1000, "most messages sent and not yet delivered, per group (times the groups; raw runs count as one group) (0: no bound)")
+	flag.IntVar(&c.window, "window", 0, "the ordered receiver's look-ahead window per group (0: ReceiveOptions' default, 1024)")
 	flag.IntVar(&c.count, "count", 1, "run the scenario list this many times, round-robin, and keep each scenario's best run")
 	flag.DurationVar(&c.timeout, "timeout", 0, "give up on a scenario after this long (default 3m, -quick 30s)")
 	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file")
@@ -121,7 +126,7 @@ func run(ctx context.Context, c *config, out, progress io.Writer) (bool, error) 
 		}
 		defer pprof.StopCPUProfile()
 	}
-	fmt.Fprintf(progress, "bench: %d scenarios; %s\n", len(selected), env.describe())
+	fmt.Fprintf(progress, "bench: %d scenarios; %s; %s\n", len(selected), env.describe(), loadAverage())
 	best := make(map[string]*result)
 	ok := true
 	for round := range c.count {
@@ -156,9 +161,13 @@ func run(ctx context.Context, c *config, out, progress io.Writer) (bool, error) 
 		if r.baseRate > 0 {
 			r.Ratio = r.Rate / r.baseRate
 		}
+		if b := byName[s.base]; b != nil && strings.HasPrefix(b.Name, "raw/") && b.CPUPerMsg > 0 && r.CPUPerMsg > 0 {
+			r.CPURatio = b.CPUPerMsg / r.CPUPerMsg
+		}
 		byName[s.name] = r
 		results = append(results, r)
 	}
+	fmt.Fprintf(progress, "bench: done; %s\n", loadAverage())
 	targets := checkTargets(byName)
 	if c.json {
 		enc := json.NewEncoder(out)

@@ -24,9 +24,15 @@ type result struct {
 	P99            float64 `json:"p99_ms,omitempty"`
 	PeakBuffered   int     `json:"peak_buffered,omitempty"`
 	AllocsPerMsg   float64 `json:"allocs_per_msg,omitempty"`
-	Notes          string  `json:"notes,omitempty"`
-	Seconds        float64 `json:"seconds"`
-	Failed         string  `json:"failed,omitempty"`
+	// CPUPerMsg is the process's CPU time per message, in microseconds;
+	// CPURatio is the base row's CPUPerMsg divided by this row's: the
+	// throughput ratio if both were CPU-bound, and much less sensitive to
+	// other work on the machine than the wall-clock ratio.
+	CPUPerMsg float64 `json:"cpu_us_per_msg,omitempty"`
+	CPURatio  float64 `json:"cpu_ratio,omitempty"`
+	Notes     string  `json:"notes,omitempty"`
+	Seconds   float64 `json:"seconds"`
+	Failed    string  `json:"failed,omitempty"`
 
 	// baseRate overrides the base row's rate (engine rows compare with a
 	// limit measured in the same scenario).
@@ -35,10 +41,10 @@ type result struct {
 
 func printTable(w io.Writer, results []*result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tmsgs/s\tratio\treqs/msg\tstore/msg\tp50\tp99\tpeak\tallocs/msg\t\tbase; notes")
+	fmt.Fprintln(tw, "scenario\tmsgs/s\tratio\tcpu µs/msg\tcpu ratio\treqs/msg\tstore/msg\tp50\tp99\tpeak\tallocs/msg\t\tbase; notes")
 	for _, r := range results {
 		if r.Failed != "" {
-			fmt.Fprintf(tw, "%s\tFAILED\t\t\t\t\t\t\t\t\t%s\n", r.Name, r.Failed)
+			fmt.Fprintf(tw, "%s\tFAILED\t\t\t\t\t\t\t\t\t\t\t%s\n", r.Name, r.Failed)
 			continue
 		}
 		notes := r.Base
@@ -48,8 +54,8 @@ func printTable(w io.Writer, results []*result) {
 			}
 			notes += r.Notes
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\t%s\n", r.Name,
-			num(r.Rate, 0), num(r.Ratio, 2), num(r.ReqsPerMsg, 3), num(r.StoreOpsPerMsg, 3),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\t%s\n", r.Name,
+			num(r.Rate, 0), num(r.Ratio, 2), num(r.CPUPerMsg, 2), num(r.CPURatio, 2), num(r.ReqsPerMsg, 3), num(r.StoreOpsPerMsg, 3),
 			ms(r.P50), ms(r.P99), count(r.PeakBuffered), num(r.AllocsPerMsg, 1), notes)
 	}
 	tw.Flush()
@@ -120,6 +126,7 @@ func checkTargets(byName map[string]*result) []target {
 		"ordered/memqueue/memstore/durable/g1", "ordered/memqueue/memstore/durable/g1000",
 	} {
 		atLeast("ordered/raw", s, 0.90, ratio)
+		atLeast("ordered/raw, CPU per message", s, 0.90, func(r *result) float64 { return r.CPURatio })
 	}
 	atLeast("pipelined/serial at 1ms", "pipelined/memstore", 10, ratio)
 	for _, s := range []string{"ordered/memqueue/memstore/durable/g1", "ordered/memqueue/memstore/durable/g1000"} {
