@@ -193,7 +193,7 @@ func TestRunSmall(t *testing.T) {
 			run++
 		}
 	}
-	assert.Equal(t, 6, run, "targets with a measured scenario: ordered/raw and reqs/msg for two memqueue rows, pipelined, reorder")
+	assert.Equal(t, 8, run, "targets with a measured scenario: ordered/raw (wall and CPU) and reqs/msg for two memqueue rows, pipelined, reorder")
 }
 
 func TestRunTable(t *testing.T) {
