@@ -8,11 +8,12 @@
 //
 // # Scenarios
 //
-//   - raw/<driver>: the same number of messages sent with SendBatch of 16 by
+//   - raw/<driver>/g<groups>: the same number of messages sent with SendBatch of 16 by
 //     the same producer goroutines, received with ReceiveBatch of 16 and
 //     deleted with DeleteBatch by the same number of consumer goroutines as
-//     the ordered side's fetchers. No ordering. The baseline of every
-//     ordered/<driver>/... row.
+//     the ordered side's fetchers. No ordering. The baseline of the
+//     ordered/<driver>/.../g<groups> rows (the group count only sets the
+//     backlog bound, see -backlog).
 //   - ordered/<driver>/<store>/<mode>/g<groups>: the producers call
 //     Queue.SendAsync, Queue.Run hands the messages to a handler, until
 //     every message was delivered. The handler checks that every group sees
@@ -36,8 +37,9 @@
 // MNS queue (created for the run and deleted after). Stores: memstore,
 // filestore (a temporary directory), and redisstore, sqlstore on PostgreSQL
 // and on MySQL/MariaDB when INORDER_TEST_REDIS_ADDR, INORDER_TEST_POSTGRES_DSN
-// or INORDER_TEST_MYSQL_DSN is set (tables prefixed inorder_bench_, keys
-// under inorder-bench:, streams named after the run).
+// or INORDER_TEST_MYSQL_DSN is set (tables prefixed inorder_bench_, which
+// are left in place; Redis keys under inorder-bench:, removed at the end;
+// streams named after the run).
 //
 // # Columns
 //
@@ -53,6 +55,11 @@
 //   - p50 and p99: end-to-end latency, from just before the send call
 //     admitted the message to the handler (a timestamp in the payload).
 //   - peak: the Queue's peak of buffered messages (ReceiveStats.MaxBuffered).
+//   - cpu µs/msg and cpu ratio: the process's CPU time (user and system)
+//     per message, and the raw row's divided by this row's. On a machine
+//     shared with other work the wall-clock ratio moves a lot between runs;
+//     the CPU ratio is what the wall-clock ratio would be if both sides were
+//     CPU-bound on an idle machine.
 //   - allocs/msg: heap allocations of the whole process (runtime.MemStats
 //     Mallocs) per message, from the first send to the last delivery. With
 //     the emulator this includes the server's and the SDK's allocations.
@@ -64,11 +71,19 @@
 //
 //	-quick            few messages per scenario, for CI
 //	-json             print JSON instead of the table
-//	-messages N       messages per memqueue scenario (emulator: N/4)
+//	-messages N       messages per memqueue scenario (emulator: N/4; default
+//	                  200000, -quick 8000)
+//	-count K          run the list K times round-robin; keep each row's best
+//	-backlog B        most messages sent and not yet delivered, per group
+//	                  (times the groups, at most 16384; default 1000, under
+//	                  the receiver's default window of 1024); 0: no bound
+//	-window W         the receiver's look-ahead window (default 1024)
+//	-timeout D        give up on a scenario after D (default 3m, -quick 30s)
 //	-scenario RE      run the scenarios whose name matches RE (and their bases)
 //	-producers P      sending goroutines (default 4)
 //	-consumers C      raw receive loops and ordered fetchers (default 2)
 //	-size B           payload bytes (default 100, at least 32)
 //	-cpuprofile FILE  write a CPU profile of the whole run
+//	-blockprofile F   write a profile of blocking (channels, mutexes, conds)
 //	-list             list the scenarios and exit
 package main

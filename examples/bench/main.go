@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"time"
@@ -29,6 +30,7 @@ type config struct {
 	window     int
 	timeout    time.Duration
 	cpuprofile string
+	blockprof  string
 	list       bool
 }
 
@@ -69,6 +71,7 @@ func main() {
 	flag.IntVar(&c.count, "count", 1, "run the scenario list this many times, round-robin, and keep each scenario's best run")
 	flag.DurationVar(&c.timeout, "timeout", 0, "give up on a scenario after this long (default 3m, -quick 30s)")
 	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	flag.StringVar(&c.blockprof, "blockprofile", "", "write a profile of blocking (channel, mutex, cond waits) to this file")
 	flag.BoolVar(&c.list, "list", false, "list the scenarios and exit")
 	flag.Parse()
 	if c.messages == 0 {
@@ -126,6 +129,15 @@ func run(ctx context.Context, c *config, out, progress io.Writer) (bool, error) 
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if c.blockprof != "" {
+		runtime.SetBlockProfileRate(int(10 * time.Microsecond))
+		defer func() {
+			runtime.SetBlockProfileRate(0)
+			if err := writeProfile("block", c.blockprof); err != nil {
+				fmt.Fprintln(progress, err)
+			}
+		}()
+	}
 	fmt.Fprintf(progress, "bench: %d scenarios; %s; %s\n", len(selected), env.describe(), loadAverage())
 	best := make(map[string]*result)
 	ok := true
@@ -181,6 +193,18 @@ func run(ctx context.Context, c *config, out, progress io.Writer) (bool, error) 
 	printTable(out, results)
 	printTargets(out, targets)
 	return ok, nil
+}
+
+func writeProfile(name, file string) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+		return fmt.Errorf("bench: %s profile: %w", name, err)
+	}
+	return nil
 }
 
 // runOne runs one scenario within the timeout.
