@@ -66,14 +66,13 @@ type proc struct {
 }
 
 type harness struct {
-	t      *testing.T
-	sc     scenario
-	srv    *mnstest.Server
-	queue  string
-	dir    string
-	hist   string
-	procs  []*proc
-	logsMu sync.Mutex
+	t     *testing.T
+	sc    scenario
+	srv   *mnstest.Server
+	queue string
+	dir   string
+	hist  string
+	procs []*proc
 }
 
 func (p *proc) start() error {
@@ -126,7 +125,8 @@ func (p *proc) exited(cmd *exec.Cmd) {
 		p.deaths++
 	case !cmd.ProcessState.Success():
 		p.failures++
-		p.h.t.Logf("%s incarnation %d exited: %v (log %s-%d.log)", p.name, p.inc, cmd.ProcessState, p.name, p.inc)
+		p.h.t.Logf("%s incarnation %d exited: %v; log tail: %s", p.name, p.inc, cmd.ProcessState,
+			tail(filepath.Join(p.h.dir, fmt.Sprintf("%s-%d.log", p.name, p.inc)), 5))
 	}
 	stopping := p.stopping
 	p.cmd = nil

@@ -103,9 +103,6 @@ type History struct {
 // somewhere other than at a torn tail, or events of several incarnations.
 var ErrMalformed = errors.New("crashtest: malformed history")
 
-// maxLine bounds one history line.
-const maxLine = 1 << 20
-
 // Parse reads one history file. A last line without its newline that does
 // not parse is a torn tail and is ignored (History.Torn); any other bad line
 // is an error wrapping ErrMalformed. Every event must carry the Proc, Inc and
