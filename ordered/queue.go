@@ -33,8 +33,9 @@ type Queue struct {
 
 	mu     sync.Mutex
 	closed bool
-	snd    *sender   // nil until the first send or a recovery
-	rcv    *receiver // nil until the first Receive or Run
+	snd    *sender                // nil until the first send or a recovery
+	sndp   atomic.Pointer[sender] // snd, for sender's lock-free fast path
+	rcv    *receiver              // nil until the first Receive or Run
 	done   chan struct{}
 	errc   error // Close's result, valid once done is closed
 
@@ -116,8 +117,13 @@ func (q *Queue) Close(ctx context.Context) error {
 	return q.errc
 }
 
-// sender returns the send side, starting it on first use.
+// sender returns the send side, starting it on first use. Once started it
+// is returned without taking q.mu: the sender itself refuses admissions once
+// Close has begun closing it.
 func (q *Queue) sender() (*sender, error) {
+	if s := q.sndp.Load(); s != nil {
+		return s, nil
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
@@ -125,6 +131,7 @@ func (q *Queue) sender() (*sender, error) {
 	}
 	if q.snd == nil {
 		q.snd = newSender(q)
+		q.sndp.Store(q.snd)
 	}
 	return q.snd, nil
 }

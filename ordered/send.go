@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -60,16 +61,16 @@ type SendStats struct {
 // SendResult is the outcome of a message admitted by SendAsync (or of a
 // whole batch admitted together). Its methods are safe for concurrent use.
 type SendResult struct {
-	remaining atomic.Int64
-	failed    atomic.Int64
-	total     int
+	remaining atomic.Int32 // messages not finished
+	failed    atomic.Int32
+	finished  atomic.Bool // set once err is final
+	total     int32
 	epoch     atomic.Uint64
 	seq       atomic.Uint64
 
-	mu       sync.Mutex
-	finished bool
-	err      error         // first error; final once finished
-	done     chan struct{} // made on demand, closed once finished
+	mu   sync.Mutex
+	err  error         // first error; final once finished
+	done chan struct{} // made on demand, closed once finished
 }
 
 // closedChan is the Done channel of results that finished before anyone
@@ -81,14 +82,17 @@ var closedChan = func() chan struct{} {
 }()
 
 func newSendResult(n int) *SendResult {
-	r := &SendResult{total: n}
-	r.remaining.Store(int64(n))
+	r := &SendResult{total: int32(n)}
+	r.remaining.Store(int32(n))
 	return r
 }
 
 // Done returns a channel that is closed when the message was accepted by the
 // queue or failed.
 func (r *SendResult) Done() <-chan struct{} {
+	if r.finished.Load() {
+		return closedChan
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.doneLocked()
@@ -96,7 +100,7 @@ func (r *SendResult) Done() <-chan struct{} {
 
 func (r *SendResult) doneLocked() chan struct{} {
 	if r.done == nil {
-		if r.finished {
+		if r.finished.Load() {
 			return closedChan
 		}
 		r.done = make(chan struct{})
@@ -107,23 +111,20 @@ func (r *SendResult) doneLocked() chan struct{} {
 // Err returns nil if the message was sent, the error if it failed, and nil
 // while it is still in flight (see Done).
 func (r *SendResult) Err() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.finished {
-		return nil
+	if r.finished.Load() {
+		return r.err // final: written before finished was set
 	}
-	return r.err
+	return nil
 }
 
 // Wait waits until the message was sent or failed and returns Err. If ctx
 // ends first it returns an error wrapping ctx.Err(); the message stays
 // admitted and may still be sent.
 func (r *SendResult) Wait(ctx context.Context) error {
-	r.mu.Lock()
-	if r.finished {
-		r.mu.Unlock()
+	if r.finished.Load() {
 		return r.err
 	}
+	r.mu.Lock()
 	done := r.doneLocked()
 	r.mu.Unlock()
 	select {
@@ -165,7 +166,7 @@ func (r *SendResult) finish(err error) {
 	if f := r.failed.Load(); f > 0 && r.total > 1 {
 		r.err = fmt.Errorf("ordered: send: %d of %d messages failed: %w", f, r.total, r.err)
 	}
-	r.finished = true
+	r.finished.Store(true)
 	if r.done != nil {
 		close(r.done)
 	}
@@ -200,6 +201,9 @@ func (q *Queue) Send(ctx context.Context, group string, payload []byte) error {
 func (q *Queue) SendBatch(ctx context.Context, group string, payloads [][]byte) error {
 	if len(payloads) == 0 {
 		return nil
+	}
+	if len(payloads) > math.MaxInt32 {
+		return fmt.Errorf("%w: a batch of %d messages", ErrTooLarge, len(payloads))
 	}
 	s, err := q.sender()
 	if err != nil {
@@ -328,6 +332,11 @@ type sender struct {
 	maxBatch int
 	maxBytes int // driver bound on one request's bodies
 
+	// legacyHeader is the longest legacy header; numbersExtra is how much
+	// longer a default header with the largest epoch and seq is than one
+	// with epoch 0 and seq 1.
+	legacyHeader, numbersExtra int
+
 	// ctx is the context of every store and driver call of the send side. It
 	// is cancelled when Close gives up waiting.
 	ctx    context.Context
@@ -392,6 +401,9 @@ func newSender(q *Queue) *sender {
 		markFull:   make(chan struct{}, 1),
 		markStop:   make(chan struct{}),
 	}
+	s.legacyHeader = envelope.HeaderLen(envelope.Header{Legacy: true, Seq: envelope.MaxNumber})
+	s.numbersExtra = envelope.HeaderLen(envelope.Header{Epoch: envelope.MaxNumber, Seq: envelope.MaxNumber}) -
+		envelope.HeaderLen(envelope.Header{Seq: 1})
 	s.ctx, s.cancel = context.WithCancel(q.life)
 	s.qcond = sync.NewCond(&s.qmu)
 	s.rcond = sync.NewCond(&s.mu)
@@ -411,20 +423,26 @@ func (s *sender) check(group string, payload []byte) error {
 	if err := envelope.ValidateGroup(group); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidGroup, err)
 	}
-	h := envelope.Header{Group: group, Epoch: envelope.MaxNumber, Seq: envelope.MaxNumber}
+	var hl int
 	if s.opts.Format == FormatLegacy {
 		if group != "" {
 			return fmt.Errorf("%w: %q: the legacy format carries only the default group \"\"", ErrInvalidGroup, group)
 		}
-		h = envelope.Header{Legacy: true, Seq: envelope.MaxNumber}
+		hl = s.legacyHeader
+	} else {
+		// The header with the smallest numbers plus the widest numbers'
+		// extra length: no digit counting per message.
+		hl = envelope.HeaderLen(envelope.Header{Group: group, Seq: 1}) + s.numbersExtra
 	}
-	limit := min(s.maxBody, s.maxBytes)
-	if hl := envelope.HeaderLen(h); hl+len(payload) > limit {
+	if limit := s.maxPayload(); hl+len(payload) > limit {
 		return fmt.Errorf("%w: payload of %d bytes plus a header of up to %d bytes exceeds the queue's limit of %d bytes",
 			ErrTooLarge, len(payload), hl, limit)
 	}
 	return nil
 }
+
+// maxPayload is the bound on one envelope: it must fit a body and a request.
+func (s *sender) maxPayload() int { return min(s.maxBody, s.maxBytes) }
 
 // header returns the wire header of a message.
 func (s *sender) header(group string, epoch, seq uint64) envelope.Header {
