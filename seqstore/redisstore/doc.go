@@ -47,11 +47,14 @@
 //   - Sent does not touch the index; Pending drops streams whose journal is
 //     empty (remove, re-check, re-add if a Reserve raced it), so the index
 //     holds at most the streams journaled since the last Pending;
-//   - an Advance batch is applied stream by stream: each stream's
-//     compare-and-set is atomic, the batch is not. On a conflict the other
-//     streams of the batch may have moved; the *seqstore.ConflictError names
-//     only the conflicting ones. Use a single node (or sentinel) where a
-//     receiver needs all-or-nothing batches across groups.
+//   - an Advance batch of several streams is checked first (one round trip
+//     reading every cursor; a conflict there writes nothing), then applied
+//     stream by stream: each stream's compare-and-set is atomic, the batch
+//     is not. If another writer moves one of the streams between the check
+//     and the writes, the other streams of the batch have moved and the
+//     *seqstore.ConflictError names only the conflicting ones. Use a single
+//     node (or sentinel) where a receiver needs all-or-nothing batches
+//     across groups even under such races.
 //
 // The package's tests run on a cluster when INORDER_TEST_REDIS_CLUSTER_ADDRS
 // lists its nodes (comma-separated); the conformance suite runs on single

@@ -260,6 +260,14 @@ func (s *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
 		seen[a.Stream] = struct{}{}
 	}
 	o := &op{}
+	if s.sharded && len(batch) > 1 {
+		// Check every cursor first, so that a batch that conflicts at rest
+		// writes nothing; only a race between this check and the writes
+		// can leave a batch half applied.
+		if err := s.precheck(ctx, batch); err != nil {
+			return err
+		}
+	}
 	if s.sharded {
 		for _, a := range batch {
 			o.calls = append(o.calls, &call{script: advanceScript, keys: []string{s.key(a.Stream, "cursor")}, args: advanceArgs(nil, a)})
@@ -298,6 +306,36 @@ func (s *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("redisstore: advance: %w", err)
+	}
+	if len(conflicts) > 0 {
+		return &seqstore.ConflictError{Streams: conflicts}
+	}
+	return nil
+}
+
+// precheck reads the cursors of batch in one round trip and returns a
+// *seqstore.ConflictError naming those that differ from their From.
+func (s *Store) precheck(ctx context.Context, batch []seqstore.Advance) error {
+	o := &op{}
+	for _, a := range batch {
+		o.calls = append(o.calls, &call{script: cursorScript, keys: []string{s.key(a.Stream, "cursor")}})
+	}
+	if err := s.do(ctx, o); err != nil {
+		return fmt.Errorf("redisstore: advance: %w", err)
+	}
+	var conflicts []seqstore.Stream
+	for i, c := range o.calls {
+		raw, err := c.cmd.Slice()
+		if err != nil {
+			return fmt.Errorf("redisstore: advance: cursor of %s: %w", batch[i].Stream, mapErr(err))
+		}
+		cur, err := parseCursor(raw)
+		if err != nil {
+			return fmt.Errorf("redisstore: advance: cursor of %s: %w", batch[i].Stream, err)
+		}
+		if !cur.Same(batch[i].From) {
+			conflicts = append(conflicts, batch[i].Stream)
+		}
 	}
 	if len(conflicts) > 0 {
 		return &seqstore.ConflictError{Streams: conflicts}

@@ -135,58 +135,63 @@ func TestReserveArguments(t *testing.T) {
 
 func TestAdvance(t *testing.T) {
 	forEach(t, func(t *testing.T, c redis.UniversalClient, prefix string) {
-		ctx := context.Background()
-		s := newStore(t, c, prefix)
-		a := seqstore.Stream{Queue: "q", Group: "a"}
-		b := seqstore.Stream{Queue: "q", Group: "b"}
-		cur, err := s.Cursor(ctx, a)
-		require.NoError(t, err)
-		assert.Equal(t, seqstore.Cursor{}, cur, "a stream never advanced has the zero cursor")
-
-		big := uint64(seqstore.MaxSeq - 1)
-		toA := seqstore.Cursor{Epoch: big, Next: 5, Owner: 7, Skipped: []seqstore.Range{{Epoch: big, First: 2, Last: 3}, {Epoch: 1, First: 9, Last: 9}}}
-		toB := seqstore.Cursor{Epoch: 3, Next: 1}
-		require.NoError(t, s.Advance(ctx, []seqstore.Advance{{Stream: a, To: toA}, {Stream: b, To: toB}}))
-		cur, err = s.Cursor(ctx, a)
-		require.NoError(t, err)
-		assert.Equal(t, toA, cur)
-
-		// One stale From: nothing in the batch applies.
-		err = s.Advance(ctx, []seqstore.Advance{
-			{Stream: a, From: toA, To: seqstore.Cursor{Epoch: big, Next: 6, Owner: 7}},
-			{Stream: b, From: seqstore.Cursor{Epoch: 3, Next: 0}, To: seqstore.Cursor{Epoch: 3, Next: 2}},
-		})
-		var ce *seqstore.ConflictError
-		require.ErrorAs(t, err, &ce)
-		assert.ErrorIs(t, err, seqstore.ErrConflict)
-		assert.Equal(t, []seqstore.Stream{b}, ce.Streams)
-		cur, err = s.Cursor(ctx, a)
-		require.NoError(t, err)
-		if s.sharded {
-			// Cluster rules: each stream's compare-and-set is atomic, the
-			// batch is not (package documentation).
-			assert.Equal(t, uint64(6), cur.Next, "cluster: the non-conflicting stream of the batch moved")
-			toA = cur
-		} else {
-			assert.Equal(t, toA, cur, "a conflicting batch must not move any cursor")
+		for _, sharded := range []bool{false, true} {
+			t.Run(fmt.Sprintf("sharded=%v", sharded), func(t *testing.T) {
+				if _, cluster := c.(*redis.ClusterClient); cluster && !sharded {
+					t.Skip("a cluster client always uses the sharded rules")
+				}
+				testAdvance(t, c, prefix+fmt.Sprint(sharded)+":", sharded)
+			})
 		}
-
-		// Owner differs: conflict.
-		err = s.Advance(ctx, []seqstore.Advance{{Stream: a, From: seqstore.Cursor{Epoch: big, Next: 5}, To: seqstore.Cursor{Epoch: big, Next: 6}}})
-		assert.ErrorIs(t, err, seqstore.ErrConflict)
-
-		err = s.Advance(ctx, []seqstore.Advance{{Stream: a, From: toA, To: seqstore.Cursor{Epoch: big, Next: 4}}})
-		assert.ErrorIs(t, err, seqstore.ErrInvalidArgument, "moving backwards")
-		err = s.Advance(ctx, []seqstore.Advance{{Stream: a, From: toA, To: toA}, {Stream: a, From: toA, To: toA}})
-		assert.ErrorIs(t, err, seqstore.ErrInvalidArgument, "a stream twice in one batch")
 	})
+}
+
+func testAdvance(t *testing.T, c redis.UniversalClient, prefix string, sharded bool) {
+	ctx := context.Background()
+	s := newStore(t, c, prefix)
+	s.sharded = sharded
+	a := seqstore.Stream{Queue: "q", Group: "a"}
+	b := seqstore.Stream{Queue: "q", Group: "b"}
+	cur, err := s.Cursor(ctx, a)
+	require.NoError(t, err)
+	assert.Equal(t, seqstore.Cursor{}, cur, "a stream never advanced has the zero cursor")
+
+	big := uint64(seqstore.MaxSeq - 1)
+	toA := seqstore.Cursor{Epoch: big, Next: 5, Owner: 7, Skipped: []seqstore.Range{{Epoch: big, First: 2, Last: 3}, {Epoch: 1, First: 9, Last: 9}}}
+	toB := seqstore.Cursor{Epoch: 3, Next: 1}
+	require.NoError(t, s.Advance(ctx, []seqstore.Advance{{Stream: a, To: toA}, {Stream: b, To: toB}}))
+	cur, err = s.Cursor(ctx, a)
+	require.NoError(t, err)
+	assert.Equal(t, toA, cur)
+
+	// One stale From: nothing in the batch applies.
+	err = s.Advance(ctx, []seqstore.Advance{
+		{Stream: a, From: toA, To: seqstore.Cursor{Epoch: big, Next: 6, Owner: 7}},
+		{Stream: b, From: seqstore.Cursor{Epoch: 3, Next: 0}, To: seqstore.Cursor{Epoch: 3, Next: 2}},
+	})
+	var ce *seqstore.ConflictError
+	require.ErrorAs(t, err, &ce)
+	assert.ErrorIs(t, err, seqstore.ErrConflict)
+	assert.Equal(t, []seqstore.Stream{b}, ce.Streams)
+	cur, err = s.Cursor(ctx, a)
+	require.NoError(t, err)
+	assert.Equal(t, toA, cur, "a conflicting batch must not move any cursor (on a cluster: thanks to the check before the writes)")
+
+	// Owner differs: conflict.
+	err = s.Advance(ctx, []seqstore.Advance{{Stream: a, From: seqstore.Cursor{Epoch: big, Next: 5}, To: seqstore.Cursor{Epoch: big, Next: 6}}})
+	assert.ErrorIs(t, err, seqstore.ErrConflict)
+
+	err = s.Advance(ctx, []seqstore.Advance{{Stream: a, From: toA, To: seqstore.Cursor{Epoch: big, Next: 4}}})
+	assert.ErrorIs(t, err, seqstore.ErrInvalidArgument, "moving backwards")
+	err = s.Advance(ctx, []seqstore.Advance{{Stream: a, From: toA, To: toA}, {Stream: a, From: toA, To: toA}})
+	assert.ErrorIs(t, err, seqstore.ErrInvalidArgument, "a stream twice in one batch")
 }
 
 func TestConcurrentCoalesces(t *testing.T) {
 	forEach(t, func(t *testing.T, c redis.UniversalClient, prefix string) {
 		ctx := context.Background()
 		s := newStore(t, c, prefix)
-		const workers, per = 16, 50
+		const workers, per = 16, 25
 		var mu sync.Mutex
 		seen := map[seqstore.Stream][]uint64{}
 		var wg sync.WaitGroup
