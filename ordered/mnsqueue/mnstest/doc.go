@@ -75,6 +75,7 @@
 // # Shutdown
 //
 // Close stops the listener, ends long polls (they answer MessageNotExist)
-// and returns once every handler has returned. The server starts no
-// goroutine other than the one serving the listener.
+// and returns once every handler has returned. The only goroutines are
+// net/http's (the accept loop and one per connection), and Close ends them
+// all.
 package mnstest
