@@ -47,6 +47,10 @@ const (
 	faultDropAfter        // connection closed after the operation took effect
 )
 
+var faultNames = [...]string{"", "error-before", "error-after", "partial", "drop-before", "drop-after"}
+
+func (f fault) String() string { return faultNames[f] }
+
 // call is one request in flight.
 type call struct {
 	s      *Server
@@ -99,7 +103,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.finish()
 	if log := s.opts.Logger; log.Enabled(r.Context(), slog.LevelDebug) {
 		log.Debug("mnstest: request", "op", c.op.String(), "queue", c.qname, "status", c.status,
-			"code", c.code, "fault", int(c.fault), "took", time.Since(start), "request_id", c.reqID)
+			"code", c.code, "fault", c.fault.String(), "took", time.Since(start), "request_id", c.reqID)
 	}
 }
 
