@@ -10,9 +10,15 @@ import (
 )
 
 // TestConformance runs storetest on miniredis and, when configured, on the
-// real Redis; each subtest gets its own key prefix.
+// real Redis and a Redis Cluster; each subtest gets its own key prefix. The
+// suite passes on a cluster because its all-or-nothing test has no writer
+// racing the check that cluster Advance batches make before writing.
 func TestConformance(t *testing.T) {
-	for _, b := range backends(t) {
+	bs := backends(t)
+	if cb, ok := clusterBackend(t); ok {
+		bs = append(bs, cb)
+	}
+	for _, b := range bs {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			storetest.Run(t, storetest.Harness{Persistent: true, Open: func(t *testing.T) func(t *testing.T) seqstore.Store {

@@ -56,9 +56,9 @@
 //     node (or sentinel) where a receiver needs all-or-nothing batches
 //     across groups even under such races.
 //
-// The package's tests run on a cluster when INORDER_TEST_REDIS_CLUSTER_ADDRS
-// lists its nodes (comma-separated); the conformance suite runs on single
-// nodes only, since it requires all-or-nothing batches.
+// The package's tests, the conformance suite included, also run on a
+// cluster when INORDER_TEST_REDIS_CLUSTER_ADDRS lists its nodes
+// (comma-separated).
 //
 // # Client ownership
 //

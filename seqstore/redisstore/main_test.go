@@ -60,9 +60,7 @@ func backends(t testing.TB) []backend {
 
 // clusterBackend returns a Redis Cluster backend when
 // INORDER_TEST_REDIS_CLUSTER_ADDRS lists its nodes (comma-separated). It is
-// optional, also in CI: the cluster rules of the package documentation are
-// weaker than the seqstore contract (Advance batches are not atomic across
-// streams), so the conformance suite does not run on it.
+// optional, also in CI (the CI machine runs a single Redis).
 func clusterBackend(t testing.TB) (backend, bool) {
 	addrs := os.Getenv("INORDER_TEST_REDIS_CLUSTER_ADDRS")
 	if addrs == "" {
