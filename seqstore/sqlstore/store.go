@@ -19,6 +19,10 @@ import (
 	"github.com/inorder/inorder/seqstore"
 )
 
+// ErrSchemaTooNew is returned by Migrate when the database's schema version
+// is newer than this package knows: a newer release migrated it.
+var ErrSchemaTooNew = errors.New("sqlstore: schema is newer than this code")
+
 // DefaultTablePrefix is the table prefix used when Options.TablePrefix is
 // empty.
 const DefaultTablePrefix = "inorder_"
@@ -222,7 +226,7 @@ func (s *Store) migrate(ctx context.Context, db execer) error {
 	}
 	latest := migrations[len(migrations)-1].version
 	if cur.Int64 > int64(latest) {
-		return fmt.Errorf("sqlstore: migrate: %w: schema version %d is newer than this code's %d", seqstore.ErrCorrupt, cur.Int64, latest)
+		return fmt.Errorf("%w: schema version %d, this code knows up to %d", ErrSchemaTooNew, cur.Int64, latest)
 	}
 	for _, m := range migrations {
 		if int64(m.version) <= cur.Int64 {

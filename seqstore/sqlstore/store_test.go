@@ -84,7 +84,7 @@ func TestMigrate(t *testing.T) {
 		_, err := db.ExecContext(ctx, "UPDATE "+prefix+"schema_version SET version = 99")
 		require.NoError(t, err)
 		err = s.Migrate(ctx)
-		require.Error(t, err, "a newer schema must be refused")
+		require.ErrorIs(t, err, ErrSchemaTooNew, "a newer schema must be refused")
 		assert.Contains(t, err.Error(), "99")
 	})
 }
