@@ -31,6 +31,16 @@
 // ends while its write is in flight returns the context's error and its write
 // may still take effect.
 //
+// # Errors
+//
+// Errors carry the "redisstore:" prefix and the operation and stream, and
+// wrap the seqstore sentinels (ErrConflict through *seqstore.ConflictError,
+// ErrCorrupt, ErrOverflow, ErrClosed, ...) or go-redis's error (a refused
+// connection, a timeout), which stays reachable with errors.As. A call
+// whose reply was lost has an unknown outcome: a Reserve may then leave a
+// gap, an Advance a cursor that the next compare-and-set reports as a
+// conflict.
+//
 // # Single node, sentinel and cluster
 //
 // With a *redis.Client (single node or sentinel failover) the pending index

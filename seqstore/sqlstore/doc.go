@@ -42,6 +42,16 @@
 // are retried a few times. Stats reports calls, transactions, statements
 // and retries. Cursor and Pending read outside the group commit.
 //
+// # Errors
+//
+// Errors carry the "sqlstore:" prefix and the operation and stream, and wrap
+// the seqstore sentinels (ErrConflict through *seqstore.ConflictError,
+// ErrCorrupt, ErrOverflow, ErrClosed, ...) or the driver's error, which
+// stays reachable with errors.As. A call whose COMMIT failed with the
+// connection has an unknown outcome and returns the error: a Reserve may
+// then leave a gap, an Advance a cursor that the next compare-and-set
+// reports as a conflict.
+//
 // # Exactly-once processing
 //
 // AdvanceTx runs an Advance batch inside the caller's *sql.Tx. A handler
