@@ -29,7 +29,13 @@ func TestMain(m *testing.M) {
 	code := 0
 	func() {
 		defer os.RemoveAll(dir)
-		goleak.VerifyTestMain(m, goleak.Cleanup(func(c int) { code = c }))
+		// fasthttp's per-host connection cleaners (the MNS SDK's client)
+		// sleep for the idle-connection period before they exit.
+		goleak.VerifyTestMain(m, goleak.Cleanup(func(c int) { code = c }),
+			goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*HostClient).connsCleaner"),
+			goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*Client).mCleaner"),
+			goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*TCPDialer).tcpAddrsClean"),
+		)
 	}()
 	os.Exit(code)
 }
