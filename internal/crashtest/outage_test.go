@@ -1,0 +1,228 @@
+package crashtest
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inorder/inorder/ordered"
+	"github.com/inorder/inorder/seqstore"
+	"github.com/inorder/inorder/seqstore/redisstore"
+	"github.com/inorder/inorder/seqstore/sqlstore"
+)
+
+// outageRun sends and receives through stores that go down for a while
+// (down, then up) and requires the checker's verdict: nothing that Send
+// confirmed is lost, order is kept, no duplicate.
+func outageRun(t *testing.T, sstore, rstore seqstore.Store, down, up func()) {
+	e := newEnv(t, nil, nil)
+	rec := newRecorder()
+	tx := e.open(sstore, nil)
+	rx := e.open(rstore, &ordered.Options{Receive: ordered.ReceiveOptions{SyncAck: true}})
+	stop := run(t, rx, rec.handler("r", 1, nil))
+	sent, failed := 0, 0
+	for round := range 6 {
+		switch round {
+		case 2:
+			down()
+		case 4:
+			up()
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		for g := range 4 {
+			n := rec.send(ctx, tx, "s", 1, fmt.Sprintf("g%d", g), 10)
+			sent += n
+			failed += 10 - n
+		}
+		cancel()
+		time.Sleep(300 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	for {
+		// The journal may still be unreadable for a moment after up().
+		if _, err := tx.Recover(ctx); err == nil || ctx.Err() != nil {
+			require.NoError(t, err, "Recover after the outage")
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	waitFor(t, 30*time.Second, "every sent message delivered", func() bool { return rec.delivered() >= sent })
+	stop()
+	rep := rec.check(t, Config{Leftover: e.waitEmpty(10 * time.Second)})
+	assert.Positive(t, failed, "sends failed during the outage")
+	t.Logf("failed sends %d; %s", failed, rep.Figures())
+}
+
+// TestFaultRedisOutage: the Redis server behind both stores stops for a
+// while and comes back with its data (a miniredis closed and restarted on
+// its port). (redisstore: TestOutageUnderLoad against a real server.)
+func TestFaultRedisOutage(t *testing.T) {
+	redis.SetLogger(quiet{}) // dial failures are the point of the test
+	mr := miniredis.NewMiniRedis()
+	require.NoError(t, mr.Start())
+	t.Cleanup(mr.Close)
+	open := func() seqstore.Store {
+		c := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
+			ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
+		t.Cleanup(func() { _ = c.Close() })
+		s, err := redisstore.New(c, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	outageRun(t, open(), open(), mr.Close, func() { require.NoError(t, mr.Restart(), "miniredis Restart") })
+}
+
+// TestFaultSQLOutage: the PostgreSQL server behind both stores becomes
+// unreachable for a while (a TCP proxy in front of it closes its port and
+// every connection, then listens again). Needs INORDER_TEST_POSTGRES_DSN;
+// with CI=true its absence fails the test.
+func TestFaultSQLOutage(t *testing.T) {
+	dsn := os.Getenv("INORDER_TEST_POSTGRES_DSN")
+	if dsn == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("INORDER_TEST_POSTGRES_DSN is required in CI")
+		}
+		t.Skip("INORDER_TEST_POSTGRES_DSN not set")
+	}
+	u, err := url.Parse(dsn)
+	require.NoError(t, err, "INORDER_TEST_POSTGRES_DSN")
+	p := newProxy(t, u.Host)
+	u.Host = p.addr
+	db, err := sql.Open("pgx", u.String())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	db.SetConnMaxLifetime(time.Second)
+	prefix := fmt.Sprintf("ct%d_%d_", os.Getpid(), time.Now().UnixNano()%1e6)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for _, tbl := range []string{"send", "journal", "cursor", "schema_version"} {
+			_, _ = db.ExecContext(ctx, "DROP TABLE IF EXISTS "+prefix+tbl)
+		}
+	})
+	open := func() seqstore.Store {
+		s, err := sqlstore.Open(db, sqlstore.Postgres, &sqlstore.Options{TablePrefix: prefix, TxTimeout: 2 * time.Second})
+		require.NoError(t, err)
+		require.NoError(t, s.Migrate(t.Context()))
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	outageRun(t, open(), open(), p.down, func() { require.NoError(t, p.up(), "proxy up") })
+}
+
+// proxy forwards TCP connections to a target and can be taken down (port
+// closed, connections cut) and up again on the same port.
+type proxy struct {
+	t      *testing.T
+	target string
+	addr   string
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns map[net.Conn]bool
+	wg    sync.WaitGroup
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	p := &proxy{t: t, target: target, conns: map[net.Conn]bool{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p.addr = ln.Addr().String()
+	p.serve(ln)
+	t.Cleanup(func() { p.down(); p.wg.Wait() })
+	return p
+}
+
+func (p *proxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	p.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.wg.Go(func() { p.pipe(c) })
+		}
+	})
+}
+
+func (p *proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln == nil {
+		return false
+	}
+	p.conns[c] = true
+	return true
+}
+
+func (p *proxy) pipe(c net.Conn) {
+	defer c.Close()
+	if !p.track(c) {
+		return
+	}
+	up, err := net.DialTimeout("tcp", p.target, time.Second)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	if !p.track(up) {
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { _, _ = io.Copy(up, c); _ = up.Close() })
+	_, _ = io.Copy(c, up)
+	_ = c.Close()
+	wg.Wait()
+}
+
+// down closes the port and cuts every connection.
+func (p *proxy) down() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		_ = p.ln.Close()
+		p.ln = nil
+	}
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	clear(p.conns)
+}
+
+// up listens on the same port again.
+func (p *proxy) up() error {
+	var ln net.Listener
+	var err error
+	for range 50 { // the port may linger briefly
+		if ln, err = net.Listen("tcp", p.addr); err == nil {
+			p.serve(ln)
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return errors.Join(errors.New("crashtest: proxy cannot listen again"), err)
+}
+
+// quiet discards go-redis's logs.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
