@@ -291,6 +291,7 @@ func (q *Queue) recoverOnNew(ctx context.Context) error {
 type sendItem struct {
 	group   string
 	grp     *sendGroup // nil for a recovered entry
+	run     *sendRun   // nil for a recovered entry
 	payload []byte     // nil once encoded
 	body    []byte     // the envelope, once reserved
 	size    int        // len(payload), for the in-flight bound
@@ -302,15 +303,44 @@ type sendItem struct {
 // sendGroup is the send state of one group; it is dropped when the group has
 // nothing in flight.
 type sendGroup struct {
-	pending   []sendItem // admitted, waiting for a reservation
-	hint      int        // size of the last reservation, to size pending
-	reserving bool       // on the ready list or being reserved
-	inflight  int        // admitted and not completed
+	pending   *sendRun // admitted, waiting for a reservation; nil if none
+	reserving bool     // on the ready list or being reserved
+	inflight  int      // admitted and not completed
 
 	// Seqs epoch/lo..hi were reserved by this process; those not in failed
 	// are in flight or sent, so recovery leaves them alone.
 	epoch, lo, hi uint64
 	failed        map[uint64]struct{}
+}
+
+// sendRun holds the messages of one group admitted between two
+// reservations, then their envelopes, until the last one completes; then
+// the run and its buffers go back to runPool, so that steady sending
+// allocates nothing per message but its SendResult.
+type sendRun struct {
+	items   []sendItem
+	buf     []byte       // the envelopes of items
+	journal [][]byte     // scratch for the store call
+	left    atomic.Int32 // items not yet completed
+}
+
+// maxPooledRun bounds the runs kept for reuse, so that one huge SendBatch
+// does not pin its memory.
+const maxPooledRun = 1 << 14
+
+var runPool = sync.Pool{New: func() any { return new(sendRun) }}
+
+func getRun() *sendRun { return runPool.Get().(*sendRun) }
+
+// putRun recycles r once none of its items is referenced any more.
+func putRun(r *sendRun) {
+	if cap(r.items) > maxPooledRun || cap(r.buf) > maxPooledRun*512 {
+		return
+	}
+	clear(r.items)
+	r.items = r.items[:0]
+	r.buf = r.buf[:0]
+	runPool.Put(r)
 }
 
 type recoverKey struct {
@@ -358,7 +388,9 @@ type sender struct {
 	readyHead     int
 	rcond         *sync.Cond // on mu: the ready list grew, or stopReserve
 	reserverCount int
-	idleReservers int
+	idleReservers int // reservers waiting on rcond, not yet signalled
+	rwaking       int // reservers signalled or started that have not taken yet
+	rbusy         int // reservers in a store call (or encoding)
 	stopReserve   bool
 
 	qmu        sync.Mutex
@@ -367,6 +399,8 @@ type sender struct {
 	stopping   bool // workers exit once the FIFO is empty
 	partials   int  // batches not full in flight
 	maxPartial int
+	parked     int // workers waiting on qcond, not yet signalled
+	waking     int // workers signalled that have not taken yet
 
 	markMu    sync.Mutex
 	marks     map[string][]uint64 // group -> seqs sent but not yet marked
@@ -546,11 +580,13 @@ func (s *sender) admit(ctx context.Context, group string, payloads [][]byte, siz
 		g = &sendGroup{}
 		s.groups[group] = g
 	}
-	if g.pending == nil && g.hint > n {
-		g.pending = make([]sendItem, 0, g.hint)
+	run := g.pending
+	if run == nil {
+		run = getRun()
+		g.pending = run
 	}
 	for _, p := range payloads {
-		g.pending = append(g.pending, sendItem{group: group, grp: g, payload: p, size: len(p), res: r})
+		run.items = append(run.items, sendItem{group: group, grp: g, run: run, payload: p, size: len(p), res: r})
 	}
 	g.inflight += n
 	if !g.reserving {
@@ -562,19 +598,42 @@ func (s *sender) admit(ctx context.Context, group string, payloads [][]byte, siz
 }
 
 // readyLocked puts group on the ready list and makes sure a reserver will
-// take it, starting one if none is idle. Reservers live until Close: a
-// reserver costs a parked goroutine, and starting one per reservation costs
-// more than the reservation (stack growth).
+// take it. A reserver on its way takes it, and so does a busy one when it
+// comes back from the store; another one is woken (or started, up to
+// Reservations) only when more than readyBacklog groups wait behind busy
+// reservers, so that a fast store is served by one reserver without a
+// goroutine switch per reservation, while a slow one gets concurrent
+// reservations that its group commit batches. Reservers live until Close:
+// a reserver costs a parked goroutine, and starting one per reservation
+// costs more than the reservation (stack growth).
 func (s *sender) readyLocked(group string) {
 	s.ready = append(s.ready, group)
-	if s.idleReservers > 0 || s.reserverCount >= s.opts.Reservations {
+	queued := len(s.ready) - s.readyHead
+	covered := s.rwaking
+	if s.rbusy > 0 {
+		covered += readyBacklog
+	}
+	if queued <= covered {
+		return
+	}
+	s.rwaking++
+	if s.idleReservers > 0 {
+		s.idleReservers--
 		s.rcond.Signal()
+		return
+	}
+	if s.reserverCount >= s.opts.Reservations {
+		s.rwaking-- // all busy: they come back to the list
 		return
 	}
 	s.reserverCount++
 	s.reservers.Add(1)
 	go s.reserver()
 }
+
+// readyBacklog is how many ready groups may wait for a busy reserver before
+// another reserver is woken.
+const readyBacklog = 4
 
 // reserver reserves seqs for the groups on the ready list until the sender
 // stops. It takes everything pending in a group at once; a group that
@@ -583,6 +642,7 @@ func (s *sender) reserver() {
 	defer s.reservers.Done()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.rwaking--
 	for {
 		for s.readyHead == len(s.ready) {
 			if s.stopReserve {
@@ -590,7 +650,9 @@ func (s *sender) reserver() {
 			}
 			s.idleReservers++
 			s.rcond.Wait()
-			s.idleReservers--
+			if s.rwaking > 0 {
+				s.rwaking--
+			}
 		}
 		group := s.ready[s.readyHead]
 		s.ready[s.readyHead] = ""
@@ -599,12 +661,14 @@ func (s *sender) reserver() {
 			s.ready, s.readyHead = s.ready[:0], 0
 		}
 		g := s.groups[group]
-		items := g.pending
-		g.pending, g.hint = nil, len(items)
+		run := g.pending
+		g.pending = nil
+		s.rbusy++
 		s.mu.Unlock()
-		s.reserve(group, g, items)
+		s.reserve(group, g, run)
 		s.mu.Lock()
-		if len(g.pending) > 0 {
+		s.rbusy--
+		if g.pending != nil {
 			s.ready = append(s.ready, group)
 		} else {
 			g.reserving = false
@@ -613,27 +677,27 @@ func (s *sender) reserver() {
 	}
 }
 
-func (s *sender) reserve(group string, g *sendGroup, items []sendItem) {
+func (s *sender) reserve(group string, g *sendGroup, run *sendRun) {
+	items := run.items
+	run.left.Store(int32(len(items)))
 	var journal [][]byte
 	if s.durable {
-		journal = make([][]byte, len(items))
+		journal = run.journal[:0]
 		for i := range items {
-			journal[i] = items[i].payload
+			journal = append(journal, items[i].payload)
 		}
+		run.journal = journal
 	}
 	s.stat.reservations.Add(1)
 	res, err := s.q.storeReserve(s.ctx, s.q.stream(group), len(items), journal)
+	clear(journal)
 	if err != nil {
 		err = fmt.Errorf("ordered: send: reserve %d seqs of group %q: %w", len(items), group, err)
 		s.q.log.Warn("ordered: reservation failed", "group", group, "count", len(items), "err", err)
 		if s.ctx.Err() != nil {
 			err = fmt.Errorf("%w: %w", ErrClosed, err)
 		}
-		ptrs := make([]*sendItem, len(items))
-		for i := range items {
-			ptrs[i] = &items[i]
-		}
-		s.complete(ptrs, func(int) error { return err })
+		s.complete(itemPtrs(items), func(int) error { return err })
 		return
 	}
 	last := res.First + uint64(len(items)) - 1
@@ -644,14 +708,16 @@ func (s *sender) reserve(group string, g *sendGroup, items []sendItem) {
 	g.hi = last
 	s.mu.Unlock()
 
-	// One buffer holds the reservation's envelopes; the last seq has the
-	// longest header.
+	// One buffer holds the run's envelopes; the last seq has the longest
+	// header. It is reused with the run: the driver keeps no body.
 	total := len(items) * envelope.HeaderLen(s.header(group, res.Epoch, last))
 	for i := range items {
 		total += len(items[i].payload)
 	}
-	buf := make([]byte, 0, total)
-	ptrs := make([]*sendItem, len(items))
+	buf := run.buf[:0]
+	if cap(buf) < total {
+		buf = make([]byte, 0, total)
+	}
 	for i := range items {
 		it := &items[i]
 		it.epoch, it.seq = res.Epoch, res.First+uint64(i)
@@ -662,29 +728,51 @@ func (s *sender) reserve(group string, g *sendGroup, items []sendItem) {
 		if it.res != nil {
 			it.res.setSeq(it.epoch, it.seq)
 		}
-		ptrs[i] = it
 	}
-	s.push(ptrs)
+	run.buf = buf
+	s.push(items)
+}
+
+func itemPtrs(items []sendItem) []*sendItem {
+	ptrs := make([]*sendItem, len(items))
+	for i := range items {
+		ptrs[i] = &items[i]
+	}
+	return ptrs
 }
 
 // push hands encoded messages to the send workers, or fails them if the
 // workers have stopped (Close gave up).
-func (s *sender) push(items []*sendItem) {
+func (s *sender) push(items []sendItem) {
 	s.qmu.Lock()
 	if s.stopping {
 		s.qmu.Unlock()
 		err := fmt.Errorf("ordered: send: %w", ErrClosed)
-		s.complete(items, func(int) error { return err })
+		s.complete(itemPtrs(items), func(int) error { return err })
 		return
 	}
-	for _, it := range items {
-		s.fifo.push(it)
+	for i := range items {
+		s.fifo.push(&items[i])
 	}
+	s.wakeWorkersLocked()
 	s.qmu.Unlock()
-	if len(items) == 1 {
+}
+
+// wakeWorkersLocked wakes parked workers for the queued messages that the
+// workers already on their way will not take: one per full request, and
+// one for a request that is not full while the Nagle rule lets it go. A
+// worker that is sending comes back for more by itself, so one push of a
+// message does not cost a goroutine switch when a worker is awake.
+func (s *sender) wakeWorkersLocked() {
+	n := s.fifo.len()
+	want := n / s.maxBatch
+	if n%s.maxBatch != 0 && (s.partials < s.maxPartial || s.stopping) {
+		want++
+	}
+	for s.waking < want && s.parked > 0 {
+		s.parked--
+		s.waking++
 		s.qcond.Signal()
-	} else {
-		s.qcond.Broadcast()
 	}
 }
 
@@ -709,15 +797,17 @@ func (s *sender) take(batch []*sendItem) (_ []*sendItem, partial bool) {
 				batch = append(batch, s.fifo.peek())
 				s.fifo.pop()
 			}
-			if s.fifo.len() > 0 {
-				s.qcond.Signal() // more for another worker
-			}
+			s.wakeWorkersLocked() // more for another worker
 			return batch, partial
 		}
 		if n == 0 && s.stopping {
 			return batch, false
 		}
+		s.parked++
 		s.qcond.Wait()
+		if s.waking > 0 {
+			s.waking--
+		}
 	}
 }
 
@@ -739,8 +829,8 @@ func (s *sender) batchLocked() (n int, full bool) {
 func (s *sender) donePartial() {
 	s.qmu.Lock()
 	s.partials--
+	s.wakeWorkersLocked()
 	s.qmu.Unlock()
-	s.qcond.Signal()
 }
 
 // worker sends batches until the sender stops.
@@ -912,7 +1002,9 @@ func (s *sender) complete(items []*sendItem, errOf func(i int) error) {
 				}
 				g.failed[it.seq] = struct{}{}
 			}
-			s.evictLocked(it.group, g)
+			if g.inflight == 0 {
+				s.evictLocked(it.group, g)
+			}
 		} else {
 			delete(s.recovering, recoverKey{it.group, it.epoch, it.seq})
 		}
@@ -921,6 +1013,14 @@ func (s *sender) complete(items []*sendItem, errOf func(i int) error) {
 	s.inflightBytes -= bytes
 	s.wakeLocked()
 	s.mu.Unlock()
+
+	// Nothing refers to an item once it is completed: the run that held
+	// the last one goes back to the pool.
+	for _, it := range items {
+		if run := it.run; run != nil && run.left.Add(-1) == 0 {
+			putRun(run)
+		}
+	}
 }
 
 // evictLocked drops g's state once it has nothing in flight.
@@ -1083,15 +1183,13 @@ func (s *sender) enqueueRecovered(entries []seqstore.Entry, wait bool) (int, *Se
 	if wait {
 		r = newSendResult(len(items))
 	}
-	ptrs := make([]*sendItem, len(items))
 	for i := range items {
 		it := &items[i]
 		it.res = r
 		it.body = envelope.Append(nil, s.header(it.group, it.epoch, it.seq), it.payload)
 		it.payload = nil
-		ptrs[i] = it
 	}
-	s.push(ptrs)
+	s.push(items)
 	return len(items), r
 }
 
@@ -1122,11 +1220,13 @@ func (s *sender) close(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	s.stopReserve = true
+	s.idleReservers = 0
 	s.mu.Unlock()
 	s.rcond.Broadcast()
 	s.reservers.Wait()
 	s.qmu.Lock()
 	s.stopping = true
+	s.parked = 0
 	s.qmu.Unlock()
 	s.qcond.Broadcast()
 	close(s.markStop)
