@@ -9,12 +9,12 @@ import (
 	"github.com/inorder/inorder/seqstore/storetest"
 )
 
-// TestConformance runs storetest on miniredis and, when configured, on the
-// real Redis and a Redis Cluster; each subtest gets its own key prefix. The
-// suite passes on a cluster because its all-or-nothing test has no writer
+// TestConformance runs storetest on miniredis, a Ring of two miniredis and,
+// when configured, on the real Redis and a Redis Cluster; each subtest gets
+// its own key prefix. The suite passes on a cluster or ring because its all-or-nothing test has no writer
 // racing the check that cluster Advance batches make before writing.
 func TestConformance(t *testing.T) {
-	bs := backends(t)
+	bs := append(backends(t), ringBackend)
 	if cb, ok := clusterBackend(t); ok {
 		bs = append(bs, cb)
 	}

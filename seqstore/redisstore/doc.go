@@ -47,8 +47,9 @@
 // is updated inside the same scripts as the journal, and an Advance batch is
 // one script over all its streams: atomic, as seqstore.Store requires.
 //
-// With a *redis.ClusterClient the index sits on a different slot from the
-// streams, and Redis cannot run one script across slots. Then:
+// With a *redis.ClusterClient (or a client-sharded *redis.Ring) the index
+// sits on a different slot or shard from the streams, and Redis cannot run
+// one script across them. Then:
 //
 //   - a journaled Reserve writes the journal first and adds the stream to the
 //     index in a second round trip; if that second step fails Reserve

@@ -114,10 +114,28 @@ func realRedis(t testing.TB, c redis.UniversalClient, addr string) (redis.Univer
 	return c, prefix
 }
 
-// forEach runs f as a subtest on every backend, the cluster included when
-// configured, in parallel.
+// ringBackend is a client-sharded *redis.Ring over two miniredis servers:
+// the sharded rules without a cluster.
+var ringBackend = backend{name: "ring", open: func(t testing.TB) (redis.UniversalClient, string) {
+	a, b := miniredis.RunT(t), miniredis.RunT(t)
+	c := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr(), "b": b.Addr()}})
+	t.Cleanup(func() { _ = c.Close() })
+	return c, uniquePrefix(t)
+}}
+
+// shardedClient reports whether c makes the store use the sharded rules.
+func shardedClient(c redis.UniversalClient) bool {
+	switch c.(type) {
+	case *redis.ClusterClient, *redis.Ring:
+		return true
+	}
+	return false
+}
+
+// forEach runs f as a subtest on every backend, the ring and (when
+// configured) the cluster included, in parallel.
 func forEach(t *testing.T, f func(t *testing.T, c redis.UniversalClient, prefix string)) {
-	bs := backends(t)
+	bs := append(backends(t), ringBackend)
 	if cb, ok := clusterBackend(t); ok {
 		bs = append(bs, cb)
 	}

@@ -86,8 +86,8 @@ type Store struct {
 var _ seqstore.Store = (*Store)(nil)
 
 // New returns a Store over client. The client stays owned by the caller:
-// Close does not close it. A *redis.ClusterClient switches to the cluster
-// rules described in the package documentation.
+// Close does not close it. A *redis.ClusterClient or *redis.Ring switches to
+// the cluster rules described in the package documentation.
 func New(client redis.UniversalClient, opts *Options) (*Store, error) {
 	if client == nil {
 		return nil, errors.New("redisstore: nil client")
@@ -108,7 +108,13 @@ func New(client redis.UniversalClient, opts *Options) (*Store, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	_, sharded := client.(*redis.ClusterClient)
+	// A Ring shards keys like a cluster (by hash tag) but would not refuse
+	// a script touching another shard's keys: treat both as sharded.
+	var sharded bool
+	switch client.(type) {
+	case *redis.ClusterClient, *redis.Ring:
+		sharded = true
+	}
 	s := &Store{
 		client:  client,
 		prefix:  o.Prefix,

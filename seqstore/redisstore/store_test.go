@@ -47,8 +47,8 @@ func TestReserveJournalSentPending(t *testing.T) {
 	forEach(t, func(t *testing.T, c redis.UniversalClient, prefix string) {
 		for _, sharded := range []bool{false, true} {
 			t.Run(fmt.Sprintf("sharded=%v", sharded), func(t *testing.T) {
-				if _, cluster := c.(*redis.ClusterClient); cluster && !sharded {
-					t.Skip("a cluster client always uses the sharded rules")
+				if shardedClient(c) && !sharded {
+					t.Skip("a cluster or ring client always uses the sharded rules")
 				}
 				ctx := context.Background()
 				s := newStore(t, c, prefix+fmt.Sprint(sharded)+":")
@@ -137,8 +137,8 @@ func TestAdvance(t *testing.T) {
 	forEach(t, func(t *testing.T, c redis.UniversalClient, prefix string) {
 		for _, sharded := range []bool{false, true} {
 			t.Run(fmt.Sprintf("sharded=%v", sharded), func(t *testing.T) {
-				if _, cluster := c.(*redis.ClusterClient); cluster && !sharded {
-					t.Skip("a cluster client always uses the sharded rules")
+				if shardedClient(c) && !sharded {
+					t.Skip("a cluster or ring client always uses the sharded rules")
 				}
 				testAdvance(t, c, prefix+fmt.Sprint(sharded)+":", sharded)
 			})
@@ -191,7 +191,7 @@ func TestConcurrentCoalesces(t *testing.T) {
 	forEach(t, func(t *testing.T, c redis.UniversalClient, prefix string) {
 		ctx := context.Background()
 		s := newStore(t, c, prefix)
-		const workers, per = 16, 25
+		const workers, per = 16, 15
 		var mu sync.Mutex
 		seen := map[seqstore.Stream][]uint64{}
 		var wg sync.WaitGroup
