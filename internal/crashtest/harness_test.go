@@ -72,6 +72,7 @@ type harness struct {
 	queue string
 	dir   string
 	hist  string
+	bin   string
 	procs []*proc
 }
 
@@ -86,7 +87,7 @@ func (p *proc) start() error {
 		"-mode", p.h.sc.mode, "-endpoint", p.h.srv.Endpoint(), "-queue", p.h.queue,
 		"-history", p.h.hist, "-workers", strconv.Itoa(p.h.sc.workers),
 		"-seed", strconv.FormatUint(p.h.sc.seed*1000+uint64(p.inc)+uint64(len(p.name)), 10)}, p.args...)
-	cmd := exec.Command(workerBin, args...)
+	cmd := exec.Command(p.h.bin, args...)
 	env := os.Environ()
 	if !p.final.Load() {
 		env = append(env, "INORDER_CRASH_KILL="+p.h.sc.killPoints)
@@ -185,7 +186,7 @@ func newHarness(t *testing.T, sc scenario) *harness {
 	srv, err := mnstest.NewServer(&mnstest.Options{Seed: int64(sc.seed), Shards: 4, Faults: chaos})
 	require.NoError(t, err, "mnstest.NewServer")
 	t.Cleanup(func() { require.NoError(t, srv.Close(), "emulator Close") })
-	h := &harness{t: t, sc: sc, srv: srv, queue: "crash-" + sc.mode, dir: t.TempDir()}
+	h := &harness{t: t, sc: sc, srv: srv, queue: "crash-" + sc.mode, dir: t.TempDir(), bin: workerBinary(t)}
 	h.hist = filepath.Join(h.dir, "history")
 	require.NoError(t, os.Mkdir(h.hist, 0o700))
 	require.NoError(t, srv.CreateQueue(h.queue, &mnstest.QueueAttributes{VisibilityTimeout: 2}), "CreateQueue")

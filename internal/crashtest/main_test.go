@@ -1,41 +1,60 @@
 package crashtest
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
-// workerBin is the worker program built once for the tests that run it.
-var workerBin string
+var (
+	buildOnce sync.Once
+	binDir    string
+	binPath   string
+	buildErr  error
+)
+
+// workerBinary builds the worker program once per test binary, on first
+// use, so that runs that do not need it (fuzzing) do not pay for it.
+func workerBinary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		if binDir, buildErr = os.MkdirTemp("", "crashtest-bin-"); buildErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "worker")
+		out, err := exec.Command("go", "build", "-o", binPath, "./worker").CombinedOutput()
+		if err != nil {
+			buildErr = &buildError{err: err, out: string(out)}
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build the worker: %v", buildErr)
+	}
+	return binPath
+}
+
+type buildError struct {
+	err error
+	out string
+}
+
+func (e *buildError) Error() string { return e.err.Error() + ": " + e.out }
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "crashtest-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	workerBin = filepath.Join(dir, "worker")
-	build := exec.Command("go", "build", "-o", workerBin, "./worker")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build worker:", err)
-		os.Exit(1)
-	}
-	code := 0
-	func() {
-		defer os.RemoveAll(dir)
-		// fasthttp's per-host connection cleaners (the MNS SDK's client)
-		// sleep for the idle-connection period before they exit.
-		goleak.VerifyTestMain(m, goleak.Cleanup(func(c int) { code = c }),
-			goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*HostClient).connsCleaner"),
-			goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*Client).mCleaner"),
-			goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*TCPDialer).tcpAddrsClean"),
-		)
-	}()
-	os.Exit(code)
+	// fasthttp's per-host connection cleaners (the MNS SDK's client) sleep
+	// for the idle-connection period before they exit.
+	goleak.VerifyTestMain(m,
+		goleak.Cleanup(func(int) {
+			if binDir != "" {
+				_ = os.RemoveAll(binDir)
+			}
+		}),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*HostClient).connsCleaner"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*Client).mCleaner"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*TCPDialer).tcpAddrsClean"),
+	)
 }
