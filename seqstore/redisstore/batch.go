@@ -25,6 +25,9 @@ type op struct {
 	then   []*call
 	cancel <-chan struct{}
 	done   chan struct{}
+	// skipped is set (before done is closed) when the flusher found the
+	// caller's context ended and did not send the op.
+	skipped bool
 }
 
 // err returns the first failed call's error, mapped to the sentinels.
@@ -68,6 +71,9 @@ func (s *Store) do(ctx context.Context, o *op) error {
 	s.mu.RUnlock()
 	select {
 	case <-o.done:
+		if o.skipped {
+			return ctx.Err()
+		}
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -105,7 +111,8 @@ func (s *Store) flush(ctx context.Context, batch []*op) {
 	for _, o := range batch {
 		select {
 		case <-o.cancel:
-			continue // the caller has gone; do not write on its behalf
+			o.skipped = true // the caller has gone; do not write on its behalf
+			continue
 		default:
 		}
 		calls = append(calls, o.calls...)

@@ -482,3 +482,42 @@ func TestOutageUnderLoad(t *testing.T) {
 	}
 	t.Logf("%d acknowledged reservations, %d failed calls", total, failed.Load())
 }
+
+// TestCancelRace cancels contexts at random moments while calls are queued
+// or in flight: a call returns a context error or a real result, never a nil
+// error with an empty result, and never panics.
+func TestCancelRace(t *testing.T) {
+	mr := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer func() { _ = c.Close() }()
+	// One flusher, kept busy by 16 callers, so that calls wait in the
+	// queue while their contexts end.
+	s, err := New(c, &Options{Prefix: "cancel:", Flushers: 1})
+	require.NoError(t, err)
+	defer func() { _ = s.Close() }()
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Go(func() {
+			st := seqstore.Stream{Queue: "q", Group: fmt.Sprint(w)}
+			for i := range 60 {
+				ctx, cancel := context.WithCancel(context.Background())
+				go func() {
+					time.Sleep(time.Duration(i%7) * 100 * time.Microsecond)
+					cancel()
+				}()
+				r, err := s.Reserve(ctx, st, 1, nil)
+				if err == nil {
+					assert.NotZero(t, r.First, "a nil error comes with a reservation")
+				} else {
+					assert.ErrorIs(t, err, context.Canceled)
+				}
+				err = s.Advance(ctx, []seqstore.Advance{{Stream: st, From: seqstore.Cursor{Epoch: 1, Next: 99}, To: seqstore.Cursor{Epoch: 1, Next: 100}}})
+				if !errors.Is(err, seqstore.ErrConflict) {
+					assert.ErrorIs(t, err, context.Canceled, "the stale advance either conflicts or was cancelled")
+				}
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+}

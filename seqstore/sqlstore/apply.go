@@ -33,6 +33,9 @@ type op struct {
 	err    error
 	cancel <-chan struct{}
 	done   chan struct{}
+	// skipped is set (before done is closed) when the writer found the
+	// caller's context ended and did not run the op.
+	skipped bool
 }
 
 // outcome is an op's own result inside a transaction: a reservation, or a

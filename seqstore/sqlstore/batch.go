@@ -33,6 +33,9 @@ func (s *Store) do(ctx context.Context, o *op) error {
 	s.mu.RUnlock()
 	select {
 	case <-o.done:
+		if o.skipped {
+			return ctx.Err()
+		}
 		return o.err
 	case <-ctx.Done():
 		// The op may still commit; the caller treats it as failed, which
@@ -70,7 +73,8 @@ func (s *Store) commit(batch []*op) {
 	for _, o := range batch {
 		select {
 		case <-o.cancel:
-			close(o.done) // the caller has gone; do not write on its behalf
+			o.skipped = true // the caller has gone; do not write on its behalf
+			close(o.done)
 		default:
 			live = append(live, o)
 		}

@@ -610,3 +610,32 @@ func TestTwoStoresSameStreams(t *testing.T) {
 		}
 	})
 }
+
+// TestCancelRace cancels contexts at random moments while calls are queued
+// or in flight: a call returns a context error or a real result, never a nil
+// error with an empty result.
+func TestCancelRace(t *testing.T) {
+	db, prefix := openSQLite(t)
+	s := newStore(t, db, SQLite, prefix)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			st := seqstore.Stream{Queue: "q", Group: fmt.Sprint(w)}
+			for i := range 40 {
+				ctx, cancel := context.WithCancel(context.Background())
+				go func() {
+					time.Sleep(time.Duration(i%7) * 50 * time.Microsecond)
+					cancel()
+				}()
+				r, err := s.Reserve(ctx, st, 1, nil)
+				if err == nil {
+					assert.NotZero(t, r.First, "a nil error comes with a reservation")
+				} else {
+					assert.ErrorIs(t, err, context.Canceled)
+				}
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+}
