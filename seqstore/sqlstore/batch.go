@@ -83,13 +83,15 @@ func (s *Store) commit(batch []*op) {
 		return
 	}
 	s.ops.Add(uint64(len(live)))
-	err := s.runTx(live)
-	if err != nil && len(live) > 1 {
+	err, unknown := s.runTx(live)
+	if err != nil && !unknown && len(live) > 1 {
 		// One op's statement may have broken the shared transaction; run
-		// each alone so that the others still succeed.
+		// each alone so that the others still succeed. Not after a failed
+		// COMMIT: the transaction may have committed, and running its ops
+		// again would reserve twice or report a conflict for a success.
 		s.log.Debug("sqlstore: group transaction failed, running its ops one by one", "ops", len(live), "err", err.Error())
 		for _, o := range live {
-			if err := s.runTx([]*op{o}); err != nil {
+			if err, _ := s.runTx([]*op{o}); err != nil {
 				o.err = err
 			}
 			close(o.done)
@@ -107,8 +109,10 @@ func (s *Store) commit(batch []*op) {
 // runTx applies ops in one transaction and sets each op's own outcome once
 // the transaction committed. Transient failures (SQLite busy, deadlocks,
 // serialization failures) are retried a few times.
-func (s *Store) runTx(ops []*op) error {
-	var err error
+//
+// unknown reports that the error came from COMMIT itself, so the
+// transaction may or may not have committed.
+func (s *Store) runTx(ops []*op) (err error, unknown bool) {
 	for attempt := range 4 {
 		if attempt > 0 {
 			s.retries.Add(1)
@@ -117,16 +121,16 @@ func (s *Store) runTx(ops []*op) error {
 		var beforeCommit bool
 		err, beforeCommit = s.tryTx(ops)
 		if err == nil {
-			return nil
+			return nil, false
 		}
 		// A connection lost before COMMIT was sent wrote nothing: one
 		// more try on a fresh connection is safe. After COMMIT the outcome
 		// is unknown, so the error goes to the callers.
 		if !transient(err) && !(beforeCommit && attempt == 0 && connectionLost(err)) {
-			return err
+			return err, !beforeCommit
 		}
 	}
-	return err
+	return err, false
 }
 
 // tryTx runs ops in one transaction. beforeCommit reports that the error
