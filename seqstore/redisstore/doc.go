@@ -28,8 +28,9 @@
 // round trips. Stats reports calls and round trips. A call returns once
 // Redis has applied its script; what that means for durability (AOF fsync
 // policy, replication) is the server's configuration. A call whose context
-// ends while its write is in flight returns the context's error and its write
-// may still take effect.
+// ends before its pipeline is sent is dropped; one whose context ends while
+// its pipeline is in flight returns the context's error, and its write may
+// still take effect.
 //
 // # Errors
 //
