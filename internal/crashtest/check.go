@@ -418,6 +418,28 @@ func (c *checker) db(h *History) {
 	}
 }
 
+// stall describes where the group's deliveries stopped, to point at the
+// cause of a loss: the first seq never delivered and what the senders
+// recorded about it.
+func (c *checker) stall(k key) string {
+	st := c.groups[k.group]
+	if st == nil || st.epoch != k.epoch {
+		return " (nothing of its epoch was delivered)"
+	}
+	first := uint64(1)
+	for c.delivered[key{k.group, k.epoch, first}] != "" {
+		first++
+	}
+	if first >= k.seq {
+		return ""
+	}
+	what := "no Send recorded it"
+	if ev := c.sent[key{k.group, k.epoch, first}]; ev != nil {
+		what = "sent at " + ev.Pos()
+	}
+	return fmt.Sprintf("; the group's deliveries stop before seq %d (%s)", first, what)
+}
+
 // payloadOrder parses the admission order of a payload id
 // "<proc>.<inc>.<group index>.<n>": (inc, n) within its sender.
 func payloadOrder(id string) (proc string, inc, n int, ok bool) {
@@ -455,7 +477,7 @@ func (c *checker) final() {
 		switch {
 		case !ok && c.lostSeqs[k]:
 		case !ok:
-			c.fail(RuleLost, ev, k.group, k.epoch, k.seq, "Send returned nil but the message was never delivered")
+			c.fail(RuleLost, ev, k.group, k.epoch, k.seq, "Send returned nil but the message was never delivered%s", c.stall(k))
 		case p != ev.Payload:
 			c.fail(RulePayload, ev, k.group, k.epoch, k.seq, "sent payload %s, delivered %s", ev.Payload, p)
 		}

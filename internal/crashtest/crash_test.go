@@ -56,7 +56,7 @@ func TestCrash(t *testing.T) {
 				}
 				t.Logf("violation: %v", v)
 			}
-			require.True(t, res.report.OK(), "want no violation, first: %v (histories in %s)", res.report.First(), h.hist)
+			require.True(t, res.report.OK(), "want no violation, first: %v (histories kept in %s)", res.report.First(), h.keep())
 			assert.Positive(t, res.report.Sent, "messages sent")
 			assert.Positive(t, res.deaths, "processes killed")
 			if mode == ModeExactlyOnce {

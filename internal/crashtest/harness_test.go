@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -212,13 +213,14 @@ type result struct {
 	deaths   int // all SIGKILL exits
 	failures int
 	leftover int
+	points   map[string]int // self-kills by kill point
 	server   mnstest.Stats
 	elapsed  time.Duration
 }
 
 func (r *result) String() string {
-	return fmt.Sprintf("kills %d external, %d SIGKILL deaths in all, %d failed exits; leftover %d; %s; server: sent %d, received %d, deleted %d, 5xx %d, drops %d, redelivered %d, early-empty %d",
-		r.kills, r.deaths, r.failures, r.leftover, r.report.Figures(), r.server.Sent, r.server.Received, r.server.Deleted,
+	return fmt.Sprintf("kills %d external, %d SIGKILL deaths in all (kill points %v), %d failed exits; leftover %d; %s; server: sent %d, received %d, deleted %d, 5xx %d, drops %d, redelivered %d, early-empty %d",
+		r.kills, r.deaths, r.points, r.failures, r.leftover, r.report.Figures(), r.server.Sent, r.server.Received, r.server.Deleted,
 		r.server.Errors5xx, r.server.Drops, r.server.Redelivered, r.server.EarlyEmpty)
 }
 
@@ -280,6 +282,7 @@ func (h *harness) run() *result {
 		res.deaths += p.deaths
 		res.failures += p.failures
 	}
+	res.points = killPointCounts(h.dir)
 	hs, err := Load(h.hist)
 	require.NoError(t, err, "load histories")
 	if h.sc.mode == ModeExactlyOnce {
@@ -328,4 +331,36 @@ func tail(path string, n int) string {
 		}
 	}
 	return fmt.Sprint(lines)
+}
+
+// killPointCounts counts the workers' self-kills by kill point, from their
+// logs.
+func killPointCounts(dir string) map[string]int {
+	counts := map[string]int{}
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for _, name := range logs {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if p, ok := strings.CutPrefix(line, "worker: kill point "); ok {
+				counts[p]++
+			}
+		}
+	}
+	return counts
+}
+
+// keep copies the run's histories and logs out of the test's temporary
+// directory, for a failed run, and returns where.
+func (h *harness) keep() string {
+	dst, err := os.MkdirTemp("", "crashtest-failed-")
+	if err != nil {
+		return err.Error()
+	}
+	if err := os.CopyFS(dst, os.DirFS(h.dir)); err != nil {
+		return err.Error()
+	}
+	return dst
 }
