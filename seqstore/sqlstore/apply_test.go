@@ -104,7 +104,7 @@ func TestLargeBodies(t *testing.T) {
 		ctx := context.Background()
 		s := newStore(t, db, b.dialect, prefix)
 		st := seqstore.Stream{Queue: "q", Group: "big"}
-		bodies := make([][]byte, 300)
+		bodies := make([][]byte, 257) // 257 × 64 KiB > 16 MiB
 		for i := range bodies {
 			bodies[i] = make([]byte, 64<<10)
 			bodies[i][0] = byte(i)
