@@ -8,8 +8,9 @@
 //	Finish receive 20 messages
 //
 // Early arrivals are buffered, redelivered copies are deleted, and the
-// receive cursor is persisted in a local directory (a filestore), so a second
-// run continues after the last message acknowledged. See command send for a
+// receive cursor is persisted in the store named by -store (by default a
+// local directory, a filestore), so a second run continues after the last
+// message acknowledged. See command send for a
 // local run against examples/mns-emulator.
 //
 // Configuration, flags first, then the environment:
@@ -19,7 +20,17 @@
 //	            MNS_ACCESS_KEY_ID      default: the emulator's key, with the default endpoint only
 //	            MNS_ACCESS_KEY_SECRET
 //	-n          messages to receive (default 20)
-//	-store      directory of the receive cursor (default $TMPDIR/inorder-examples/<queue>/receive)
+//	-store      INORDER_STORE          where the receive cursor is kept
+//	            default file:$TMPDIR/inorder-examples/<queue>/receive
+//	              file:DIR or DIR        a local directory (filestore)
+//	              sqlite:FILE            a SQLite database file
+//	              redis://[user:pass@]host:port/db, rediss:// for TLS
+//	              postgres://user:pass@host:port/db?sslmode=...
+//	              mysql://user:pass@host:port/db (MySQL or MariaDB)
+//	            ?prefix=P sets the Redis key prefix or the SQL table prefix;
+//	            SQL tables are created if missing. Passwords never appear in
+//	            messages. A file store is locked by one process at a time;
+//	            a server store can be shared by send and receive.
 //	-timeout    give up when the n messages have not all come within this time (default 2m)
 //	-lowest     with no stored cursor, start at the lowest seq in the queue
 //	            instead of waiting for seq 1
@@ -37,10 +48,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/inorder/inorder/examples/internal/storeurl"
 	"github.com/inorder/inorder/ordered"
 	"github.com/inorder/inorder/ordered/mnsqueue"
 	"github.com/inorder/inorder/ordered/mnsqueue/mnstest"
-	"github.com/inorder/inorder/seqstore/filestore"
 )
 
 // defaultEndpoint is where examples/mns-emulator listens by default.
@@ -61,6 +72,7 @@ func main() {
 
 type config struct {
 	endpoint, queue, store string
+	storeSpec              *storeurl.Spec
 	cred                   mnsqueue.Credentials
 	n                      int
 	timeout                time.Duration
@@ -73,7 +85,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.endpoint, "endpoint", os.Getenv("MNS_ENDPOINT"), "MNS endpoint (env MNS_ENDPOINT; default "+defaultEndpoint+")")
 	fs.StringVar(&c.queue, "queue", os.Getenv("MNS_QUEUE"), "queue name (env MNS_QUEUE; default inorder-sample)")
-	fs.StringVar(&c.store, "store", "", "directory of the receive cursor (default $TMPDIR/inorder-examples/<queue>/receive)")
+	fs.StringVar(&c.store, "store", os.Getenv("INORDER_STORE"), "where the receive cursor is kept: file:DIR, sqlite:FILE, redis://..., postgres://... or mysql://... (env INORDER_STORE; default file:$TMPDIR/inorder-examples/<queue>/receive)")
 	fs.IntVar(&c.n, "n", 20, "messages to receive")
 	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "give up after this long")
 	fs.BoolVar(&c.lowest, "lowest", false, "with no stored cursor, start at the lowest seq in the queue")
@@ -87,8 +99,13 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		c.queue = "inorder-sample"
 	}
 	if c.store == "" {
-		c.store = filepath.Join(os.TempDir(), "inorder-examples", c.queue, "receive")
+		c.store = "file:" + filepath.Join(os.TempDir(), "inorder-examples", c.queue, "receive")
 	}
+	spec, err := storeurl.Parse(c.store)
+	if err != nil {
+		return c, fmt.Errorf("-store: %w", err)
+	}
+	c.storeSpec = spec
 	if c.n < 1 || c.timeout <= 0 {
 		return c, fmt.Errorf("-n %d and -timeout %v must be positive", c.n, c.timeout)
 	}
@@ -116,17 +133,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer drv.Close()
 
-	store, err := filestore.Open(c.store, nil)
+	backend, err := c.storeSpec.Open(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("open cursor store: %w", err)
 	}
-	defer store.Close()
+	defer func() {
+		if err := backend.Close(); err != nil {
+			fmt.Fprintln(stderr, "receive: close cursor store:", err)
+		}
+	}()
 
 	opts := &ordered.Options{}
 	if c.lowest {
 		opts.Receive.Start = ordered.StartLowest
 	}
-	q, err := ordered.New(ctx, drv, store, opts)
+	q, err := ordered.New(ctx, drv, backend.Store, opts)
 	if err != nil {
 		return err
 	}

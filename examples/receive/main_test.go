@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -25,32 +27,36 @@ func TestMain(m *testing.M) {
 // separate processes against an emulator, twice: each run of receive prints
 // the 20 messages of the run of send before it, in order, and the queue is
 // empty afterwards. The second round runs with redeliveries and 5xx answers.
+// Then the legacy header, and then -store with SQLite and Redis.
 func TestSendReceiveProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds two programs")
 	}
 	bin := t.TempDir()
-	for _, name := range []string{"send", "receive"} {
-		out, err := exec.Command("go", "build", "-o", filepath.Join(bin, name), "../"+name).CombinedOutput()
-		require.NoError(t, err, "go build %s: %s", name, out)
-	}
+	// One go build links both programs in parallel.
+	build, err := exec.Command("go", "build", "-o", bin+string(filepath.Separator), "../send", "../receive").CombinedOutput()
+	require.NoError(t, err, "go build: %s", build)
 	srv, err := mnstest.NewServer(nil)
 	require.NoError(t, err)
 	defer srv.Close()
 	state := t.TempDir()
-	env := append(os.Environ(), "MNS_ENDPOINT="+srv.Endpoint(), "MNS_ACCESS_KEY_ID="+srv.AccessKeyID(),
+	env := append(os.Environ(), "INORDER_STORE=", "MNS_ENDPOINT="+srv.Endpoint(), "MNS_ACCESS_KEY_ID="+srv.AccessKeyID(),
 		"MNS_ACCESS_KEY_SECRET="+srv.AccessKeySecret(), "MNS_QUEUE=sample")
-	runCmd := func(name string, args ...string) string {
+	runCmdEnv := func(extraEnv []string, name string, args ...string) string {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, filepath.Join(bin, name), args...)
-		cmd.Env = env
+		cmd.Env = append(env[:len(env):len(env)], extraEnv...)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
 		require.NoError(t, err, "%s: stderr: %s", name, stderr.String())
 		return string(out)
+	}
+	runCmd := func(name string, args ...string) string {
+		t.Helper()
+		return runCmdEnv(nil, name, args...)
 	}
 	var want strings.Builder
 	for i := 1; i <= 20; i++ {
@@ -76,4 +82,63 @@ func TestSendReceiveProcesses(t *testing.T) {
 	assert.Contains(t, out, "send message body is 20 (seq 20)", "legacy send output")
 	out = runCmd("receive", "-queue", "legacy", "-store", filepath.Join(state, "legacy-receive"))
 	assert.Equal(t, want.String(), out, "legacy receive output")
+
+	// Server and SQL stores, each shared by send and receive and used twice,
+	// so the second send continues the first's counter: one SQLite file
+	// named by -store, one Redis (miniredis) named by INORDER_STORE. No
+	// faults: these rounds are about the stores, and a receive whose answer
+	// a fault lost hides its messages for the visibility timeout.
+	require.NoError(t, srv.SetFaults(mnstest.Faults{}))
+	mr := miniredis.RunT(t)
+	for _, st := range []struct {
+		queue string
+		env   []string
+		args  []string
+	}{
+		{"sqlite", nil, []string{"-store", "sqlite:" + filepath.Join(state, "sqlite", "both.db") + "?prefix=ex_"}},
+		{"redis", []string{"INORDER_STORE=redis://" + mr.Addr() + "/0?prefix=ex:"}, nil},
+	} {
+		for round := 1; round <= 2; round++ {
+			out := runCmdEnv(st.env, "send", append([]string{"-queue", st.queue}, st.args...)...)
+			assert.Contains(t, out, fmt.Sprintf("send message body is 20 (seq %d)", 20*round), "%s round %d: send output", st.queue, round)
+			out = runCmdEnv(st.env, "receive", append([]string{"-queue", st.queue}, st.args...)...)
+			assert.Equal(t, want.String(), out, "%s round %d: receive output", st.queue, round)
+			info, err := srv.Queue(st.queue)
+			require.NoError(t, err)
+			assert.Zero(t, info.Active+info.Inactive+info.Delayed, "%s round %d: messages left in the queue: %+v", st.queue, round, info)
+		}
+	}
+	keys := mr.Keys()
+	require.NotEmpty(t, keys, "the Redis store should hold the state")
+	for _, k := range keys {
+		assert.True(t, strings.HasPrefix(k, "ex:"), "Redis key %q should start with the prefix ex:", k)
+	}
+	_, err = os.Stat(filepath.Join(state, "sqlite", "both.db"))
+	assert.NoError(t, err, "the SQLite store should be in its file")
+}
+
+// TestStoreFlagErrors checks that a bad -store fails before any network
+// call, with a message that names the problem and never the password.
+func TestStoreFlagErrors(t *testing.T) {
+	for _, tt := range []struct{ spec, msg string }{
+		{"mongodb://u:hunter2@h/db", "unknown scheme"},
+		{"mysql://u:hunter2@h", "one database name"},
+		{"redis://u:hunter2@h:1/0?bogus=1", "unexpected option"},
+	} {
+		var stderr strings.Builder
+		_, err := parse([]string{"-store", tt.spec}, &stderr)
+		require.Error(t, err, "-store %s should be refused", tt.spec)
+		assert.ErrorContains(t, err, tt.msg)
+		assert.NotContains(t, err.Error(), "hunter2", "the password leaked")
+	}
+	t.Setenv("INORDER_STORE", "sqlite::memory:")
+	_, err := parse(nil, io.Discard)
+	assert.ErrorContains(t, err, "in-memory", "INORDER_STORE is read when -store is not given")
+	c, err := parse([]string{"-store", "sqlite:x.db"}, io.Discard)
+	require.NoError(t, err, "-store wins over INORDER_STORE")
+	assert.Equal(t, "sqlite:x.db", c.storeSpec.String())
+	t.Setenv("INORDER_STORE", "")
+	c, err = parse([]string{"-queue", "q1"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "file:"+filepath.Join(os.TempDir(), "inorder-examples", "q1", "receive"), c.storeSpec.String(), "the default store")
 }

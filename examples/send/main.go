@@ -1,13 +1,19 @@
 // Command send is the send half of the MNS ordered-queue sample, in Go: it
 // sends 20 messages, in order, to an MNS queue through ordered.Queue, which
-// tags each with its sequence id. The sequence state is persisted in a local
-// directory (a filestore), so a second run continues where the first
-// stopped. Run command receive to get them back in order.
+// tags each with its sequence id. The sequence state is persisted in the
+// store named by -store (by default a local directory, a filestore), so a
+// second run continues where the first stopped. Run command receive to get
+// them back in order.
 //
 // Against a local emulator, in two terminals:
 //
 //	go run ./examples/mns-emulator
 //	go run ./examples/send && go run ./examples/receive
+//
+// The same with the state of both in one SQLite file:
+//
+//	go run ./examples/send -store sqlite:/tmp/inorder.db
+//	go run ./examples/receive -store sqlite:/tmp/inorder.db
 //
 // Configuration, flags first, then the environment:
 //
@@ -16,7 +22,17 @@
 //	            MNS_ACCESS_KEY_ID      default: the emulator's key, with the default endpoint only
 //	            MNS_ACCESS_KEY_SECRET
 //	-n          messages to send (default 20)
-//	-store      directory of the sequence state (default $TMPDIR/inorder-examples/<queue>/send)
+//	-store      INORDER_STORE          where the sequence state is kept
+//	            default file:$TMPDIR/inorder-examples/<queue>/send
+//	              file:DIR or DIR        a local directory (filestore)
+//	              sqlite:FILE            a SQLite database file
+//	              redis://[user:pass@]host:port/db, rediss:// for TLS
+//	              postgres://user:pass@host:port/db?sslmode=...
+//	              mysql://user:pass@host:port/db (MySQL or MariaDB)
+//	            ?prefix=P sets the Redis key prefix or the SQL table prefix;
+//	            SQL tables are created if missing. Passwords never appear in
+//	            messages. A file store is locked by one process at a time;
+//	            a server store can be shared by send and receive.
 //	-legacy     write the sample's own "#<seq>#<body>" header instead of the
 //	            default one, for receivers that run the original sample; it
 //	            carries no sender epoch, so use it from a fresh queue and store
@@ -37,11 +53,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/inorder/inorder/examples/internal/storeurl"
 	"github.com/inorder/inorder/ordered"
 	"github.com/inorder/inorder/ordered/driver"
 	"github.com/inorder/inorder/ordered/mnsqueue"
 	"github.com/inorder/inorder/ordered/mnsqueue/mnstest"
-	"github.com/inorder/inorder/seqstore/filestore"
 )
 
 // defaultEndpoint is where examples/mns-emulator listens by default.
@@ -62,6 +78,7 @@ func main() {
 
 type config struct {
 	endpoint, queue, store string
+	storeSpec              *storeurl.Spec
 	cred                   mnsqueue.Credentials
 	n                      int
 	legacy                 bool
@@ -73,7 +90,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.endpoint, "endpoint", os.Getenv("MNS_ENDPOINT"), "MNS endpoint (env MNS_ENDPOINT; default "+defaultEndpoint+")")
 	fs.StringVar(&c.queue, "queue", os.Getenv("MNS_QUEUE"), "queue name (env MNS_QUEUE; default inorder-sample)")
-	fs.StringVar(&c.store, "store", "", "directory of the sequence state (default $TMPDIR/inorder-examples/<queue>/send)")
+	fs.StringVar(&c.store, "store", os.Getenv("INORDER_STORE"), "where the sequence state is kept: file:DIR, sqlite:FILE, redis://..., postgres://... or mysql://... (env INORDER_STORE; default file:$TMPDIR/inorder-examples/<queue>/send)")
 	fs.IntVar(&c.n, "n", 20, "messages to send")
 	fs.BoolVar(&c.legacy, "legacy", false, `write the sample's "#<seq>#<body>" header`)
 	if err := fs.Parse(args); err != nil {
@@ -86,8 +103,13 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		c.queue = "inorder-sample"
 	}
 	if c.store == "" {
-		c.store = filepath.Join(os.TempDir(), "inorder-examples", c.queue, "send")
+		c.store = "file:" + filepath.Join(os.TempDir(), "inorder-examples", c.queue, "send")
 	}
+	spec, err := storeurl.Parse(c.store)
+	if err != nil {
+		return c, fmt.Errorf("-store: %w", err)
+	}
+	c.storeSpec = spec
 	if c.n < 1 {
 		return c, fmt.Errorf("-n %d: want at least 1", c.n)
 	}
@@ -115,17 +137,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer drv.Close()
 
-	store, err := filestore.Open(c.store, nil)
+	backend, err := c.storeSpec.Open(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("open sequence store: %w", err)
 	}
-	defer store.Close()
+	defer func() {
+		if err := backend.Close(); err != nil {
+			fmt.Fprintln(stderr, "send: close sequence store:", err)
+		}
+	}()
 
 	opts := &ordered.Options{}
 	if c.legacy {
 		opts.Send.Format = ordered.FormatLegacy
 	}
-	q, err := ordered.New(ctx, drv, store, opts)
+	q, err := ordered.New(ctx, drv, backend.Store, opts)
 	if err != nil {
 		return err
 	}
