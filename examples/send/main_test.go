@@ -1,0 +1,41 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// TestStoreFlag checks -store, INORDER_STORE and the default store; the
+// programs themselves run in examples/receive's process test.
+func TestStoreFlag(t *testing.T) {
+	t.Setenv("INORDER_STORE", "")
+	c, err := parse([]string{"-queue", "q1"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "file:"+filepath.Join(os.TempDir(), "inorder-examples", "q1", "send"), c.storeSpec.String(), "default store")
+
+	t.Setenv("INORDER_STORE", "redis://u:hunter2@127.0.0.1:6379/0?prefix=app:")
+	c, err = parse(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "redis://u:xxxxx@127.0.0.1:6379/0?prefix=app:", c.storeSpec.String(), "store from INORDER_STORE")
+
+	c, err = parse([]string{"-store", "/var/lib/state"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "/var/lib/state", c.storeSpec.Path, "a bare path is a directory, and -store wins over INORDER_STORE")
+
+	var stderr strings.Builder
+	_, err = parse([]string{"-store", "postgres://u:hunter2@h:x/db"}, &stderr)
+	require.Error(t, err, "a malformed URL should be refused")
+	assert.ErrorContains(t, err, "-store: storeurl: invalid spec")
+	assert.NotContains(t, err.Error(), "hunter2", "the password leaked")
+}
