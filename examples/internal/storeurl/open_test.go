@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"fmt"
 	"net"
 	"net/url"
 	"os"
@@ -323,6 +324,17 @@ func TestOpenErrors(t *testing.T) {
 		assert.ErrorIs(t, err, ErrUnreachable)
 		assertRedacted(t, err.Error())
 		assert.Contains(t, err.Error(), "WRONGPASS", "the server's answer should come through: %v", err)
+	})
+	t.Run("right password", func(t *testing.T) {
+		mr := miniredis.RunT(t)
+		mr.RequireAuth(secret)
+		b, err := Open(ctx, "redis://:"+secret+"@"+mr.Addr()+"/0", short)
+		require.NoError(t, err, "the right password should be accepted")
+		defer b.Close()
+		for _, f := range []string{"%v", "%+v", "%#v", "%s"} {
+			assertRedacted(t, fmt.Sprintf(f, b))
+		}
+		assert.Equal(t, "redis://:xxxxx@"+mr.Addr()+"/0", b.String())
 	})
 	t.Run("sqlite cannot create", func(t *testing.T) {
 		_, err := Open(ctx, "sqlite:"+filepath.Join(notDir, "x.db"), short)

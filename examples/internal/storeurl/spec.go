@@ -63,11 +63,12 @@ type Spec struct {
 	mysql     *mysql.Config
 }
 
-// String returns the spec with its passwords replaced by "xxxxx".
-func (s *Spec) String() string { return s.redacted }
+// String returns the spec with its passwords replaced by "xxxxx". It has a
+// value receiver so that a Spec printed by value shows no password either.
+func (s Spec) String() string { return s.redacted }
 
 // GoString is String, so that %#v shows no password either.
-func (s *Spec) GoString() string { return "storeurl.Spec(" + s.redacted + ")" }
+func (s Spec) GoString() string { return "storeurl.Spec(" + s.redacted + ")" }
 
 // Parse parses and checks spec without connecting to anything. See the
 // package documentation for the forms it accepts. The error wraps

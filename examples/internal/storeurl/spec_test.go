@@ -230,6 +230,8 @@ func TestSpecPrintsNoPassword(t *testing.T) {
 		require.NoError(t, err, "Parse(%q)", spec)
 		for _, f := range []string{"%v", "%+v", "%#v", "%s"} {
 			assertRedacted(t, fmt.Sprintf(f, s))
+			assertRedacted(t, fmt.Sprintf(f, *s))
+			assertRedacted(t, fmt.Sprintf(f, []*Spec{s}))
 		}
 		assert.Contains(t, s.String(), redactedText, "String of %q", s)
 	}
