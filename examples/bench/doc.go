@@ -71,6 +71,7 @@
 //
 //	-quick            few messages per scenario, for CI
 //	-json             print JSON instead of the table
+//	-jsonfile FILE    also write the JSON to FILE
 //	-messages N       messages per memqueue scenario (emulator: N/4; default
 //	                  200000, -quick 8000)
 //	-count K          run the list K times round-robin; keep each row's best
@@ -85,5 +86,8 @@
 //	-size B           payload bytes (default 100, at least 32)
 //	-cpuprofile FILE  write a CPU profile of the whole run
 //	-blockprofile F   write a profile of blocking (channels, mutexes, conds)
+//
+// Samples of both profiles carry a "scenario" label: split a profile of
+// several scenarios with go tool pprof -tagfocus scenario=NAME.
 //	-list             list the scenarios and exit
 package main

@@ -20,6 +20,7 @@ import (
 type config struct {
 	quick      bool
 	json       bool
+	jsonFile   string
 	messages   int
 	scenario   string
 	producers  int
@@ -61,6 +62,7 @@ func main() {
 	var c config
 	flag.BoolVar(&c.quick, "quick", false, "few messages per scenario (a smoke test for CI)")
 	flag.BoolVar(&c.json, "json", false, "print JSON instead of the table")
+	flag.StringVar(&c.jsonFile, "jsonfile", "", "also write the JSON to this file")
 	flag.IntVar(&c.messages, "messages", 0, "messages per memqueue scenario; emulator scenarios run a quarter (default 200000, -quick 8000)")
 	flag.StringVar(&c.scenario, "scenario", "", "run the scenarios whose name matches this regexp (their bases run too)")
 	flag.IntVar(&c.producers, "producers", 4, "sending goroutines")
@@ -181,14 +183,24 @@ func run(ctx context.Context, c *config, out, progress io.Writer) (bool, error) 
 	}
 	fmt.Fprintf(progress, "bench: done; %s\n", loadAverage())
 	targets := checkTargets(byName)
+	doc := struct {
+		Environment string    `json:"environment"`
+		Results     []*result `json:"results"`
+		Targets     []target  `json:"targets"`
+	}{env.describe() + "; " + loadAverage(), results, targets}
+	if c.jsonFile != "" {
+		b, err := json.MarshalIndent(doc, "", "  ")
+		if err == nil {
+			err = os.WriteFile(c.jsonFile, append(b, '\n'), 0o644)
+		}
+		if err != nil {
+			return false, fmt.Errorf("bench: %w", err)
+		}
+	}
 	if c.json {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		return ok, enc.Encode(struct {
-			Environment string    `json:"environment"`
-			Results     []*result `json:"results"`
-			Targets     []target  `json:"targets"`
-		}{env.describe(), results, targets})
+		return ok, enc.Encode(doc)
 	}
 	printTable(out, results)
 	printTargets(out, targets)
@@ -212,7 +224,13 @@ func runOne(ctx context.Context, c *config, s scenario) *result {
 	start := time.Now()
 	sctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	r, err := s.run(sctx)
+	var r *result
+	var err error
+	// The label lets a CPU profile of several scenarios be split by
+	// scenario: go tool pprof -tagfocus scenario=raw/emulator/g1 ...
+	pprof.Do(sctx, pprof.Labels("scenario", s.name), func(sctx context.Context) {
+		r, err = s.run(sctx)
+	})
 	if r == nil {
 		r = &result{}
 	}
