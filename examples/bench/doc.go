@@ -86,8 +86,8 @@
 //	-size B           payload bytes (default 100, at least 32)
 //	-cpuprofile FILE  write a CPU profile of the whole run
 //	-blockprofile F   write a profile of blocking (channels, mutexes, conds)
+//	-list             list the scenarios and exit
 //
 // Samples of both profiles carry a "scenario" label: split a profile of
 // several scenarios with go tool pprof -tagfocus scenario=NAME.
-//	-list             list the scenarios and exit
 package main
