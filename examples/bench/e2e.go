@@ -271,6 +271,10 @@ func runOrdered(ctx context.Context, c *config, e *environment, or orderedRun) (
 		werr = fmt.Errorf("%w (sent %d, failed %d; received %d, delivered %d, buffered %d, not kept %d, groups %d, stuck %d)", werr,
 			st.Send.Sent, st.Send.Failed, st.Receive.Received, st.Receive.Delivered, st.Receive.Buffered,
 			st.Receive.NotKept, st.Receive.Groups, len(st.Receive.Stuck))
+		if len(st.Receive.Stuck) > 0 {
+			sg := st.Receive.Stuck[0]
+			werr = fmt.Errorf("%w; group %q stuck since %v: %s", werr, sg.Group, time.Since(sg.Since).Round(time.Millisecond), sg.Reason)
+		}
 	}
 	cancel()
 	sendWG.Wait()
