@@ -24,10 +24,11 @@ func TestMain(m *testing.M) {
 }
 
 // TestSendReceiveProcesses builds commands send and receive and runs them as
-// separate processes against an emulator, twice: each run of receive prints
-// the 20 messages of the run of send before it, in order, and the queue is
-// empty afterwards. The second round runs with redeliveries and 5xx answers.
-// Then the legacy header, and then -store with SQLite and Redis.
+// separate processes against an emulator, three times: each run of receive
+// prints the 20 messages of the run of send before it, in order, and the queue
+// is empty after each round without faults. The second round runs with redeliveries and 5xx answers,
+// whose stray copies the third round, without faults, must drop. Then the
+// legacy header, and then -store with SQLite and Redis.
 func TestSendReceiveProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds two programs")
@@ -64,20 +65,31 @@ func TestSendReceiveProcesses(t *testing.T) {
 	}
 	want.WriteString("Finish receive 20 messages\n")
 
-	for round := 1; round <= 2; round++ {
+	faults := mnstest.Faults{Redeliver: 0.2, Error5xx: 0.05}
+	for round := 1; round <= 3; round++ {
 		if round == 2 {
-			require.NoError(t, srv.SetFaults(mnstest.Faults{Redeliver: 0.2, Error5xx: 0.05}))
+			require.NoError(t, srv.SetFaults(faults))
 		}
 		out := runCmd("send", "-store", filepath.Join(state, "send"))
 		assert.Contains(t, out, fmt.Sprintf("send message body is 20 (seq %d)", 20*round), "round %d: send output", round)
 		out = runCmd("receive", "-store", filepath.Join(state, "receive"))
 		assert.Equal(t, want.String(), out, "round %d: receive output", round)
+		if round == 2 {
+			// A receive whose answer a fault lost (or a send stored
+			// twice) leaves copies hidden for the visibility timeout that
+			// this receiver never saw. Bring them back; the next round,
+			// without faults, must drop them as duplicates.
+			require.NoError(t, srv.SetFaults(mnstest.Faults{}))
+			srv.Advance(time.Minute)
+			continue
+		}
 		info, err := srv.Queue("sample")
 		require.NoError(t, err)
 		assert.Zero(t, info.Active+info.Inactive+info.Delayed, "round %d: messages left in the queue: %+v", round, info)
 	}
 
-	// The sample's own header, on a fresh queue and stores.
+	// The sample's own header, on a fresh queue and stores, with faults.
+	require.NoError(t, srv.SetFaults(faults))
 	out := runCmd("send", "-legacy", "-queue", "legacy", "-store", filepath.Join(state, "legacy-send"))
 	assert.Contains(t, out, "send message body is 20 (seq 20)", "legacy send output")
 	out = runCmd("receive", "-queue", "legacy", "-store", filepath.Join(state, "legacy-receive"))
