@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +16,8 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -100,16 +106,27 @@ func TestSendReceiveProcesses(t *testing.T) {
 	// named by -store, one Redis (miniredis) named by INORDER_STORE. No
 	// faults: these rounds are about the stores, and a receive whose answer
 	// a fault lost hides its messages for the visibility timeout.
+	// PostgreSQL and MariaDB too when their test servers are configured
+	// (required in CI by storeurl's own tests, optional here).
 	require.NoError(t, srv.SetFaults(mnstest.Faults{}))
 	mr := miniredis.RunT(t)
-	for _, st := range []struct {
+	type storeRound struct {
 		queue string
 		env   []string
 		args  []string
-	}{
+	}
+	rounds := []storeRound{
 		{"sqlite", nil, []string{"-store", "sqlite:" + filepath.Join(state, "sqlite", "both.db") + "?prefix=ex_"}},
 		{"redis", []string{"INORDER_STORE=redis://" + mr.Addr() + "/0?prefix=ex:"}, nil},
-	} {
+	}
+	if spec := sqlServerSpec(t, "pgx", "INORDER_TEST_POSTGRES_DSN"); spec != "" {
+		rounds = append(rounds, storeRound{"postgres", nil, []string{"-store", spec}})
+	}
+	if spec := sqlServerSpec(t, "mysql", "INORDER_TEST_MYSQL_DSN"); spec != "" {
+		rounds = append(rounds, storeRound{"mysql", nil, []string{"-store", spec}})
+	}
+	for _, st := range rounds {
+		t.Logf("store round %s", st.queue)
 		for round := 1; round <= 2; round++ {
 			out := runCmdEnv(st.env, "send", append([]string{"-queue", st.queue}, st.args...)...)
 			assert.Contains(t, out, fmt.Sprintf("send message body is 20 (seq %d)", 20*round), "%s round %d: send output", st.queue, round)
@@ -127,6 +144,44 @@ func TestSendReceiveProcesses(t *testing.T) {
 	}
 	_, err = os.Stat(filepath.Join(state, "sqlite", "both.db"))
 	assert.NoError(t, err, "the SQLite store should be in its file")
+}
+
+// sqlServerSpec returns a -store spec for the SQL server in env (a postgres://
+// URL, or a go-sql-driver DSN for MySQL) with a unique table prefix whose
+// tables are dropped when the test ends, or "" when env is not set.
+func sqlServerSpec(t *testing.T, driverName, env string) string {
+	dsn := os.Getenv(env)
+	if dsn == "" {
+		t.Logf("%s not set: no %s round", env, driverName)
+		return ""
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	prefix := "ex" + hex.EncodeToString(b[:]) + "_"
+	t.Cleanup(func() {
+		db, err := sql.Open(driverName, dsn)
+		require.NoError(t, err)
+		defer db.Close()
+		for _, tb := range []string{"send", "journal", "cursor", "schema_version"} {
+			if _, err := db.Exec("DROP TABLE IF EXISTS " + prefix + tb); err != nil {
+				t.Errorf("cleanup: drop %s%s: %v", prefix, tb, err)
+			}
+		}
+	})
+	u, err := url.Parse(dsn)
+	if driverName == "mysql" {
+		cfg, perr := mysql.ParseDSN(dsn)
+		require.NoError(t, perr, env)
+		u, err = &url.URL{Scheme: "mysql", User: url.UserPassword(cfg.User, cfg.Passwd), Host: cfg.Addr, Path: "/" + cfg.DBName}, nil
+		if cfg.Passwd == "" {
+			u.User = url.User(cfg.User)
+		}
+	}
+	require.NoError(t, err, env)
+	q := u.Query()
+	q.Set("prefix", prefix)
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // TestStoreFlagErrors checks that a bad -store fails before any network
