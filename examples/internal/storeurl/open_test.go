@@ -69,7 +69,7 @@ func redisSpec(t *testing.T) string {
 }
 
 // dropTables drops the store's tables under prefix when the test ends.
-func dropTables(t *testing.T, driverName, dsn, prefix string) {
+func dropTables(t testing.TB, driverName, dsn, prefix string) {
 	t.Cleanup(func() {
 		db, err := sql.Open(driverName, dsn)
 		require.NoError(t, err)
@@ -102,7 +102,7 @@ func postgresSpec(t *testing.T) string {
 // mysqlURL converts a go-sql-driver DSN such as root@tcp(127.0.0.1:3306)/test
 // to a mysql:// URL; it keeps the user, password, address, database and
 // system variables.
-func mysqlURL(t *testing.T, dsn string) string {
+func mysqlURL(t testing.TB, dsn string) string {
 	t.Helper()
 	cfg, err := mysql.ParseDSN(dsn)
 	require.NoError(t, err, "INORDER_TEST_MYSQL_DSN")

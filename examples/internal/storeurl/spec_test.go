@@ -112,6 +112,10 @@ func TestParse(t *testing.T) {
 				assert.Equal(t, 2*time.Second, s.mysql.Timeout)
 				assert.Equal(t, map[string]string{"sql_mode": "'ANSI'"}, s.mysql.Params, "system variables pass through")
 			}},
+		{spec: "mysql://u@db.example:3306/x?tls=true", kind: MySQL, check: func(t *testing.T, s *Spec) {
+			require.NotNil(t, s.mysql.TLS, "tls=true must enable TLS")
+			assert.Equal(t, "db.example", s.mysql.TLS.ServerName, "TLS server name from the URL's host")
+		}},
 		{spec: "mysql://root@127.0.0.1/test", kind: MySQL, check: func(t *testing.T, s *Spec) {
 			assert.Equal(t, "127.0.0.1:3306", s.mysql.Addr, "default port")
 			assert.Equal(t, "root", s.mysql.User)
