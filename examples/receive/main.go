@@ -85,7 +85,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.endpoint, "endpoint", os.Getenv("MNS_ENDPOINT"), "MNS endpoint (env MNS_ENDPOINT; default "+defaultEndpoint+")")
 	fs.StringVar(&c.queue, "queue", os.Getenv("MNS_QUEUE"), "queue name (env MNS_QUEUE; default inorder-sample)")
-	fs.StringVar(&c.store, "store", os.Getenv("INORDER_STORE"), "where the receive cursor is kept: file:DIR, sqlite:FILE, redis://..., postgres://... or mysql://... (env INORDER_STORE; default file:$TMPDIR/inorder-examples/<queue>/receive)")
+	fs.StringVar(&c.store, "store", "", "where the receive cursor is kept: file:DIR, sqlite:FILE, redis://..., postgres://... or mysql://... (env INORDER_STORE; default file:$TMPDIR/inorder-examples/<queue>/receive)")
 	fs.IntVar(&c.n, "n", 20, "messages to receive")
 	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "give up after this long")
 	fs.BoolVar(&c.lowest, "lowest", false, "with no stored cursor, start at the lowest seq in the queue")
@@ -97,6 +97,11 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.queue == "" {
 		c.queue = "inorder-sample"
+	}
+	if c.store == "" {
+		// Read here, not as the flag's default, which -h would print
+		// with its password.
+		c.store = os.Getenv("INORDER_STORE")
 	}
 	if c.store == "" {
 		c.store = "file:" + filepath.Join(os.TempDir(), "inorder-examples", c.queue, "receive")

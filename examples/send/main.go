@@ -90,7 +90,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.endpoint, "endpoint", os.Getenv("MNS_ENDPOINT"), "MNS endpoint (env MNS_ENDPOINT; default "+defaultEndpoint+")")
 	fs.StringVar(&c.queue, "queue", os.Getenv("MNS_QUEUE"), "queue name (env MNS_QUEUE; default inorder-sample)")
-	fs.StringVar(&c.store, "store", os.Getenv("INORDER_STORE"), "where the sequence state is kept: file:DIR, sqlite:FILE, redis://..., postgres://... or mysql://... (env INORDER_STORE; default file:$TMPDIR/inorder-examples/<queue>/send)")
+	fs.StringVar(&c.store, "store", "", "where the sequence state is kept: file:DIR, sqlite:FILE, redis://..., postgres://... or mysql://... (env INORDER_STORE; default file:$TMPDIR/inorder-examples/<queue>/send)")
 	fs.IntVar(&c.n, "n", 20, "messages to send")
 	fs.BoolVar(&c.legacy, "legacy", false, `write the sample's "#<seq>#<body>" header`)
 	if err := fs.Parse(args); err != nil {
@@ -101,6 +101,11 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.queue == "" {
 		c.queue = "inorder-sample"
+	}
+	if c.store == "" {
+		// Read here, not as the flag's default, which -h would print
+		// with its password.
+		c.store = os.Getenv("INORDER_STORE")
 	}
 	if c.store == "" {
 		c.store = "file:" + filepath.Join(os.TempDir(), "inorder-examples", c.queue, "send")

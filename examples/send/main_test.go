@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -28,6 +29,12 @@ func TestStoreFlag(t *testing.T) {
 	c, err = parse(nil, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, "redis://u:xxxxx@127.0.0.1:6379/0?prefix=app:", c.storeSpec.String(), "store from INORDER_STORE")
+
+	var help strings.Builder
+	_, err = parse([]string{"-h"}, &help)
+	require.ErrorIs(t, err, flag.ErrHelp)
+	assert.Contains(t, help.String(), "-store", "usage")
+	assert.NotContains(t, help.String(), "hunter2", "-h must not print INORDER_STORE's password")
 
 	c, err = parse([]string{"-store", "/var/lib/state"}, io.Discard)
 	require.NoError(t, err)
