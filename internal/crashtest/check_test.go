@@ -108,6 +108,16 @@ func TestCheckRules(t *testing.T) {
 			b.inc(RoleReceive, "r", 1).deliver(true, 1, 2)
 			b.inc(RoleReceive, "r", 2).deliver(true, 4).end()
 		}},
+		{name: "amo may lose seq 1 at a crash", mode: ModeAtMostOnce, build: func(b *hb) {
+			b.inc(RoleSend, "s", 1).send(1, 1, 3).end()
+			b.inc(RoleReceive, "r", 1)
+			b.inc(RoleReceive, "r", 2).deliver(true, 2, 3).end()
+		}},
+		{name: "alo starts past seq 1", build: func(b *hb) {
+			b.inc(RoleSend, "s", 1).send(1, 1, 3).end()
+			b.inc(RoleReceive, "r", 1)
+			b.inc(RoleReceive, "r", 2).deliver(true, 2, 3).end()
+		}, rule: RuleGap, seq: 2, detail: "want at most 1"},
 		{name: "amo loses two with one crash", mode: ModeAtMostOnce, build: func(b *hb) {
 			b.inc(RoleSend, "s", 1).send(1, 1, 5).end()
 			b.inc(RoleReceive, "r", 1).deliver(true, 1, 2)

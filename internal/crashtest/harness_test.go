@@ -44,6 +44,7 @@ type scenario struct {
 	bug        string        // INORDER_CRASH_BUG for the receiver
 	drain      time.Duration // bound of the final drain
 	pause      time.Duration // sender pause between rounds
+	window     int           // receiver's ReceiveOptions.Window (0: default)
 	seed       uint64
 }
 
@@ -202,6 +203,7 @@ func newHarness(t *testing.T, sc scenario) *harness {
 	if sc.mode == ModeExactlyOnce {
 		rargs = []string{"-sqlite", filepath.Join(h.dir, "recv.db")}
 	}
+	rargs = append(rargs, "-window", strconv.Itoa(sc.window))
 	h.procs = append(h.procs, &proc{h: h, name: "r", role: RoleReceive, done: make(chan struct{}), args: rargs})
 	return h
 }
@@ -213,14 +215,15 @@ type result struct {
 	deaths   int // all SIGKILL exits
 	failures int
 	leftover int
+	stalls   int            // receivers restarted because they stopped delivering
 	points   map[string]int // self-kills by kill point
 	server   mnstest.Stats
 	elapsed  time.Duration
 }
 
 func (r *result) String() string {
-	return fmt.Sprintf("kills %d external, %d SIGKILL deaths in all (kill points %v), %d failed exits; leftover %d; %s; server: sent %d, received %d, deleted %d, 5xx %d, drops %d, redelivered %d, early-empty %d",
-		r.kills, r.deaths, r.points, r.failures, r.leftover, r.report.Figures(), r.server.Sent, r.server.Received, r.server.Deleted,
+	return fmt.Sprintf("kills %d external, %d SIGKILL deaths in all (kill points %v), %d failed exits; stalls %d; leftover %d; %s; server: sent %d, received %d, deleted %d, 5xx %d, drops %d, redelivered %d, early-empty %d",
+		r.kills, r.deaths, r.points, r.failures, r.stalls, r.leftover, r.report.Figures(), r.server.Sent, r.server.Received, r.server.Deleted,
 		r.server.Errors5xx, r.server.Drops, r.server.Redelivered, r.server.EarlyEmpty)
 }
 
@@ -262,21 +265,34 @@ func (h *harness) run() *result {
 	// Receiver: drain until the queue stays empty, then a clean stop.
 	recv := h.procs[len(h.procs)-1]
 	drainEnd := time.Now().Add(h.sc.drain)
-	empty := 0
+	empty, stalls := 0, 0
+	progress, lastMove := h.receiverProgress(), time.Now()
 	for time.Now().Before(drainEnd) && empty < 3 {
 		time.Sleep(300 * time.Millisecond)
 		qi, err := h.srv.Queue(h.queue)
 		require.NoError(t, err)
 		if qi.Active+qi.Inactive+qi.Delayed == 0 {
 			empty++
-		} else {
-			empty = 0
+			continue
+		}
+		empty = 0
+		// A receiver that delivers nothing for stallAfter while the queue
+		// holds messages has stalled (the known fetch stall of ordered,
+		// see receiveWindow): restart it, count it, and report it.
+		if p := h.receiverProgress(); p != progress {
+			progress, lastMove = p, time.Now()
+		} else if time.Since(lastMove) > stallAfter {
+			stalls++
+			t.Logf("receiver stalled: nothing delivered for %v with %d messages in the queue; restarting it (log %s)",
+				stallAfter, qi.Active+qi.Inactive+qi.Delayed, recv.logName())
+			recv.signal(syscall.SIGKILL)
+			lastMove = time.Now()
 		}
 	}
 	recv.stop(t, time.Minute)
 	qi, err := h.srv.Queue(h.queue)
 	require.NoError(t, err)
-	res := &result{leftover: qi.Active + qi.Inactive + qi.Delayed, server: h.srv.Stats(), elapsed: time.Since(start)}
+	res := &result{leftover: qi.Active + qi.Inactive + qi.Delayed, stalls: stalls, server: h.srv.Stats(), elapsed: time.Since(start)}
 	for _, p := range h.procs {
 		res.kills += p.kills
 		res.deaths += p.deaths
@@ -363,4 +379,28 @@ func (h *harness) keep() string {
 		return err.Error()
 	}
 	return dst
+}
+
+// stallAfter is how long a draining receiver may deliver nothing while the
+// queue holds messages before the harness calls it stalled.
+const stallAfter = 8 * time.Second
+
+// receiverProgress sums the sizes of the receiver's history files: it grows
+// with every delivery.
+func (h *harness) receiverProgress() int64 {
+	var n int64
+	files, _ := filepath.Glob(filepath.Join(h.hist, RoleReceive+"-*.jsonl"))
+	for _, f := range files {
+		if fi, err := os.Stat(f); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
+// logName names the running incarnation's log file.
+func (p *proc) logName() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return fmt.Sprintf("%s-%d.log", p.name, p.inc)
 }

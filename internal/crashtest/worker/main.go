@@ -65,6 +65,7 @@ type config struct {
 	historyDir         string
 	groupFrom, groupTo int
 	workers            int
+	window             int
 	pause              time.Duration
 	fsync              bool
 	seed               uint64
@@ -86,6 +87,7 @@ func main() {
 	flag.IntVar(&c.groupFrom, "group-from", 0, "first group index (sender)")
 	flag.IntVar(&c.groupTo, "group-to", 10, "group index past the last (sender)")
 	flag.IntVar(&c.workers, "workers", 4, "sender or receiver goroutines")
+	flag.IntVar(&c.window, "window", 0, "receive window (0: the library's default)")
 	flag.DurationVar(&c.pause, "pause", 0, "pause between a sender goroutine's rounds")
 	flag.BoolVar(&c.fsync, "fsync", false, "fsync each gating history record (protects against power loss, not needed for SIGKILL)")
 	flag.Uint64Var(&c.seed, "seed", 0, "random seed (0: from the clock)")
@@ -298,6 +300,7 @@ func run(c config) error {
 		Receive: ordered.ReceiveOptions{
 			Wait:         time.Second,
 			ReapInterval: 50 * time.Millisecond,
+			Window:       c.window,
 		},
 	}
 	switch c.mode {
