@@ -513,8 +513,10 @@ func handle(q *ordered.Queue, h *history, k *killer, mode string, m *ordered.Mes
 		return false
 	}
 	k.at("acked")
-	durable := mode == crashtest.ModeAtLeastOnce || mode == crashtest.ModeExactlyOnce || mode == crashtest.ModeAtMostOnce
-	h.add(crashtest.Event{Kind: crashtest.KindAcked, Group: m.Group, Epoch: m.Epoch, Seq: m.Seq, Durable: durable && !m.Unordered}, false)
+	// In every mode the advance past m is durable once Ack returned:
+	// AtLeastOnce runs with SyncAck, AtMostOnce made it durable before the
+	// hand-out, and ExactlyOnce committed it in the transaction above.
+	h.add(crashtest.Event{Kind: crashtest.KindAcked, Group: m.Group, Epoch: m.Epoch, Seq: m.Seq, Durable: !m.Unordered}, false)
 	return true
 }
 
