@@ -229,6 +229,8 @@ func (r *receiver) adoptLocked(g *group, c seqstore.Cursor) {
 	}
 	if g.buf != nil {
 		g.buf.Reset(1, func(_ uint64, e *entry) { r.unholdLocked(e); drop(e) })
+		r.readyMsg -= int(g.run)
+		g.run = 0
 		g.buf = nil
 	}
 	if e := g.out; e != nil && !g.has(gHanded) {

@@ -107,7 +107,9 @@ type receiver struct {
 	reapWake   chan struct{} // cap 1
 	keeperWake chan struct{} // cap 1
 
-	highWater int
+	highWater int // ready groups beyond which fetching pauses
+	readyHigh int // deliverable messages beyond which fetching pauses
+	holdHigh  int // held messages beyond which fetching pauses while delivery moves
 
 	mu       sync.Mutex
 	closing  bool // no more hand-outs
@@ -119,12 +121,14 @@ type receiver struct {
 	reapq    []*entry
 	timers   timerHeap
 	out      map[*entry]struct{} // handed out: the keeper extends their visibility
+	shortq   []extension         // not kept: the keeper shortens their visibility
 	idle     idleList
 	stuck    map[*group]stuckInfo
 	tokens   float64 // visibility request budget
 	tokensAt time.Time
 
 	bufMsgs  int // messages held and not handed out
+	readyMsg int // of which deliverable without waiting for a missing seq (sum of group.run)
 	bufBytes int // their bytes
 	st       ReceiveStats
 }
@@ -155,6 +159,8 @@ func newReceiver(q *Queue) *receiver {
 		stuck:       make(map[*group]stuckInfo),
 	}
 	r.highWater = max(64, 4*r.o.Concurrency, 2*r.o.Fetchers*r.q.limits.MaxBatch)
+	r.readyHigh = max(256, 4*r.o.Fetchers*r.q.limits.MaxBatch)
+	r.holdHigh = max(r.readyHigh, r.o.Window/2)
 	r.ctx, r.cancel = context.WithCancel(q.life)
 	r.fetchCtx, r.fetchCancel = context.WithCancel(r.ctx)
 	r.tokens = r.o.MaxVisibilityRate
@@ -294,6 +300,7 @@ type ReceiveStats struct {
 	Deleted          int64 // messages deleted from the queue
 	StaleReceipts    int64 // deletes refused because the receipt went stale (the message comes back)
 	Extended         int64 // visibility extensions
+	Shortened        int64 // visibility shortened for messages not kept
 	Evicted          int64 // idle groups dropped from memory
 	Buffered         int   // messages held and not handed out
 	BufferedBytes    int

@@ -38,6 +38,8 @@ func (r *receiver) handOutLocked() (*Message, *durWaiter) {
 		if e == nil {
 			_, e, _ = g.buf.Pop()
 			r.unholdLocked(e)
+			g.run--
+			r.readyMsg--
 			g.out = e
 			if g.x != nil {
 				g.x.farLow = 0
@@ -198,6 +200,7 @@ func (r *receiver) flushUnflushedLocked(g *group) {
 
 // releaseLocked unlocks a group whose message is settled.
 func (r *receiver) releaseLocked(g *group, now time.Time) {
+	signal(r.room) // fetchers may wait for delivery to move
 	g.out = nil
 	g.clear(gHanded | gAwait)
 	if g.x != nil {
@@ -407,6 +410,7 @@ func (r *receiver) skipLocked(g *group, now time.Time) {
 	}
 	if g.buf != nil {
 		g.buf.SkipTo(target, nil)
+		r.resetRunLocked(g)
 	} else {
 		g.next = target
 	}

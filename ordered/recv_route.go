@@ -17,10 +17,21 @@ import (
 // what the application can take soon.
 func (r *receiver) fetchLoop() {
 	ctx := r.fetchCtx
-	failures := 0
+	failures, useless, probes := 0, 0, 0
 	for ctx.Err() == nil {
 		if !r.waitRoom(ctx) {
 			return
+		}
+		// Much held and nothing deliverable: the missing message may be
+		// in the queue, so keep fetching, but slowly, so as not to run far
+		// beyond the window while it comes.
+		if r.probing() {
+			probes++
+			if !sleepCtx(ctx, min(r.q.opts.Retry.backoff(probes), maxProbeDelay)) {
+				return
+			}
+		} else {
+			probes = 0
 		}
 		msgs, err := r.q.drvReceive(ctx, r.q.limits.MaxBatch, r.o.Wait)
 		if err != nil {
@@ -35,8 +46,19 @@ func (r *receiver) fetchLoop() {
 			continue
 		}
 		failures = 0
-		if len(msgs) > 0 {
-			r.arrive(ctx, msgs)
+		if len(msgs) == 0 {
+			continue
+		}
+		// A batch of which nothing could be kept (all beyond the window
+		// or the byte bound) means fetching runs ahead of delivery: back
+		// off instead of making the whole queue invisible.
+		if r.arrive(ctx, msgs) {
+			useless = 0
+		} else {
+			useless++
+			if !sleepCtx(ctx, min(r.q.opts.Retry.backoff(useless), maxProbeDelay)) {
+				return
+			}
 		}
 	}
 }
@@ -55,8 +77,16 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 func (r *receiver) waitRoom(ctx context.Context) bool {
 	for {
 		r.mu.Lock()
+		// Pause while the application has plenty to take (groups ready,
+		// messages deliverable), and while much is held and something is
+		// still moving: fetching far ahead of delivery only brings messages
+		// beyond the window, which then stay invisible for a whole
+		// visibility timeout. When nothing moves, fetch anyway: the missing
+		// message that unblocks everything may be in the queue.
 		n := r.ring.len()
-		full := n >= r.highWater || n > 0 && r.bufBytes >= r.o.MaxBufferedBytes
+		moving := n > 0 || r.readyMsg > 0 || len(r.out) > 0
+		full := n >= r.highWater || r.readyMsg >= r.readyHigh ||
+			moving && (r.bufMsgs >= r.holdHigh || r.bufBytes >= r.o.MaxBufferedBytes)
 		r.mu.Unlock()
 		if !full {
 			signal(r.room) // pass the baton to another waiting fetcher
@@ -70,6 +100,17 @@ func (r *receiver) waitRoom(ctx context.Context) bool {
 	}
 }
 
+// maxProbeDelay caps the pauses of a fetcher that runs ahead of delivery:
+// long enough to let a missing message arrive through another fetch, short
+// enough not to delay a hole's filling when the queue holds a backlog.
+const maxProbeDelay = 5 * time.Millisecond
+
+func (r *receiver) probing() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.bufMsgs >= r.holdHigh && r.ring.len() == 0 && r.readyMsg == 0 && len(r.out) == 0
+}
+
 // deadItem is a message to send to the dead-letter queue.
 type deadItem struct {
 	e       *entry
@@ -80,7 +121,7 @@ type deadItem struct {
 }
 
 // arrive decodes a batch from the driver and routes each message.
-func (r *receiver) arrive(ctx context.Context, msgs []*driver.Message) {
+func (r *receiver) arrive(ctx context.Context, msgs []*driver.Message) (useful bool) {
 	type decoded struct {
 		e     *entry
 		group string
@@ -104,6 +145,7 @@ func (r *receiver) arrive(ctx context.Context, msgs []*driver.Message) {
 	var dead []deadItem
 	r.mu.Lock()
 	now := time.Now()
+	notKept := r.st.NotKept
 	for _, d := range ds {
 		e := d.e
 		r.st.Received++
@@ -140,6 +182,7 @@ func (r *receiver) arrive(ctx context.Context, msgs []*driver.Message) {
 		}
 		r.routeLocked(g, e, now, &dead)
 	}
+	useful = r.st.NotKept-notKept < int64(len(ds))
 	r.mu.Unlock()
 	if len(load) > 0 {
 		r.load(ctx, load)
@@ -147,6 +190,7 @@ func (r *receiver) arrive(ctx context.Context, msgs []*driver.Message) {
 	if len(dead) > 0 {
 		r.deadLetter(ctx, dead)
 	}
+	return useful
 }
 
 func indexOf(es []*entry, e *entry) int {
@@ -366,6 +410,7 @@ func (r *receiver) currentLocked(g *group, e *entry, now time.Time, dead *[]dead
 	switch res, _ := g.buf.Insert(e.seq, e, e.size); res {
 	case reorder.Ready, reorder.Buffered:
 		r.holdLocked(e)
+		r.extendRunLocked(g)
 	default:
 		r.notKeptLocked(g, e)
 	}
@@ -375,6 +420,10 @@ func (r *receiver) currentLocked(g *group, e *entry, now time.Time, dead *[]dead
 // deleted, it comes back after its visibility timeout.
 func (r *receiver) notKeptLocked(g *group, e *entry) {
 	r.st.NotKept++
+	if len(r.shortq) < maxShorten {
+		r.shortq = append(r.shortq, extension{e: e, receipt: e.receipt})
+		signal(r.keeperWake)
+	}
 	x := g.extra()
 	if x.farLow == 0 || e.seq < x.farLow {
 		x.farLow = e.seq
@@ -445,4 +494,24 @@ func (e *entry) looseGroup() {
 		e.group = e.g.name
 		e.g = nil
 	}
+}
+
+// extendRunLocked counts the messages that became deliverable in a row
+// after the group's run.
+func (r *receiver) extendRunLocked(g *group) {
+	next := g.buf.Next()
+	for {
+		if _, ok := g.buf.Get(next + uint64(g.run)); !ok {
+			return
+		}
+		g.run++
+		r.readyMsg++
+	}
+}
+
+// resetRunLocked recounts the run after the buffer's next moved.
+func (r *receiver) resetRunLocked(g *group) {
+	r.readyMsg -= int(g.run)
+	g.run = 0
+	r.extendRunLocked(g)
 }

@@ -46,6 +46,7 @@ type group struct {
 	x         *groupExtra
 
 	outGen uint32
+	run    uint32 // buffered seqs held consecutively from next: deliverable backlog
 	flags  uint16
 
 	idlePrev, idleNext *group

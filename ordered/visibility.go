@@ -51,6 +51,7 @@ func (r *receiver) keeperLoop() {
 		}
 		due := r.visibilityDueLocked(now)
 		r.mu.Unlock()
+		signal(r.room) // a safety net: fetch conditions are re-checked at least every tick
 		if len(due) > 0 {
 			r.extend(due)
 		}
@@ -71,12 +72,18 @@ func (r *receiver) keeperTick() time.Duration {
 type extension struct {
 	e       *entry
 	receipt string
+	shorten bool
 }
+
+// maxShorten bounds the messages waiting for their visibility to be
+// shortened; beyond it they are left to expire.
+const maxShorten = 1024
 
 // visibilityDueLocked picks the handed-out messages whose visibility ends
 // within the margin, within the request budget.
 func (r *receiver) visibilityDueLocked(now time.Time) []extension {
-	if r.o.VisibilityMargin < 0 || len(r.out) == 0 {
+	if r.o.VisibilityMargin < 0 {
+		r.shortq = r.shortq[:0]
 		return nil
 	}
 	rate := r.o.MaxVisibilityRate
@@ -93,6 +100,19 @@ func (r *receiver) visibilityDueLocked(now time.Time) []extension {
 		r.tokens--
 		due = append(due, extension{e: e, receipt: e.receipt})
 	}
+	// Then messages not kept: make them come back soon rather than after a
+	// whole visibility timeout, which would stall their group that long.
+	n := 0
+	for n < len(r.shortq) && r.tokens >= 1 {
+		x := r.shortq[n]
+		x.shorten = true
+		due = append(due, x)
+		r.tokens--
+		n++
+	}
+	rest := copy(r.shortq, r.shortq[n:])
+	clear(r.shortq[rest:])
+	r.shortq = r.shortq[:rest]
 	return due
 }
 
@@ -106,7 +126,11 @@ func (r *receiver) extend(due []extension) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			receipt, err := r.q.drvChangeVisibility(r.ctx, x.receipt, r.o.VisibilityExtend)
+			d := r.o.VisibilityExtend
+			if x.shorten {
+				d = r.shortVisibility()
+			}
+			receipt, err := r.q.drvChangeVisibility(r.ctx, x.receipt, d)
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			if err != nil {
@@ -114,6 +138,10 @@ func (r *receiver) extend(due []extension) {
 					r.log.Warn("ordered: extend visibility", "id", x.e.id, "err", err)
 				}
 				return
+			}
+			if x.shorten {
+				r.st.Shortened++
+				return // not held: nothing to update
 			}
 			r.st.Extended++
 			if x.e.receipt == x.receipt {
@@ -123,4 +151,10 @@ func (r *receiver) extend(due []extension) {
 		})
 	}
 	wg.Wait()
+}
+
+// shortVisibility is the timeout given to messages not kept: the shortest
+// the driver accepts, at least a second.
+func (r *receiver) shortVisibility() time.Duration {
+	return max(r.q.limits.MinVisibility, time.Second)
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package ordered_test
+
+const raceEnabled = false
