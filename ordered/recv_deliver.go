@@ -47,6 +47,7 @@ func (r *receiver) handOutLocked() (*Message, *durWaiter) {
 		}
 		e.attempt++
 		g.outGen++
+		g.set(gStarted)
 		r.out[e] = struct{}{}
 		m := &Message{
 			Group: g.name, Epoch: e.epoch, Seq: e.seq, Body: e.payload, ID: e.id, Attempt: e.attempt,

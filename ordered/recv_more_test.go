@@ -140,3 +140,37 @@ func TestSynctestUnorderedRetry(t *testing.T) {
 		assert.Equal(t, 0, vis+inflight)
 	})
 }
+
+// TestSynctestFreshOlderEpochFirst: a fresh receiver that first sees a newer
+// epoch, then an older one before handing anything out, delivers the older
+// epoch first, in order, then switches.
+func TestSynctestFreshOlderEpochFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBubble(t, &memqueue.Options{Shards: 1}, &ordered.Options{Receive: ordered.ReceiveOptions{GapTimeout: 5 * time.Second}})
+		done, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := b.q.Receive(done) // starts the receive side, takes nothing
+		require.ErrorIs(t, err, context.Canceled)
+		rxSend(t, b.drv, rxBodies("g", 20, 1, 2, nil))
+		time.Sleep(time.Second)
+		rxSend(t, b.drv, rxBodies("g", 10, 1, 2, nil))
+		time.Sleep(time.Second)
+		b.receiveInto()
+		for _, want := range [][2]uint64{{10, 1}, {10, 2}} {
+			m := b.next()
+			assert.Equal(t, want, [2]uint64{m.Epoch, m.Seq})
+			assert.False(t, m.Unordered)
+			ack(t, m)
+		}
+		b.none("epoch 20 waits GapTimeout after epoch 10 ends")
+		time.Sleep(5 * time.Second)
+		for _, want := range [][2]uint64{{20, 1}, {20, 2}} {
+			m := b.next()
+			assert.Equal(t, want, [2]uint64{m.Epoch, m.Seq})
+			assert.False(t, m.Unordered)
+			ack(t, m)
+		}
+		b.close()
+		assert.Equal(t, uint64(20), b.cursor("g").Epoch)
+	})
+}

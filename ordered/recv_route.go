@@ -279,7 +279,7 @@ func (r *receiver) routeLocked(g *group, e *entry, now time.Time, dead *[]deadIt
 	case g.has(gFresh):
 		r.freshLocked(g, e, now, dead)
 	case e.epoch < g.epoch:
-		r.olderLocked(g, e, dead)
+		r.olderLocked(g, e, now, dead)
 	case e.epoch > g.epoch:
 		r.newerLocked(g, e, now)
 	default:
@@ -340,7 +340,15 @@ func (r *receiver) startLocked(g *group, now time.Time) {
 }
 
 // olderLocked handles an arrival of an epoch older than the group's.
-func (r *receiver) olderLocked(g *group, e *entry, dead *[]deadItem) {
+func (r *receiver) olderLocked(g *group, e *entry, now time.Time, dead *[]deadItem) {
+	if g.ack.Next == 0 && g.out == nil && !g.has(gStarted) {
+		// A fresh group adopted the epoch of its first arrival, and an
+		// older one shows up before anything was handed out: start with
+		// the older epoch, the newer one follows it.
+		r.demoteLocked(g, e.epoch, now)
+		r.currentLocked(g, e, now, dead)
+		return
+	}
 	// A switch to a newer epoch records Range{old, next, MaxSeq}: seqs of
 	// the old epoch below next were handled, the others are late.
 	dup := false
@@ -358,6 +366,25 @@ func (r *receiver) olderLocked(g *group, e *entry, dead *[]deadItem) {
 		return
 	}
 	r.lateLocked(e, dead)
+}
+
+// demoteLocked makes a fresh group start with an older epoch: what it holds
+// of its current epoch waits as a newer epoch.
+func (r *receiver) demoteLocked(g *group, epoch uint64, now time.Time) {
+	x := g.extra()
+	if g.buf != nil {
+		g.buf.Reset(1, func(_ uint64, e *entry) { x.newer = append(x.newer, e) }) // still held
+		r.readyMsg -= int(g.run)
+		g.run = 0
+		g.buf = nil
+	}
+	if len(x.newer) > 0 && x.newerSince.IsZero() {
+		x.newerSince = now
+		r.addTimerLocked(timer{at: now.Add(r.o.GapTimeout), g: g, kind: tEpoch})
+	}
+	g.epoch, g.next = epoch, 1
+	x.farLow = 0
+	r.clearGapLocked(g)
 }
 
 // newerLocked buffers an arrival of a newer epoch until the group switches.

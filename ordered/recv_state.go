@@ -65,6 +65,7 @@ const (
 	gIdle                          // in the idle list
 	gEvicted                       // dropped from r.groups
 	gAwait                         // out waits for its AtMostOnce commit or its dead-letter send
+	gStarted                       // something was handed out since the group was loaded
 )
 
 func (g *group) has(f uint16) bool { return g.flags&f != 0 }
