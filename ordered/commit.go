@@ -57,11 +57,15 @@ func (r *receiver) commitLoop() {
 // commitOnce writes the advances of up to maxAdvanceBatch dirty groups in
 // one store call.
 func (r *receiver) commitOnce(ctx context.Context) {
-	var (
-		batch []seqstore.Advance
-		gs    []*group
-		taken [][]*entry
-	)
+	// The slices are reused from one commit to the next: only the
+	// committer goroutine uses them, and stores keep no reference.
+	batch, gs, taken := r.cbatch[:0], r.cgroups[:0], r.ctaken[:0]
+	defer func() {
+		clear(batch)
+		clear(gs)
+		clear(taken)
+		r.cbatch, r.cgroups, r.ctaken = batch[:0], gs[:0], taken[:0]
+	}()
 	r.mu.Lock()
 	n := 0
 	for _, g := range r.dirty {

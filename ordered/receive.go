@@ -107,6 +107,11 @@ type receiver struct {
 	reapWake   chan struct{} // cap 1
 	keeperWake chan struct{} // cap 1
 
+	// Reused by the committer goroutine only.
+	cbatch  []seqstore.Advance
+	cgroups []*group
+	ctaken  [][]*entry
+
 	highWater int // ready groups beyond which fetching pauses
 	readyHigh int // deliverable messages beyond which fetching pauses
 	holdHigh  int // held messages beyond which fetching pauses while delivery moves
