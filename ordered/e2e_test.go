@@ -161,3 +161,57 @@ func TestReceiveChaos(t *testing.T) {
 		})
 	}
 }
+
+// TestReceiveChaosWithSend runs the real send side: several goroutines per
+// process Send concurrently over 200 groups, through a queue with chaos;
+// the receiver (another Queue on its own store) sees each group's 1..N in
+// order, without duplicates.
+func TestReceiveChaosWithSend(t *testing.T) {
+	const groups, n, senders = 200, 25, 8
+	drv := memqueue.New(&memqueue.Options{Shards: 8, Seed: 11, Redeliver: 0.1, ErrorRate: 0.05, Visibility: 300 * time.Millisecond})
+	retry := ordered.RetryOptions{Initial: time.Millisecond, Max: 20 * time.Millisecond}
+	sq := rxQueue(t, drv, memstore.New(), &ordered.Options{Retry: retry})
+	rq := rxQueue(t, drv, memstore.New(), &ordered.Options{Retry: retry, Receive: ordered.ReceiveOptions{
+		Wait: 20 * time.Millisecond, Concurrency: 32, VisibilityExtend: 300 * time.Millisecond, ReapInterval: 10 * time.Millisecond,
+	}})
+	rc := newRxRecorder(groups * n)
+	ctx, cancel := context.WithCancel(context.Background())
+	runDone := make(chan error, 1)
+	go func() {
+		runDone <- rq.Run(ctx, func(ctx context.Context, m *ordered.Message) error {
+			if string(m.Body) != fmt.Sprint(m.Seq) {
+				t.Errorf("group %s seq %d carries payload %q, sent as message %q", m.Group, m.Seq, m.Body, fmt.Sprint(m.Seq))
+			}
+			rc.record(m)
+			return nil
+		})
+	}()
+	var wg sync.WaitGroup
+	for s := range senders {
+		wg.Go(func() {
+			// Each group is sent by one goroutine, so its payloads say its order.
+			for i := 1; i <= n; i++ {
+				for g := s; g < groups; g += senders {
+					if err := sq.Send(context.Background(), fmt.Sprintf("g%d", g), []byte(fmt.Sprint(i))); err != nil {
+						t.Errorf("send: %v", err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	rxWait(t, rc, 40*time.Second)
+	cancel()
+	require.NoError(t, <-runDone)
+	rxClose(t, sq)
+	rxClose(t, rq)
+	want := map[string]uint64{}
+	for g := range groups {
+		want[fmt.Sprintf("g%d", g)] = n
+	}
+	rc.check(t, want)
+	st := rq.Stats()
+	t.Logf("receive: delivered %d, duplicates %d reaped %d, max buffered %d; requests %+v",
+		st.Receive.Delivered, st.Receive.Duplicates, st.Receive.DuplicatesReaped, st.Receive.MaxBuffered, st.Requests)
+}
