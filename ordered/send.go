@@ -248,7 +248,8 @@ func (q *Queue) SendAsync(ctx context.Context, group string, payload []byte) (*S
 // handed to the queue: those of an earlier process that crashed, and those of
 // this one whose send failed. They keep their epoch and seq, so a receiver
 // drops any copy it already had. Messages in flight in this process are left
-// alone. Recover returns how many messages it sent again, after they were
+// alone, and so are those of a group whose reservation is in progress (a
+// later Recover finds them if they need it). Recover returns how many messages it sent again, after they were
 // accepted or failed; New runs the same recovery in the background. In fast
 // mode there is no journal and Recover returns 0, nil.
 func (q *Queue) Recover(ctx context.Context) (int, error) {
@@ -305,6 +306,7 @@ type sendItem struct {
 type sendGroup struct {
 	pending   *sendRun // admitted, waiting for a reservation; nil if none
 	reserving bool     // on the ready list or being reserved
+	inReserve bool     // a reserver is in the store call for this group
 	inflight  int      // admitted and not completed
 
 	// Seqs epoch/lo..hi were reserved by this process; those not in failed
@@ -378,6 +380,7 @@ type sender struct {
 	mu            sync.Mutex
 	closing       bool
 	groups        map[string]*sendGroup
+	freeGroups    []*sendGroup // evicted, for reuse
 	inflight      int
 	inflightBytes int
 	waiters       []*admitWaiter // admissions waiting for in-flight room, in order
@@ -410,12 +413,13 @@ type sender struct {
 	markStop  chan struct{}
 	flushMu   sync.Mutex // one flush (or recovery) at a time
 
-	stat sendCounters
+	stat         sendCounters
+	storeLatency atomic.Int64 // sampled Reserve latency, ns
 }
 
 // markBatch is the number of buffered Sent marks that triggers a flush
 // before MarkInterval has passed.
-const markBatch = 4096
+const markBatch = 1 << 16
 
 func newSender(q *Queue) *sender {
 	o := &q.opts.Send
@@ -438,6 +442,7 @@ func newSender(q *Queue) *sender {
 	s.legacyHeader = envelope.HeaderLen(envelope.Header{Legacy: true, Seq: envelope.MaxNumber})
 	s.numbersExtra = envelope.HeaderLen(envelope.Header{Epoch: envelope.MaxNumber, Seq: envelope.MaxNumber}) -
 		envelope.HeaderLen(envelope.Header{Seq: 1})
+	s.storeLatency.Store(int64(time.Millisecond)) // slow until measured
 	s.ctx, s.cancel = context.WithCancel(q.life)
 	s.qcond = sync.NewCond(&s.qmu)
 	s.rcond = sync.NewCond(&s.mu)
@@ -457,22 +462,25 @@ func (s *sender) check(group string, payload []byte) error {
 	if err := envelope.ValidateGroup(group); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidGroup, err)
 	}
-	var hl int
-	if s.opts.Format == FormatLegacy {
-		if group != "" {
-			return fmt.Errorf("%w: %q: the legacy format carries only the default group \"\"", ErrInvalidGroup, group)
-		}
-		hl = s.legacyHeader
-	} else {
-		// The header with the smallest numbers plus the widest numbers'
-		// extra length: no digit counting per message.
-		hl = envelope.HeaderLen(envelope.Header{Group: group, Seq: 1}) + s.numbersExtra
+	if s.opts.Format == FormatLegacy && group != "" {
+		return fmt.Errorf("%w: %q: the legacy format carries only the default group \"\"", ErrInvalidGroup, group)
 	}
+	hl := s.maxHeader(group)
 	if limit := s.maxPayload(); hl+len(payload) > limit {
 		return fmt.Errorf("%w: payload of %d bytes plus a header of up to %d bytes exceeds the queue's limit of %d bytes",
 			ErrTooLarge, len(payload), hl, limit)
 	}
 	return nil
+}
+
+// maxHeader returns the length of group's longest header (largest epoch
+// and seq): the header with the smallest numbers plus the widest numbers'
+// extra length, without counting digits.
+func (s *sender) maxHeader(group string) int {
+	if s.opts.Format == FormatLegacy {
+		return s.legacyHeader
+	}
+	return envelope.HeaderLen(envelope.Header{Group: group, Seq: 1}) + s.numbersExtra
 }
 
 // maxPayload is the bound on one envelope: it must fit a body and a request.
@@ -577,7 +585,13 @@ func (s *sender) admit(ctx context.Context, group string, payloads [][]byte, siz
 	}
 	g := s.groups[group]
 	if g == nil {
-		g = &sendGroup{}
+		if n := len(s.freeGroups); n > 0 {
+			g = s.freeGroups[n-1]
+			s.freeGroups[n-1] = nil
+			s.freeGroups = s.freeGroups[:n-1]
+		} else {
+			g = &sendGroup{}
+		}
 		s.groups[group] = g
 	}
 	run := g.pending
@@ -611,7 +625,11 @@ func (s *sender) readyLocked(group string) {
 	queued := len(s.ready) - s.readyHead
 	covered := s.rwaking
 	if s.rbusy > 0 {
-		covered += readyBacklog
+		if s.fastStore() {
+			covered += reserveBatch
+		} else {
+			covered += readyBacklog
+		}
 	}
 	if queued <= covered {
 		return
@@ -637,9 +655,14 @@ const readyBacklog = 4
 
 // reserver reserves seqs for the groups on the ready list until the sender
 // stops. It takes everything pending in a group at once; a group that
-// received more meanwhile goes to the back of the list.
+// received more meanwhile goes to the back of the list. While the store
+// answers fast it takes up to reserveBatch groups at once and makes their
+// store calls one after the other, so that a message of one of many groups
+// does not cost two lock handoffs and a goroutine switch; a slow store gets
+// one group per reserver, and concurrent reservers.
 func (s *sender) reserver() {
 	defer s.reservers.Done()
+	var batch []reservation
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rwaking--
@@ -654,67 +677,125 @@ func (s *sender) reserver() {
 				s.rwaking--
 			}
 		}
-		group := s.ready[s.readyHead]
-		s.ready[s.readyHead] = ""
-		s.readyHead++
+		k := 1
+		if s.fastStore() {
+			k = reserveBatch
+		}
+		for ; k > 0 && s.readyHead < len(s.ready); k-- {
+			group := s.ready[s.readyHead]
+			s.ready[s.readyHead] = ""
+			s.readyHead++
+			g := s.groups[group]
+			batch = append(batch, reservation{group: group, g: g, run: g.pending})
+			g.pending = nil
+			g.inReserve = true
+		}
 		if s.readyHead == len(s.ready) {
 			s.ready, s.readyHead = s.ready[:0], 0
 		}
-		g := s.groups[group]
-		run := g.pending
-		g.pending = nil
 		s.rbusy++
 		s.mu.Unlock()
-		s.reserve(group, g, run)
+		for i := range batch {
+			s.reserve(&batch[i])
+		}
 		s.mu.Lock()
 		s.rbusy--
-		if g.pending != nil {
-			s.ready = append(s.ready, group)
-		} else {
-			g.reserving = false
-			s.evictLocked(group, g)
+		for _, r := range batch {
+			g := r.g
+			g.inReserve = false
+			if r.err == nil {
+				// Before the messages are pushed: a send that fails must
+				// find its seq in the group's range to be recorded.
+				if g.epoch != r.res.Epoch || g.hi+1 != r.res.First {
+					g.epoch, g.lo = r.res.Epoch, r.res.First
+				}
+				g.hi = r.res.First + uint64(len(r.run.items)) - 1
+			}
+			if g.pending != nil {
+				s.ready = append(s.ready, r.group)
+			} else {
+				g.reserving = false
+				if g.inflight == 0 {
+					s.evictLocked(r.group, g)
+				}
+			}
 		}
+		s.mu.Unlock()
+		s.pushReserved(batch)
+		clear(batch)
+		batch = batch[:0]
+		s.mu.Lock()
 	}
 }
 
-func (s *sender) reserve(group string, g *sendGroup, run *sendRun) {
-	items := run.items
-	run.left.Store(int32(len(items)))
+// reserveBatch bounds the groups one reserver takes at once from a fast
+// store.
+const reserveBatch = 64
+
+// fastStoreLatency is the sampled store call latency under which the store
+// counts as fast (see reserver).
+const fastStoreLatency = 50 * time.Microsecond
+
+// fastStore reports whether sampled reservations take less than
+// fastStoreLatency. It starts false: a new sender reserves concurrently.
+func (s *sender) fastStore() bool {
+	return time.Duration(s.storeLatency.Load()) < fastStoreLatency
+}
+
+// reservation is one group's store call made by a reserver.
+type reservation struct {
+	group string
+	g     *sendGroup
+	run   *sendRun
+	res   seqstore.Reservation
+	err   error
+}
+
+// reserve reserves seqs for r's run (journaling it in durable mode) and
+// encodes its envelopes. Every sampleEvery-th call is timed for fastStore.
+func (s *sender) reserve(r *reservation) {
+	items := r.run.items
+	r.run.left.Store(int32(len(items)))
 	var journal [][]byte
 	if s.durable {
-		journal = run.journal[:0]
+		journal = r.run.journal[:0]
 		for i := range items {
 			journal = append(journal, items[i].payload)
 		}
-		run.journal = journal
+		r.run.journal = journal
 	}
-	s.stat.reservations.Add(1)
-	res, err := s.q.storeReserve(s.ctx, s.q.stream(group), len(items), journal)
+	var start time.Time
+	sample := s.stat.reservations.Add(1)%sampleEvery == 1
+	if sample {
+		start = time.Now()
+	}
+	res, err := s.q.storeReserve(s.ctx, s.q.stream(r.group), len(items), journal)
+	if sample {
+		// An average over the last few samples, in nanoseconds.
+		d := int64(time.Since(start))
+		old := s.storeLatency.Load()
+		s.storeLatency.Store(old + (d-old)/4)
+	}
 	clear(journal)
 	if err != nil {
-		err = fmt.Errorf("ordered: send: reserve %d seqs of group %q: %w", len(items), group, err)
-		s.q.log.Warn("ordered: reservation failed", "group", group, "count", len(items), "err", err)
+		err = fmt.Errorf("ordered: send: reserve %d seqs of group %q: %w", len(items), r.group, err)
+		s.q.log.Warn("ordered: reservation failed", "group", r.group, "count", len(items), "err", err)
 		if s.ctx.Err() != nil {
 			err = fmt.Errorf("%w: %w", ErrClosed, err)
 		}
-		s.complete(itemPtrs(items), func(int) error { return err })
+		r.err = err
 		return
 	}
-	last := res.First + uint64(len(items)) - 1
-	s.mu.Lock()
-	if g.epoch != res.Epoch || g.hi+1 != res.First {
-		g.epoch, g.lo = res.Epoch, res.First
-	}
-	g.hi = last
-	s.mu.Unlock()
+	r.res = res
 
-	// One buffer holds the run's envelopes; the last seq has the longest
-	// header. It is reused with the run: the driver keeps no body.
-	total := len(items) * envelope.HeaderLen(s.header(group, res.Epoch, last))
+	// One buffer holds the run's envelopes, sized for the longest header
+	// the group can have. It is reused with the run: the driver keeps no
+	// body.
+	total := len(items) * s.maxHeader(r.group)
 	for i := range items {
 		total += len(items[i].payload)
 	}
-	buf := run.buf[:0]
+	buf := r.run.buf[:0]
 	if cap(buf) < total {
 		buf = make([]byte, 0, total)
 	}
@@ -722,15 +803,45 @@ func (s *sender) reserve(group string, g *sendGroup, run *sendRun) {
 		it := &items[i]
 		it.epoch, it.seq = res.Epoch, res.First+uint64(i)
 		start := len(buf)
-		buf = envelope.Append(buf, s.header(group, it.epoch, it.seq), it.payload)
+		buf = envelope.Append(buf, s.header(r.group, it.epoch, it.seq), it.payload)
 		it.body = buf[start:len(buf):len(buf)]
 		it.payload = nil
 		if it.res != nil {
 			it.res.setSeq(it.epoch, it.seq)
 		}
 	}
-	run.buf = buf
-	s.push(items)
+	r.run.buf = buf
+}
+
+// sampleEvery is how often a reservation is timed.
+const sampleEvery = 16
+
+// pushReserved hands the encoded runs of batch to the workers in one
+// critical section and fails the runs whose reservation failed.
+func (s *sender) pushReserved(batch []reservation) {
+	s.qmu.Lock()
+	stopping := s.stopping
+	if !stopping {
+		for _, r := range batch {
+			if r.err == nil {
+				for i := range r.run.items {
+					s.fifo.push(&r.run.items[i])
+				}
+			}
+		}
+		s.wakeWorkersLocked()
+	}
+	s.qmu.Unlock()
+	for _, r := range batch {
+		err := r.err
+		if err == nil && !stopping {
+			continue
+		}
+		if err == nil {
+			err = fmt.Errorf("ordered: send: %w", ErrClosed)
+		}
+		s.complete(itemPtrs(r.run.items), func(int) error { return err })
+	}
 }
 
 func itemPtrs(items []sendItem) []*sendItem {
@@ -966,34 +1077,13 @@ func (s *sender) complete(items []*sendItem, errOf func(i int) error) {
 			kick(s.markFull)
 		}
 	}
+	// The group's books first (failed seqs, in-flight counts), then the
+	// results: a caller that saw its send fail can count on Recover to
+	// find the message, and one that saw it succeed on Close's accounts.
 	bytes := 0
-	for i, it := range items {
-		var err error
-		if errOf != nil {
-			err = errOf(i)
-		}
-		if err != nil {
-			failed++
-			if it.seq != 0 {
-				s.q.log.Warn("ordered: send failed", "group", it.group, "epoch", it.epoch, "seq", it.seq, "err", err)
-			}
-		} else {
-			sent++
-			if it.grp == nil {
-				recovered++
-			}
-		}
-		if it.res != nil {
-			it.res.finish(err)
-		}
-		bytes += it.size
-	}
-	s.stat.sent.Add(sent)
-	s.stat.failed.Add(failed)
-	s.stat.recovered.Add(recovered)
-
 	s.mu.Lock()
 	for i, it := range items {
+		bytes += it.size
 		if g := it.grp; g != nil {
 			g.inflight--
 			if s.durable && it.seq != 0 && errOf != nil && errOf(i) != nil && it.epoch == g.epoch {
@@ -1014,6 +1104,32 @@ func (s *sender) complete(items []*sendItem, errOf func(i int) error) {
 	s.wakeLocked()
 	s.mu.Unlock()
 
+	for i, it := range items {
+		if errOf != nil && errOf(i) != nil {
+			failed++
+		} else {
+			sent++
+			if it.grp == nil {
+				recovered++
+			}
+		}
+	}
+	s.stat.sent.Add(sent)
+	s.stat.failed.Add(failed)
+	s.stat.recovered.Add(recovered)
+	for i, it := range items {
+		var err error
+		if errOf != nil {
+			err = errOf(i)
+		}
+		if err != nil && it.seq != 0 {
+			s.q.log.Warn("ordered: send failed", "group", it.group, "epoch", it.epoch, "seq", it.seq, "err", err)
+		}
+		if it.res != nil {
+			it.res.finish(err)
+		}
+	}
+
 	// Nothing refers to an item once it is completed: the run that held
 	// the last one goes back to the pool.
 	for _, it := range items {
@@ -1024,11 +1140,20 @@ func (s *sender) complete(items []*sendItem, errOf func(i int) error) {
 }
 
 // evictLocked drops g's state once it has nothing in flight.
+// Nothing refers to an evicted group, so its struct is kept for the next
+// new one (many groups with a message each come and go all the time).
 func (s *sender) evictLocked(group string, g *sendGroup) {
 	if g.inflight == 0 && !g.reserving && s.groups[group] == g {
 		delete(s.groups, group)
+		if len(s.freeGroups) < maxFreeGroups {
+			*g = sendGroup{}
+			s.freeGroups = append(s.freeGroups, g)
+		}
 	}
 }
+
+// maxFreeGroups bounds the evicted group structs kept for reuse.
+const maxFreeGroups = 1024
 
 func kick(c chan struct{}) {
 	select {
@@ -1163,11 +1288,17 @@ func (s *sender) enqueueRecovered(entries []seqstore.Entry, wait bool) (int, *Se
 		if _, ok := s.recovering[key]; ok {
 			continue
 		}
-		if g := s.groups[e.Stream.Group]; g != nil && g.epoch == e.Epoch && g.lo <= e.Seq && e.Seq <= g.hi {
-			if _, failed := g.failed[e.Seq]; !failed {
-				continue // in flight or sent by this process
+		if g := s.groups[e.Stream.Group]; g != nil {
+			if g.epoch == e.Epoch && g.lo <= e.Seq && e.Seq <= g.hi {
+				if _, failed := g.failed[e.Seq]; !failed {
+					continue // in flight or sent by this process
+				}
+				delete(g.failed, e.Seq)
+			} else if g.inReserve && (g.epoch != e.Epoch || e.Seq > g.hi) {
+				// Possibly journaled by the reservation in progress, whose
+				// seqs are not known yet; a later Recover sees it.
+				continue
 			}
-			delete(g.failed, e.Seq)
 		}
 		s.recovering[key] = struct{}{}
 		items = append(items, sendItem{group: e.Stream.Group, payload: e.Body, size: len(e.Body), epoch: e.Epoch, seq: e.Seq})
