@@ -191,8 +191,8 @@ func (s *Store) Reserve(ctx context.Context, st seqstore.Stream, n int, journal 
 	if err != nil || len(vals) != 2 {
 		return seqstore.Reservation{}, fmt.Errorf("redisstore: reserve %s: %w: unexpected reply %v", st, seqstore.ErrCorrupt, o.calls[0].cmd.Val())
 	}
-	epoch, err1 := parseNum(vals[0])
-	last, err2 := parseNum(vals[1])
+	epoch, err1 := seqstore.ParseNum(vals[0])
+	last, err2 := seqstore.ParseNum(vals[1])
 	if err := errors.Join(err1, err2); err != nil || epoch == 0 {
 		return seqstore.Reservation{}, fmt.Errorf("redisstore: reserve %s: %w: send state epoch %q last %q", st, seqstore.ErrCorrupt, vals[0], vals[1])
 	}
@@ -352,7 +352,7 @@ func (s *Store) precheck(ctx context.Context, batch []seqstore.Advance) error {
 func advanceArgs(args []any, a seqstore.Advance) []any {
 	f := func(v uint64) string { return strconv.FormatUint(v, 10) }
 	return append(args, f(a.From.Epoch), f(a.From.Next), f(a.From.Owner),
-		f(a.To.Epoch), f(a.To.Next), f(a.To.Owner), formatSkipped(a.To.Skipped))
+		f(a.To.Epoch), f(a.To.Next), f(a.To.Owner), seqstore.FormatSkipped(a.To.Skipped))
 }
 
 // Pending implements seqstore.Store. It reads the queue's index, then every
@@ -453,14 +453,14 @@ func journalEntries(st seqstore.Stream, jc *redis.MapStringStringCmd, sc *redis.
 	}
 	es, _ := send[0].(string)
 	ls, _ := send[1].(string)
-	epoch, err1 := parseNum(es)
-	last, err2 := parseNum(ls)
+	epoch, err1 := seqstore.ParseNum(es)
+	last, err2 := seqstore.ParseNum(ls)
 	if errors.Join(err1, err2) != nil || epoch == 0 {
 		return nil, fmt.Errorf("%w: %s has journal entries but send state epoch %q last %q", seqstore.ErrCorrupt, st, es, ls)
 	}
 	out := make([]seqstore.Entry, 0, len(journal))
 	for f, body := range journal {
-		seq, err := parseNum(f)
+		seq, err := seqstore.ParseNum(f)
 		if err != nil || seq == 0 || seq > last {
 			return nil, fmt.Errorf("%w: journal of %s has entry %q outside 1..%d", seqstore.ErrCorrupt, st, f, last)
 		}
@@ -517,18 +517,6 @@ func (s *Store) prune(ctx context.Context, index string, streams []seqstore.Stre
 	return err
 }
 
-// parseNum parses a canonical decimal in 0..MaxSeq.
-func parseNum(v string) (uint64, error) {
-	if v == "" || len(v) > 1 && v[0] == '0' {
-		return 0, fmt.Errorf("%w: %q is not a canonical number", seqstore.ErrCorrupt, v)
-	}
-	n, err := strconv.ParseUint(v, 10, 64)
-	if err != nil || n > seqstore.MaxSeq {
-		return 0, fmt.Errorf("%w: %q is not a number in 0..MaxSeq", seqstore.ErrCorrupt, v)
-	}
-	return n, nil
-}
-
 func parseCursor(raw []any) (seqstore.Cursor, error) {
 	var f [4]string
 	present := 0
@@ -551,59 +539,18 @@ func parseCursor(raw []any) (seqstore.Cursor, error) {
 	}
 	var c seqstore.Cursor
 	var errs [3]error
-	c.Epoch, errs[0] = parseNum(f[0])
-	c.Next, errs[1] = parseNum(f[1])
-	c.Owner, errs[2] = parseNum(f[2])
+	c.Epoch, errs[0] = seqstore.ParseNum(f[0])
+	c.Next, errs[1] = seqstore.ParseNum(f[1])
+	c.Owner, errs[2] = seqstore.ParseNum(f[2])
 	if err := errors.Join(errs[:]...); err != nil {
 		return seqstore.Cursor{}, fmt.Errorf("cursor hash: %w", err)
 	}
-	sk, err := parseSkipped(f[3])
+	sk, err := seqstore.ParseSkipped(f[3])
 	if err != nil {
 		return seqstore.Cursor{}, err
 	}
 	c.Skipped = sk
 	return c, nil
-}
-
-func formatSkipped(rs []seqstore.Range) string {
-	var b strings.Builder
-	for i, r := range rs {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.FormatUint(r.Epoch, 10))
-		b.WriteByte(':')
-		b.WriteString(strconv.FormatUint(r.First, 10))
-		b.WriteByte('-')
-		b.WriteString(strconv.FormatUint(r.Last, 10))
-	}
-	return b.String()
-}
-
-func parseSkipped(v string) ([]seqstore.Range, error) {
-	if v == "" {
-		return nil, nil
-	}
-	parts := strings.Split(v, ",")
-	if len(parts) > seqstore.MaxSkipped {
-		return nil, fmt.Errorf("%w: %d skipped ranges, at most %d", seqstore.ErrCorrupt, len(parts), seqstore.MaxSkipped)
-	}
-	out := make([]seqstore.Range, len(parts))
-	for i, p := range parts {
-		e, rest, ok1 := strings.Cut(p, ":")
-		a, b, ok2 := strings.Cut(rest, "-")
-		if !ok1 || !ok2 {
-			return nil, fmt.Errorf("%w: skipped range %q", seqstore.ErrCorrupt, p)
-		}
-		var errs [3]error
-		out[i].Epoch, errs[0] = parseNum(e)
-		out[i].First, errs[1] = parseNum(a)
-		out[i].Last, errs[2] = parseNum(b)
-		if err := errors.Join(errs[:]...); err != nil {
-			return nil, fmt.Errorf("skipped range %q: %w", p, err)
-		}
-	}
-	return out, nil
 }
 
 // mapErr turns the scripts' and Redis's own complaints about stored data

@@ -281,7 +281,7 @@ func (s *Store) applyAdvances(ctx context.Context, tx *sql.Tx, ops []*op, out []
 		if !cs.dirty {
 			continue
 		}
-		row := []any{st.Queue, st.Group, int64(cs.cur.Epoch), int64(cs.cur.Next), int64(cs.cur.Owner), formatSkipped(cs.cur.Skipped)}
+		row := []any{st.Queue, st.Group, int64(cs.cur.Epoch), int64(cs.cur.Next), int64(cs.cur.Owner), seqstore.FormatSkipped(cs.cur.Skipped)}
 		if cs.exists {
 			updated = append(updated, row)
 		} else {
@@ -408,7 +408,7 @@ func cursorFromRow(e, n, o int64, sk string) (seqstore.Cursor, error) {
 	if e < 0 || n < 0 || o < 0 {
 		return seqstore.Cursor{}, fmt.Errorf("%w: cursor row has epoch %d next_seq %d owner %d", seqstore.ErrCorrupt, e, n, o)
 	}
-	skipped, err := parseSkipped(sk)
+	skipped, err := seqstore.ParseSkipped(sk)
 	if err != nil {
 		return seqstore.Cursor{}, err
 	}

@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -425,53 +424,5 @@ func (s *Store) Pending(ctx context.Context, queue string) ([]seqstore.Entry, er
 		}
 		return out[i].Seq < out[j].Seq
 	})
-	return out, nil
-}
-
-func formatSkipped(rs []seqstore.Range) string {
-	var b strings.Builder
-	for i, r := range rs {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, "%d:%d-%d", r.Epoch, r.First, r.Last)
-	}
-	return b.String()
-}
-
-func parseNum(v string) (uint64, error) {
-	if v == "" || len(v) > 1 && v[0] == '0' {
-		return 0, fmt.Errorf("%w: %q is not a canonical number", seqstore.ErrCorrupt, v)
-	}
-	n, err := strconv.ParseUint(v, 10, 64)
-	if err != nil || n > seqstore.MaxSeq {
-		return 0, fmt.Errorf("%w: %q is not a number in 0..MaxSeq", seqstore.ErrCorrupt, v)
-	}
-	return n, nil
-}
-
-func parseSkipped(v string) ([]seqstore.Range, error) {
-	if v == "" {
-		return nil, nil
-	}
-	parts := strings.Split(v, ",")
-	if len(parts) > seqstore.MaxSkipped {
-		return nil, fmt.Errorf("%w: %d skipped ranges, at most %d", seqstore.ErrCorrupt, len(parts), seqstore.MaxSkipped)
-	}
-	out := make([]seqstore.Range, len(parts))
-	for i, p := range parts {
-		e, rest, ok1 := strings.Cut(p, ":")
-		a, b, ok2 := strings.Cut(rest, "-")
-		if !ok1 || !ok2 {
-			return nil, fmt.Errorf("%w: skipped range %q", seqstore.ErrCorrupt, p)
-		}
-		var errs [3]error
-		out[i].Epoch, errs[0] = parseNum(e)
-		out[i].First, errs[1] = parseNum(a)
-		out[i].Last, errs[2] = parseNum(b)
-		if err := errors.Join(errs[:]...); err != nil {
-			return nil, fmt.Errorf("skipped range %q: %w", p, err)
-		}
-	}
 	return out, nil
 }
