@@ -199,7 +199,7 @@ func (r *receiver) resolveConflicts(ctx context.Context) {
 	r.resolve = nil
 	r.mu.Unlock()
 	for _, g := range gs {
-		c, err := r.q.store.Cursor(ctx, r.streamOf(g))
+		c, err := r.q.storeCursor(ctx, r.streamOf(g))
 		r.mu.Lock()
 		switch {
 		case err != nil:

@@ -181,19 +181,19 @@ type Stats struct {
 type RequestStats struct {
 	Send, Receive, Delete, ChangeVisibility int64 // driver calls by kind
 	EmptyReceive                            int64 // receives that returned nothing
-	Reserve, Sent, Advance                  int64 // store calls by kind
+	Reserve, Sent, Advance, Cursor          int64 // store calls by kind
 }
 
 type requestCounters struct {
 	send, receive, emptyReceive, delete, changeVisibility atomic.Int64
-	reserve, sent, advance                                atomic.Int64
+	reserve, sent, advance, cursor                        atomic.Int64
 }
 
 func (c *requestCounters) snapshot() RequestStats {
 	return RequestStats{
 		Send: c.send.Load(), Receive: c.receive.Load(), Delete: c.delete.Load(),
 		ChangeVisibility: c.changeVisibility.Load(), EmptyReceive: c.emptyReceive.Load(),
-		Reserve: c.reserve.Load(), Sent: c.sent.Load(), Advance: c.advance.Load(),
+		Reserve: c.reserve.Load(), Sent: c.sent.Load(), Advance: c.advance.Load(), Cursor: c.cursor.Load(),
 	}
 }
 
@@ -232,6 +232,11 @@ func (q *Queue) storeReserve(ctx context.Context, s seqstore.Stream, n int, jour
 func (q *Queue) storeSent(ctx context.Context, s seqstore.Stream, seqs []uint64) error {
 	q.req.sent.Add(1)
 	return q.store.Sent(ctx, s, seqs)
+}
+
+func (q *Queue) storeCursor(ctx context.Context, s seqstore.Stream) (seqstore.Cursor, error) {
+	q.req.cursor.Add(1)
+	return q.store.Cursor(ctx, s)
 }
 
 func (q *Queue) storeAdvance(ctx context.Context, batch []seqstore.Advance) error {

@@ -204,7 +204,7 @@ func (r *receiver) load(ctx context.Context, gs []*group) {
 	errs := make([]error, len(gs))
 	var wg sync.WaitGroup
 	for i, g := range gs {
-		wg.Go(func() { curs[i], errs[i] = r.q.store.Cursor(ctx, r.streamOf(g)) })
+		wg.Go(func() { curs[i], errs[i] = r.q.storeCursor(ctx, r.streamOf(g)) })
 	}
 	wg.Wait()
 	var dead []deadItem
