@@ -425,7 +425,7 @@ func (c *checker) stall(k key) string {
 		return " (nothing of its epoch was delivered)"
 	}
 	first := uint64(1)
-	for c.delivered[key{k.group, k.epoch, first}] != "" {
+	for c.delivered[key{k.group, k.epoch, first}] != "" || c.lostSeqs[key{k.group, k.epoch, first}] {
 		first++
 	}
 	if first >= k.seq {

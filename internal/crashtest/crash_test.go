@@ -30,7 +30,7 @@ func crashDuration(t *testing.T) time.Duration {
 // send slower so that the receiver keeps up and the final drain is short.
 func senderPause(d time.Duration) time.Duration {
 	if d > time.Minute {
-		return 150 * time.Millisecond
+		return 300 * time.Millisecond
 	}
 	return 50 * time.Millisecond
 }
@@ -64,6 +64,9 @@ func TestCrash(t *testing.T) {
 				seed: uint64(time.Now().UnixNano()) + uint64(i)})
 			res := h.run()
 			t.Logf("mode %s, %v chaos, %v in all: %s", mode, d, res.elapsed.Round(time.Millisecond), res)
+			if res.leftover > 0 {
+				t.Logf("drain incomplete: %d messages still in the queue after the drain bound (%d receiver stalls); the lost sends below may be those", res.leftover, res.stalls)
+			}
 			for i, v := range res.report.Violations {
 				if i == 10 {
 					break
