@@ -513,7 +513,9 @@ func (q *Queue) parseReceipt(r string) (int32, uint32, error) {
 	if ok {
 		slot, err1 := strconv.ParseUint(a, 32, 31)
 		gen, err2 := strconv.ParseUint(b, 32, 32)
-		if err1 == nil && err2 == nil {
+		// Only the spelling writeReceipt produces: "00" or "A" would
+		// otherwise name an issued handle without being it.
+		if err1 == nil && err2 == nil && strconv.FormatUint(slot, 32) == a && strconv.FormatUint(gen, 32) == b {
 			return int32(slot), uint32(gen), nil
 		}
 	}
