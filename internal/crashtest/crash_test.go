@@ -35,17 +35,12 @@ func senderPause(d time.Duration) time.Duration {
 	return 50 * time.Millisecond
 }
 
-// receiveWindow is the receiver's window. The short form uses 4096 (so
-// fetching pauses only past 2048 held messages) because of a known stall
-// in ordered: with more than Window/2 messages held behind holes, the
-// fetchers can stop for good while the missing messages sit in the queue
-// (seen under -race on a loaded machine; see TestFaultHeldStall and the
-// crashtest report). The long form keeps the library's default.
+// receiveWindow is the receiver's window: the library's default. (While
+// ordered's fetch stall was open, see TestFaultHeldStall, the short form used
+// 4096 to make it rarer; keep the knob for such investigations.)
 func receiveWindow(d time.Duration) int {
-	if d > time.Minute {
-		return 0
-	}
-	return 4096
+	_ = d
+	return 0
 }
 
 // TestCrash runs senders and a receiver over the emulator with chaos on,
@@ -75,11 +70,12 @@ func TestCrash(t *testing.T) {
 			}
 			require.True(t, res.report.OK(), "want no violation, first: %v (histories kept in %s)", res.report.First(), h.keep())
 			if res.stalls > 0 {
-				// A liveness bug of ordered, not a safety violation: order,
+				// A liveness failure, not a safety violation: order,
 				// duplicates and losses were checked above on the whole run,
-				// restarts included. INORDER_CRASH_STRICT=1 makes it fail.
-				msg := fmt.Sprintf("KNOWN BUG: the receiver stalled %d times during the drain and was restarted (histories kept in %s)", res.stalls, h.keep())
-				if os.Getenv("INORDER_CRASH_STRICT") == "1" {
+				// restarts included. INORDER_CRASH_ALLOW_STALL=1 tolerates it
+				// (for investigating something else).
+				msg := fmt.Sprintf("the receiver stalled %d times during the drain and was restarted (histories kept in %s)", res.stalls, h.keep())
+				if os.Getenv("INORDER_CRASH_ALLOW_STALL") != "1" {
 					t.Fatal(msg)
 				}
 				t.Log(msg)

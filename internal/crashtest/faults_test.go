@@ -200,7 +200,7 @@ func TestFaultReceiverStoreWiped(t *testing.T) {
 	rx2 := e.open(openFilestore(t, t.TempDir()), ropts()) // the wiped store
 	require.Equal(t, 10, rec.send(ctx, tx, "s", 1, "g", 10))
 	stop2 := run(t, rx2, rec.handler("r", 2, nil))
-	waitFor(t, 10*time.Second, "second receiver's messages", func() bool { return rec.delivered() >= 20 })
+	waitFor(t, 20*time.Second, fmt.Sprintf("second receiver's messages (receiver %+v)", rx2.Stats().Receive), func() bool { return rec.delivered() >= 20 })
 	stop2()
 	rep := rec.check(t, Config{Leftover: e.waitEmpty(10 * time.Second)})
 	assert.Zero(t, rep.Duplicates, "duplicates")

@@ -3,7 +3,6 @@ package crashtest
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,12 +30,10 @@ import (
 // waitRoom (recv_route.go) is woken only when handOutLocked pops the ready
 // ring (recv_deliver.go), which happens while the popped message becomes
 // "out" (so the fetcher re-checks, still sees movement, and sleeps again);
-// the Ack that empties r.out and ends all movement wakes nobody. Skipped
-// unless INORDER_CRASH_KNOWN_BUGS=1 until ordered is fixed.
+// the Ack that empties r.out and ends all movement woke nobody. Fixed in
+// ordered by a10acab (Ack signals the fetchers; a periodic safety net); this
+// test guards it.
 func TestFaultHeldStall(t *testing.T) {
-	if os.Getenv("INORDER_CRASH_KNOWN_BUGS") != "1" {
-		t.Skip("known bug in ordered: an Ack that ends all movement does not wake paused fetchers (INORDER_CRASH_KNOWN_BUGS=1 runs it)")
-	}
 	for _, mode := range []ordered.Mode{ordered.AtLeastOnce, ordered.AtMostOnce} {
 		t.Run(mode.String(), func(t *testing.T) { heldStall(t, mode) })
 	}
