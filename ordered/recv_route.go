@@ -56,7 +56,7 @@ func (r *receiver) fetchLoop() {
 			useless = 0
 		} else {
 			useless++
-			if !sleepCtx(ctx, min(r.q.opts.Retry.backoff(useless), maxUselessDelay)) {
+			if !sleepCtx(ctx, min(r.q.opts.Retry.backoff(useless), maxProbeDelay)) {
 				return
 			}
 		}
@@ -104,13 +104,6 @@ func (r *receiver) waitRoom(ctx context.Context) bool {
 // long enough to let a missing message arrive through another fetch, short
 // enough not to delay a hole's filling when the queue holds a backlog.
 const maxProbeDelay = 5 * time.Millisecond
-
-// maxUselessDelay caps the pauses after batches of which nothing could be
-// kept. Each such batch leaves MaxBatch messages invisible until their
-// visibility is shortened (at a bounded rate) or expires, so fetching at the
-// probe rate would hide most of a deep backlog for a whole visibility
-// timeout.
-const maxUselessDelay = 100 * time.Millisecond
 
 func (r *receiver) probing() bool {
 	r.mu.Lock()
@@ -454,11 +447,10 @@ func (r *receiver) currentLocked(g *group, e *entry, now time.Time, dead *[]dead
 // deleted, it comes back after its visibility timeout.
 func (r *receiver) notKeptLocked(g *group, e *entry) {
 	r.st.NotKept++
-	r.shortq = append(r.shortq, extension{e: e, receipt: e.receipt})
-	if len(r.shortq) >= 2*maxShorten {
-		r.trimShortqLocked(maxShorten)
+	if len(r.shortq) < maxShorten {
+		r.shortq = append(r.shortq, extension{e: e, receipt: e.receipt})
+		signal(r.keeperWake)
 	}
-	signal(r.keeperWake)
 	x := g.extra()
 	if x.farLow == 0 || e.seq < x.farLow {
 		x.farLow = e.seq

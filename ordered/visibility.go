@@ -1,11 +1,8 @@
 package ordered
 
 import (
-	"cmp"
 	"container/heap"
 	"errors"
-	"math"
-	"slices"
 	"sync"
 	"time"
 
@@ -79,8 +76,7 @@ type extension struct {
 }
 
 // maxShorten bounds the messages waiting for their visibility to be
-// shortened; beyond it the least urgent (farthest ahead of their group's
-// next seq) are left to expire.
+// shortened; beyond it they are left to expire.
 const maxShorten = 1024
 
 // visibilityDueLocked picks the handed-out messages whose visibility ends
@@ -106,10 +102,6 @@ func (r *receiver) visibilityDueLocked(now time.Time) []extension {
 	}
 	// Then messages not kept: make them come back soon rather than after a
 	// whole visibility timeout, which would stall their group that long.
-	// Nearest to its group's next seq first: that is the message its group
-	// will wait for first, and with a deep backlog the queue holds far more
-	// than the rate allows in one tick.
-	r.trimShortqLocked(maxShorten)
 	n := 0
 	for n < len(r.shortq) && r.tokens >= 1 {
 		x := r.shortq[n]
@@ -122,32 +114,6 @@ func (r *receiver) visibilityDueLocked(now time.Time) []extension {
 	clear(r.shortq[rest:])
 	r.shortq = r.shortq[:rest]
 	return due
-}
-
-// trimShortqLocked sorts the messages not kept by urgency and keeps the
-// limit most urgent; the others are left to expire.
-func (r *receiver) trimShortqLocked(limit int) {
-	slices.SortStableFunc(r.shortq, func(a, b extension) int {
-		return cmp.Compare(shortUrgency(a.e), shortUrgency(b.e))
-	})
-	if len(r.shortq) > limit {
-		clear(r.shortq[limit:])
-		r.shortq = r.shortq[:limit]
-	}
-}
-
-// shortUrgency orders messages not kept: how far the message is ahead of its
-// group's next seq (0 if the group waits for it now). Messages of another
-// epoch, or of no group, come last.
-func shortUrgency(e *entry) uint64 {
-	g := e.g
-	if g == nil || e.epoch != g.epoch {
-		return math.MaxUint64
-	}
-	if next := g.nextSeq(); e.seq > next {
-		return e.seq - next
-	}
-	return 0
 }
 
 // extend changes the visibility of due messages, a few requests at a time,
