@@ -325,6 +325,13 @@ func (r *receiver) startLocked(g *group, now time.Time) {
 	g.clear(gFresh)
 	g.epoch, g.next = x.startEpoch, x.startLow
 	g.ack.Epoch, g.ack.Next = x.startEpoch, x.startLow
+	if x.startLow > 1 {
+		// The seqs below the start were never seen here: one that arrives
+		// later is a late arrival (reported, dead-lettered or handed out
+		// Unordered), not a duplicate to delete, as the gap policy's
+		// skipped ranges are.
+		addSkipped(&g.ack, seqstore.Range{Epoch: x.startEpoch, First: 1, Last: x.startLow - 1})
+	}
 	x.startAt = time.Time{}
 	pending := x.pending
 	x.pending = nil

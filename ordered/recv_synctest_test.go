@@ -460,8 +460,18 @@ func TestSynctestStartLowest(t *testing.T) {
 			assert.Equal(t, want, m.Seq)
 			ack(t, m)
 		}
+		// A seq below the start arriving after the settle time is a late
+		// arrival: handed out flagged, never deleted as a duplicate.
+		rxSend(t, b.drv, rxBodies("g", 9, 999, 999, nil))
+		time.Sleep(time.Second)
+		m := b.next()
+		assert.Equal(t, uint64(999), m.Seq)
+		assert.True(t, m.Unordered, "seq 999 below the start must be handed out flagged Unordered")
+		ack(t, m)
 		b.close()
 		assert.Equal(t, uint64(1006), b.cursor("g").Next)
+		vis, inflight := b.drv.Len()
+		assert.Zero(t, vis+inflight, "the late arrival is deleted once acked")
 	})
 }
 

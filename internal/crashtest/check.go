@@ -280,6 +280,10 @@ func (c *checker) receiver(h *History) {
 			if ev.Unordered {
 				if !c.cfg.AllowUnordered {
 					c.fail(RuleUnordered, ev, ev.Group, ev.Epoch, ev.Seq, "message handed out flagged Unordered")
+				} else if k := (key{ev.Group, ev.Epoch, ev.Seq}); ev.Seq != 0 && c.delivered[k] == "" {
+					// A late arrival (a seq below a StartLowest start or in a
+					// skipped range) handed out flagged: delivered, not lost.
+					c.delivered[k] = ev.Payload
 				}
 				continue
 			}

@@ -31,8 +31,8 @@ import (
 // ring (recv_deliver.go), which happens while the popped message becomes
 // "out" (so the fetcher re-checks, still sees movement, and sleeps again);
 // the Ack that empties r.out and ends all movement woke nobody. Fixed in
-// ordered by a10acab (Ack signals the fetchers; a periodic safety net); this
-// test guards it.
+// ordered by e8dae95 (the keeper re-checks the fetch conditions every tick);
+// this test guards it.
 func TestFaultHeldStall(t *testing.T) {
 	for _, mode := range []ordered.Mode{ordered.AtLeastOnce, ordered.AtMostOnce} {
 		t.Run(mode.String(), func(t *testing.T) { heldStall(t, mode) })
