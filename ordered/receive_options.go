@@ -95,7 +95,8 @@ const (
 	// backoff, and reports its group as stuck (Hooks.OnStuck,
 	// ReceiveStats.Stuck): the group's order is never broken.
 	PoisonBlock PoisonPolicy = iota
-	// PoisonDeadLetter sends the original body to ReceiveOptions.DeadLetter
+	// PoisonDeadLetter sends the body as it was on the queue (header
+	// included, so group and seq stay visible) to ReceiveOptions.DeadLetter
 	// and then moves the cursor past the message, as an Ack would.
 	PoisonDeadLetter
 )
@@ -162,9 +163,10 @@ type ReceiveOptions struct {
 
 	// DeadLetter is the queue that receives poison messages (PoisonDeadLetter),
 	// untagged ones (UntaggedDeadLetter) and late arrivals (a seq of an older
-	// epoch or of a skipped range), with their original body. Nil: poison
-	// and untagged policies must not need it, and late arrivals are handed
-	// out flagged Unordered. It stays owned by the caller.
+	// epoch or of a skipped range), with their body as it was on the queue,
+	// header included. Nil: poison and untagged policies must not need it,
+	// and late arrivals are handed out flagged Unordered. It stays owned by
+	// the caller.
 	DeadLetter driver.Queue
 
 	// SyncAck makes Ack wait until its cursor advance is durable.
