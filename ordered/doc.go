@@ -74,6 +74,15 @@
 // wrap their causes, so errors.Is and errors.As reach the driver's and the
 // store's sentinels.
 //
+// On the send side, [ErrInvalidGroup], [ErrTooLarge] and [ErrClosed] mean
+// nothing was reserved: the message does not exist. Any other error from a
+// send in durable mode (SendDurable) means the outcome is unknown to the
+// caller: the message keeps its seq in the journal and recovery sends it
+// (New, [Queue.Recover]), so sending the payload again would deliver it
+// twice, under two seqs. Retryable driver errors are retried before a send
+// fails; a failed store reservation is not retried, since it may have been
+// applied.
+//
 // # Shutdown
 //
 // [Queue.Close] stops fetching and handing out, waits for running Run
@@ -82,5 +91,7 @@
 // in memory but not delivered are simply forgotten: they come back from the
 // queue after their visibility timeout. If ctx ends first, Close abandons
 // the rest (nothing acknowledged is lost, at worst delivered again) and
-// returns ctx's error. Close is idempotent.
+// returns ctx's error. Close is idempotent. On the send side, Close stops
+// admitting sends (ErrClosed), waits until the admitted ones are sent or ctx
+// ends, and flushes the journal's sent marks.
 package ordered
