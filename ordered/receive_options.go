@@ -121,7 +121,11 @@ type ReceiveOptions struct {
 
 	// Window is how far ahead of a group's next seq a message is buffered:
 	// seqs at or beyond next+Window are not kept (they come back after
-	// their visibility timeout). Default 1024.
+	// their visibility timeout). Default 8192: concurrent senders land
+	// batches out of order by more than a thousand seqs in a deep backlog,
+	// and a smaller window turns that into stalls of a visibility timeout.
+	// A group's reorder ring grows with the distance it spans, up to 24
+	// bytes per seq of the window, and is freed when the group goes idle.
 	Window int
 
 	// MaxBufferedBytes bounds the bytes of all messages held in memory and
@@ -217,7 +221,7 @@ func (o *ReceiveOptions) setDefaults(limits driver.Limits) error {
 		}
 	}
 	if o.Window == 0 {
-		o.Window = 1024
+		o.Window = 8192
 	}
 	if o.MaxBufferedBytes == 0 {
 		o.MaxBufferedBytes = 64 << 20

@@ -77,8 +77,8 @@
 //	-count K          run the list K times round-robin; keep each row's best
 //	-backlog B        most messages sent and not yet delivered, per group
 //	                  (times the groups, at most 16384; default 1000, under
-//	                  the receiver's default window of 1024); 0: no bound
-//	-window W         the receiver's look-ahead window (default 1024)
+//	                  the receiver's default window of 8192); 0: no bound
+//	-window W         the receiver's look-ahead window (default 8192)
 //	-timeout D        give up on a scenario after D (default 3m, -quick 30s)
 //	-scenario RE      run the scenarios whose name matches RE (and their bases)
 //	-producers P      sending goroutines (default 4)

@@ -69,7 +69,7 @@ func main() {
 	flag.IntVar(&c.consumers, "consumers", 2, "raw receive loops, and the ordered side's fetchers")
 	flag.IntVar(&c.size, "size", 100, "payload bytes")
 	flag.IntVar(&c.backlog, "backlog", 1000, "most messages sent and not yet delivered, per group (times the groups; raw runs count as one group) (0: no bound)")
-	flag.IntVar(&c.window, "window", 0, "the ordered receiver's look-ahead window per group (0: ReceiveOptions' default, 1024)")
+	flag.IntVar(&c.window, "window", 0, "the ordered receiver's look-ahead window per group (0: ReceiveOptions' default, 8192)")
 	flag.IntVar(&c.count, "count", 1, "run the scenario list this many times, round-robin, and keep each scenario's best run")
 	flag.DurationVar(&c.timeout, "timeout", 0, "give up on a scenario after this long (default 3m, -quick 30s)")
 	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file")
