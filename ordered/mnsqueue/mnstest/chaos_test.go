@@ -22,7 +22,7 @@ func TestChaos(t *testing.T) {
 		t.Skip("chaos run skipped in -short mode")
 	}
 	srv := newServer(t, &mnstest.Options{Seed: 7, Faults: mnstest.Faults{
-		Redeliver: 0.1, Error5xx: 0.05, Drop: 0.02, EarlyEmpty: 0.1,
+		Redeliver: 0.1, Error5xx: 0.05, Drop: 0.02, EarlyEmpty: 0.3,
 		Latency: 200 * time.Microsecond, Jitter: 500 * time.Microsecond,
 	}})
 	name, _ := newQueue(t, srv, &mnstest.QueueAttributes{VisibilityTimeout: 1})
