@@ -1,7 +1,10 @@
 package envelope
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -20,6 +23,10 @@ type Header struct {
 	Epoch uint64
 	// Seq is the sequence id, 1..MaxNumber.
 	Seq uint64
+	// Signed marks a default-form header that carries MAC, a truncated
+	// HMAC-SHA256 over group, epoch, seq and payload (see Sign).
+	Signed bool
+	MAC    [MACLen]byte
 }
 
 const (
@@ -27,9 +34,12 @@ const (
 	MaxHeaderLen = 255
 	// MaxGroupLen is the longest group, in bytes.
 	MaxGroupLen = 128
-	// MaxNumber is the largest epoch and seq a header carries, so both fit
-	// a signed 64-bit integer.
-	MaxNumber = 1<<63 - 1
+	// MaxNumber is the largest epoch and seq a header carries: one less
+	// than the largest signed 64-bit integer, so that the cursor past any
+	// seq a header names (seq+1) still fits the stores' signed columns.
+	MaxNumber = 1<<63 - 2
+	// MACLen is the length of a header's MAC, in bytes (128 bits).
+	MACLen = 16
 )
 
 // ErrInvalidHeader is wrapped by the errors of ValidateGroup and
@@ -40,7 +50,8 @@ const (
 	version    = "v1"
 	prefixV1   = "#" + version + ";"
 	encodedTag = '~'
-	maxDigits  = 19 // len("9223372036854775807")
+	maxDigits  = 19 // len("9223372036854775806")
+	macChars   = 22 // base64url of MACLen bytes, unpadded
 )
 
 // b64 is the group encoding: base64url without padding, and strict so that
@@ -72,8 +83,8 @@ func (h Header) Validate() error {
 	if h.Epoch > MaxNumber {
 		return fmt.Errorf("%w: epoch must be at most %d, got %d", ErrInvalidHeader, uint64(MaxNumber), h.Epoch)
 	}
-	if h.Legacy && (h.Group != "" || h.Epoch != 0) {
-		return fmt.Errorf("%w: the legacy form carries no group and no epoch", ErrInvalidHeader)
+	if h.Legacy && (h.Group != "" || h.Epoch != 0 || h.Signed) {
+		return fmt.Errorf("%w: the legacy form carries no group, no epoch and no MAC", ErrInvalidHeader)
 	}
 	return ValidateGroup(h.Group)
 }
@@ -113,6 +124,9 @@ func headerLen(h Header, plain bool) int {
 		return 2 + digits(h.Seq)
 	}
 	n := len(prefixV1) + digits(h.Epoch) + 1 + digits(h.Seq) + 1 + 1
+	if h.Signed {
+		n += 1 + macChars
+	}
 	if plain {
 		return n + len(h.Group)
 	}
@@ -129,7 +143,7 @@ func Append(dst []byte, h Header, payload []byte) []byte {
 	plain := plainGroup(h.Group)
 	// A plain group is short ASCII without NUL, so only the numbers and
 	// the legacy rule need checking; other groups get the full check.
-	if h.Seq < 1 || h.Seq > MaxNumber || h.Epoch > MaxNumber || h.Legacy && (h.Group != "" || h.Epoch != 0) ||
+	if h.Seq < 1 || h.Seq > MaxNumber || h.Epoch > MaxNumber || h.Legacy && (h.Group != "" || h.Epoch != 0 || h.Signed) ||
 		!plain || len(h.Group) > MaxGroupLen {
 		if err := h.Validate(); err != nil {
 			panic(err)
@@ -154,6 +168,10 @@ func Append(dst []byte, h Header, payload []byte) []byte {
 		} else {
 			dst = append(dst, encodedTag)
 			dst = b64.AppendEncode(dst, []byte(h.Group))
+		}
+		if h.Signed {
+			dst = append(dst, ';')
+			dst = b64.AppendEncode(dst, h.MAC[:])
 		}
 	}
 	dst = append(dst, '#')
@@ -201,6 +219,22 @@ func Parse(body []byte) (h Header, payload []byte, ok bool) {
 	seqField, groupField, ok := cutField(rest)
 	if !ok {
 		return Header{}, nil, false
+	}
+	if group, macField, signed := cutField(groupField); signed {
+		// Strict base64url of exactly MACLen bytes: one encoding per MAC.
+		if len(macField) != macChars {
+			return Header{}, nil, false
+		}
+		for _, c := range macField {
+			if !b64Byte(c) {
+				return Header{}, nil, false
+			}
+		}
+		if n, err := b64.Decode(h.MAC[:], macField); err != nil || n != MACLen {
+			return Header{}, nil, false
+		}
+		h.Signed = true
+		groupField = group
 	}
 	if h.Epoch, ok = parseNumber(epochField); !ok {
 		return Header{}, nil, false
@@ -289,4 +323,44 @@ func parseGroup(field []byte) (string, bool) {
 		}
 	}
 	return string(raw), true
+}
+
+// macDomain separates inorder's header MACs from any other use of the key.
+const macDomain = "inorder/envelope/v1 mac\x00"
+
+// Sign returns the MAC that a signed header of h over payload carries: the
+// first MACLen bytes of HMAC-SHA256 under key of a length-prefixed encoding
+// of h's group, epoch and seq, followed by the payload. h.Signed and h.MAC
+// are ignored.
+func Sign(key []byte, h Header, payload []byte) [MACLen]byte {
+	m := hmac.New(sha256.New, key)
+	var buf [len(macDomain) + 1 + 2*8]byte
+	b := append(buf[:0], macDomain...)
+	b = append(b, byte(len(h.Group)))
+	m.Write(b)
+	m.Write([]byte(h.Group))
+	b = binary.BigEndian.AppendUint64(buf[:0], h.Epoch)
+	b = binary.BigEndian.AppendUint64(b, h.Seq)
+	m.Write(b)
+	m.Write(payload)
+	var sum [sha256.Size]byte
+	var mac [MACLen]byte
+	copy(mac[:], m.Sum(sum[:0]))
+	return mac
+}
+
+// Verify reports whether h is signed with a MAC of payload under one of
+// keys. It compares in constant time.
+func Verify(h Header, payload []byte, keys ...[]byte) bool {
+	if !h.Signed {
+		return false
+	}
+	ok := false
+	for _, k := range keys {
+		want := Sign(k, h, payload)
+		if hmac.Equal(want[:], h.MAC[:]) {
+			ok = true
+		}
+	}
+	return ok
 }

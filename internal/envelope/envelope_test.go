@@ -27,7 +27,7 @@ func TestParseValid(t *testing.T) {
 		payload []byte
 	}{
 		{"legacy", []byte("#1#hello"), envelope.Header{Legacy: true, Seq: 1}, []byte("hello")},
-		{"legacy max seq, empty payload", []byte("#9223372036854775807#"), envelope.Header{Legacy: true, Seq: maxNumber}, []byte{}},
+		{"legacy max seq, empty payload", []byte("#9223372036854775806#"), envelope.Header{Legacy: true, Seq: maxNumber}, []byte{}},
 		{"legacy binary payload", append([]byte("#12#"), binary...), envelope.Header{Legacy: true, Seq: 12}, binary},
 		{"legacy payload that looks tagged", []byte("#3##5#x"), envelope.Header{Legacy: true, Seq: 3}, []byte("#5#x")},
 		{"default group, epoch 0", []byte("#v1;0;1;#x"), envelope.Header{Seq: 1}, []byte("x")},
@@ -35,11 +35,15 @@ func TestParseValid(t *testing.T) {
 			envelope.Header{Group: "order-17", Epoch: 1700000000000, Seq: 42}, []byte(`{"a":1}`)},
 		{"plain group with punctuation", []byte("#v1;5;6;a/b:c=d!?[]{}'\"`^&*()+,<>@\\|#"),
 			envelope.Header{Group: "a/b:c=d!?[]{}'\"`^&*()+,<>@\\|", Epoch: 5, Seq: 6}, []byte{}},
-		{"max numbers", []byte("#v1;9223372036854775807;9223372036854775807;g#p"),
+		{"max numbers", []byte("#v1;9223372036854775806;9223372036854775806;g#p"),
 			envelope.Header{Group: "g", Epoch: maxNumber, Seq: maxNumber}, []byte("p")},
 		{"encoded unicode group", []byte("#v1;7;8;~6K6i5Y2V#p"), envelope.Header{Group: "订单", Epoch: 7, Seq: 8}, []byte("p")},
 		{"encoded group with separators", []byte("#v1;7;8;~YSNiO2MlZH5lIGY#p"), envelope.Header{Group: "a#b;c%d~e f", Epoch: 7, Seq: 8}, []byte("p")},
 		{"default binary payload", append([]byte("#v1;1;2;g#"), binary...), envelope.Header{Group: "g", Epoch: 1, Seq: 2}, binary},
+		{"signed", []byte("#v1;1;2;g;AAECAwQFBgcICQoLDA0ODw#p"),
+			envelope.Header{Group: "g", Epoch: 1, Seq: 2, Signed: true, MAC: [16]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}}, []byte("p")},
+		{"signed default group", []byte("#v1;1;2;;AAECAwQFBgcICQoLDA0ODw#p"),
+			envelope.Header{Epoch: 1, Seq: 2, Signed: true, MAC: [16]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}}, []byte("p")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,6 +78,7 @@ func TestParseInvalid(t *testing.T) {
 		{"legacy letter", "#1a#x"},
 		{"legacy space", "# 1#x"},
 		{"legacy overflow 2^63", "#9223372036854775808#x"},
+		{"legacy 2^63-1: no seq after it", "#9223372036854775807#x"},
 		{"legacy 20 digits", "#18446744073709551615#x"},
 		{"legacy 21 digits", "#100000000000000000000#x"},
 		{"bad version", "#v2;1;1;g#x"},
@@ -87,6 +92,16 @@ func TestParseInvalid(t *testing.T) {
 		{"seq 0", "#v1;1;0;g#x"},
 		{"seq leading zero", "#v1;1;007;g#x"},
 		{"seq overflow", "#v1;1;9223372036854775808;g#x"},
+		{"seq 2^63-1: no cursor past it", "#v1;1;9223372036854775807;g#x"},
+		{"epoch 2^63-1", "#v1;9223372036854775807;1;g#x"},
+		{"MAC too short", "#v1;1;2;g;AAECAwQFBgcICQoLDA0ODg#x"[:len("#v1;1;2;g;AAECAwQFBgcICQoLDA0OD")] + "#x"},
+		{"MAC too long", "#v1;1;2;g;AAECAwQFBgcICQoLDA0ODwA#x"},
+		{"MAC padded", "#v1;1;2;g;AAECAwQFBgcICQoLDA0ODw==#x"},
+		{"MAC std alphabet", "#v1;1;2;g;AAECAwQFBgcICQoLDA0OD+#x"},
+		{"MAC non-zero trailing bits", "#v1;1;2;g;AAECAwQFBgcICQoLDA0ODx#x"},
+		{"empty MAC", "#v1;1;2;g;#x"},
+		{"two MACs", "#v1;1;2;g;AAECAwQFBgcICQoLDA0ODw;AAECAwQFBgcICQoLDA0ODw#x"},
+		{"legacy with MAC", "#1;AAECAwQFBgcICQoLDA0ODw#x"},
 		{"semicolon in group", "#v1;1;1;a;b#x"},
 		{"space in group", "#v1;1;1;a b#x"},
 		{"percent in group", "#v1;1;1;a%20b#x"},
@@ -207,6 +222,7 @@ func TestParseAllocations(t *testing.T) {
 		{"default group", []byte("#v1;1700000000000;123;#payload"), 0},
 		{"plain group", []byte("#v1;1700000000000;123;order-17#payload"), 1},
 		{"encoded group", []byte("#v1;1700000000000;123;~6K6i5Y2V#payload"), 1},
+		{"signed", []byte("#v1;1700000000000;123;;AAECAwQFBgcICQoLDA0ODw#payload"), 0},
 		{"untagged", bytes.Repeat([]byte("#"), 1), 0},
 		{"hostile", append([]byte("#"), bytes.Repeat([]byte("9"), 1<<16)...), 0},
 	}
@@ -256,6 +272,9 @@ func TestRoundTripProperty(t *testing.T) {
 		if h.Legacy = rapid.Bool().Draw(t, "legacy"); !h.Legacy {
 			h.Epoch = rapid.Uint64Range(0, maxNumber).Draw(t, "epoch")
 			h.Group = genGroup().Draw(t, "group")
+			if h.Signed = rapid.Bool().Draw(t, "signed"); h.Signed {
+				copy(h.MAC[:], rapid.SliceOfN(rapid.Byte(), 16, 16).Draw(t, "mac"))
+			}
 		}
 		payload := rapid.SliceOfN(rapid.Byte(), 0, 64).Draw(t, "payload")
 		body := envelope.Append(nil, h, payload)
@@ -304,6 +323,8 @@ func FuzzRoundTrip(f *testing.F) {
 		h := envelope.Header{Legacy: legacy, Group: group, Epoch: epoch & maxNumber, Seq: max(seq&maxNumber, 1)}
 		if legacy {
 			h.Group, h.Epoch = "", 0
+		} else if seq&1 == 1 {
+			h.Signed, h.MAC = true, envelope.Sign([]byte(group), h, payload)
 		}
 		body := envelope.Append(nil, h, payload)
 		if envelope.HeaderLen(h) > envelope.MaxHeaderLen || len(body) != envelope.HeaderLen(h)+len(payload) {
@@ -314,6 +335,51 @@ func FuzzRoundTrip(f *testing.F) {
 			t.Fatalf("Parse(Append(%+v, %q)) = %+v, %q, %v", h, payload, got, gotPayload, ok)
 		}
 	})
+}
+
+// TestWorstCaseSignedHeaderLen checks the longest signed headers.
+func TestWorstCaseSignedHeaderLen(t *testing.T) {
+	t.Parallel()
+	for _, g := range []string{strings.Repeat("#", 128), strings.Repeat("a", 128)} {
+		h := envelope.Header{Group: g, Epoch: maxNumber, Seq: maxNumber, Signed: true}
+		h.MAC = envelope.Sign([]byte("k"), h, nil)
+		assert.LessOrEqual(t, envelope.HeaderLen(h), envelope.MaxHeaderLen, "signed header of group %q", g)
+		got, _, ok := envelope.Parse(envelope.Append(nil, h, nil))
+		require.True(t, ok)
+		assert.Equal(t, h, got)
+	}
+}
+
+func TestSignVerify(t *testing.T) {
+	t.Parallel()
+	key, old, other := []byte("current key"), []byte("previous key"), []byte("attacker")
+	h := envelope.Header{Group: "acct-7", Epoch: 1700000000000 << 20, Seq: 42, Signed: true}
+	payload := []byte(`{"amount":10}`)
+	h.MAC = envelope.Sign(key, h, payload)
+	body := envelope.Append(nil, h, payload)
+	got, gotPayload, ok := envelope.Parse(body)
+	require.True(t, ok, "a signed body parses")
+	assert.True(t, envelope.Verify(got, gotPayload, key), "the signing key verifies")
+	assert.True(t, envelope.Verify(got, gotPayload, old, key), "any of the accepted keys verifies (rotation)")
+	assert.False(t, envelope.Verify(got, gotPayload, other), "another key does not verify")
+	assert.False(t, envelope.Verify(got, gotPayload), "no key verifies nothing")
+
+	tamper := map[string]func(h *envelope.Header, p *[]byte){
+		"payload":  func(h *envelope.Header, p *[]byte) { *p = []byte(`{"amount":99}`) },
+		"group":    func(h *envelope.Header, p *[]byte) { h.Group = "acct-8" },
+		"epoch":    func(h *envelope.Header, p *[]byte) { h.Epoch++ },
+		"seq":      func(h *envelope.Header, p *[]byte) { h.Seq = 1 },
+		"mac":      func(h *envelope.Header, p *[]byte) { h.MAC[0] ^= 1 },
+		"unsigned": func(h *envelope.Header, p *[]byte) { h.Signed = false },
+		// Group and payload are length-prefixed apart: moving a byte from
+		// one to the other changes the MAC.
+		"boundary": func(h *envelope.Header, p *[]byte) { h.Group = "acct-7{"; *p = []byte(`"amount":10}`) },
+	}
+	for name, f := range tamper {
+		h2, p2 := got, append([]byte(nil), gotPayload...)
+		f(&h2, &p2)
+		assert.False(t, envelope.Verify(h2, p2, key), "tampered %s must not verify", name)
+	}
 }
 
 func TestErrorsAreSentinels(t *testing.T) {
