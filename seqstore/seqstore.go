@@ -279,6 +279,70 @@ func (a Advance) Check() error {
 	return nil
 }
 
+// ErrAborted marks a request of an atomic multi-stream call that was not
+// applied only because another request of the same call failed. Retrying it
+// without the failed requests may succeed.
+var ErrAborted = errors.New("seqstore: not applied: another request of the batch failed")
+
+// BatchError reports the outcome of a multi-stream call (Reserve, Cursors,
+// Advance) request by request. Errs has one element per request, in order:
+// nil means request i took effect (its Reservation or Cursor is valid); an
+// error means it did not: its own cause (ErrConflict, ErrInvalidStream,
+// ErrOverflow, ErrCorrupt, ...) or ErrAborted when an atomic call refused it
+// because of another request.
+//
+// A multi-stream call that fails with an error that is not a *BatchError
+// gives no such knowledge: every request may or may not have taken effect
+// (a lost response, an outage part-way), and the caller must find out (read
+// the cursors again) or tolerate both.
+type BatchError struct {
+	Errs []error
+}
+
+func (e *BatchError) Error() string {
+	n := 0
+	var first error
+	for _, err := range e.Errs {
+		if err != nil && !errors.Is(err, ErrAborted) {
+			if first == nil {
+				first = err
+			}
+			n++
+		}
+	}
+	if first == nil {
+		return fmt.Sprintf("seqstore: %d of %d requests not applied", len(e.Errs), len(e.Errs))
+	}
+	return fmt.Sprintf("seqstore: %d of %d requests failed (first: %v)", n, len(e.Errs), first)
+}
+
+// Unwrap returns the requests' errors, so that errors.Is finds a sentinel
+// (ErrConflict, ...) that any request's error wraps.
+func (e *BatchError) Unwrap() []error {
+	var errs []error
+	for _, err := range e.Errs {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// Failed returns the error of request i of a multi-stream call that
+// returned err: nil when it took effect, the request's own error or
+// ErrAborted when err is a *BatchError of n requests, and err itself
+// otherwise (the outcome is unknown).
+func Failed(err error, i, n int) error {
+	if err == nil {
+		return nil
+	}
+	var be *BatchError
+	if errors.As(err, &be) && len(be.Errs) == n {
+		return be.Errs[i]
+	}
+	return err
+}
+
 // ConflictError reports the streams whose cursors did not match in an Advance
 // batch. It wraps ErrConflict.
 type ConflictError struct {
