@@ -1,0 +1,562 @@
+package recvcore
+
+import (
+	"math/rand/v2"
+	"time"
+
+	"github.com/inorder/inorder/seqstore"
+)
+
+// Memory charged per item, beyond the bytes of its bodies and strings. They
+// are rounded up from the sizes of the structs, slice slots and map entries
+// each item takes (TestMemoryBudget checks the heap against them).
+const (
+	msgCost   = 384
+	groupCost = 1024
+	seenCost  = 160
+	slotCost  = 8 // one pointer in a group's slice
+)
+
+// Core is the receive side's state machine. It is not safe for concurrent
+// use: the shell serialises its calls.
+type Core struct {
+	cfg Config
+	rng *rand.Rand
+
+	groups map[string]*group
+	ring   fifo[ringItem]
+	timers timerHeap
+	idle   idleList
+	vis    visList
+
+	dirty     fifo[*group]
+	reads     fifo[*group]
+	readBusy  map[uint64][]*group
+	readAfter time.Time
+	readFails int
+
+	commit       *commitBatch
+	commitAfter  time.Time
+	commitFails  int
+	lastCommitAt time.Time
+
+	delq        fifo[*msg]
+	delSince    time.Time
+	delBusy     map[uint64][]*msg
+	visBusy     map[uint64]visChange
+	shortq      fifo[string]
+	deadq       []*msg
+	deadBusy    map[uint64][]*msg
+	deadAfter   time.Time
+	deadFails   int
+	parkq       []*msg
+	parkBusy    map[uint64][]*msg
+	parkAfter   time.Time
+	parkFails   int
+	unparkq     fifo[*group]
+	unparkBusy  map[uint64][]*group
+	unparkAfter time.Time
+	unparkFails int
+
+	unordered map[seenKey]*msg     // Unordered copies held or out
+	seen      map[seenKey]struct{} // Unordered copies settled
+	seenOrder fifo[seenKey]
+
+	// released counts messages given back to the queue that stay invisible
+	// (received and not deleted, for the service) until their time here.
+	released fifo[time.Time]
+
+	live, peakLive int // messages received and not deleted (receipts held)
+	buffered       int // messages waiting for their turn
+	bufferedBytes  int
+	mem            int
+
+	visTokens   float64
+	visAt       time.Time
+	undelTokens float64
+	undelAt     time.Time
+
+	stuck map[*group]struct{}
+
+	reports  []Report
+	resolved []Resolution
+	ids      uint64
+	tickets  Ticket
+	closing  bool
+	st       Stats
+}
+
+type commitBatch struct {
+	id     uint64
+	groups []*group
+	tos    []seqstore.Cursor
+	froms  []seqstore.Cursor
+}
+
+type visChange struct {
+	m       *msg // nil for a shortening
+	receipt string
+}
+
+type seenKey struct {
+	group, id  string
+	epoch, seq uint64
+}
+
+// New returns a Core for cfg.
+func New(cfg Config) (*Core, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	c := &Core{
+		cfg:         cfg,
+		rng:         rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		groups:      make(map[string]*group),
+		readBusy:    make(map[uint64][]*group),
+		delBusy:     make(map[uint64][]*msg),
+		visBusy:     make(map[uint64]visChange),
+		deadBusy:    make(map[uint64][]*msg),
+		parkBusy:    make(map[uint64][]*msg),
+		unparkBusy:  make(map[uint64][]*group),
+		unordered:   make(map[seenKey]*msg),
+		seen:        make(map[seenKey]struct{}),
+		stuck:       make(map[*group]struct{}),
+		visTokens:   cfg.MaxVisibilityRate,
+		undelTokens: undeletedBurst(cfg),
+	}
+	return c, nil
+}
+
+// undeletedBurst is how many receipts may run ahead of their deletes before
+// the rate bound applies: one second's worth, at least the cap.
+func undeletedBurst(cfg Config) float64 {
+	return max(cfg.MaxUndeletedRate, float64(cfg.MaxHeld))
+}
+
+// backoff returns the wait before retry number attempt (1 for the first):
+// exponential from RetryInitial, capped at RetryMax, with full jitter.
+func (c *Core) backoff(attempt int) time.Duration {
+	d := c.cfg.RetryInitial
+	for i := 1; i < attempt && d < c.cfg.RetryMax; i++ {
+		d *= 2
+	}
+	d = min(d, c.cfg.RetryMax)
+	return d/2 + time.Duration(c.rng.Int64N(int64(d/2)+1))
+}
+
+func (c *Core) id() uint64 {
+	c.ids++
+	return c.ids
+}
+
+func (c *Core) ticket() Ticket {
+	c.tickets++
+	return c.tickets
+}
+
+func (c *Core) report(r Report) { c.reports = append(c.reports, r) }
+
+func (c *Core) resolve(t Ticket, err error) {
+	if t != 0 {
+		c.resolved = append(c.resolved, Resolution{Ticket: t, Err: err})
+	}
+}
+
+func (c *Core) addTimer(t timer) { c.timers.push(t) }
+
+func (c *Core) stream(name string) seqstore.Stream {
+	return seqstore.Stream{Queue: c.cfg.Queue, Group: name}
+}
+
+// Memory accounting. A message's cost is charged when the Core takes it and
+// changed whenever it drops its body; a group's cost follows its slices.
+
+func (c *Core) charge(m *msg) {
+	m.cost = msgCost + len(m.raw) + len(m.id) + len(m.receipt)
+	c.mem += m.cost
+}
+
+func (c *Core) recharge(m *msg) {
+	c.mem -= m.cost
+	c.charge(m)
+}
+
+func (c *Core) uncharge(m *msg) {
+	c.mem -= m.cost
+	m.cost = 0
+}
+
+func (c *Core) recost(g *group) {
+	n := groupCost + 2*len(g.name) +
+		slotCost*(cap(g.held)+cap(g.newer)+cap(g.pending)+cap(g.settled)) + 64*cap(g.tickets)
+	for _, r := range g.ack.Skipped {
+		_ = r
+		n += 24
+	}
+	c.mem += n - g.cost
+	g.cost = n
+}
+
+// group returns the group named name, creating it (its cursor is then read
+// from the store) or waking it from the idle list.
+func (c *Core) group(now time.Time, name string) *group {
+	g := c.groups[name]
+	if g == nil {
+		g = &group{name: name, stream: c.stream(name)}
+		c.groups[name] = g
+		c.becomeLoading(g, now)
+		c.recost(g)
+		return g
+	}
+	if g.idle {
+		c.idle.remove(g)
+	}
+	return g
+}
+
+// Phase transitions.
+
+func (c *Core) becomeLoading(g *group, now time.Time) {
+	g.phase, g.since = phLoading, now
+	c.needRead(g)
+}
+
+func (c *Core) becomeResolving(g *group, now time.Time) {
+	if g.phase == phResolving {
+		return
+	}
+	g.phase = phResolving
+	c.needRead(g)
+	c.unring(g)
+}
+
+func (c *Core) needRead(g *group) {
+	if !g.toRead {
+		g.toRead = true
+		c.reads.push(g)
+	}
+}
+
+// becomeActive starts g at cursor cur, read from the store.
+func (c *Core) becomeActive(g *group, now time.Time, cur seqstore.Cursor) {
+	g.dur, g.ack = cur, cloneCursor(cur)
+	g.epoch, g.next = cur.Epoch, max(cur.Next, 1)
+	g.started = false
+	g.probed, g.parkLow, g.parkHigh = false, 0, 0
+	g.uncertain = nil
+	c.clearStuck(g, "store")
+	c.clearStuck(g, "conflict")
+	if cur.Next == 0 {
+		g.phase, g.since = phFresh, now
+	} else {
+		g.phase, g.since = phActive, now
+	}
+	pending := g.pending
+	g.pending = nil
+	for _, m := range pending {
+		c.unbuffer(m)
+		c.routeTagged(now, g, m)
+	}
+	c.update(g, now)
+}
+
+// becomeFailed stops g after a store error that retrying soon cannot fix
+// (corrupt stored state, a refused advance): it is reported stuck, lets go
+// of what it holds (those messages come back from the queue), and its
+// cursor is read again after RetryMax.
+func (c *Core) becomeFailed(g *group, now time.Time, err error) {
+	g.phase, g.since = phFailed, now
+	c.setStuck(g, now, "store", err)
+	c.report(Report{Kind: ReportStuck, Msg: "group stopped by a store error", Group: g.name, Epoch: g.ack.Epoch, Seq: g.ack.Next, Err: err})
+	c.dropHeld(g, now, func(m *msg) { c.release(m, now) })
+	for _, w := range g.tickets {
+		c.resolve(w.t, err)
+	}
+	g.tickets = nil
+	c.addTimer(timer{at: now.Add(c.cfg.RetryMax), kind: tFailed, g: g})
+}
+
+// evict drops an idle group from memory: its cursor is in the store.
+func (c *Core) evict(g *group) {
+	c.idle.remove(g)
+	g.phase = phEvicted
+	delete(c.groups, g.name)
+	c.mem -= g.cost
+	g.cost = 0
+	c.st.Evicted++
+}
+
+func (c *Core) setStuck(g *group, now time.Time, reason string, err error) {
+	if g.stuck != reason {
+		g.stuck, g.since = reason, now
+	}
+	g.stuckErr = err
+	c.stuck[g] = struct{}{}
+}
+
+func (c *Core) clearStuck(g *group, reason string) {
+	if g.stuck == reason {
+		g.stuck, g.stuckErr = "", nil
+		delete(c.stuck, g)
+	}
+}
+
+// dropHeld lets go of every message g holds in memory, other than the one
+// out: fn decides each one's fate (release, delete, re-route).
+func (c *Core) dropHeld(g *group, now time.Time, fn func(*msg)) {
+	var all []*msg
+	all = append(all, g.held...)
+	all = append(all, g.newer...)
+	all = append(all, g.pending...)
+	clear(g.held)
+	clear(g.newer)
+	clear(g.pending)
+	g.held, g.newer, g.pending = g.held[:0], g.newer[:0], g.pending[:0]
+	for _, m := range all {
+		c.unbuffer(m)
+		fn(m)
+	}
+	settled := g.settled
+	g.settled = nil
+	for _, m := range settled {
+		m.where = wHeld
+		fn(m)
+	}
+	g.inWrite = 0
+	g.gapSince, g.gapTold = time.Time{}, false
+	g.newerSince = time.Time{}
+	g.farLow = 0
+	c.unring(g)
+}
+
+func (c *Core) unring(g *group) {
+	// The ring is lazy: a group popped while not ready is skipped.
+	g.inRing = false
+}
+
+// buffer and unbuffer count messages waiting for their turn.
+func (c *Core) buffer(m *msg) {
+	m.where = wHeld
+	c.buffered++
+	c.bufferedBytes += len(m.raw)
+}
+
+func (c *Core) unbuffer(m *msg) {
+	c.buffered--
+	c.bufferedBytes -= len(m.raw)
+}
+
+// gone forgets m: it no longer holds a receipt.
+func (c *Core) gone(m *msg) {
+	if m.where == wGone {
+		return
+	}
+	if m.live() {
+		c.live--
+	}
+	m.where = wGone
+	c.vis.remove(m)
+	c.uncharge(m)
+	m.raw, m.payload = nil, nil
+}
+
+// release gives m back to the queue unprocessed: it is forgotten here and
+// comes back after its visibility timeout, which is shortened when the
+// request budget allows so that it comes back soon.
+func (c *Core) release(m *msg, now time.Time) {
+	if m.has(fStored) {
+		c.gone(m)
+		return
+	}
+	c.st.Released++
+	at := m.visibleAt
+	if at.IsZero() || at.Before(now) {
+		at = now
+	}
+	c.released.push(at)
+	if m.receipt != "" && !m.has(fLapsed) && c.shortq.len() < 4*c.cfg.MaxBatch*16 {
+		c.shortq.push(m.receipt)
+	}
+	c.gone(m)
+}
+
+// Room returns how many messages the fetchers may receive now: what is
+// left of the cap on messages received and not deleted, of the memory
+// budget, and of the rate of receipts not followed by a delete.
+func (c *Core) Room(now time.Time) int {
+	if c.closing {
+		return 0
+	}
+	for {
+		t, ok := c.released.peek()
+		if !ok || t.After(now) {
+			break
+		}
+		c.released.pop()
+	}
+	room := c.cfg.MaxHeld - c.live - c.released.len()
+	if c.mem >= c.cfg.MaxMemory {
+		return 0
+	}
+	c.refillUndeleted(now)
+	return max(0, min(room, int(c.undelTokens)))
+}
+
+func (c *Core) refillUndeleted(now time.Time) {
+	if !c.undelAt.IsZero() && now.After(c.undelAt) {
+		c.undelTokens = min(undeletedBurst(c.cfg), c.undelTokens+c.cfg.MaxUndeletedRate*now.Sub(c.undelAt).Seconds())
+	}
+	c.undelAt = now
+}
+
+// Close begins the shutdown: nothing more is handed out or fetched, and
+// what is acknowledged is flushed. An AtMostOnce message whose commit is
+// durable but that no application took is marked skipped in its cursor, so
+// that the next receiver hands it out flagged Unordered instead of deleting
+// it as a duplicate.
+func (c *Core) Close(now time.Time) {
+	if c.closing {
+		return
+	}
+	c.closing = true
+	for _, g := range c.groups {
+		if m := g.out; m != nil && m.out == outOwed {
+			r := seqstore.Range{Epoch: m.epoch, First: m.seq, Last: m.seq}
+			addSkipped(&g.ack, r)
+			c.markDirty(g)
+			c.st.Skipped++
+			c.report(Report{Kind: ReportSkip, Msg: "at-most-once message committed but not taken before close: marked skipped",
+				Group: g.name, Epoch: m.epoch, Seq: m.seq, Last: m.seq})
+		}
+	}
+	for _, g := range c.groups {
+		for _, w := range g.tickets {
+			if !behind(g.ack, w.target) {
+				continue // its commit is still flushed
+			}
+			c.resolve(w.t, ErrClosed)
+		}
+	}
+}
+
+// Flushed reports whether, after Close, nothing is left to commit or
+// delete (or in flight).
+func (c *Core) Flushed() bool {
+	if c.commit != nil || len(c.readBusy) > 0 || len(c.delBusy) > 0 || c.delq.len() > 0 || len(c.parkBusy) > 0 || len(c.parkq) > 0 {
+		return false
+	}
+	for g := range c.dirty.items[c.dirty.head:] {
+		gg := c.dirty.items[c.dirty.head+g]
+		if c.committable(gg) {
+			return false
+		}
+	}
+	for _, g := range c.groups {
+		if g.uncertain != nil && c.cfg.Mode != ExactlyOnce {
+			return false
+		}
+	}
+	return true
+}
+
+// Deadline returns when the next timer is due, if any.
+func (c *Core) Deadline() (time.Time, bool) {
+	var at time.Time
+	set := func(t time.Time) {
+		if !t.IsZero() && (at.IsZero() || t.Before(at)) {
+			at = t
+		}
+	}
+	if len(c.timers) > 0 {
+		set(c.timers[0].at)
+	}
+	if c.delq.len() > 0 {
+		set(c.delSince.Add(c.cfg.ReapInterval))
+	}
+	if c.reads.len() > 0 && len(c.readBusy) == 0 {
+		set(c.readAfter)
+	}
+	if c.dirty.len() > 0 && c.commit == nil {
+		set(maxTime(c.commitAfter, c.lastCommitAt.Add(c.cfg.CommitInterval)))
+	}
+	if len(c.deadq) > 0 {
+		set(c.deadAfter)
+	}
+	if len(c.parkq) > 0 {
+		set(c.parkAfter)
+	}
+	if m := c.vis.head; m != nil && c.cfg.VisibilityMargin >= 0 {
+		set(m.visibleAt.Add(-c.cfg.VisibilityMargin))
+	}
+	if c.shortq.len() > 0 || c.vis.head != nil {
+		// The visibility budget refills: look again in a second at most.
+		set(c.visAt.Add(time.Second))
+	}
+	if g := c.idle.head; g != nil && c.cfg.IdleEvict >= 0 {
+		set(g.idleSince.Add(c.cfg.IdleEvict))
+	}
+	return at, !at.IsZero()
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// Tick fires the timers due at now.
+func (c *Core) Tick(now time.Time) {
+	for len(c.timers) > 0 && !c.timers[0].at.After(now) {
+		c.fire(c.timers.pop(), now)
+	}
+	if c.cfg.IdleEvict >= 0 {
+		for g := c.idle.head; g != nil && !now.Before(g.idleSince.Add(c.cfg.IdleEvict)); g = c.idle.head {
+			c.evict(g)
+		}
+	}
+	c.settle(now)
+}
+
+func (c *Core) fire(t timer, now time.Time) {
+	if t.kind == tUnordered {
+		m := t.m
+		if m.where == wOut && m.out == outRetry && !now.Before(m.retryAt) {
+			m.out = outReady
+			c.ring.push(ringItem{m: m})
+		}
+		return
+	}
+	g := t.g
+	if g.phase == phEvicted {
+		return
+	}
+	switch t.kind {
+	case tStart:
+		c.endSettle(g, now)
+	case tFailed:
+		if g.phase == phFailed && !now.Before(g.since.Add(c.cfg.RetryMax)) {
+			c.needRead(g)
+		}
+	case tGap:
+		g.gapTimerSet(false)
+	}
+	c.update(g, now)
+}
+
+// gapTimerSet is a no-op kept for symmetry: gap timers are not tracked per
+// group (a duplicate timer only re-checks).
+func (g *group) gapTimerSet(bool) {}
+
+// Stats returns a snapshot of the counters.
+func (c *Core) Stats() Stats {
+	s := c.st
+	s.Held, s.MaxHeld = c.live, c.peakLive
+	s.Buffered, s.BufferedBytes = c.buffered, c.bufferedBytes
+	s.Memory = c.mem
+	s.Groups = len(c.groups)
+	for g := range c.stuck {
+		s.Stuck = append(s.Stuck, StuckGroup{Group: g.name, Reason: g.stuck, Since: g.since, Err: g.stuckErr})
+	}
+	return s
+}

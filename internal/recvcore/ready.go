@@ -1,0 +1,868 @@
+package recvcore
+
+import (
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/inorder/inorder/internal/envelope"
+	"github.com/inorder/inorder/seqstore"
+)
+
+// In-flight limits of the actions the Core asks for.
+const (
+	maxDeletesInFlight    = 4
+	maxVisibilityInFlight = 8
+	maxUnparkQueries      = 64
+	maxUnparkEntries      = 256
+	maxDeleteTries        = 5
+	maxDeadTries          = 5
+)
+
+// Ready returns the actions due at now, and the reports and resolutions
+// made since the last call. The shell executes every action and reports
+// its outcome with the matching method and the action's ID.
+func (c *Core) Ready(now time.Time) Ready {
+	var rd Ready
+	c.readyReads(now, &rd)
+	c.readyCommit(now, &rd)
+	c.readyParks(now, &rd)
+	c.readyUnparks(now, &rd)
+	c.readyVisibility(now, &rd)
+	c.readyDeletes(now, &rd)
+	c.readyDead(now, &rd)
+	rd.Reports, c.reports = c.reports, nil
+	rd.Resolved, c.resolved = c.resolved, nil
+	return rd
+}
+
+// permanent reports whether a store error for one stream will not go away
+// by retrying soon.
+func permanent(err error) bool {
+	return errors.Is(err, seqstore.ErrCorrupt) || errors.Is(err, seqstore.ErrInvalidStream) ||
+		errors.Is(err, seqstore.ErrInvalidArgument) || errors.Is(err, seqstore.ErrOverflow)
+}
+
+// Cursor reads.
+
+func (c *Core) readyReads(now time.Time, rd *Ready) {
+	if len(c.readBusy) > 0 || now.Before(c.readAfter) || c.reads.len() == 0 {
+		return
+	}
+	var gs []*group
+	var streams []seqstore.Stream
+	for c.reads.len() > 0 && len(gs) < c.cfg.MaxAdvances {
+		g, _ := c.reads.pop()
+		if !g.toRead || g.phase == phEvicted {
+			g.toRead = false
+			continue
+		}
+		gs = append(gs, g)
+		streams = append(streams, g.stream)
+	}
+	if len(gs) == 0 {
+		return
+	}
+	id := c.id()
+	c.readBusy[id] = gs
+	rd.Reads = append(rd.Reads, Read{ID: id, Streams: streams})
+}
+
+// Read reports the outcome of the Read action id: one cursor per stream,
+// in order, or err.
+func (c *Core) Read(now time.Time, id uint64, curs []seqstore.Cursor, err error) {
+	gs, ok := c.readBusy[id]
+	if !ok {
+		return
+	}
+	delete(c.readBusy, id)
+	failed := false
+	for i, g := range gs {
+		g.toRead = false
+		if g.phase == phEvicted {
+			continue
+		}
+		if e := seqstore.Failed(err, i, len(gs)); e != nil {
+			if permanent(e) {
+				c.becomeFailed(g, now, e)
+				continue
+			}
+			failed = true
+			c.needRead(g)
+			continue
+		}
+		if i >= len(curs) {
+			failed = true
+			c.needRead(g)
+			continue
+		}
+		c.cursorRead(now, g, curs[i])
+	}
+	if failed {
+		c.readFails++
+		c.readAfter = now.Add(c.backoff(c.readFails))
+		if c.readFails == 1 || c.readFails%10 == 0 {
+			c.report(Report{Kind: ReportWarn, Msg: "read cursors failed", Attempt: c.readFails, Err: err})
+		}
+	} else {
+		c.readFails = 0
+	}
+	c.settle(now)
+}
+
+func (c *Core) cursorRead(now time.Time, g *group, cur seqstore.Cursor) {
+	switch g.phase {
+	case phLoading, phFailed:
+		c.becomeActive(g, now, cur)
+	case phResolving:
+		c.resolveConflict(now, g, cur)
+	default:
+		if g.uncertain != nil {
+			c.settleUncertain(now, g, cur)
+		}
+	}
+	c.update(g, now)
+}
+
+// settleUncertain compares the cursor read with the write whose outcome
+// was unknown: applied, not applied (written again), or someone else's.
+func (c *Core) settleUncertain(now time.Time, g *group, cur seqstore.Cursor) {
+	to := *g.uncertain
+	g.uncertain = nil
+	switch {
+	case sameCursor(cur, to):
+		c.durable(now, g, to)
+	case sameCursor(cur, g.dur):
+		c.markDirty(g)
+	default:
+		g.phase = phResolving
+		c.resolveConflict(now, g, cur)
+	}
+}
+
+// resolveConflict settles a conflict with the cursor read: when the store
+// holds what this Core last knew, there is none; when it is behind what
+// this Core acknowledged, the advance is written again from it (nothing
+// acknowledged is delivered twice); otherwise someone else is ahead, and
+// the group continues from the stored cursor: what it holds below it is
+// deleted, the rest is routed again.
+func (c *Core) resolveConflict(now time.Time, g *group, cur seqstore.Cursor) {
+	g.phase = phActive
+	if g.uncertain != nil {
+		c.settleUncertain(now, g, cur)
+		return
+	}
+	if sameCursor(cur, g.dur) {
+		c.clearStuck(g, "conflict")
+		c.markDirty(g)
+		return
+	}
+	c.st.Conflicts++
+	c.report(Report{Kind: ReportConflict, Msg: "cursor conflict: is a second receiver consuming this queue?",
+		Group: g.name, Epoch: cur.Epoch, Seq: cur.Next, Err: g.stuckErr})
+	for _, w := range g.tickets {
+		c.resolve(w.t, ErrConflict)
+	}
+	g.tickets = nil
+	if m := g.out; m != nil && (m.out == outCommit || m.out == outAbandoned) {
+		c.resolve(m.ticket, ErrConflict)
+		m.ticket = 0
+		g.out = nil
+		c.requeue(now, g, m)
+	}
+	if c.cfg.Mode != ExactlyOnce && behind(cur, g.ack) && cur.Epoch == g.ack.Epoch {
+		g.dur = cur
+		c.markDirty(g)
+		return
+	}
+	g.dur, g.ack = cur, cloneCursor(cur)
+	if cur.Next == 0 {
+		g.phase = phFresh
+	}
+	g.epoch, g.next = cur.Epoch, max(cur.Next, 1)
+	g.parkLow, g.parkHigh, g.probed = 0, 0, false
+	if m := g.out; m != nil && m.out != outHanded && below(cur, m.epoch, m.seq) {
+		g.out = nil
+		m.flags |= fDup
+		c.queueDelete(now, m)
+	}
+	var again []*msg
+	c.dropHeld(g, now, func(m *msg) { again = append(again, m) })
+	for _, m := range again {
+		if m.where == wHeld && m.raw == nil && !m.has(fStored) {
+			// Settled (acked or duplicate): handled by someone.
+			if below(cur, m.epoch, m.seq) {
+				c.queueDelete(now, m)
+			} else {
+				c.release(m, now)
+			}
+			continue
+		}
+		c.routeTagged(now, g, m)
+	}
+}
+
+// requeue puts a message that was never seen by the application back as an
+// arrival of g.
+func (c *Core) requeue(now time.Time, g *group, m *msg) {
+	m.out = 0
+	m.attempt = max(m.attempt-1, 0)
+	c.routeTagged(now, g, m)
+}
+
+// Commits.
+
+func (c *Core) committable(g *group) bool {
+	if g.phase != phActive || g.uncertain != nil || g.writing != nil {
+		return false
+	}
+	if c.cfg.Mode == ExactlyOnce {
+		return false
+	}
+	return behind(g.dur, g.ack) || !sameCursor(g.dur, g.ack) && !behind(g.ack, g.dur)
+}
+
+func (c *Core) readyCommit(now time.Time, rd *Ready) {
+	if c.commit != nil || c.dirty.len() == 0 || now.Before(c.commitAfter) ||
+		!c.lastCommitAt.IsZero() && now.Before(c.lastCommitAt.Add(c.cfg.CommitInterval)) {
+		return
+	}
+	b := &commitBatch{id: c.id()}
+	var advs []seqstore.Advance
+	for c.dirty.len() > 0 && len(advs) < c.cfg.MaxAdvances {
+		g, _ := c.dirty.pop()
+		g.dirty = false
+		if g.phase == phEvicted {
+			continue
+		}
+		if !c.committable(g) {
+			if g.phase == phActive && g.uncertain == nil && g.writing == nil {
+				c.flushSettled(now, g)
+				c.update(g, now)
+			}
+			continue
+		}
+		a := seqstore.Advance{Stream: g.stream, From: cloneCursor(g.dur), To: cloneCursor(g.ack)}
+		if err := a.Check(); err != nil {
+			c.becomeFailed(g, now, err)
+			continue
+		}
+		to := a.To
+		g.writing = &to
+		b.groups = append(b.groups, g)
+		b.tos = append(b.tos, to)
+		b.froms = append(b.froms, a.From)
+		advs = append(advs, a)
+	}
+	if len(advs) == 0 {
+		return
+	}
+	c.commit = b
+	c.lastCommitAt = now
+	rd.Commits = append(rd.Commits, Commit{ID: b.id, Advances: advs})
+}
+
+// Committed reports the outcome of the Commit action id.
+func (c *Core) Committed(now time.Time, id uint64, err error) {
+	b := c.commit
+	if b == nil || b.id != id {
+		return
+	}
+	c.commit = nil
+	var be *seqstore.BatchError
+	known := err == nil || errors.As(err, &be) && len(be.Errs) == len(b.groups)
+	if err == nil {
+		c.st.Commits++
+		c.commitFails = 0
+	} else {
+		c.st.CommitFailures++
+	}
+	transient := false
+	for i, g := range b.groups {
+		g.writing = nil
+		if g.phase == phEvicted {
+			continue
+		}
+		to := b.tos[i]
+		if !known {
+			// The outcome is unknown: read the cursor before writing
+			// again.
+			g.uncertain = &to
+			c.needRead(g)
+			continue
+		}
+		e := seqstore.Failed(err, i, len(b.groups))
+		switch {
+		case e == nil:
+			c.durable(now, g, to)
+		case errors.Is(e, seqstore.ErrAborted):
+			c.markDirty(g)
+		case errors.Is(e, seqstore.ErrConflict):
+			c.conflicted(now, g, e)
+		case permanent(e):
+			c.becomeFailed(g, now, e)
+		default:
+			transient = true
+			c.markDirty(g)
+		}
+	}
+	if !known || transient {
+		c.commitFails++
+		c.commitAfter = now.Add(c.backoff(c.commitFails))
+		if c.commitFails == 1 || c.commitFails%10 == 0 {
+			c.report(Report{Kind: ReportWarn, Msg: "commit cursors failed", Attempt: c.commitFails, Err: err})
+		}
+	}
+	c.settle(now)
+}
+
+// durable records that g's cursor to is durable: the settled messages below
+// it are deleted, the waits it satisfies end, and an AtMostOnce hand-out
+// waiting for it proceeds.
+func (c *Core) durable(now time.Time, g *group, to seqstore.Cursor) {
+	c.st.Committed++
+	g.dur = to
+	if behind(g.ack, to) {
+		g.ack = cloneCursor(to)
+	}
+	c.flushSettled(now, g)
+	keep := g.tickets[:0]
+	for _, w := range g.tickets {
+		if behind(g.dur, w.target) {
+			keep = append(keep, w)
+		} else {
+			c.resolve(w.t, nil)
+		}
+	}
+	clear(g.tickets[len(keep):])
+	g.tickets = keep
+	if m := g.out; m != nil && below(g.dur, m.epoch, m.seq) {
+		switch m.out {
+		case outCommit:
+			c.resolve(m.ticket, nil)
+			m.ticket = 0
+			m.out = outHanded
+			c.st.Delivered++
+		case outAbandoned:
+			m.ticket = 0
+			m.out = outOwed
+		}
+	}
+	if c.committable(g) {
+		c.markDirty(g)
+	}
+	c.update(g, now)
+}
+
+// Deletes.
+
+func (c *Core) readyDeletes(now time.Time, rd *Ready) {
+	full := c.delq.len() >= c.cfg.MaxBatch
+	due := c.delq.len() > 0 && (c.closing || !now.Before(c.delSince.Add(c.cfg.ReapInterval)))
+	for len(c.delBusy) < maxDeletesInFlight && (full || due) {
+		n := min(c.delq.len(), c.cfg.MaxBatch)
+		if n == 0 {
+			break
+		}
+		ms := make([]*msg, 0, n)
+		receipts := make([]string, 0, n)
+		for range n {
+			m, _ := c.delq.pop()
+			ms = append(ms, m)
+			receipts = append(receipts, m.receipt)
+		}
+		id := c.id()
+		c.delBusy[id] = ms
+		rd.Deletes = append(rd.Deletes, Delete{ID: id, Receipts: receipts})
+		full = c.delq.len() >= c.cfg.MaxBatch
+		due = due && c.delq.len() > 0
+		c.delSince = now
+	}
+}
+
+// Deleted reports the outcome of the Delete action id, one result per
+// receipt.
+func (c *Core) Deleted(now time.Time, id uint64, res []DeleteResult) {
+	ms, ok := c.delBusy[id]
+	if !ok {
+		return
+	}
+	delete(c.delBusy, id)
+	for i, m := range ms {
+		var r DeleteResult
+		if i < len(res) {
+			r = res[i]
+		} else {
+			r = DeleteResult{Err: errors.New("no result"), Retry: true}
+		}
+		if m.where == wOut && (m.out == outDelete || m.out == outAbandoned) {
+			c.deletedBeforeHandOut(now, m, r)
+			continue
+		}
+		switch {
+		case r.Err == nil:
+			c.st.Deleted++
+			if m.has(fDup) {
+				c.st.DuplicatesReaped++
+			}
+			c.undelTokens++
+			c.gone(m)
+		case r.Stale:
+			c.st.StaleReceipts++
+			c.gone(m)
+		case r.Retry && m.tries+1 < maxDeleteTries && !c.closing:
+			m.tries++
+			if c.delq.len() == 0 {
+				c.delSince = now
+			}
+			c.delq.push(m)
+		default:
+			c.report(Report{Kind: ReportWarn, Msg: "delete failed; the message comes back and is deleted then", ID: m.id, Err: r.Err})
+			c.gone(m)
+		}
+	}
+	c.settle(now)
+}
+
+// deletedBeforeHandOut completes an AtMostOnce Unordered hand-out, which
+// waits for its delete.
+func (c *Core) deletedBeforeHandOut(now time.Time, m *msg, r DeleteResult) {
+	switch {
+	case r.Err == nil:
+		c.st.Deleted++
+		c.live--
+		m.flags |= fStored // no receipt any more
+		if m.out == outAbandoned {
+			m.out = outReady
+			c.ring.push(ringItem{m: m})
+		} else {
+			m.out = outHanded
+		}
+		c.resolve(m.ticket, nil)
+		m.ticket = 0
+	case r.Retry && m.tries+1 < maxDeleteTries:
+		m.tries++
+		c.delq.push(m)
+	default:
+		// Someone else may hold it now: do not hand it out.
+		c.resolve(m.ticket, r.Err)
+		m.ticket = 0
+		delete(c.unordered, unorderedKey(m))
+		c.gone(m)
+	}
+}
+
+// Visibility.
+
+func (c *Core) refillVisibility(now time.Time) {
+	if !c.visAt.IsZero() && now.After(c.visAt) {
+		c.visTokens = min(c.cfg.MaxVisibilityRate, c.visTokens+c.cfg.MaxVisibilityRate*now.Sub(c.visAt).Seconds())
+	}
+	c.visAt = now
+}
+
+// readyVisibility extends the visibility of held messages before it ends,
+// within the request budget; a held message it cannot extend is parked
+// when the store can, else it is left to come back (its newer receipt then
+// replaces the held one). Released messages get a short timeout after that.
+func (c *Core) readyVisibility(now time.Time, rd *Ready) {
+	c.refillVisibility(now)
+	if c.cfg.VisibilityMargin < 0 {
+		return
+	}
+	limit := now.Add(c.cfg.VisibilityMargin)
+	for m := c.vis.head; m != nil && !m.visibleAt.After(limit); {
+		next := m.vnext
+		switch {
+		case !m.visibleAt.After(now):
+			m.flags |= fLapsed
+			c.vis.remove(m)
+		case m.where == wDelete || m.where == wGone:
+			c.vis.remove(m)
+		case c.visTokens >= 1 && len(c.visBusy) < maxVisibilityInFlight:
+			c.visTokens--
+			c.vis.remove(m)
+			id := c.id()
+			c.visBusy[id] = visChange{m: m, receipt: m.receipt}
+			rd.Visibility = append(rd.Visibility, ChangeVisibility{ID: id, Receipt: m.receipt, Timeout: c.cfg.VisibilityExtend})
+		case m.where == wHeld && m.g != nil && c.canPark(m.g, m):
+			c.unhold(m)
+			c.park(m.g, m)
+		default:
+			next = nil // out of budget: look again when it refills
+		}
+		m = next
+	}
+	for c.shortq.len() > 0 && c.visTokens >= 1 && len(c.visBusy) < maxVisibilityInFlight {
+		receipt, _ := c.shortq.pop()
+		c.visTokens--
+		id := c.id()
+		c.visBusy[id] = visChange{receipt: receipt}
+		rd.Visibility = append(rd.Visibility, ChangeVisibility{ID: id, Receipt: receipt, Timeout: c.cfg.ShortVisibility})
+	}
+}
+
+// Visibility reports the outcome of the ChangeVisibility action id.
+func (c *Core) Visibility(now time.Time, id uint64, receipt string, err error) {
+	v, ok := c.visBusy[id]
+	if !ok {
+		return
+	}
+	delete(c.visBusy, id)
+	m := v.m
+	if m == nil {
+		if err == nil {
+			c.st.Shortened++
+		}
+		return
+	}
+	if err != nil {
+		if m.receipt == v.receipt {
+			m.flags |= fLapsed
+		}
+		c.report(Report{Kind: ReportWarn, Msg: "extend visibility failed", Group: m.name, Seq: m.seq, ID: m.id, Err: err})
+		c.settle(now)
+		return
+	}
+	c.st.Extended++
+	if m.receipt == v.receipt && m.where != wGone && m.where != wDelete {
+		m.receipt = receipt
+		m.visibleAt = now.Add(c.cfg.VisibilityExtend)
+		m.flags &^= fLapsed
+		c.vis.remove(m)
+		c.vis.push(m)
+		c.recharge(m)
+	}
+	c.settle(now)
+}
+
+// Dead letters.
+
+func (c *Core) readyDead(now time.Time, rd *Ready) {
+	if len(c.deadBusy) > 0 || len(c.deadq) == 0 || now.Before(c.deadAfter) {
+		return
+	}
+	n := min(len(c.deadq), c.cfg.MaxBatch)
+	ms := slices.Clone(c.deadq[:n])
+	c.deadq = slices.Delete(c.deadq, 0, n)
+	bodies := make([][]byte, n)
+	for i, m := range ms {
+		bodies[i] = m.raw
+	}
+	id := c.id()
+	c.deadBusy[id] = ms
+	rd.DeadLetters = append(rd.DeadLetters, DeadLetter{ID: id, Bodies: bodies})
+}
+
+// DeadLettered reports the outcome of the DeadLetter action id, one error
+// per body.
+func (c *Core) DeadLettered(now time.Time, id uint64, errs []error) {
+	ms, ok := c.deadBusy[id]
+	if !ok {
+		return
+	}
+	delete(c.deadBusy, id)
+	failed := false
+	for i, m := range ms {
+		var err error
+		if i < len(errs) {
+			err = errs[i]
+		} else {
+			err = errors.New("no result")
+		}
+		if err != nil {
+			failed = true
+			m.tries++
+			if m.g == nil && m.tries >= maxDeadTries {
+				c.report(Report{Kind: ReportWarn, Msg: "dead-letter send failed; the message comes back", Group: m.name, Seq: m.seq, ID: m.id, Err: err})
+				delete(c.unordered, unorderedKey(m))
+				c.release(m, now)
+				continue
+			}
+			c.deadq = append(c.deadq, m)
+			continue
+		}
+		c.deadLettered(now, m)
+	}
+	if failed {
+		c.deadFails++
+		c.deadAfter = now.Add(c.backoff(c.deadFails))
+	} else {
+		c.deadFails = 0
+	}
+	c.settle(now)
+}
+
+func (c *Core) deadLettered(now time.Time, m *msg) {
+	c.st.DeadLettered++
+	var cause error = ErrUntagged
+	switch {
+	case m.has(fLate):
+		cause = ErrLate
+	case m.g != nil:
+		cause = errors.New("poison message: failed MaxAttempts times")
+	}
+	c.report(Report{Kind: ReportDeadLetter, Msg: "dead-lettered", Group: m.name, Epoch: m.epoch, Seq: m.seq, ID: m.id,
+		DequeueCount: m.dequeue, Attempt: m.attempt, Err: cause})
+	g := m.g
+	if g == nil {
+		c.remember(unorderedKey(m))
+		m.where = wHeld
+		c.queueDelete(now, m)
+		return
+	}
+	// A poison message: settled as an Ack would.
+	if g.out == m {
+		g.out = nil
+	}
+	if c.cfg.Mode == AtMostOnce || below(g.dur, m.epoch, m.seq) {
+		c.queueDelete(now, m)
+		c.update(g, now)
+		return
+	}
+	if !below(g.ack, m.epoch, m.seq) {
+		g.ack.Epoch, g.ack.Next = m.epoch, m.seq+1
+	}
+	m.raw, m.payload = nil, nil
+	c.recharge(m)
+	m.where = wSettled
+	g.settled = append(g.settled, m)
+	c.clearStuck(g, "poison")
+	if c.cfg.Mode == ExactlyOnce {
+		// No application Ack moves this cursor: write it here.
+		c.forceCommit(g)
+	} else {
+		c.markDirty(g)
+	}
+	c.update(g, now)
+}
+
+// forceCommit queues g's advance in ExactlyOnce mode, where the Core writes
+// a cursor only for a message the application never saw (a dead letter).
+func (c *Core) forceCommit(g *group) {
+	if g.dirty {
+		return
+	}
+	g.dirty = true
+	c.dirty.push(g)
+}
+
+// Parking.
+
+// canPark reports whether m, held for g, may be parked: the store can,
+// and m is of g's current epoch, beyond its next seq.
+func (c *Core) canPark(g *group, m *msg) bool {
+	return c.cfg.Park && g != nil && g.phase == phActive && m.epoch == g.epoch && m.seq > g.next &&
+		!m.has(fStored) && !c.closing
+}
+
+// park queues m to be parked in the store, then deleted from the queue.
+func (c *Core) park(g *group, m *msg) {
+	m.where = wPark
+	c.parkq = append(c.parkq, m)
+	if g.parkLow == 0 || m.seq < g.parkLow {
+		g.parkLow = m.seq
+	}
+}
+
+// unhold removes a held message from its group's lists.
+func (c *Core) unhold(m *msg) {
+	g := m.g
+	if g == nil {
+		return
+	}
+	if i, ok := g.heldIndex(m.seq); ok && g.held[i] == m {
+		g.held = slices.Delete(g.held, i, i+1)
+	} else if i := slices.Index(g.newer, m); i >= 0 {
+		g.newer = slices.Delete(g.newer, i, i+1)
+	} else if i := slices.Index(g.pending, m); i >= 0 {
+		g.pending = slices.Delete(g.pending, i, i+1)
+	}
+	c.unbuffer(m)
+}
+
+func (c *Core) readyParks(now time.Time, rd *Ready) {
+	if len(c.parkBusy) > 0 || len(c.parkq) == 0 || now.Before(c.parkAfter) {
+		return
+	}
+	n := min(len(c.parkq), c.cfg.MaxParks)
+	ms := slices.Clone(c.parkq[:n])
+	c.parkq = slices.Delete(c.parkq, 0, n)
+	entries := make([]ParkEntry, n)
+	for i, m := range ms {
+		entries[i] = ParkEntry{Stream: m.g.stream, Epoch: m.epoch, Seq: m.seq, Body: m.raw}
+	}
+	id := c.id()
+	c.parkBusy[id] = ms
+	rd.Parks = append(rd.Parks, Park{ID: id, Entries: entries})
+}
+
+// Parked reports the outcome of the Park action id. A park refused with
+// seqstore.ErrConflict means its seq is below the stored cursor: handled.
+func (c *Core) Parked(now time.Time, id uint64, err error) {
+	ms, ok := c.parkBusy[id]
+	if !ok {
+		return
+	}
+	delete(c.parkBusy, id)
+	failed := false
+	for i, m := range ms {
+		e := seqstore.Failed(err, i, len(ms))
+		g := m.g
+		switch {
+		case e == nil:
+			c.st.Parked++
+			if g.phase != phEvicted && m.epoch == g.epoch && m.seq >= g.next && (g.parkLow == 0 || m.seq < g.parkLow) {
+				g.parkLow = m.seq
+			}
+			g.parkHigh = max(g.parkHigh, m.seq)
+			c.queueDelete(now, m)
+		case errors.Is(e, seqstore.ErrConflict):
+			m.flags |= fDup
+			c.st.Duplicates++
+			c.queueDelete(now, m)
+		case errors.Is(e, seqstore.ErrAborted):
+			c.parkq = append(c.parkq, m)
+		default:
+			failed = true
+			c.parkq = append(c.parkq, m)
+		}
+	}
+	if failed {
+		c.parkFails++
+		c.parkAfter = now.Add(c.backoff(c.parkFails))
+		if c.parkFails == 1 || c.parkFails%10 == 0 {
+			c.report(Report{Kind: ReportWarn, Msg: "park failed", Attempt: c.parkFails, Err: err})
+		}
+	} else {
+		c.parkFails = 0
+	}
+	for _, m := range ms {
+		if m.g != nil {
+			c.update(m.g, now)
+		}
+	}
+	c.settle(now)
+}
+
+// checkPark asks the park for g's next messages when g's next seq is not in
+// memory: when g parked it, or when g never looked since its cursor was
+// read (a parking receiver may have crashed after deleting it from the
+// queue).
+func (c *Core) checkPark(g *group) {
+	if !c.cfg.Park {
+		g.probed = true
+		return
+	}
+	if g.unparking || g.out != nil || g.phase != phActive || c.closing {
+		return
+	}
+	if len(g.held) > 0 && g.held[0].seq == g.next {
+		return
+	}
+	if g.parkLow != g.next && g.probed {
+		return
+	}
+	g.unparking = true
+	c.unparkq.push(g)
+}
+
+func (c *Core) readyUnparks(now time.Time, rd *Ready) {
+	if len(c.unparkBusy) > 0 || c.unparkq.len() == 0 || now.Before(c.unparkAfter) {
+		return
+	}
+	var gs []*group
+	var qs []ParkQuery
+	for c.unparkq.len() > 0 && len(gs) < maxUnparkQueries {
+		g, _ := c.unparkq.pop()
+		if g.phase != phActive {
+			g.unparking = false
+			continue
+		}
+		gs = append(gs, g)
+		qs = append(qs, ParkQuery{Stream: g.stream, Epoch: g.epoch, From: g.next, Max: min(maxUnparkEntries, c.cfg.Window)})
+	}
+	if len(gs) == 0 {
+		return
+	}
+	id := c.id()
+	c.unparkBusy[id] = gs
+	rd.Unparks = append(rd.Unparks, Unpark{ID: id, Queries: qs})
+}
+
+// Unparked reports the outcome of the Unpark action id: for each query, the
+// entries read.
+func (c *Core) Unparked(now time.Time, id uint64, res [][]ParkEntry, err error) {
+	gs, ok := c.unparkBusy[id]
+	if !ok {
+		return
+	}
+	delete(c.unparkBusy, id)
+	failed := false
+	for i, g := range gs {
+		g.unparking = false
+		if g.phase == phEvicted {
+			continue
+		}
+		if e := seqstore.Failed(err, i, len(gs)); e != nil || i >= len(res) {
+			failed = true
+			g.unparking = true // look again after a backoff
+			c.unparkq.push(g)
+			continue
+		}
+		c.unparkedGroup(now, g, res[i])
+	}
+	if failed {
+		c.unparkFails++
+		c.unparkAfter = now.Add(c.backoff(c.unparkFails))
+		if c.unparkFails == 1 || c.unparkFails%10 == 0 {
+			c.report(Report{Kind: ReportWarn, Msg: "read parked messages failed", Attempt: c.unparkFails, Err: err})
+		}
+	} else {
+		c.unparkFails = 0
+	}
+	c.settle(now)
+}
+
+func (c *Core) unparkedGroup(now time.Time, g *group, entries []ParkEntry) {
+	g.probed = true
+	if g.phase != phActive {
+		return
+	}
+	g.parkLow = 0
+	full := len(entries) >= min(maxUnparkEntries, c.cfg.Window)
+	for k, e := range entries {
+		if e.Epoch != g.epoch || e.Seq < g.next {
+			continue
+		}
+		if e.Seq-g.next >= uint64(c.cfg.Window) || c.mem >= c.cfg.MaxMemory {
+			g.parkLow = e.Seq // the rest stays parked
+			full = false
+			break
+		}
+		c.st.Unparked++
+		h, payload, ok := envelope.Parse(e.Body)
+		if !ok || h.Seq != e.Seq || h.Epoch != e.Epoch || h.Group != g.name {
+			// A parked body that does not decode as what it was parked
+			// for: reported, and handed out flagged Unordered.
+			m := &msg{name: g.name, epoch: e.Epoch, seq: e.Seq, raw: e.Body, payload: e.Body, flags: fStored | fLate}
+			c.charge(m)
+			c.report(Report{Kind: ReportWarn, Msg: "parked body does not decode: handed out Unordered", Group: g.name, Epoch: e.Epoch, Seq: e.Seq})
+			c.unorderedArrival(now, m, seenKey{group: g.name, epoch: e.Epoch, seq: e.Seq, id: "parked"}, c.cfg.DeadLetter)
+			continue
+		}
+		m := &msg{g: g, name: g.name, epoch: e.Epoch, seq: e.Seq, raw: e.Body, payload: payload, flags: fStored}
+		c.charge(m)
+		i, found := g.heldIndex(e.Seq)
+		if found {
+			c.gone(m) // a copy from the queue is held: keep it
+			continue
+		}
+		g.held = insertAt(g.held, i, m)
+		c.buffer(m)
+		if k == len(entries)-1 && full {
+			g.parkLow = e.Seq + 1 // more may be parked beyond
+		}
+	}
+	c.update(g, now)
+}

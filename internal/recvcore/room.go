@@ -1,0 +1,128 @@
+package recvcore
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// settle ends every event: it keeps the peak of held messages and makes
+// room when the cap or the memory budget is short.
+func (c *Core) settle(now time.Time) {
+	c.peakLive = max(c.peakLive, c.live)
+	c.makeRoom(now)
+}
+
+// reserve is the fetch room the Core keeps free when it must make room:
+// one batch, so that the message a stuck group waits for can still come.
+func (c *Core) reserve() int {
+	return max(1, min(c.cfg.MaxBatch, c.cfg.MaxHeld/4))
+}
+
+// moving reports whether delivery is progressing: messages with the
+// application, acknowledged ones waiting for their commit, or deletes
+// queued will free room by themselves.
+func (c *Core) moving() bool {
+	if c.ring.len() > 0 || c.delq.len() > 0 || len(c.delBusy) > 0 || c.commit != nil {
+		return true
+	}
+	for _, g := range c.groups {
+		if g.out != nil && g.out.out == outHanded || len(g.settled) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// makeRoom evicts held messages when the cap leaves less than a reserve of
+// fetch room, or memory is over budget. The farthest from their group's
+// next seq go first, those of blocked groups before all others; a group's
+// next message is evicted only if the group is blocked. Evicted messages
+// are parked in the store when it can (then deleted from the queue), else
+// released (they come back). Without parking, nothing is released while
+// delivery moves: the room it frees is enough.
+func (c *Core) makeRoom(now time.Time) {
+	if c.closing {
+		return
+	}
+	room := c.cfg.MaxHeld - c.live - c.released.len()
+	need := 0
+	if r := c.reserve(); room < r && (c.cfg.Park || !c.moving()) {
+		// Evict in chunks, so that a full cap costs one pass now and then.
+		need = r - room + c.cfg.MaxHeld/8
+	}
+	overMem := c.mem > c.cfg.MaxMemory
+	if need == 0 && !overMem {
+		return
+	}
+	if overMem {
+		for g := c.idle.head; g != nil && c.mem > c.cfg.MaxMemory; g = c.idle.head {
+			c.evict(g)
+		}
+	}
+	type cand struct {
+		m     *msg
+		score uint64
+	}
+	var cands []cand
+	names := make([]string, 0, len(c.groups))
+	for name, g := range c.groups {
+		if len(g.held)+len(g.newer)+len(g.pending) > 0 {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	const blockedBonus, newerBonus = 1 << 62, 1 << 61
+	for _, name := range names {
+		g := c.groups[name]
+		bonus := uint64(0)
+		if g.blocked() {
+			bonus = blockedBonus
+		}
+		for i, m := range g.held {
+			if i == 0 && m.seq == g.next && bonus == 0 {
+				continue // deliverable: it frees room by itself
+			}
+			cands = append(cands, cand{m, bonus + (m.seq - g.next)})
+		}
+		for _, m := range g.newer {
+			cands = append(cands, cand{m, bonus + newerBonus + m.seq})
+		}
+		for _, m := range g.pending {
+			cands = append(cands, cand{m, blockedBonus + m.seq})
+		}
+	}
+	slices.SortStableFunc(cands, func(a, b cand) int { return cmp.Compare(b.score, a.score) })
+	for _, cd := range cands {
+		if need <= 0 && c.mem <= c.cfg.MaxMemory*15/16 {
+			break
+		}
+		m := cd.m
+		g := m.g
+		c.unhold(m)
+		if !m.has(fStored) {
+			need--
+		}
+		switch {
+		case c.canPark(g, m):
+			c.park(g, m)
+		case m.has(fStored):
+			// Parked already: forget it here, read it back later.
+			if g.parkLow == 0 || m.seq < g.parkLow {
+				g.parkLow = m.seq
+			}
+			c.gone(m)
+		default:
+			if g.phase == phActive && m.epoch == g.epoch && (g.farLow == 0 || m.seq < g.farLow) {
+				g.farLow = m.seq
+			}
+			c.release(m, now)
+		}
+	}
+	for _, name := range names {
+		if g := c.groups[name]; g != nil {
+			c.recost(g)
+			c.update(g, now)
+		}
+	}
+}

@@ -1,0 +1,472 @@
+package recvcore
+
+import (
+	"bytes"
+	"time"
+
+	"github.com/inorder/inorder/internal/envelope"
+	"github.com/inorder/inorder/seqstore"
+)
+
+// Arrive routes messages the queue returned.
+func (c *Core) Arrive(now time.Time, in []Incoming) {
+	c.refillUndeleted(now)
+	for i := range in {
+		c.arrive(now, &in[i])
+	}
+	c.settle(now)
+}
+
+func (c *Core) arrive(now time.Time, in *Incoming) {
+	c.st.Received++
+	c.undelTokens--
+	m := &msg{raw: in.Body, id: in.ID, receipt: in.Receipt, dequeue: in.DequeueCount, visibleAt: in.NextVisible}
+	if m.visibleAt.IsZero() {
+		m.visibleAt = now.Add(c.cfg.Visibility)
+	}
+	c.charge(m)
+	c.live++
+	c.peakLive = max(c.peakLive, c.live)
+	c.vis.push(m)
+	h, payload, ok := envelope.Parse(in.Body)
+	var why error
+	if ok {
+		switch {
+		case len(c.cfg.Keys) > 0:
+			if !envelope.Verify(h, payload, c.cfg.Keys...) {
+				ok, why = false, ErrBadMAC
+			}
+		case !h.Legacy && epochAhead(h.Epoch, now, c.cfg.MaxEpochAhead):
+			ok, why = false, ErrFutureEpoch
+		}
+	}
+	if in.DequeueCount > 1 {
+		m.flags |= fRedelivered
+		c.st.Redelivered++
+		c.report(Report{Kind: ReportRedeliver, Group: h.Group, Epoch: h.Epoch, Seq: h.Seq, ID: m.id, DequeueCount: m.dequeue})
+	}
+	if !ok {
+		m.payload = in.Body
+		c.untagged(now, m, why)
+		return
+	}
+	m.name, m.epoch, m.seq, m.payload = h.Group, h.Epoch, h.Seq, payload
+	g := c.group(now, h.Group)
+	c.routeTagged(now, g, m)
+	c.update(g, now)
+}
+
+// epochAhead reports whether epoch, whose high bits are the wall clock in
+// milliseconds (seqstore.NewEpoch), lies more than ahead after now.
+func epochAhead(epoch uint64, now time.Time, ahead time.Duration) bool {
+	ms := int64(epoch >> 20)
+	return ms > now.Add(ahead).UnixMilli()
+}
+
+// routeTagged applies the routing rules of DESIGN.md "Receiving" to one
+// tagged arrival of g.
+func (c *Core) routeTagged(now time.Time, g *group, m *msg) {
+	m.g = g
+	switch g.phase {
+	case phLoading, phResolving:
+		c.holdPending(now, g, m)
+	case phFailed:
+		c.release(m, now)
+	case phFresh:
+		c.arriveFresh(now, g, m)
+	default:
+		switch {
+		case m.epoch < g.epoch:
+			c.arriveOlder(now, g, m)
+		case m.epoch > g.epoch:
+			c.arriveNewer(now, g, m)
+		default:
+			c.arriveCurrent(now, g, m)
+		}
+	}
+}
+
+// sameCopy handles an arrival of a message already held as h: the same
+// queue message delivered again takes the new receipt; another queue
+// message with the same seq (a duplicate send) waits as a duplicate of h
+// and is deleted once the cursor past the seq is durable. A payload that
+// differs is reported.
+func (c *Core) sameCopy(now time.Time, g *group, h, m *msg) {
+	if h.id == m.id || m.id == "" {
+		if h.has(fStored) {
+			// h came back from the park: the queue's copy is a duplicate
+			// of a durably parked message.
+			c.dup(now, g, m)
+			return
+		}
+		c.swapReceipt(h, m)
+		return
+	}
+	if !bytes.Equal(h.payload, m.payload) {
+		c.st.Mismatches++
+		c.report(Report{Kind: ReportMismatch, Msg: "two messages with the same seq and different payloads: the first is kept",
+			Group: g.name, Epoch: m.epoch, Seq: m.seq, ID: m.id, Err: ErrPayloadMismatch})
+	}
+	c.dup(now, g, m)
+}
+
+// swapReceipt keeps the newest receipt of a message received twice: the
+// older one goes stale.
+func (c *Core) swapReceipt(h, m *msg) {
+	h.receipt, h.visibleAt, h.dequeue = m.receipt, m.visibleAt, max(h.dequeue, m.dequeue)
+	h.flags = h.flags&^fLapsed | fRedelivered
+	c.vis.remove(h)
+	if h.where != wGone && h.where != wDelete {
+		c.vis.push(h)
+	}
+	c.recharge(h)
+	// m is the same queue message: it counts once.
+	c.vis.remove(m)
+	c.live--
+	c.uncharge(m)
+	m.where = wGone
+}
+
+// holdPending holds an arrival of a group whose cursor is being read.
+func (c *Core) holdPending(now time.Time, g *group, m *msg) {
+	for _, h := range g.pending {
+		if h.epoch == m.epoch && h.seq == m.seq {
+			c.sameCopy(now, g, h, m)
+			return
+		}
+	}
+	if len(g.pending) >= c.cfg.Window {
+		c.release(m, now)
+		return
+	}
+	g.pending = append(g.pending, m)
+	c.buffer(m)
+}
+
+// arriveFresh handles an arrival for a group without a stored cursor.
+func (c *Core) arriveFresh(now time.Time, g *group, m *msg) {
+	if c.cfg.Start == StartFirst {
+		g.phase, g.since = phActive, now
+		g.epoch, g.next = m.epoch, 1
+		c.arriveCurrent(now, g, m)
+		return
+	}
+	if g.startAt.IsZero() {
+		g.startAt = now.Add(c.cfg.StartSettle)
+		c.addTimer(timer{at: g.startAt, kind: tStart, g: g})
+	}
+	c.holdPending(now, g, m)
+}
+
+// endSettle ends the StartLowest settle time: the group starts at the
+// first seq of the densest run of consecutive seqs seen (ties: the lowest),
+// so that a lone late duplicate of an old seq does not pull the start back.
+// Seqs below the start in its epoch are recorded as skipped: one that
+// arrives later is a late arrival, reported and handed out Unordered (or
+// dead-lettered), never deleted as a duplicate.
+func (c *Core) endSettle(g *group, now time.Time) {
+	if g.phase != phFresh || g.startAt.IsZero() || now.Before(g.startAt) {
+		return
+	}
+	g.startAt = time.Time{}
+	epoch, first := densestRun(g.pending)
+	if first == 0 {
+		return // nothing held: wait for the next arrival
+	}
+	g.phase, g.since = phActive, now
+	g.epoch, g.next = epoch, first
+	g.ack.Epoch, g.ack.Next = epoch, first
+	if first > 1 {
+		addSkipped(&g.ack, seqstore.Range{Epoch: epoch, First: 1, Last: first - 1})
+	}
+	c.markDirty(g)
+	pending := g.pending
+	g.pending = nil
+	for _, m := range pending {
+		c.unbuffer(m)
+		c.routeTagged(now, g, m)
+	}
+}
+
+// densestRun returns the start of the longest run of consecutive seqs of
+// one epoch among ms (ties: the lowest epoch, then seq).
+func densestRun(ms []*msg) (epoch, first uint64) {
+	type key struct{ e, s uint64 }
+	have := make(map[key]bool, len(ms))
+	for _, m := range ms {
+		have[key{m.epoch, m.seq}] = true
+	}
+	best := 0
+	for _, m := range ms {
+		if m.seq > 1 && have[key{m.epoch, m.seq - 1}] {
+			continue // not the start of a run
+		}
+		n := 1
+		for have[key{m.epoch, m.seq + uint64(n)}] {
+			n++
+		}
+		if n > best || n == best && (m.epoch < epoch || m.epoch == epoch && m.seq < first) {
+			best, epoch, first = n, m.epoch, m.seq
+		}
+	}
+	return epoch, first
+}
+
+// arriveOlder handles an arrival of an epoch older than the group's.
+func (c *Core) arriveOlder(now time.Time, g *group, m *msg) {
+	if !g.started && g.dur.Next == 0 && g.out == nil && g.ack.Next <= 1 {
+		// A fresh group adopted the epoch of its first arrival, and an
+		// older one shows up before anything was handed out: start with
+		// the older epoch; the newer one follows it.
+		c.demote(now, g, m.epoch)
+		c.arriveCurrent(now, g, m)
+		return
+	}
+	// A switch to a newer epoch records Range{old, next, MaxSeq}: seqs of
+	// the old epoch below next were handled (duplicates), the others are
+	// late. Without such a record nothing says the seq was handled: late.
+	for _, r := range g.ack.Skipped {
+		if r.Contains(m.epoch, m.seq) {
+			c.late(now, g, m)
+			return
+		}
+		if r.Epoch == m.epoch && r.Last == seqstore.MaxSeq && m.seq < r.First {
+			c.dup(now, g, m)
+			return
+		}
+	}
+	c.late(now, g, m)
+}
+
+// demote makes a fresh group start with an older epoch: what it holds of
+// its current epoch waits as a newer epoch.
+func (c *Core) demote(now time.Time, g *group, epoch uint64) {
+	g.newer = append(g.newer, g.held...)
+	clear(g.held)
+	g.held = g.held[:0]
+	if len(g.newer) > 0 && g.newerSince.IsZero() {
+		g.newerSince = now
+		c.addTimer(timer{at: now.Add(c.cfg.GapTimeout), kind: tEpoch, g: g})
+	}
+	g.epoch, g.next = epoch, 1
+	g.ack.Epoch, g.ack.Next = 0, 0
+	g.farLow, g.gapSince, g.gapTold = 0, time.Time{}, false
+}
+
+// arriveNewer holds an arrival of a newer epoch until the group switches.
+func (c *Core) arriveNewer(now time.Time, g *group, m *msg) {
+	for _, h := range g.newer {
+		if h.epoch == m.epoch && h.seq == m.seq {
+			c.sameCopy(now, g, h, m)
+			return
+		}
+	}
+	if len(g.newer) >= c.cfg.Window {
+		c.release(m, now)
+		return
+	}
+	g.newer = append(g.newer, m)
+	c.buffer(m)
+	if g.newerSince.IsZero() {
+		g.newerSince = now
+		c.addTimer(timer{at: now.Add(c.cfg.GapTimeout), kind: tEpoch, g: g})
+	}
+}
+
+// arriveCurrent handles an arrival of the group's current epoch.
+func (c *Core) arriveCurrent(now time.Time, g *group, m *msg) {
+	for _, r := range g.ack.Skipped {
+		if r.Contains(m.epoch, m.seq) {
+			c.late(now, g, m)
+			return
+		}
+	}
+	if m.seq < g.next {
+		if o := g.out; o != nil && o.epoch == m.epoch && o.seq == m.seq {
+			c.sameCopy(now, g, o, m)
+			return
+		}
+		c.dup(now, g, m)
+		return
+	}
+	i, found := g.heldIndex(m.seq)
+	if found {
+		c.sameCopy(now, g, g.held[i], m)
+		return
+	}
+	if m.seq-g.next >= uint64(c.cfg.Window) {
+		c.tooFar(now, g, m)
+		return
+	}
+	g.held = insertAt(g.held, i, m)
+	c.buffer(m)
+}
+
+func insertAt(s []*msg, i int, m *msg) []*msg {
+	s = append(s, nil)
+	copy(s[i+1:], s[i:])
+	s[i] = m
+	return s
+}
+
+// tooFar handles an arrival beyond the group's window: parked when the
+// store can, else released (it comes back later).
+func (c *Core) tooFar(now time.Time, g *group, m *msg) {
+	if c.canPark(g, m) {
+		c.park(g, m)
+		return
+	}
+	if g.farLow == 0 || m.seq < g.farLow {
+		g.farLow = m.seq
+	}
+	c.release(m, now)
+}
+
+// dup handles a copy of a message already handed out: it is deleted once
+// the cursor past it is durable, and never delivered again.
+func (c *Core) dup(now time.Time, g *group, m *msg) {
+	m.flags |= fDup
+	c.st.Duplicates++
+	c.report(Report{Kind: ReportDuplicate, Group: g.name, Epoch: m.epoch, Seq: m.seq, ID: m.id, DequeueCount: m.dequeue})
+	m.raw, m.payload = nil, nil
+	c.recharge(m)
+	if below(g.dur, m.epoch, m.seq) && g.uncertain == nil {
+		c.queueDelete(now, m)
+		return
+	}
+	m.where = wSettled
+	g.settled = append(g.settled, m)
+	c.markDirty(g)
+}
+
+// late handles a late arrival (an older epoch, or a seq the group skipped):
+// reported, then dead-lettered if a dead-letter queue is configured, else
+// handed out flagged Unordered. Never deleted unseen.
+func (c *Core) late(now time.Time, g *group, m *msg) {
+	c.st.Late++
+	m.flags |= fLate
+	c.report(Report{Kind: ReportLate, Msg: "late arrival", Group: g.name, Epoch: m.epoch, Seq: m.seq, ID: m.id, DequeueCount: m.dequeue})
+	m.g = nil
+	key := seenKey{group: g.name, epoch: m.epoch, seq: m.seq}
+	if c.cfg.DeadLetter {
+		c.unorderedArrival(now, m, key, true)
+		return
+	}
+	c.unorderedArrival(now, m, key, false)
+}
+
+// untagged applies the untagged policy to a body without a valid header.
+func (c *Core) untagged(now time.Time, m *msg, why error) {
+	c.st.Untagged++
+	if why == nil {
+		why = ErrUntagged
+	}
+	m.flags |= fUntagged
+	key := seenKey{id: m.id}
+	if _, ok := c.seen[key]; !ok {
+		c.report(Report{Kind: ReportUntagged, Msg: "untagged body", ID: m.id, DequeueCount: m.dequeue, Err: why})
+	}
+	switch c.cfg.Untagged {
+	case UntaggedDeliver:
+		c.unorderedArrival(now, m, key, false)
+	case UntaggedDeadLetter:
+		c.unorderedArrival(now, m, key, true)
+	case UntaggedReject:
+		// Left in the queue: it comes back after its visibility timeout.
+		c.remember(key)
+		c.release(m, now)
+	}
+}
+
+// unorderedArrival holds an Unordered message (untagged, or late) for
+// hand-out or dead-lettering, once per key in this Core's life: a copy of
+// one already settled is deleted, a copy of one held or out is a duplicate
+// of it (its receipt replaces the held one when it is the same queue
+// message; another message is released and deleted when it comes back
+// after the first is settled).
+func (c *Core) unorderedArrival(now time.Time, m *msg, key seenKey, dead bool) {
+	if _, ok := c.seen[key]; ok {
+		c.st.Duplicates++
+		c.report(Report{Kind: ReportDuplicate, Msg: "copy of a settled unordered message", Group: key.group, Epoch: m.epoch, Seq: m.seq, ID: m.id})
+		c.queueDelete(now, m)
+		return
+	}
+	if h, ok := c.unordered[key]; ok {
+		if h.id == m.id && h.where != wGone {
+			c.swapReceipt(h, m)
+		} else {
+			c.release(m, now)
+		}
+		return
+	}
+	c.unordered[key] = m
+	if dead {
+		c.queueDead(m)
+		return
+	}
+	c.buffer(m)
+	m.out = 0
+	c.ring.push(ringItem{m: m})
+}
+
+// remember records an Unordered key as settled, within the memory budget:
+// the oldest keys go first when it is spent.
+func (c *Core) remember(key seenKey) {
+	delete(c.unordered, key)
+	if _, ok := c.seen[key]; ok {
+		return
+	}
+	c.seen[key] = struct{}{}
+	c.seenOrder.push(key)
+	c.mem += seenCost + len(key.group) + len(key.id)
+	for c.mem > c.cfg.MaxMemory*3/4 && c.seenOrder.len() > 0 {
+		old, _ := c.seenOrder.pop()
+		delete(c.seen, old)
+		c.mem -= seenCost + len(old.group) + len(old.id)
+	}
+}
+
+// addSkipped adds r to the skipped ranges of cur. When more than
+// seqstore.MaxSkipped would be needed, the two closest ranges of one epoch
+// are merged into one that covers what lies between them: a seq delivered
+// in between that arrives again is then reported late (and handed out
+// flagged Unordered or dead-lettered) instead of deleted as a duplicate.
+// Nothing late is ever taken for a duplicate.
+func addSkipped(cur *seqstore.Cursor, r seqstore.Range) {
+	s := append(cur.Skipped[:len(cur.Skipped):len(cur.Skipped)], r)
+	for len(s) > seqstore.MaxSkipped {
+		bi, bj := -1, -1
+		var gap uint64
+		for i := range s {
+			for j := range s {
+				if i == j || s[i].Epoch != s[j].Epoch || s[i].First > s[j].First {
+					continue
+				}
+				var d uint64
+				if s[j].First > s[i].Last {
+					d = s[j].First - s[i].Last
+				}
+				if bi < 0 || d < gap {
+					bi, bj, gap = i, j, d
+				}
+			}
+		}
+		if bi < 0 {
+			// Every range has its own epoch: drop the oldest epoch's. Its
+			// seqs are then late by default (an older epoch with no
+			// record), never duplicates.
+			oldest := 0
+			for i := range s {
+				if s[i].Epoch < s[oldest].Epoch {
+					oldest = i
+				}
+			}
+			s = append(s[:oldest], s[oldest+1:]...)
+			continue
+		}
+		merged := seqstore.Range{Epoch: s[bi].Epoch, First: s[bi].First, Last: max(s[bi].Last, s[bj].Last)}
+		s[bi] = merged
+		s = append(s[:bj], s[bj+1:]...)
+	}
+	cur.Skipped = s
+}
