@@ -1,6 +1,7 @@
 package recvcore
 
 import (
+	"container/heap"
 	"math/rand/v2"
 	"time"
 
@@ -62,9 +63,11 @@ type Core struct {
 	seen      map[seenKey]struct{} // Unordered copies settled
 	seenOrder fifo[seenKey]
 
-	// released counts messages given back to the queue that stay invisible
-	// (received and not deleted, for the service) until their time here.
-	released fifo[time.Time]
+	// released holds the messages given back to the queue that stay
+	// invisible until their time: received and not deleted, for the
+	// service.
+	released relHeap
+	relBy    map[string]*relEntry // by receipt, while a shortening is queued
 
 	live, peakLive int // messages received and not deleted (receipts held)
 	buffered       int // messages waiting for their turn
@@ -119,6 +122,7 @@ func New(cfg Config) (*Core, error) {
 		parkBusy:    make(map[uint64][]*msg),
 		unparkBusy:  make(map[uint64][]*group),
 		unordered:   make(map[seenKey]*msg),
+		relBy:       make(map[string]*relEntry),
 		seen:        make(map[seenKey]struct{}),
 		stuck:       make(map[*group]struct{}),
 		visTokens:   cfg.MaxVisibilityRate,
@@ -325,7 +329,7 @@ func (c *Core) dropHeld(g *group, now time.Time, fn func(*msg)) {
 	g.inWrite = 0
 	g.gapSince, g.gapTold = time.Time{}, false
 	g.newerSince = time.Time{}
-	g.farLow = 0
+	g.farLow, g.farHigh = 0, 0
 	c.unring(g)
 }
 
@@ -369,13 +373,13 @@ func (c *Core) release(m *msg, now time.Time) {
 		return
 	}
 	c.st.Released++
-	at := m.visibleAt
-	if at.IsZero() || at.Before(now) {
-		at = now
-	}
-	c.released.push(at)
-	if m.receipt != "" && !m.has(fLapsed) && c.shortq.len() < 4*c.cfg.MaxBatch*16 {
-		c.shortq.push(m.receipt)
+	if m.visibleAt.After(now) {
+		e := &relEntry{until: m.visibleAt, receipt: m.receipt}
+		heap.Push(&c.released, e)
+		if m.receipt != "" && !m.has(fLapsed) && c.shortq.len() < 64*c.cfg.MaxBatch {
+			c.shortq.push(m.receipt)
+			c.relBy[m.receipt] = e
+		}
 	}
 	c.gone(m)
 }
@@ -387,19 +391,52 @@ func (c *Core) Room(now time.Time) int {
 	if c.closing {
 		return 0
 	}
-	for {
-		t, ok := c.released.peek()
-		if !ok || t.After(now) {
-			break
-		}
-		c.released.pop()
-	}
-	room := c.cfg.MaxHeld - c.live - c.released.len()
+	c.expireReleased(now)
+	room := c.cfg.MaxHeld - c.live - len(c.released)
 	if c.mem >= c.cfg.MaxMemory {
 		return 0
 	}
 	c.refillUndeleted(now)
 	return max(0, min(room, int(c.undelTokens)))
+}
+
+// expireReleased forgets the released messages visible again.
+func (c *Core) expireReleased(now time.Time) {
+	for len(c.released) > 0 && !c.released[0].until.After(now) {
+		e := heap.Pop(&c.released).(*relEntry)
+		if c.relBy[e.receipt] == e {
+			delete(c.relBy, e.receipt)
+		}
+	}
+}
+
+// relEntry is a released message, invisible until a time.
+type relEntry struct {
+	until   time.Time
+	receipt string
+	index   int
+}
+
+// relHeap is a min-heap of released messages by time (container/heap).
+type relHeap []*relEntry
+
+func (h relHeap) Len() int           { return len(h) }
+func (h relHeap) Less(i, j int) bool { return h[i].until.Before(h[j].until) }
+func (h relHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *relHeap) Push(x any) {
+	e := x.(*relEntry)
+	e.index = len(*h)
+	*h = append(*h, e)
+}
+func (h *relHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return e
 }
 
 func (c *Core) refillUndeleted(now time.Time) {

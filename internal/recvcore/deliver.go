@@ -78,10 +78,8 @@ func (c *Core) handOut(now time.Time, g *group) Delivery {
 		g.next = m.seq + 1
 		g.out = m
 		m.where = wOut
-		g.farLow = 0
-		if g.parkLow != 0 && g.parkLow < g.next {
-			g.parkLow = 0 // read back already
-		}
+		g.forgetFar()
+		g.passParked()
 	}
 	owed := m.out == outOwed
 	if !owed {
@@ -382,10 +380,52 @@ func (c *Core) clearGap(g *group) {
 	c.clearStuck(g, "gap")
 }
 
+// knowParked records that seq of g's current epoch is parked and not in
+// memory.
+func (g *group) knowParked(seq uint64) {
+	if seq >= g.next && (g.parkLow == 0 || seq < g.parkLow) {
+		g.parkLow = seq
+	}
+	g.parkHigh = max(g.parkHigh, seq)
+}
+
+// passParked forgets what next has passed of the park: when more may be
+// parked beyond, the park is read again once next is missing.
+func (g *group) passParked() {
+	if g.parkLow != 0 && g.parkLow < g.next {
+		g.parkLow = 0
+		if g.parkHigh >= g.next {
+			g.probed = false
+		}
+	}
+	if g.parkHigh < g.next {
+		g.parkHigh = 0
+	}
+}
+
+// noteFar records that seq of g's current epoch was released.
+func (g *group) noteFar(seq uint64) {
+	if g.farLow == 0 || seq < g.farLow {
+		g.farLow = seq
+	}
+	g.farHigh = max(g.farHigh, seq)
+}
+
+// forgetFar drops what next has passed of the released range: below
+// farHigh, the lowest released seq is then unknown.
+func (g *group) forgetFar() {
+	switch {
+	case g.farHigh < g.next:
+		g.farLow, g.farHigh = 0, 0
+	case g.farLow < g.next:
+		g.farLow = 0
+	}
+}
+
 // waiting reports whether g's next seq is missing while later seqs of its
 // epoch are known (held, parked, or seen too far ahead).
 func (g *group) waiting() bool {
-	return g.out == nil && (len(g.held) > 0 || g.parkLow != 0 || g.farLow != 0)
+	return g.out == nil && (len(g.held) > 0 || g.parkLow != 0 || g.farHigh != 0 && g.farHigh >= g.next)
 }
 
 // lowestKnown returns the lowest seq of g's epoch above next that g holds,
@@ -427,8 +467,11 @@ func (c *Core) checkGap(g *group, now time.Time) {
 		g.gapTold = true
 		c.st.Gaps++
 		c.setStuck(g, g.gapSince, "gap", nil)
-		low := g.lowestKnown()
-		c.report(Report{Kind: ReportGap, Msg: "gap", Group: g.name, Epoch: g.epoch, Seq: g.next, Last: low - 1, Age: now.Sub(g.gapSince)})
+		var last uint64
+		if low := g.lowestKnown(); low > g.next {
+			last = low - 1
+		}
+		c.report(Report{Kind: ReportGap, Msg: "gap", Group: g.name, Epoch: g.epoch, Seq: g.next, Last: last, Age: now.Sub(g.gapSince)})
 	}
 }
 
@@ -442,9 +485,8 @@ func (c *Core) skip(g *group, now time.Time) {
 	}
 	age := now.Sub(g.gapSince)
 	g.next = target
-	if g.farLow != 0 && g.farLow <= target {
-		g.farLow = 0
-	}
+	g.forgetFar()
+	g.passParked()
 	r := seqstore.Range{Epoch: g.epoch, First: next, Last: target - 1}
 	addSkipped(&g.ack, r)
 	g.ack.Epoch, g.ack.Next = g.epoch, target
@@ -465,7 +507,7 @@ func (c *Core) checkEpoch(g *group, now time.Time) {
 	if len(g.newer) == 0 || g.out != nil || now.Before(g.newerSince.Add(c.cfg.GapTimeout)) {
 		return
 	}
-	if g.waiting() || g.unparking {
+	if g.waiting() || g.unparking || g.farHigh >= g.next {
 		if c.cfg.GapPolicy == GapSkip && !g.unparking && g.parkLow != g.next {
 			if g.gapSince.IsZero() || now.Before(g.gapSince.Add(c.cfg.GapTimeout)) {
 				g.gapSince = now.Add(-c.cfg.GapTimeout) // a newer epoch proves the hole old enough
@@ -485,7 +527,7 @@ func (c *Core) checkEpoch(g *group, now time.Time) {
 	addSkipped(&g.ack, seqstore.Range{Epoch: from, First: oldNext, Last: seqstore.MaxSeq})
 	g.ack.Epoch, g.ack.Next = to, 1
 	g.epoch, g.next = to, 1
-	g.farLow, g.parkLow, g.parkHigh, g.probed = 0, 0, 0, false
+	g.farLow, g.farHigh, g.parkLow, g.parkHigh, g.probed = 0, 0, 0, 0, false
 	c.clearGap(g)
 	take, keep := []*msg(nil), g.newer[:0]
 	for _, m := range g.newer {

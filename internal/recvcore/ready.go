@@ -1,7 +1,9 @@
 package recvcore
 
 import (
+	"container/heap"
 	"errors"
+	"math"
 	"slices"
 	"time"
 
@@ -495,6 +497,9 @@ func (c *Core) readyVisibility(now time.Time, rd *Ready) {
 	}
 	for c.shortq.len() > 0 && c.visTokens >= 1 && len(c.visBusy) < maxVisibilityInFlight {
 		receipt, _ := c.shortq.pop()
+		if c.relBy[receipt] == nil {
+			continue // visible again already
+		}
 		c.visTokens--
 		id := c.id()
 		c.visBusy[id] = visChange{receipt: receipt}
@@ -511,8 +516,14 @@ func (c *Core) Visibility(now time.Time, id uint64, receipt string, err error) {
 	delete(c.visBusy, id)
 	m := v.m
 	if m == nil {
+		e := c.relBy[v.receipt]
+		delete(c.relBy, v.receipt)
 		if err == nil {
 			c.st.Shortened++
+			if e != nil && e.index >= 0 && e.index < len(c.released) && c.released[e.index] == e {
+				e.until = now.Add(c.cfg.ShortVisibility)
+				heap.Fix(&c.released, e.index)
+			}
 		}
 		return
 	}
@@ -660,9 +671,9 @@ func (c *Core) canPark(g *group, m *msg) bool {
 func (c *Core) park(g *group, m *msg) {
 	m.where = wPark
 	c.parkq = append(c.parkq, m)
-	if g.parkLow == 0 || m.seq < g.parkLow {
-		g.parkLow = m.seq
-	}
+	// Counted as parked from now on: a hole is never skipped over a
+	// message on its way to the park.
+	g.knowParked(m.seq)
 }
 
 // unhold removes a held message from its group's lists.
@@ -712,15 +723,22 @@ func (c *Core) Parked(now time.Time, id uint64, err error) {
 		switch {
 		case e == nil:
 			c.st.Parked++
-			if g.phase != phEvicted && m.epoch == g.epoch && m.seq >= g.next && (g.parkLow == 0 || m.seq < g.parkLow) {
-				g.parkLow = m.seq
+			if g.phase != phEvicted && m.epoch == g.epoch {
+				g.knowParked(m.seq)
+				g.parkGen++
 			}
-			g.parkHigh = max(g.parkHigh, m.seq)
 			c.queueDelete(now, m)
 		case errors.Is(e, seqstore.ErrConflict):
-			m.flags |= fDup
-			c.st.Duplicates++
-			c.queueDelete(now, m)
+			// Below the stored cursor: a duplicate or a late arrival if
+			// this Core's cursor says so too; else someone else moved
+			// the cursor.
+			m.where = wHeld
+			if g.phase == phActive && m.epoch == g.epoch && m.seq < g.next {
+				c.arriveCurrent(now, g, m)
+			} else {
+				c.release(m, now)
+				c.conflicted(now, g, e)
+			}
 		case errors.Is(e, seqstore.ErrAborted):
 			c.parkq = append(c.parkq, m)
 		default:
@@ -779,6 +797,7 @@ func (c *Core) readyUnparks(now time.Time, rd *Ready) {
 			g.unparking = false
 			continue
 		}
+		g.unparkGen = g.parkGen
 		gs = append(gs, g)
 		qs = append(qs, ParkQuery{Stream: g.stream, Epoch: g.epoch, From: g.next, Max: min(maxUnparkEntries, c.cfg.Window)})
 	}
@@ -825,19 +844,21 @@ func (c *Core) Unparked(now time.Time, id uint64, res [][]ParkEntry, err error) 
 }
 
 func (c *Core) unparkedGroup(now time.Time, g *group, entries []ParkEntry) {
-	g.probed = true
 	if g.phase != phActive {
 		return
 	}
-	g.parkLow = 0
-	full := len(entries) >= min(maxUnparkEntries, c.cfg.Window)
-	for k, e := range entries {
+	// What the read leaves in the park: from the first entry not loaded
+	// on; with a full answer, maybe more beyond the last.
+	var low, high uint64
+	if len(entries) >= min(maxUnparkEntries, c.cfg.Window) {
+		low, high = entries[len(entries)-1].Seq+1, math.MaxUint64
+	}
+	for _, e := range entries {
 		if e.Epoch != g.epoch || e.Seq < g.next {
 			continue
 		}
 		if e.Seq-g.next >= uint64(c.cfg.Window) || c.mem >= c.cfg.MaxMemory {
-			g.parkLow = e.Seq // the rest stays parked
-			full = false
+			low, high = e.Seq, math.MaxUint64
 			break
 		}
 		c.st.Unparked++
@@ -860,9 +881,18 @@ func (c *Core) unparkedGroup(now time.Time, g *group, entries []ParkEntry) {
 		}
 		g.held = insertAt(g.held, i, m)
 		c.buffer(m)
-		if k == len(entries)-1 && full {
-			g.parkLow = e.Seq + 1 // more may be parked beyond
+	}
+	if g.parkGen == g.unparkGen {
+		g.parkLow, g.parkHigh = low, high
+		g.probed = true
+	} else {
+		// Parks became durable while the read was in flight: keep what
+		// they taught, and read again when next is missing.
+		if low != 0 {
+			g.knowParked(low)
+			g.parkHigh = max(g.parkHigh, high)
 		}
+		g.probed = false
 	}
 	c.update(g, now)
 }

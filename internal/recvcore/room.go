@@ -20,14 +20,14 @@ func (c *Core) reserve() int {
 }
 
 // moving reports whether delivery is progressing: messages with the
-// application, acknowledged ones waiting for their commit, or deletes
-// queued will free room by themselves.
+// application, advances to write, or deletes queued will free room by
+// themselves.
 func (c *Core) moving() bool {
 	if c.ring.len() > 0 || c.delq.len() > 0 || len(c.delBusy) > 0 || c.commit != nil {
 		return true
 	}
 	for _, g := range c.groups {
-		if g.out != nil && g.out.out == outHanded || len(g.settled) > 0 {
+		if g.out != nil && g.out.out == outHanded || g.writing != nil || c.committable(g) {
 			return true
 		}
 	}
@@ -45,7 +45,8 @@ func (c *Core) makeRoom(now time.Time) {
 	if c.closing {
 		return
 	}
-	room := c.cfg.MaxHeld - c.live - c.released.len()
+	c.expireReleased(now)
+	room := c.cfg.MaxHeld - c.live - len(c.released)
 	need := 0
 	if r := c.reserve(); room < r && (c.cfg.Park || !c.moving()) {
 		// Evict in chunks, so that a full cap costs one pass now and then.
@@ -108,13 +109,11 @@ func (c *Core) makeRoom(now time.Time) {
 			c.park(g, m)
 		case m.has(fStored):
 			// Parked already: forget it here, read it back later.
-			if g.parkLow == 0 || m.seq < g.parkLow {
-				g.parkLow = m.seq
-			}
+			g.knowParked(m.seq)
 			c.gone(m)
 		default:
-			if g.phase == phActive && m.epoch == g.epoch && (g.farLow == 0 || m.seq < g.farLow) {
-				g.farLow = m.seq
+			if g.phase == phActive && m.epoch == g.epoch {
+				g.noteFar(m.seq)
 			}
 			c.release(m, now)
 		}

@@ -250,7 +250,7 @@ func (c *Core) demote(now time.Time, g *group, epoch uint64) {
 	}
 	g.epoch, g.next = epoch, 1
 	g.ack.Epoch, g.ack.Next = 0, 0
-	g.farLow, g.gapSince, g.gapTold = 0, time.Time{}, false
+	g.farLow, g.farHigh, g.gapSince, g.gapTold = 0, 0, time.Time{}, false
 }
 
 // arriveNewer holds an arrival of a newer epoch until the group switches.
@@ -316,9 +316,7 @@ func (c *Core) tooFar(now time.Time, g *group, m *msg) {
 		c.park(g, m)
 		return
 	}
-	if g.farLow == 0 || m.seq < g.farLow {
-		g.farLow = m.seq
-	}
+	g.noteFar(m.seq)
 	c.release(m, now)
 }
 

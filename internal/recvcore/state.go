@@ -126,15 +126,21 @@ type group struct {
 	stuckErr     error
 	conflictTold bool
 
-	// What the Core knows of the park: parkLow is the lowest parked seq of
-	// the current epoch at or above next (0: none known), probed says a read
-	// found what is parked from next on, unparking that a read is in flight.
-	parkLow   uint64
-	parkHigh  uint64
-	probed    bool
-	unparking bool
+	// What the Core knows of the park (see knowParked): parkLow is the
+	// lowest parked seq of the current epoch at or above next that is not
+	// in memory (0: none known), parkHigh bounds the parked seqs above it;
+	// probed says a read found what is parked from next on; parkGen counts
+	// parks that became durable, unparkGen its value when the read in
+	// flight (unparking) was asked for.
+	parkLow, parkHigh  uint64
+	probed, unparking  bool
+	parkGen, unparkGen uint64
 
-	farLow uint64 // lowest seq released because it was too far ahead
+	// farLow and farHigh bound the seqs of the current epoch released
+	// because they were too far ahead (or evicted): they are in the queue,
+	// and the group waits for them (a hole) and never passes over them
+	// when it switches epochs.
+	farLow, farHigh uint64
 
 	idlePrev, idleNext *group
 	idle               bool
@@ -202,7 +208,7 @@ func (g *group) blocked() bool {
 func (g *group) empty() bool {
 	return g.out == nil && len(g.held) == 0 && len(g.newer) == 0 && len(g.pending) == 0 &&
 		len(g.settled) == 0 && len(g.tickets) == 0 && g.writing == nil && g.uncertain == nil &&
-		!g.dirty && !g.toRead && !g.inRing && !g.unparking && g.parkLow == 0 && g.farLow == 0 &&
+		!g.dirty && !g.toRead && !g.inRing && !g.unparking && g.parkLow == 0 && g.farHigh == 0 &&
 		g.startAt.IsZero() && !behind(g.dur, g.ack) && g.phase == phActive
 }
 
