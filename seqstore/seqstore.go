@@ -396,3 +396,46 @@ type Store interface {
 	// return ErrClosed. Close is idempotent.
 	Close() error
 }
+
+// Parked is a message body parked in a store: a message that arrived long
+// before its turn, kept durably by the receiver so that it can be deleted
+// from the queue (see Parker).
+type Parked struct {
+	Stream Stream
+	Epoch  uint64
+	Seq    uint64
+	Body   []byte
+}
+
+// ParkQuery asks for up to Max parked entries of Stream with Epoch and a seq
+// of at least From.
+type ParkQuery struct {
+	Stream Stream
+	Epoch  uint64
+	From   uint64
+	Max    int
+}
+
+// Parker is the optional capability of a Store that can park messages for
+// a receiver (the resequencer's persistent store). A receiver holds at
+// most a capped number of messages received and not deleted; early
+// arrivals beyond it are parked, deleted from the queue, and read back in
+// order when their turn comes. Package ordered discovers it with a type
+// assertion and runs without parking when a store lacks it.
+//
+// A Parker's Advance also drops, in the same atomic write, the parked
+// entries of each stream below its new cursor (and of older epochs), so
+// that handing a parked message out and removing it from the park are one
+// step; sqlstore's AdvanceTx does the same inside the caller's transaction.
+type Parker interface {
+	// Park durably stores entries, all or none, in one write. Parking an
+	// entry again replaces its body. An entry at or below its stream's
+	// cursor (already handled) is refused: the call then fails with a
+	// *BatchError whose entry for it wraps ErrConflict.
+	Park(ctx context.Context, entries []Parked) error
+
+	// Unpark returns, for each query in order, the parked entries of its
+	// stream with its epoch and a seq of at least From, in seq order, at
+	// most Max of them. It removes nothing: Advance does.
+	Unpark(ctx context.Context, queries []ParkQuery) ([][]Parked, error)
+}

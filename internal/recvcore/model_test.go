@@ -552,7 +552,7 @@ func (w *world) doOne(heal bool) bool {
 			w.core.Unparked(w.now, u.ID, nil, errors.New("read failed"))
 			break
 		}
-		res := make([][]recvcore.ParkEntry, len(u.Queries))
+		res := make([][]seqstore.Parked, len(u.Queries))
 		for i, q := range u.Queries {
 			var ks []key
 			for k := range w.park {
@@ -562,7 +562,7 @@ func (w *world) doOne(heal bool) bool {
 			}
 			sort.Slice(ks, func(a, b int) bool { return ks[a].seq < ks[b].seq })
 			for _, k := range ks[:min(len(ks), q.Max)] {
-				res[i] = append(res[i], recvcore.ParkEntry{Stream: q.Stream, Epoch: k.epoch, Seq: k.seq, Body: w.park[k]})
+				res[i] = append(res[i], seqstore.Parked{Stream: q.Stream, Epoch: k.epoch, Seq: k.seq, Body: w.park[k]})
 			}
 		}
 		w.core.Unparked(w.now, u.ID, res, nil)

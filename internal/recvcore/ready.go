@@ -699,9 +699,9 @@ func (c *Core) readyParks(now time.Time, rd *Ready) {
 	n := min(len(c.parkq), c.cfg.MaxParks)
 	ms := slices.Clone(c.parkq[:n])
 	c.parkq = slices.Delete(c.parkq, 0, n)
-	entries := make([]ParkEntry, n)
+	entries := make([]seqstore.Parked, n)
 	for i, m := range ms {
-		entries[i] = ParkEntry{Stream: m.g.stream, Epoch: m.epoch, Seq: m.seq, Body: m.raw}
+		entries[i] = seqstore.Parked{Stream: m.g.stream, Epoch: m.epoch, Seq: m.seq, Body: m.raw}
 	}
 	id := c.id()
 	c.parkBusy[id] = ms
@@ -763,6 +763,23 @@ func (c *Core) Parked(now time.Time, id uint64, err error) {
 	c.settle(now)
 }
 
+// knowParking re-applies to g what its parks on their way (queued or in
+// flight, not durable when a read ran) say.
+func (c *Core) knowParking(g *group) {
+	for _, m := range c.parkq {
+		if m.g == g {
+			g.knowParked(m.seq)
+		}
+	}
+	for _, ms := range c.parkBusy {
+		for _, m := range ms {
+			if m.g == g {
+				g.knowParked(m.seq)
+			}
+		}
+	}
+}
+
 // checkPark asks the park for g's next messages when g's next seq is not in
 // memory: when g parked it, or when g never looked since its cursor was
 // read (a parking receiver may have crashed after deleting it from the
@@ -790,7 +807,7 @@ func (c *Core) readyUnparks(now time.Time, rd *Ready) {
 		return
 	}
 	var gs []*group
-	var qs []ParkQuery
+	var qs []seqstore.ParkQuery
 	for c.unparkq.len() > 0 && len(gs) < maxUnparkQueries {
 		g, _ := c.unparkq.pop()
 		if g.phase != phActive {
@@ -799,7 +816,7 @@ func (c *Core) readyUnparks(now time.Time, rd *Ready) {
 		}
 		g.unparkGen = g.parkGen
 		gs = append(gs, g)
-		qs = append(qs, ParkQuery{Stream: g.stream, Epoch: g.epoch, From: g.next, Max: min(maxUnparkEntries, c.cfg.Window)})
+		qs = append(qs, seqstore.ParkQuery{Stream: g.stream, Epoch: g.epoch, From: g.next, Max: min(maxUnparkEntries, c.cfg.Window)})
 	}
 	if len(gs) == 0 {
 		return
@@ -811,7 +828,7 @@ func (c *Core) readyUnparks(now time.Time, rd *Ready) {
 
 // Unparked reports the outcome of the Unpark action id: for each query, the
 // entries read.
-func (c *Core) Unparked(now time.Time, id uint64, res [][]ParkEntry, err error) {
+func (c *Core) Unparked(now time.Time, id uint64, res [][]seqstore.Parked, err error) {
 	gs, ok := c.unparkBusy[id]
 	if !ok {
 		return
@@ -843,7 +860,7 @@ func (c *Core) Unparked(now time.Time, id uint64, res [][]ParkEntry, err error) 
 	c.settle(now)
 }
 
-func (c *Core) unparkedGroup(now time.Time, g *group, entries []ParkEntry) {
+func (c *Core) unparkedGroup(now time.Time, g *group, entries []seqstore.Parked) {
 	if g.phase != phActive {
 		return
 	}
@@ -885,6 +902,7 @@ func (c *Core) unparkedGroup(now time.Time, g *group, entries []ParkEntry) {
 	if g.parkGen == g.unparkGen {
 		g.parkLow, g.parkHigh = low, high
 		g.probed = true
+		c.knowParking(g)
 	} else {
 		// Parks became durable while the read was in flight: keep what
 		// they taught, and read again when next is missing.

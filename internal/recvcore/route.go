@@ -86,28 +86,34 @@ func (c *Core) routeTagged(now time.Time, g *group, m *msg) {
 	}
 }
 
-// sameCopy handles an arrival of a message already held as h: the same
-// queue message delivered again takes the new receipt; another queue
-// message with the same seq (a duplicate send) waits as a duplicate of h
-// and is deleted once the cursor past the seq is durable. A payload that
-// differs is reported.
+// sameCopy handles an arrival of a seq already held as h. The same queue
+// message delivered again takes the new receipt. Another queue message
+// with the same seq (a duplicate send): when h is parked, its body is
+// durable and the copy is deleted; when h was handed out, the copy is a
+// duplicate, deleted once the cursor past the seq is durable; when h still
+// waits for its turn, the copy is released: it comes back as a duplicate
+// once h is handled, or as a late arrival if the seq is skipped. A payload
+// that differs is reported.
 func (c *Core) sameCopy(now time.Time, g *group, h, m *msg) {
-	if h.id == m.id || m.id == "" {
-		if h.has(fStored) {
-			// h came back from the park: the queue's copy is a duplicate
-			// of a durably parked message.
-			c.dup(now, g, m)
-			return
-		}
+	if h.id == m.id && !h.has(fStored) {
 		c.swapReceipt(h, m)
 		return
 	}
-	if !bytes.Equal(h.payload, m.payload) {
+	if !bytes.Equal(h.payload, m.payload) && h.payload != nil {
 		c.st.Mismatches++
 		c.report(Report{Kind: ReportMismatch, Msg: "two messages with the same seq and different payloads: the first is kept",
 			Group: g.name, Epoch: m.epoch, Seq: m.seq, ID: m.id, Err: ErrPayloadMismatch})
 	}
-	c.dup(now, g, m)
+	switch {
+	case h.has(fStored):
+		m.flags |= fDup
+		c.st.Duplicates++
+		c.queueDelete(now, m)
+	case h.where == wOut || h.where == wSettled:
+		c.dup(now, g, m)
+	default:
+		c.release(m, now)
+	}
 }
 
 // swapReceipt keeps the newest receipt of a message received twice: the
@@ -251,6 +257,7 @@ func (c *Core) demote(now time.Time, g *group, epoch uint64) {
 	g.epoch, g.next = epoch, 1
 	g.ack.Epoch, g.ack.Next = 0, 0
 	g.farLow, g.farHigh, g.gapSince, g.gapTold = 0, 0, time.Time{}, false
+	g.parkLow, g.parkHigh, g.probed = 0, 0, false
 }
 
 // arriveNewer holds an arrival of a newer epoch until the group switches.

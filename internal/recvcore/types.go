@@ -223,31 +223,17 @@ type DeadLetter struct {
 	Bodies [][]byte
 }
 
-// ParkEntry is a body parked in the store.
-type ParkEntry struct {
-	Stream     seqstore.Stream
-	Epoch, Seq uint64
-	Body       []byte // the body as it was on the queue, header included
-}
-
-// Park asks to park Entries durably in one store write.
+// Park asks to park Entries durably in one store write
+// (seqstore.Parker.Park).
 type Park struct {
 	ID      uint64
-	Entries []ParkEntry
-}
-
-// ParkQuery asks for up to Max parked entries of Stream with Epoch and a
-// seq >= From, in seq order.
-type ParkQuery struct {
-	Stream      seqstore.Stream
-	Epoch, From uint64
-	Max         int
+	Entries []seqstore.Parked
 }
 
 // Unpark asks to read parked entries, one query per stream.
 type Unpark struct {
 	ID      uint64
-	Queries []ParkQuery
+	Queries []seqstore.ParkQuery
 }
 
 // Ready is the batch of actions due, from Core.Ready. The shell executes
