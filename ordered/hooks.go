@@ -2,9 +2,12 @@ package ordered
 
 import "time"
 
-// Hooks are called synchronously on notable events, often while the Queue
-// holds an internal lock. They must not block and must not call back into
-// the Queue; a nil hook is skipped. Use them for metrics and alerts.
+// Hooks are called on notable events, one at a time (never concurrently)
+// and outside the Queue's locks: a hook may call Queue.Stats. They run on
+// the goroutine that made the event happen (a fetcher, a handler's Ack, a
+// store call's completion), so a slow hook slows that work: keep them
+// quick. A nil hook is skipped. Use them for metrics and alerts; every
+// event is also logged with stable keys (group, epoch, seq, err).
 type Hooks struct {
 	// OnGap: a group's next seq (Event.Seq) has been missing for
 	// GapTimeout while later seqs wait (GapWait). Reported once per hole;
@@ -18,9 +21,13 @@ type Hooks struct {
 	// OnRedeliver: the queue delivered a message again (Event.DequeueCount
 	// > 1, or a second copy of a message held); the newest receipt is kept.
 	OnRedeliver func(Event)
-	// OnStale: a late arrival: a seq of an epoch older than the group's, or
+	// OnLate: a late arrival: a seq of an epoch older than the group's, or
 	// of a range the gap policy skipped. It is dead-lettered if
 	// ReceiveOptions.DeadLetter is set, else handed out flagged Unordered.
+	OnLate func(Event)
+	// OnStale is the former name of OnLate; both are called.
+	//
+	// Deprecated: use OnLate.
 	OnStale func(Event)
 	// OnEpoch: the group switched from sender epoch Event.From to
 	// Event.Epoch (the sender lost its state and began again).
@@ -28,16 +35,26 @@ type Hooks struct {
 	// OnDeadLetter: a message was sent to ReceiveOptions.DeadLetter;
 	// Event.Err says why.
 	OnDeadLetter func(Event)
-	// OnStuck: a message failed MaxAttempts times under PoisonBlock; its
-	// group retries it and delivers nothing else until it succeeds.
+	// OnStuck: a group cannot progress on its own: a message failed
+	// MaxAttempts times under PoisonBlock (its group retries it and
+	// delivers nothing else until it succeeds), or the store refused the
+	// group's cursor with an error that retrying soon cannot fix (corrupt
+	// stored state: Event.Err; the group's messages come back from the
+	// queue and its cursor is read again after Retry.Max).
 	OnStuck func(Event)
-	// OnConflict: a cursor advance found the stored cursor moved by
-	// someone else (a second receiver on the stream); the group stops and
-	// re-reads its cursor.
+	// OnConflict: the stored cursor was moved by someone else (a second
+	// receiver on the stream): found by a refused advance, or by re-reading
+	// the cursor after a write whose outcome was unknown. The group goes on
+	// from the stored cursor.
 	OnConflict func(Event)
 	// OnUntagged: a body without a valid header arrived; Event.ID is its
-	// message id.
+	// message id, Event.Err says why when a header was refused (a MAC that
+	// does not verify under Options.Key, an epoch too far in the future).
 	OnUntagged func(Event)
+	// OnMismatch: two messages with the same group, epoch and seq and
+	// different payloads arrived (a forged or corrupted copy): the first
+	// one is kept, the other deleted once the seq is handled.
+	OnMismatch func(Event)
 }
 
 // Event describes what a hook reports. Fields that do not apply are zero.

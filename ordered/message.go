@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/inorder/inorder/internal/recvcore"
 	"github.com/inorder/inorder/seqstore"
 )
 
@@ -13,14 +14,11 @@ var (
 	// ErrAcked is returned by Ack and Nack on a message that was already
 	// acknowledged or rejected.
 	ErrAcked = errors.New("ordered: message already acked or nacked")
-	// ErrConflict is returned by a SyncAck Ack, and in AtMostOnce by
-	// Receive's internal wait, when the store refused the cursor advance
-	// because someone else moved the stream's cursor. It wraps
+	// ErrConflict is returned by a SyncAck Ack when the store refused the
+	// cursor advance because someone else moved the stream's cursor (and
+	// re-reading it showed it was not this receiver's own write). It wraps
 	// seqstore.ErrConflict.
 	ErrConflict = fmt.Errorf("ordered: cursor moved by another receiver: %w", seqstore.ErrConflict)
-
-	errLate     = errors.New("ordered: late arrival (older epoch or skipped seq)")
-	errUntagged = errors.New("ordered: untagged body")
 )
 
 // Handler processes one message for Run. It returns nil to acknowledge the
@@ -52,11 +50,8 @@ type Message struct {
 	// once (its dequeue count is above 1, or a second copy arrived).
 	Redelivered bool
 
-	r    *receiver
-	e    *entry
-	gen  uint32
-	adv  seqstore.Advance
-	done bool // guarded by r.mu
+	r *receiver
+	d recvcore.Delivery
 }
 
 // Ack acknowledges the message. In AtLeastOnce mode the group is unlocked at
@@ -74,7 +69,7 @@ func (m *Message) Ack(ctx context.Context) error {
 // Nack rejects the message because of err: it is handed out again after a
 // backoff (its group stays locked meanwhile, so order is kept). After
 // MaxAttempts the poison policy applies. In AtMostOnce mode the message is
-// not retried: it is dropped, or dead-lettered under PoisonDeadLetter. In
+// not retried: it is deleted, or dead-lettered under PoisonDeadLetter. In
 // ExactlyOnce mode, a Nack whose err wraps seqstore.ErrConflict (the
 // application's cursor advance failed its compare-and-set) makes the group
 // re-read its cursor.
@@ -88,5 +83,5 @@ func (m *Message) Nack(ctx context.Context, err error) error {
 // also carries any skipped range or epoch switch decided before m. For an
 // Unordered message, or in other modes, it is the zero Advance.
 func (m *Message) CursorAdvance() seqstore.Advance {
-	return m.adv
+	return m.d.Advance
 }

@@ -3,7 +3,6 @@ package ordered
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -36,6 +35,30 @@ type Options struct {
 
 	// Receive configures the receive side.
 	Receive ReceiveOptions
+
+	// Key, when set, authenticates message headers: the sender appends a
+	// MAC (HMAC-SHA256 over group, epoch, seq and payload, truncated to
+	// 128 bits) to each header, and the receiver treats a header without
+	// a MAC valid under Key or OldKeys as untagged (reported through
+	// Hooks.OnUntagged). Without a key, anyone who can send to the queue
+	// can forge a header: replace a payload, switch a group to a forged
+	// epoch, or make GapSkip jump. To rotate: give receivers the new key
+	// in OldKeys first, then make it Key on senders and receivers (the old
+	// one moving to OldKeys), and drop it once no message signed with it
+	// can remain in the queue. FormatLegacy carries no MAC: it cannot be
+	// used with a key.
+	Key []byte
+
+	// OldKeys are accepted by the receiver besides Key, during a rotation.
+	OldKeys [][]byte
+}
+
+// keys returns every key a receiver accepts, Key first.
+func (o *Options) keys() [][]byte {
+	if len(o.Key) == 0 {
+		return nil
+	}
+	return append([][]byte{o.Key}, o.OldKeys...)
 }
 
 // RetryOptions bounds the exponential backoff, with full jitter, between
@@ -55,7 +78,13 @@ func (o *Options) setDefaults(limits driver.Limits) error {
 		return fmt.Errorf("ordered: options: name: %w", err)
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if len(o.Key) == 0 && len(o.OldKeys) > 0 {
+		return errors.New("ordered: options: OldKeys without Key")
+	}
+	if len(o.Key) > 0 && o.Send.Format == FormatLegacy {
+		return errors.New("ordered: options: FormatLegacy carries no MAC: it cannot be used with Key")
 	}
 	if o.Retry.Initial == 0 {
 		o.Retry.Initial = 50 * time.Millisecond

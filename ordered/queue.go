@@ -182,11 +182,12 @@ type RequestStats struct {
 	Send, Receive, Delete, ChangeVisibility int64 // driver calls by kind
 	EmptyReceive                            int64 // receives that returned nothing
 	Reserve, Sent, Advance, Cursor          int64 // store calls by kind
+	Park, Unpark                            int64
 }
 
 type requestCounters struct {
 	send, receive, emptyReceive, delete, changeVisibility atomic.Int64
-	reserve, sent, advance, cursor                        atomic.Int64
+	reserve, sent, advance, cursor, park, unpark          atomic.Int64
 }
 
 func (c *requestCounters) snapshot() RequestStats {
@@ -194,6 +195,7 @@ func (c *requestCounters) snapshot() RequestStats {
 		Send: c.send.Load(), Receive: c.receive.Load(), Delete: c.delete.Load(),
 		ChangeVisibility: c.changeVisibility.Load(), EmptyReceive: c.emptyReceive.Load(),
 		Reserve: c.reserve.Load(), Sent: c.sent.Load(), Advance: c.advance.Load(), Cursor: c.cursor.Load(),
+		Park: c.park.Load(), Unpark: c.unpark.Load(),
 	}
 }
 
@@ -234,12 +236,23 @@ func (q *Queue) storeSent(ctx context.Context, s seqstore.Stream, seqs []uint64)
 	return q.store.Sent(ctx, s, seqs)
 }
 
-func (q *Queue) storeCursor(ctx context.Context, s seqstore.Stream) (seqstore.Cursor, error) {
-	q.req.cursor.Add(1)
-	return q.store.Cursor(ctx, s)
-}
-
 func (q *Queue) storeAdvance(ctx context.Context, batch []seqstore.Advance) error {
 	q.req.advance.Add(1)
-	return q.store.Advance(ctx, batch)
+	err := q.store.Advance(ctx, batch)
+	var ce *seqstore.ConflictError
+	if errors.As(err, &ce) {
+		// Single-stream contract (until the stores take many streams):
+		// name each stream's outcome.
+		errs := make([]error, len(batch))
+		for i, a := range batch {
+			errs[i] = seqstore.ErrAborted
+			for _, s := range ce.Streams {
+				if s == a.Stream {
+					errs[i] = fmt.Errorf("%w", seqstore.ErrConflict)
+				}
+			}
+		}
+		return &seqstore.BatchError{Errs: errs}
+	}
+	return err
 }

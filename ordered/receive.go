@@ -8,15 +8,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/inorder/inorder/internal/recvcore"
 	"github.com/inorder/inorder/seqstore"
 )
 
 // Receive returns the next message of any group that has one ready, waiting
-// until one is or ctx ends. Groups take turns (a ready ring), and a group
-// has at most one message out at a time: its next message is handed out only
-// after Ack (or after the retry that follows a Nack). The first call starts
-// the receive side (fetchers, committer, reaper, keeper). It returns
-// ErrClosed once Close began and ctx.Err() when ctx ends.
+// until one is or ctx ends. Groups take turns, and a group has at most one
+// message out at a time: its next message is handed out only after Ack (or
+// after the retry that follows a Nack). The first call starts the receive
+// side (fetchers and the goroutines that write cursors, delete and keep
+// visibility). It returns ErrClosed once Close began and ctx.Err() when ctx
+// ends.
 func (q *Queue) Receive(ctx context.Context) (*Message, error) {
 	r, err := q.receiver()
 	if err != nil {
@@ -77,105 +79,72 @@ func (q *Queue) Run(ctx context.Context, h Handler) error {
 	return nil
 }
 
-// receiver is the receive side of a Queue. All its state is guarded by mu;
-// the goroutines it owns are the fetchers, the committer, the reaper and the
-// keeper (timers, visibility, eviction).
+// receiver is the receive side of a Queue: a thin shell over the receive
+// core (internal/recvcore), which makes every decision. The shell feeds the
+// core its events under mu, takes the actions the core asks for, and
+// executes them outside the lock, each in a goroutine it owns; hooks and
+// logs run outside the lock too, one at a time.
 type receiver struct {
 	q     *Queue
 	o     *ReceiveOptions
 	hooks *Hooks
 	log   *slog.Logger
+	park  seqstore.Parker // nil: the store cannot park
 
 	ctx         context.Context // cancelled when the receive side stops for good
 	cancel      context.CancelFunc
 	fetchCtx    context.Context // cancelled first by close
 	fetchCancel context.CancelFunc
 
-	fetchWG sync.WaitGroup // fetchers
-	bgWG    sync.WaitGroup // keeper
-	runWG   sync.WaitGroup // Run's handler goroutines
+	wg    sync.WaitGroup // every goroutine but Run's handlers
+	runWG sync.WaitGroup // Run's handler goroutines
 
-	closingCh   chan struct{} // closed when close begins: no more hand-outs
-	commitFlush chan struct{} // closed when the committer must flush and exit
-	commitDone  chan struct{}
-	reapFlush   chan struct{} // closed when the reaper must flush and exit
-	reapDone    chan struct{}
+	closingCh chan struct{} // closed when close begins
+	avail     chan struct{} // cap 1: a hand-out may be ready
+	room      chan struct{} // cap 1: fetch room may be free
+	wake      chan struct{} // cap 1: the keeper must look at the deadline again
+	progress  chan struct{} // cap 1: an action completed (close waits on it)
 
-	avail      chan struct{} // cap 1: the ready ring became non-empty
-	room       chan struct{} // cap 1: the ready ring dropped below highWater
-	commitWake chan struct{} // cap 1
-	reapWake   chan struct{} // cap 1
-	keeperWake chan struct{} // cap 1
-
-	// Reused by the committer goroutine only.
-	cbatch  []seqstore.Advance
-	cgroups []*group
-	ctaken  [][]*entry
-
-	highWater int // ready groups beyond which fetching pauses
-	readyHigh int // deliverable messages beyond which fetching pauses
-	holdHigh  int // held messages beyond which fetching pauses while delivery moves
+	hookMu sync.Mutex // hooks and logs of reports run one at a time
 
 	mu       sync.Mutex
+	core     *recvcore.Core
 	closing  bool // no more hand-outs
 	closed   bool // acks refused
-	groups   map[string]*group
-	ring     ring
-	dirty    []*group
-	resolve  []*group // groups in conflict waiting to re-read their cursor
-	reapq    []*entry
-	timers   timerHeap
-	out      map[*entry]struct{} // handed out: the keeper extends their visibility
-	shortq   []extension         // not kept: the keeper shortens their visibility
-	idle     idleList
-	stuck    map[*group]stuckInfo
-	tokens   float64 // visibility request budget
-	tokensAt time.Time
-
-	bufMsgs  int // messages held and not handed out
-	readyMsg int // of which deliverable without waiting for a missing seq (sum of group.run)
-	bufBytes int // their bytes
-	st       ReceiveStats
-}
-
-type stuckInfo struct {
-	since  time.Time
-	reason string
+	fetching int       // messages the fetchers asked for and did not get yet
+	keeperAt time.Time // when the keeper wakes up next (zero: never)
+	waiters  map[recvcore.Ticket]chan error
 }
 
 func newReceiver(q *Queue) *receiver {
 	r := &receiver{
-		q:           q,
-		o:           &q.opts.Receive,
-		hooks:       &q.opts.Hooks,
-		log:         q.log,
-		closingCh:   make(chan struct{}),
-		commitFlush: make(chan struct{}),
-		commitDone:  make(chan struct{}),
-		reapFlush:   make(chan struct{}),
-		reapDone:    make(chan struct{}),
-		avail:       make(chan struct{}, 1),
-		room:        make(chan struct{}, 1),
-		commitWake:  make(chan struct{}, 1),
-		reapWake:    make(chan struct{}, 1),
-		keeperWake:  make(chan struct{}, 1),
-		groups:      make(map[string]*group),
-		out:         make(map[*entry]struct{}),
-		stuck:       make(map[*group]stuckInfo),
+		q:         q,
+		o:         &q.opts.Receive,
+		hooks:     &q.opts.Hooks,
+		log:       q.log,
+		closingCh: make(chan struct{}),
+		avail:     make(chan struct{}, 1),
+		room:      make(chan struct{}, 1),
+		wake:      make(chan struct{}, 1),
+		progress:  make(chan struct{}, 1),
+		waiters:   make(map[recvcore.Ticket]chan error),
 	}
-	r.highWater = max(64, 4*r.o.Concurrency, 2*r.o.Fetchers*r.q.limits.MaxBatch)
-	r.readyHigh = max(256, 4*r.o.Fetchers*r.q.limits.MaxBatch)
-	r.holdHigh = max(r.readyHigh, r.o.Window/2)
+	r.park, _ = q.store.(seqstore.Parker)
+	if r.park == nil {
+		r.log.Info("ordered: the store cannot park (seqstore.Parker): early arrivals beyond the cap are left to come back")
+	}
+	core, err := recvcore.New(q.coreConfig(r.park != nil))
+	if err != nil {
+		// The options were validated by New: a failure here is a bug.
+		panic(fmt.Sprintf("ordered: receive core: %v", err))
+	}
+	r.core = core
 	r.ctx, r.cancel = context.WithCancel(q.life)
 	r.fetchCtx, r.fetchCancel = context.WithCancel(r.ctx)
-	r.tokens = r.o.MaxVisibilityRate
-	r.tokensAt = time.Now()
 	for range r.o.Fetchers {
-		r.fetchWG.Go(r.fetchLoop)
+		r.wg.Go(r.fetchLoop)
 	}
-	go r.commitLoop()
-	go r.reapLoop()
-	r.bgWG.Go(r.keeperLoop)
+	r.wg.Go(r.keeperLoop)
 	return r
 }
 
@@ -186,78 +155,342 @@ func signal(ch chan struct{}) {
 	}
 }
 
+// step runs f on the core under the lock, then executes what the core asks
+// for. Every event goes through it.
+func (r *receiver) step(f func(now time.Time)) {
+	r.mu.Lock()
+	now := time.Now()
+	f(now)
+	rd := r.core.Ready(now)
+	var wakeups []wakeup
+	for _, res := range rd.Resolved {
+		if ch, ok := r.waiters[res.Ticket]; ok {
+			delete(r.waiters, res.Ticket)
+			wakeups = append(wakeups, wakeup{ch, res.Err})
+		}
+	}
+	avail := r.core.Available()
+	room := r.core.Room(now) > r.fetching
+	at, ok := r.core.Deadline()
+	wake := ok && (r.keeperAt.IsZero() || at.Before(r.keeperAt))
+	closing := r.closing
+	r.mu.Unlock()
+	for _, w := range wakeups {
+		w.ch <- w.err // cap 1, one send per ticket
+	}
+	r.dispatch(rd)
+	if avail {
+		signal(r.avail)
+	}
+	if room {
+		signal(r.room)
+	}
+	if wake {
+		signal(r.wake)
+	}
+	if closing {
+		signal(r.progress)
+	}
+}
+
+type wakeup struct {
+	ch  chan error
+	err error
+}
+
+// dispatch starts the I/O the core asked for and runs its reports.
+func (r *receiver) dispatch(rd recvcore.Ready) {
+	for _, a := range rd.Reads {
+		r.wg.Go(func() { r.read(a) })
+	}
+	for _, a := range rd.Commits {
+		r.wg.Go(func() { r.commit(a) })
+	}
+	for _, a := range rd.Parks {
+		r.wg.Go(func() { r.parkEntries(a) })
+	}
+	for _, a := range rd.Unparks {
+		r.wg.Go(func() { r.unpark(a) })
+	}
+	for _, a := range rd.Scans {
+		r.wg.Go(func() { r.scanPark(a) })
+	}
+	for _, a := range rd.Deletes {
+		r.wg.Go(func() { r.delete(a) })
+	}
+	if len(rd.Visibility) > 0 {
+		vs := rd.Visibility
+		r.wg.Go(func() { r.changeVisibility(vs) })
+	}
+	for _, a := range rd.DeadLetters {
+		r.wg.Go(func() { r.deadLetter(a) })
+	}
+	if len(rd.Reports) > 0 {
+		r.hookMu.Lock()
+		for _, rep := range rd.Reports {
+			r.reportOut(rep)
+		}
+		r.hookMu.Unlock()
+	}
+}
+
 // receive hands out the next ready message.
 func (r *receiver) receive(ctx context.Context) (*Message, error) {
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		var d recvcore.Delivery
+		var ok bool
+		var wait chan error
 		r.mu.Lock()
 		if r.closing {
 			r.mu.Unlock()
 			return nil, ErrClosed
 		}
-		m, wait := r.handOutLocked()
-		more := r.ring.len() > 0
 		r.mu.Unlock()
-		if more {
-			signal(r.avail)
-		}
-		if m != nil {
-			if wait == nil {
-				return m, nil
+		r.step(func(now time.Time) {
+			d, ok = r.core.Next(now)
+			if ok && d.Await != 0 {
+				wait = make(chan error, 1)
+				r.waiters[d.Await] = wait
 			}
-			// AtMostOnce: the advance past m must be durable first.
-			if err := r.awaitDurable(ctx, wait); err != nil {
-				r.requeueUnseen(m)
-				if errors.Is(err, ErrClosed) || ctx.Err() != nil {
-					return nil, err
-				}
-				continue
+		})
+		if !ok {
+			select {
+			case <-r.avail:
+			case <-r.closingCh:
+				return nil, ErrClosed
+			case <-ctx.Done():
+				return nil, ctx.Err()
 			}
-			r.markHanded(m)
-			return m, nil
+			continue
 		}
+		if wait == nil {
+			return r.message(d), nil
+		}
+		// AtMostOnce: the advance past the message (or its delete) must
+		// be durable before the application sees it.
 		select {
-		case <-r.avail:
-		case <-r.closingCh:
-			return nil, ErrClosed
+		case err := <-wait:
+			if err == nil {
+				return r.message(d), nil
+			}
+			continue // a conflict: the message is not ours to hand out
 		case <-ctx.Done():
+			r.abandon(&d, wait)
 			return nil, ctx.Err()
+		case <-r.closingCh:
+			r.abandon(&d, wait)
+			return nil, ErrClosed
 		}
+	}
+}
+
+// abandon gives back a message whose AtMostOnce wait was given up.
+func (r *receiver) abandon(d *recvcore.Delivery, wait chan error) {
+	r.step(func(now time.Time) {
+		delete(r.waiters, d.Await)
+		_ = r.core.Abandon(now, d)
+	})
+}
+
+func (r *receiver) message(d recvcore.Delivery) *Message {
+	return &Message{
+		Group: d.Group, Epoch: d.Epoch, Seq: d.Seq, Body: d.Body, ID: d.ID, Attempt: d.Attempt,
+		Unordered: d.Unordered, Redelivered: d.Redelivered, r: r, d: d,
+	}
+}
+
+// ack implements Message.Ack.
+func (r *receiver) ack(ctx context.Context, m *Message) error {
+	var err error
+	var wait chan error
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	r.step(func(now time.Time) {
+		var t recvcore.Ticket
+		t, err = r.core.Ack(now, &m.d, r.o.SyncAck)
+		if t != 0 {
+			wait = make(chan error, 1)
+			r.waiters[t] = wait
+		}
+	})
+	if err != nil {
+		return settleErr(err)
+	}
+	if wait == nil {
+		return nil
+	}
+	select {
+	case err := <-wait:
+		return settleErr(err)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// nack implements Message.Nack.
+func (r *receiver) nack(ctx context.Context, m *Message, cause error) error {
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	var err error
+	r.step(func(now time.Time) { err = r.core.Nack(now, &m.d, cause) })
+	return settleErr(err)
+}
+
+func settleErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, recvcore.ErrSettled):
+		return ErrAcked
+	case errors.Is(err, recvcore.ErrConflict):
+		return ErrConflict
+	case errors.Is(err, recvcore.ErrClosed):
+		return ErrClosed
+	}
+	return err
+}
+
+// fetchLoop long-polls the driver for as many messages as the core has
+// room for, and hands them to the core.
+func (r *receiver) fetchLoop() {
+	ctx := r.fetchCtx
+	failures := 0
+	for ctx.Err() == nil {
+		n := r.takeRoom()
+		if n == 0 {
+			select {
+			case <-r.room:
+			case <-ctx.Done():
+				return
+			}
+			continue
+		}
+		msgs, err := r.q.drvReceive(ctx, n, r.o.Wait)
+		r.mu.Lock()
+		r.fetching -= n
+		r.mu.Unlock()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			r.log.WarnContext(ctx, "ordered: receive failed", "err", err, "failures", failures)
+			if !sleepCtx(ctx, r.q.opts.Retry.backoff(failures)) {
+				return
+			}
+			continue
+		}
+		failures = 0
+		if len(msgs) == 0 {
+			signal(r.room)
+			continue
+		}
+		in := make([]recvcore.Incoming, len(msgs))
+		for i, m := range msgs {
+			in[i] = recvcore.Incoming{Body: m.Body, ID: m.ID, Receipt: m.Receipt, DequeueCount: m.DequeueCount, NextVisible: m.NextVisible}
+		}
+		r.step(func(now time.Time) { r.core.Arrive(now, in) })
+	}
+}
+
+// takeRoom reserves fetch room for one receive request: the core's room
+// less what other fetchers asked for, so that together they never receive
+// beyond the cap.
+func (r *receiver) takeRoom() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := min(r.core.Room(time.Now())-r.fetching, r.q.limits.MaxBatch)
+	if n <= 0 {
+		return 0
+	}
+	r.fetching += n
+	return n
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// keeperLoop feeds the core its timers.
+func (r *receiver) keeperLoop() {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		r.mu.Lock()
+		at, ok := r.core.Deadline()
+		wait := time.Hour
+		if ok {
+			wait = max(time.Until(at), 0)
+		}
+		r.keeperAt = time.Now().Add(wait)
+		r.mu.Unlock()
+		t.Reset(wait)
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-r.wake:
+			continue
+		case <-t.C:
+		}
+		r.step(func(now time.Time) { r.core.Tick(now) })
 	}
 }
 
 // close stops the receive side: see Queue.Close.
 func (r *receiver) close(ctx context.Context) error {
-	r.mu.Lock()
-	r.closing = true
-	close(r.closingCh)
-	r.mu.Unlock()
-
+	r.step(func(now time.Time) {
+		r.closing = true
+		close(r.closingCh)
+		r.core.Close(now)
+	})
 	r.fetchCancel()
-	r.fetchWG.Wait() // drivers honour ctx: this is prompt
 	err := waitCtx(ctx, &r.runWG)
 	r.mu.Lock()
 	r.closed = true
-	// Messages held in memory are simply forgotten: they are not deleted and
-	// come back after their visibility timeout.
 	r.mu.Unlock()
-
-	if err == nil {
-		close(r.commitFlush)
-		err = waitChan(ctx, r.commitDone)
-	}
-	if err == nil {
-		close(r.reapFlush)
-		err = waitChan(ctx, r.reapDone)
+	// Flush: the acknowledged advances are written and their messages
+	// deleted. Messages held and not delivered are forgotten: they come
+	// back after their visibility timeout (parked ones stay parked).
+	for err == nil {
+		r.mu.Lock()
+		done := r.core.Flushed()
+		r.mu.Unlock()
+		if done {
+			break
+		}
+		select {
+		case <-r.progress:
+		case <-time.After(50 * time.Millisecond):
+			r.step(func(now time.Time) { r.core.Tick(now) })
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
 	}
 	r.cancel()
-	<-r.commitDone
-	<-r.reapDone
-	r.bgWG.Wait()
+	r.wg.Wait()
 	r.mu.Lock()
-	r.failWaitersLocked(ErrClosed)
+	for t, ch := range r.waiters {
+		ch <- ErrClosed
+		delete(r.waiters, t)
+	}
 	r.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("ordered: close: %w", err)
@@ -271,16 +504,33 @@ func waitCtx(ctx context.Context, wg *sync.WaitGroup) error {
 		wg.Wait()
 		close(done)
 	}()
-	return waitChan(ctx, done)
-}
-
-func waitChan(ctx context.Context, ch <-chan struct{}) error {
 	select {
-	case <-ch:
+	case <-done:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+func (r *receiver) stats() ReceiveStats {
+	r.mu.Lock()
+	c := r.core.Stats()
+	r.mu.Unlock()
+	s := ReceiveStats{
+		Received: c.Received, Delivered: c.Delivered, Acked: c.Acked, Nacked: c.Nacked,
+		Duplicates: c.Duplicates, DuplicatesReaped: c.DuplicatesReaped, Redelivered: c.Redelivered,
+		NotKept: c.Released, Late: c.Late, Stale: c.Late, Untagged: c.Untagged, Skipped: c.Skipped, Gaps: c.Gaps,
+		EpochSwitches: c.EpochSwitches, DeadLettered: c.DeadLettered, Conflicts: c.Conflicts, Mismatches: c.Mismatches,
+		Commits: c.Commits, Committed: c.Committed, CommitFailures: c.CommitFailures,
+		Deleted: c.Deleted, StaleReceipts: c.StaleReceipts, Extended: c.Extended, Shortened: c.Shortened,
+		Parked: c.Parked, Unparked: c.Unparked, Evicted: c.Evicted,
+		Buffered: c.Buffered, BufferedBytes: c.BufferedBytes, MaxBuffered: c.MaxHeld,
+		Undeleted: c.Held, MaxUndeleted: c.MaxHeld, Memory: c.Memory, Groups: c.Groups,
+	}
+	for _, g := range c.Stuck {
+		s.Stuck = append(s.Stuck, StuckGroup{Group: g.Group, Reason: g.Reason, Since: g.Since, Err: g.Err})
+	}
+	return s
 }
 
 // ReceiveStats counts the receive side's work.
@@ -289,51 +539,49 @@ type ReceiveStats struct {
 	Delivered        int64 // hand-outs, retries included
 	Acked            int64
 	Nacked           int64
-	Duplicates       int64 // arrivals of an already delivered seq
+	Duplicates       int64 // arrivals of an already handled seq
 	DuplicatesReaped int64 // duplicates deleted from the queue
 	Redelivered      int64 // arrivals the queue delivered again
-	NotKept          int64 // arrivals beyond the window or the byte bound, left to come back
-	Stale            int64 // late arrivals (older epoch, skipped seq)
-	Untagged         int64
-	Skipped          int64 // seqs skipped by the gap policy
-	Gaps             int64 // holes reported by OnGap
-	EpochSwitches    int64
-	DeadLettered     int64
-	Conflicts        int64
-	Commits          int64 // store Advance calls that succeeded
-	Committed        int64 // cursor advances made durable (one per group per commit)
-	Deleted          int64 // messages deleted from the queue
-	StaleReceipts    int64 // deletes refused because the receipt went stale (the message comes back)
-	Extended         int64 // visibility extensions
-	Shortened        int64 // visibility shortened for messages not kept
-	Evicted          int64 // idle groups dropped from memory
-	Buffered         int   // messages held and not handed out
-	BufferedBytes    int
-	MaxBuffered      int // peak of Buffered
-	Groups           int // groups in memory
-	Stuck            []StuckGroup
+	NotKept          int64 // arrivals given back to the queue (no parking, or a group that cannot take them)
+	Late             int64 // late arrivals (older epoch, skipped seq)
+	// Stale is the former name of Late.
+	//
+	// Deprecated: use Late.
+	Stale          int64
+	Untagged       int64
+	Skipped        int64 // seqs skipped by the gap policy
+	Gaps           int64 // holes reported by OnGap
+	EpochSwitches  int64
+	DeadLettered   int64
+	Conflicts      int64 // cursors found moved by someone else
+	Mismatches     int64 // one seq arrived with two payloads
+	Commits        int64 // store Advance calls that succeeded
+	Committed      int64 // cursor advances made durable (one per group per commit)
+	CommitFailures int64 // store Advance calls that failed
+	Deleted        int64 // messages deleted from the queue
+	StaleReceipts  int64 // deletes refused because the receipt went stale (the message comes back)
+	Extended       int64 // visibility extensions
+	Shortened      int64 // visibility shortened for messages given back
+	Parked         int64 // early arrivals parked in the store
+	Unparked       int64 // parked messages read back
+	Evicted        int64 // idle groups dropped from memory
+	Buffered       int   // messages waiting for their turn in memory
+	BufferedBytes  int
+	MaxBuffered    int // peak of Undeleted
+	Undeleted      int // messages received and not deleted (ReceiveOptions.MaxUndeleted)
+	MaxUndeleted   int // peak of Undeleted
+	Memory         int // bytes charged to ReceiveOptions.MaxMemory
+	Groups         int // groups in memory
+	Stuck          []StuckGroup
 }
 
-// StuckGroup is a group that cannot progress: a hole under GapWait, a
-// message that failed MaxAttempts under PoisonBlock, or a cursor conflict.
+// StuckGroup is a group that cannot progress: a hole under GapWait
+// ("gap"), a message that failed MaxAttempts times under PoisonBlock
+// ("poison"), a cursor being re-read after a conflict ("conflict"), or a
+// store error that retrying soon cannot fix ("store", Err says which).
 type StuckGroup struct {
 	Group  string
 	Reason string
 	Since  time.Time
+	Err    error
 }
-
-func (r *receiver) stats() ReceiveStats {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	s := r.st
-	s.Buffered = r.bufMsgs
-	s.BufferedBytes = r.bufBytes
-	s.Groups = len(r.groups)
-	for g, info := range r.stuck {
-		s.Stuck = append(s.Stuck, StuckGroup{Group: g.name, Reason: info.reason, Since: info.since})
-	}
-	return s
-}
-
-// streamOf names group g of this queue in the store.
-func (r *receiver) streamOf(g *group) seqstore.Stream { return r.q.stream(g.name) }

@@ -3,8 +3,10 @@ package ordered
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
+	"github.com/inorder/inorder/internal/recvcore"
 	"github.com/inorder/inorder/ordered/driver"
 )
 
@@ -119,21 +121,42 @@ type ReceiveOptions struct {
 	// smaller of 20s and the driver's MaxWait.
 	Wait time.Duration
 
-	// Window is how far ahead of a group's next seq a message is buffered:
-	// seqs at or beyond next+Window are not kept (they come back after
-	// their visibility timeout). Default 8192: concurrent senders land
-	// batches out of order by more than a thousand seqs in a deep backlog,
-	// and a smaller window turns that into stalls of a visibility timeout.
-	// A group's reorder ring grows with the distance it spans, up to 24
-	// bytes per seq of the window, and is freed when the group goes idle.
+	// Window is how far ahead of a group's next seq a message is held in
+	// memory: seqs at or beyond next+Window are parked in the store (see
+	// MaxUndeleted) or, with a store that cannot park, left to come back.
+	// Default 4096.
 	Window int
 
-	// MaxBufferedBytes bounds the bytes of all messages held in memory and
-	// not yet handed out. A message that would pass it is not kept (it
-	// comes back after its visibility timeout), unless it is the next one
-	// of its group: refusing those could starve every group once the
-	// buffer is full of blocked ones. Such next messages are handed out
-	// soon, and fetching pauses while many wait. Default 64 MiB.
+	// MaxUndeleted caps the messages received and not yet deleted,
+	// everything included: waiting for their turn, out to handlers, acked
+	// and waiting for their commit. MNS throttles a client whose received
+	// and undeleted messages reach 5,000, or that receives without
+	// deleting at more than 1,000 messages per second, or does so for 30
+	// minutes (Alibaba Cloud, Simple Message Queue, "Throttling policy").
+	// Beyond the cap, early arrivals are parked in the store (the store
+	// implements seqstore.Parker) and deleted from the queue, so each
+	// message is received about once. Default 4000.
+	MaxUndeleted int
+
+	// MaxUndeletedRate bounds, in messages per second, the net rate of
+	// receipts not followed by a delete (the service's second threshold).
+	// Default 900.
+	MaxUndeletedRate float64
+
+	// MaxMemory is the memory budget of the receive side, in bytes: it
+	// covers everything the receiver holds (bodies, per-group state,
+	// acknowledged entries waiting for their commit, Unordered and late
+	// copies, the set that deduplicates them), each charged at its size
+	// plus a fixed overhead. When it is spent, fetching pauses and the
+	// farthest-ahead messages are parked (or left to come back). Default
+	// 64 MiB. The heap the receiver holds stays within it plus a constant
+	// (TestReceiveMemoryBudget).
+	MaxMemory int
+
+	// MaxBufferedBytes is the former name of MaxMemory, which now covers
+	// everything held.
+	//
+	// Deprecated: use MaxMemory.
 	MaxBufferedBytes int
 
 	// GapTimeout is how long a hole in a group waits before the gap policy
@@ -188,10 +211,13 @@ type ReceiveOptions struct {
 	// ReapTimeout bounds each delete request of the reaper. Default 10s.
 	ReapTimeout time.Duration
 
-	// VisibilityMargin: a handed-out message whose visibility timeout ends
-	// within this margin gets its visibility extended. Default a third of
-	// the driver's Visibility. -1 disables extension (the message comes back
-	// and its newer receipt replaces the old one).
+	// VisibilityMargin: a message the receiver holds (waiting for its turn,
+	// out to a handler, or acknowledged and waiting for its commit) whose
+	// visibility ends within this margin gets its visibility extended,
+	// within MaxVisibilityRate; one that the budget cannot extend is parked
+	// (or, without parking, left to come back: its newer receipt then
+	// replaces the old one). Default a third of the driver's Visibility.
+	// -1 disables extension.
 	VisibilityMargin time.Duration
 
 	// VisibilityExtend is the timeout set by each extension. Default the
@@ -199,7 +225,7 @@ type ReceiveOptions struct {
 	VisibilityExtend time.Duration
 
 	// MaxVisibilityRate bounds visibility changes, in requests per second.
-	// Beyond it messages are left to expire and come back. Default 50.
+	// Default 50.
 	MaxVisibilityRate float64
 
 	// IdleEvict is how long a group with nothing held stays in memory; its
@@ -221,10 +247,19 @@ func (o *ReceiveOptions) setDefaults(limits driver.Limits) error {
 		}
 	}
 	if o.Window == 0 {
-		o.Window = 8192
+		o.Window = 4096
 	}
-	if o.MaxBufferedBytes == 0 {
-		o.MaxBufferedBytes = 64 << 20
+	if o.MaxUndeleted == 0 {
+		o.MaxUndeleted = 4000
+	}
+	if o.MaxUndeletedRate == 0 {
+		o.MaxUndeletedRate = 900
+	}
+	if o.MaxMemory == 0 {
+		o.MaxMemory = o.MaxBufferedBytes
+	}
+	if o.MaxMemory == 0 {
+		o.MaxMemory = 64 << 20
 	}
 	if o.GapTimeout == 0 {
 		o.GapTimeout = 30 * time.Second
@@ -241,10 +276,7 @@ func (o *ReceiveOptions) setDefaults(limits driver.Limits) error {
 	if o.ReapTimeout == 0 {
 		o.ReapTimeout = 10 * time.Second
 	}
-	vis := limits.Visibility
-	if vis <= 0 {
-		vis = 30 * time.Second
-	}
+	vis := visibilityOf(limits)
 	if o.VisibilityMargin == 0 {
 		o.VisibilityMargin = vis / 3
 	}
@@ -281,8 +313,12 @@ func (o *ReceiveOptions) validate(limits driver.Limits) error {
 		return bad("Wait %v out of range 0..%v", o.Wait, limits.MaxWait)
 	case o.Window < 1:
 		return bad("Window %d must be positive", o.Window)
-	case o.MaxBufferedBytes < 1:
-		return bad("MaxBufferedBytes %d must be positive", o.MaxBufferedBytes)
+	case o.MaxMemory < 1 || o.MaxBufferedBytes < 0:
+		return bad("MaxMemory %d must be positive", o.MaxMemory)
+	case o.MaxUndeleted < 1:
+		return bad("MaxUndeleted %d must be positive", o.MaxUndeleted)
+	case !(o.MaxUndeletedRate > 0):
+		return bad("MaxUndeletedRate %v must be positive", o.MaxUndeletedRate)
 	case o.GapTimeout < 0 || o.StartSettle < 0 || o.CommitInterval < 0 ||
 		o.ReapInterval < 0 || o.ReapTimeout < 0 || o.VisibilityExtend < 0:
 		return bad("durations must not be negative")
@@ -308,3 +344,63 @@ func (o *ReceiveOptions) validate(limits driver.Limits) error {
 	}
 	return nil
 }
+
+// maxEpochAhead is how far ahead of the receiver's clock an epoch may lie:
+// epochs carry the sender's wall clock (seqstore.NewEpoch), so one further
+// ahead is forged (without Options.Key) and its body is untagged.
+const maxEpochAhead = 24 * time.Hour
+
+// coreConfig maps the options to the receive core's configuration.
+func (q *Queue) coreConfig(park bool) recvcore.Config {
+	o := &q.opts.Receive
+	limits := q.limits
+	keys := q.opts.keys()
+	return recvcore.Config{
+		Queue:             q.opts.Name,
+		Mode:              recvcore.Mode(o.Mode),
+		GapPolicy:         recvcore.GapPolicy(o.GapPolicy),
+		GapTimeout:        o.GapTimeout,
+		Start:             recvcore.StartPolicy(o.Start),
+		StartSettle:       o.StartSettle,
+		Untagged:          recvcore.UntaggedPolicy(o.Untagged),
+		Poison:            recvcore.PoisonPolicy(o.Poison),
+		MaxAttempts:       o.MaxAttempts,
+		DeadLetter:        o.DeadLetter != nil,
+		RetryInitial:      q.opts.Retry.Initial,
+		RetryMax:          q.opts.Retry.Max,
+		Seed:              rand.Uint64(),
+		Window:            o.Window,
+		MaxHeld:           o.MaxUndeleted,
+		MaxMemory:         o.MaxMemory,
+		MaxUndeletedRate:  o.MaxUndeletedRate,
+		MaxBatch:          limits.MaxBatch,
+		MaxAdvances:       maxAdvanceBatch,
+		MaxParks:          maxParkBatch,
+		CommitInterval:    o.CommitInterval,
+		ReapInterval:      o.ReapInterval,
+		Visibility:        visibilityOf(limits),
+		VisibilityMargin:  o.VisibilityMargin,
+		VisibilityExtend:  o.VisibilityExtend,
+		ShortVisibility:   max(limits.MinVisibility, time.Second),
+		MaxVisibilityRate: o.MaxVisibilityRate,
+		IdleEvict:         o.IdleEvict,
+		Park:              park,
+		Keys:              keys,
+		MaxEpochAhead:     maxEpochAhead,
+	}
+}
+
+// visibilityOf is the queue's visibility timeout (30s when the driver does
+// not say).
+func visibilityOf(l driver.Limits) time.Duration {
+	if l.Visibility > 0 {
+		return l.Visibility
+	}
+	return 30 * time.Second
+}
+
+// Batch bounds of the receive side's store writes.
+const (
+	maxAdvanceBatch = 4096
+	maxParkBatch    = 256
+)

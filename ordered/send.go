@@ -440,7 +440,7 @@ func newSender(q *Queue) *sender {
 		markStop:   make(chan struct{}),
 	}
 	s.legacyHeader = envelope.HeaderLen(envelope.Header{Legacy: true, Seq: envelope.MaxNumber})
-	s.numbersExtra = envelope.HeaderLen(envelope.Header{Epoch: envelope.MaxNumber, Seq: envelope.MaxNumber}) -
+	s.numbersExtra = envelope.HeaderLen(envelope.Header{Epoch: envelope.MaxNumber, Seq: envelope.MaxNumber, Signed: s.signed()}) -
 		envelope.HeaderLen(envelope.Header{Seq: 1})
 	s.storeLatency.Store(int64(time.Millisecond)) // slow until measured
 	s.ctx, s.cancel = context.WithCancel(q.life)
@@ -486,12 +486,20 @@ func (s *sender) maxHeader(group string) int {
 // maxPayload is the bound on one envelope: it must fit a body and a request.
 func (s *sender) maxPayload() int { return min(s.maxBody, s.maxBytes) }
 
-// header returns the wire header of a message.
-func (s *sender) header(group string, epoch, seq uint64) envelope.Header {
+// signed reports whether headers carry a MAC (Options.Key).
+func (s *sender) signed() bool { return len(s.q.opts.Key) > 0 }
+
+// header returns the wire header of a message, signed over payload when
+// Options.Key is set.
+func (s *sender) header(group string, epoch, seq uint64, payload []byte) envelope.Header {
 	if s.opts.Format == FormatLegacy && group == "" {
 		return envelope.Header{Legacy: true, Seq: seq}
 	}
-	return envelope.Header{Group: group, Epoch: epoch, Seq: seq}
+	h := envelope.Header{Group: group, Epoch: epoch, Seq: seq}
+	if s.signed() {
+		h.Signed, h.MAC = true, envelope.Sign(s.q.opts.Key, h, payload)
+	}
+	return h
 }
 
 // admitWaiter is an admission waiting for in-flight room.
@@ -777,6 +785,10 @@ func (s *sender) reserve(r *reservation) {
 		s.storeLatency.Store(old + (d-old)/4)
 	}
 	clear(journal)
+	if err == nil && res.First+uint64(len(items))-1 > envelope.MaxNumber {
+		// The store allows one more seq than a header carries.
+		err = fmt.Errorf("%w: seq beyond %d", seqstore.ErrOverflow, uint64(envelope.MaxNumber))
+	}
 	if err != nil {
 		err = fmt.Errorf("ordered: send: reserve %d seqs of group %q: %w", len(items), r.group, err)
 		s.q.log.Warn("ordered: reservation failed", "group", r.group, "count", len(items), "err", err)
@@ -803,7 +815,7 @@ func (s *sender) reserve(r *reservation) {
 		it := &items[i]
 		it.epoch, it.seq = res.Epoch, res.First+uint64(i)
 		start := len(buf)
-		buf = envelope.Append(buf, s.header(r.group, it.epoch, it.seq), it.payload)
+		buf = envelope.Append(buf, s.header(r.group, it.epoch, it.seq, it.payload), it.payload)
 		it.body = buf[start:len(buf):len(buf)]
 		it.payload = nil
 		if it.res != nil {
@@ -1280,7 +1292,7 @@ func (s *sender) enqueueRecovered(entries []seqstore.Entry, wait bool) (int, *Se
 	var items []sendItem
 	size := 0
 	for _, e := range entries {
-		if err := s.header(e.Stream.Group, e.Epoch, e.Seq).Validate(); err != nil {
+		if err := s.header(e.Stream.Group, e.Epoch, e.Seq, e.Body).Validate(); err != nil {
 			s.q.log.Error("ordered: recover: skipping journal entry", "group", e.Stream.Group, "epoch", e.Epoch, "seq", e.Seq, "err", err)
 			continue
 		}
@@ -1317,7 +1329,7 @@ func (s *sender) enqueueRecovered(entries []seqstore.Entry, wait bool) (int, *Se
 	for i := range items {
 		it := &items[i]
 		it.res = r
-		it.body = envelope.Append(nil, s.header(it.group, it.epoch, it.seq), it.payload)
+		it.body = envelope.Append(nil, s.header(it.group, it.epoch, it.seq, it.payload), it.payload)
 		it.payload = nil
 	}
 	s.push(items)

@@ -438,4 +438,9 @@ type Parker interface {
 	// stream with its epoch and a seq of at least From, in seq order, at
 	// most Max of them. It removes nothing: Advance does.
 	Unpark(ctx context.Context, queries []ParkQuery) ([][]Parked, error)
+
+	// ParkedStreams lists the streams of queue that have parked entries,
+	// ordered by stream key: a receiver that starts reads their parks even
+	// when none of their messages is left in the queue.
+	ParkedStreams(ctx context.Context, queue string) ([]Stream, error)
 }

@@ -36,10 +36,10 @@ type Core struct {
 	readAfter time.Time
 	readFails int
 
-	commit       *commitBatch
-	commitAfter  time.Time
-	commitFails  int
-	lastCommitAt time.Time
+	commit      *commitBatch
+	commitAfter time.Time // backoff after a failed commit
+	commitFails int
+	dirtySince  time.Time // the oldest advance waiting: it is written CommitInterval later
 
 	delq        fifo[*msg]
 	delSince    time.Time
@@ -58,6 +58,10 @@ type Core struct {
 	unparkBusy  map[uint64][]*group
 	unparkAfter time.Time
 	unparkFails int
+	scanned     bool // the park's streams were listed
+	scanBusy    uint64
+	scanAfter   time.Time
+	scanFails   int
 
 	unordered map[seenKey]*msg     // Unordered copies held or out
 	seen      map[seenKey]struct{} // Unordered copies settled
@@ -85,6 +89,7 @@ type Core struct {
 	resolved []Resolution
 	ids      uint64
 	tickets  Ticket
+	now      time.Time // the time of the event being handled
 	closing  bool
 	st       Stats
 }
@@ -384,10 +389,14 @@ func (c *Core) release(m *msg, now time.Time) {
 	c.gone(m)
 }
 
+// Available reports whether Next may have a message to hand out.
+func (c *Core) Available() bool { return c.ring.len() > 0 && !c.closing }
+
 // Room returns how many messages the fetchers may receive now: what is
 // left of the cap on messages received and not deleted, of the memory
 // budget, and of the rate of receipts not followed by a delete.
 func (c *Core) Room(now time.Time) int {
+	c.now = now
 	if c.closing {
 		return 0
 	}
@@ -452,6 +461,7 @@ func (c *Core) refillUndeleted(now time.Time) {
 // that the next receiver hands it out flagged Unordered instead of deleting
 // it as a duplicate.
 func (c *Core) Close(now time.Time) {
+	c.now = now
 	if c.closing {
 		return
 	}
@@ -507,27 +517,40 @@ func (c *Core) Deadline() (time.Time, bool) {
 	if len(c.timers) > 0 {
 		set(c.timers[0].at)
 	}
-	if c.delq.len() > 0 {
+	if c.delq.len() > 0 && len(c.delBusy) < maxDeletesInFlight {
 		set(c.delSince.Add(c.cfg.ReapInterval))
 	}
 	if c.reads.len() > 0 && len(c.readBusy) == 0 {
 		set(c.readAfter)
 	}
 	if c.dirty.len() > 0 && c.commit == nil {
-		set(maxTime(c.commitAfter, c.lastCommitAt.Add(c.cfg.CommitInterval)))
+		set(maxTime(c.commitAfter, c.dirtySince.Add(c.cfg.CommitInterval)))
 	}
-	if len(c.deadq) > 0 {
+	if len(c.deadq) > 0 && len(c.deadBusy) == 0 {
 		set(c.deadAfter)
 	}
-	if len(c.parkq) > 0 {
+	if len(c.parkq) > 0 && len(c.parkBusy) == 0 {
 		set(c.parkAfter)
 	}
-	if m := c.vis.head; m != nil && c.cfg.VisibilityMargin >= 0 {
-		set(m.visibleAt.Add(-c.cfg.VisibilityMargin))
+	if c.unparkq.len() > 0 && len(c.unparkBusy) == 0 {
+		set(c.unparkAfter)
 	}
-	if c.shortq.len() > 0 || c.vis.head != nil {
-		// The visibility budget refills: look again in a second at most.
-		set(c.visAt.Add(time.Second))
+	if c.cfg.Park && !c.scanned && c.scanBusy == 0 {
+		set(c.scanAfter)
+	}
+	if len(c.visBusy) < maxVisibilityInFlight {
+		// When the budget is spent, nothing can be done before a token
+		// comes back.
+		token := c.visAt
+		if c.visTokens < 1 {
+			token = c.visAt.Add(time.Duration((1 - c.visTokens) / c.cfg.MaxVisibilityRate * float64(time.Second)))
+		}
+		if m := c.vis.head; m != nil && c.cfg.VisibilityMargin >= 0 {
+			set(maxTime(m.visibleAt.Add(-c.cfg.VisibilityMargin), token))
+		}
+		if c.shortq.len() > 0 {
+			set(token)
+		}
 	}
 	if g := c.idle.head; g != nil && c.cfg.IdleEvict >= 0 {
 		set(g.idleSince.Add(c.cfg.IdleEvict))
@@ -544,6 +567,7 @@ func maxTime(a, b time.Time) time.Time {
 
 // Tick fires the timers due at now.
 func (c *Core) Tick(now time.Time) {
+	c.now = now
 	for len(c.timers) > 0 && !c.timers[0].at.After(now) {
 		c.fire(c.timers.pop(), now)
 	}

@@ -12,6 +12,7 @@ import (
 // carry an Await ticket: the message goes to the application only once the
 // ticket resolves without error.
 func (c *Core) Next(now time.Time) (Delivery, bool) {
+	c.now = now
 	if c.closing {
 		return Delivery{}, false
 	}
@@ -128,6 +129,7 @@ func (c *Core) check(d *Delivery) (*msg, error) {
 // Ack settles a delivery as processed. With sync, it returns a ticket that
 // resolves once the cursor past the message is durable (AtLeastOnce).
 func (c *Core) Ack(now time.Time, d *Delivery, sync bool) (Ticket, error) {
+	c.now = now
 	m, err := c.check(d)
 	if err != nil {
 		return 0, err
@@ -180,6 +182,7 @@ func (c *Core) Ack(now time.Time, d *Delivery, sync bool) (Ticket, error) {
 // dead-lettered under PoisonDeadLetter. In ExactlyOnce mode a cause that
 // wraps seqstore.ErrConflict makes the group re-read its cursor.
 func (c *Core) Nack(now time.Time, d *Delivery, cause error) error {
+	c.now = now
 	m, err := c.check(d)
 	if err != nil {
 		return err
@@ -251,6 +254,7 @@ func (c *Core) retryLater(now time.Time, m *msg) {
 // message was not seen by the application: it is handed out again first,
 // without a new commit when its commit is already durable.
 func (c *Core) Abandon(now time.Time, d *Delivery) error {
+	c.now = now
 	m, err := c.check(d)
 	if err != nil {
 		return err
@@ -295,6 +299,16 @@ func unorderedKey(m *msg) seenKey {
 func (c *Core) markDirty(g *group) {
 	if c.cfg.Mode == ExactlyOnce || g.dirty {
 		return
+	}
+	c.queueCommit(g)
+}
+
+// queueCommit queues g for the next commit. The first advance waiting sets
+// when that commit may start: CommitInterval later, so that more advances
+// share it.
+func (c *Core) queueCommit(g *group) {
+	if c.dirty.len() == 0 && c.commit == nil {
+		c.dirtySince = c.now
 	}
 	g.dirty = true
 	c.dirty.push(g)

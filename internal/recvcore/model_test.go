@@ -81,6 +81,7 @@ type world struct {
 	deads   []recvcore.DeadLetter
 	parks   []recvcore.Park
 	unparks []recvcore.Unpark
+	scans   []recvcore.Scan
 
 	// the application
 	out      []*outstanding
@@ -247,7 +248,7 @@ func (w *world) start() {
 	}
 	w.core = c
 	w.life++
-	w.reads, w.commits, w.deletes, w.vis, w.deads, w.parks, w.unparks = nil, nil, nil, nil, nil, nil, nil
+	w.reads, w.commits, w.deletes, w.vis, w.deads, w.parks, w.unparks, w.scans = nil, nil, nil, nil, nil, nil, nil, nil
 	w.out = nil
 	w.awaiting = map[recvcore.Ticket]*outstanding{}
 	w.lastOut = map[string]key{}
@@ -414,6 +415,7 @@ func (w *world) collect() {
 	w.deads = append(w.deads, rd.DeadLetters...)
 	w.parks = append(w.parks, rd.Parks...)
 	w.unparks = append(w.unparks, rd.Unparks...)
+	w.scans = append(w.scans, rd.Scans...)
 	for _, r := range rd.Reports {
 		switch r.Kind {
 		case recvcore.ReportSkip:
@@ -440,7 +442,7 @@ func (w *world) collect() {
 // chosen by the fault rates.
 func (w *world) doOne(heal bool) bool {
 	kinds := []int{}
-	for i, n := range []int{len(w.reads), len(w.commits), len(w.deletes), len(w.vis), len(w.deads), len(w.parks), len(w.unparks)} {
+	for i, n := range []int{len(w.reads), len(w.commits), len(w.deletes), len(w.vis), len(w.deads), len(w.parks), len(w.unparks), len(w.scans)} {
 		if n > 0 {
 			kinds = append(kinds, i)
 		}
@@ -566,6 +568,20 @@ func (w *world) doOne(heal bool) bool {
 			}
 		}
 		w.core.Unparked(w.now, u.ID, res, nil)
+	case 7:
+		sc := pop(&w.scans, w.rng)
+		if fault(w.fReadFail) {
+			w.core.Scanned(w.now, sc.ID, nil, errors.New("scan failed"))
+			break
+		}
+		var groups []string
+		for k := range w.park {
+			if !slices.Contains(groups, k.group) {
+				groups = append(groups, k.group)
+			}
+		}
+		slices.Sort(groups)
+		w.core.Scanned(w.now, sc.ID, groups, nil)
 	}
 	return true
 }
@@ -721,7 +737,11 @@ func (w *world) settleOne(heal bool) {
 			w.t.Fatalf("Nack %s: %v", k, err)
 		}
 		if w.cfg.Mode == recvcore.AtMostOnce && d.Unordered {
+			// At most once: seen by the application, never again.
 			w.settledID[d.ID] = true
+			if d.Seq != 0 {
+				w.handled[k] = true
+			}
 		}
 		return
 	}

@@ -25,11 +25,13 @@ const (
 // made since the last call. The shell executes every action and reports
 // its outcome with the matching method and the action's ID.
 func (c *Core) Ready(now time.Time) Ready {
+	c.now = now
 	var rd Ready
 	c.readyReads(now, &rd)
 	c.readyCommit(now, &rd)
 	c.readyParks(now, &rd)
 	c.readyUnparks(now, &rd)
+	c.readyScan(now, &rd)
 	c.readyVisibility(now, &rd)
 	c.readyDeletes(now, &rd)
 	c.readyDead(now, &rd)
@@ -73,6 +75,7 @@ func (c *Core) readyReads(now time.Time, rd *Ready) {
 // Read reports the outcome of the Read action id: one cursor per stream,
 // in order, or err.
 func (c *Core) Read(now time.Time, id uint64, curs []seqstore.Cursor, err error) {
+	c.now = now
 	gs, ok := c.readBusy[id]
 	if !ok {
 		return
@@ -218,7 +221,7 @@ func (c *Core) committable(g *group) bool {
 	if g.phase != phActive || g.uncertain != nil || g.writing != nil {
 		return false
 	}
-	if c.cfg.Mode == ExactlyOnce {
+	if c.cfg.Mode == ExactlyOnce && !g.forced {
 		return false
 	}
 	return behind(g.dur, g.ack) || !sameCursor(g.dur, g.ack) && !behind(g.ack, g.dur)
@@ -226,7 +229,7 @@ func (c *Core) committable(g *group) bool {
 
 func (c *Core) readyCommit(now time.Time, rd *Ready) {
 	if c.commit != nil || c.dirty.len() == 0 || now.Before(c.commitAfter) ||
-		!c.lastCommitAt.IsZero() && now.Before(c.lastCommitAt.Add(c.cfg.CommitInterval)) {
+		now.Before(c.dirtySince.Add(c.cfg.CommitInterval)) && !c.closing {
 		return
 	}
 	b := &commitBatch{id: c.id()}
@@ -260,12 +263,12 @@ func (c *Core) readyCommit(now time.Time, rd *Ready) {
 		return
 	}
 	c.commit = b
-	c.lastCommitAt = now
 	rd.Commits = append(rd.Commits, Commit{ID: b.id, Advances: advs})
 }
 
 // Committed reports the outcome of the Commit action id.
 func (c *Core) Committed(now time.Time, id uint64, err error) {
+	c.now = now
 	b := c.commit
 	if b == nil || b.id != id {
 		return
@@ -324,6 +327,9 @@ func (c *Core) Committed(now time.Time, id uint64, err error) {
 func (c *Core) durable(now time.Time, g *group, to seqstore.Cursor) {
 	c.st.Committed++
 	g.dur = to
+	if !behind(to, g.ack) {
+		g.forced = false
+	}
 	if behind(g.ack, to) {
 		g.ack = cloneCursor(to)
 	}
@@ -385,6 +391,7 @@ func (c *Core) readyDeletes(now time.Time, rd *Ready) {
 // Deleted reports the outcome of the Delete action id, one result per
 // receipt.
 func (c *Core) Deleted(now time.Time, id uint64, res []DeleteResult) {
+	c.now = now
 	ms, ok := c.delBusy[id]
 	if !ok {
 		return
@@ -509,6 +516,7 @@ func (c *Core) readyVisibility(now time.Time, rd *Ready) {
 
 // Visibility reports the outcome of the ChangeVisibility action id.
 func (c *Core) Visibility(now time.Time, id uint64, receipt string, err error) {
+	c.now = now
 	v, ok := c.visBusy[id]
 	if !ok {
 		return
@@ -568,6 +576,7 @@ func (c *Core) readyDead(now time.Time, rd *Ready) {
 // DeadLettered reports the outcome of the DeadLetter action id, one error
 // per body.
 func (c *Core) DeadLettered(now time.Time, id uint64, errs []error) {
+	c.now = now
 	ms, ok := c.deadBusy[id]
 	if !ok {
 		return
@@ -649,13 +658,14 @@ func (c *Core) deadLettered(now time.Time, m *msg) {
 }
 
 // forceCommit queues g's advance in ExactlyOnce mode, where the Core writes
-// a cursor only for a message the application never saw (a dead letter).
+// a cursor only past a message the application never settled (a dead
+// letter). The group hands out nothing until that write is durable: the
+// next message's CursorAdvance starts from it.
 func (c *Core) forceCommit(g *group) {
-	if g.dirty {
-		return
+	g.forced = true
+	if !g.dirty {
+		c.queueCommit(g)
 	}
-	g.dirty = true
-	c.dirty.push(g)
 }
 
 // Parking.
@@ -711,6 +721,7 @@ func (c *Core) readyParks(now time.Time, rd *Ready) {
 // Parked reports the outcome of the Park action id. A park refused with
 // seqstore.ErrConflict means its seq is below the stored cursor: handled.
 func (c *Core) Parked(now time.Time, id uint64, err error) {
+	c.now = now
 	ms, ok := c.parkBusy[id]
 	if !ok {
 		return
@@ -780,6 +791,37 @@ func (c *Core) knowParking(g *group) {
 	}
 }
 
+func (c *Core) readyScan(now time.Time, rd *Ready) {
+	if !c.cfg.Park || c.scanned || c.scanBusy != 0 || now.Before(c.scanAfter) || c.closing {
+		return
+	}
+	c.scanBusy = c.id()
+	rd.Scans = append(rd.Scans, Scan{ID: c.scanBusy})
+}
+
+// Scanned reports the outcome of the Scan action id: the groups with parked
+// entries. Each is loaded, and reads its park once its cursor is known.
+func (c *Core) Scanned(now time.Time, id uint64, groups []string, err error) {
+	c.now = now
+	if id != c.scanBusy {
+		return
+	}
+	c.scanBusy = 0
+	if err != nil {
+		c.scanFails++
+		c.scanAfter = now.Add(c.backoff(c.scanFails))
+		c.report(Report{Kind: ReportWarn, Msg: "list parked streams failed", Attempt: c.scanFails, Err: err})
+		c.settle(now)
+		return
+	}
+	c.scanned = true
+	for _, name := range groups {
+		g := c.group(now, name)
+		c.update(g, now)
+	}
+	c.settle(now)
+}
+
 // checkPark asks the park for g's next messages when g's next seq is not in
 // memory: when g parked it, or when g never looked since its cursor was
 // read (a parking receiver may have crashed after deleting it from the
@@ -829,6 +871,7 @@ func (c *Core) readyUnparks(now time.Time, rd *Ready) {
 // Unparked reports the outcome of the Unpark action id: for each query, the
 // entries read.
 func (c *Core) Unparked(now time.Time, id uint64, res [][]seqstore.Parked, err error) {
+	c.now = now
 	gs, ok := c.unparkBusy[id]
 	if !ok {
 		return

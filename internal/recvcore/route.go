@@ -10,6 +10,7 @@ import (
 
 // Arrive routes messages the queue returned.
 func (c *Core) Arrive(now time.Time, in []Incoming) {
+	c.now = now
 	c.refillUndeleted(now)
 	for i := range in {
 		c.arrive(now, &in[i])

@@ -115,6 +115,7 @@ type group struct {
 	tickets     []syncWait
 
 	started      bool // something was handed out since the cursor was read
+	forced       bool // ExactlyOnce: the Core writes this cursor itself (a dead letter)
 	inRing       bool
 	dirty        bool
 	toRead       bool // in Core.reads
@@ -189,7 +190,7 @@ func (g *group) heldIndex(seq uint64) (int, bool) {
 
 // ready reports whether the group can hand a message out now.
 func (g *group) ready(now time.Time) bool {
-	if g.phase != phActive {
+	if g.phase != phActive || g.forced {
 		return false
 	}
 	if m := g.out; m != nil {
@@ -208,7 +209,7 @@ func (g *group) blocked() bool {
 func (g *group) empty() bool {
 	return g.out == nil && len(g.held) == 0 && len(g.newer) == 0 && len(g.pending) == 0 &&
 		len(g.settled) == 0 && len(g.tickets) == 0 && g.writing == nil && g.uncertain == nil &&
-		!g.dirty && !g.toRead && !g.inRing && !g.unparking && g.parkLow == 0 && g.farHigh == 0 &&
+		!g.dirty && !g.toRead && !g.inRing && !g.unparking && g.parkLow == 0 && g.parkHigh == 0 && g.farHigh == 0 &&
 		g.startAt.IsZero() && !behind(g.dur, g.ack) && g.phase == phActive
 }
 

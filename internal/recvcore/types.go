@@ -236,6 +236,13 @@ type Unpark struct {
 	Queries []seqstore.ParkQuery
 }
 
+// Scan asks for the streams that have parked entries
+// (seqstore.Parker.ParkedStreams), once when the Core starts: a receiver
+// that crashed after parking leaves messages no longer in the queue.
+type Scan struct {
+	ID uint64
+}
+
 // Ready is the batch of actions due, from Core.Ready. The shell executes
 // them (in any order, concurrently) and reports each outcome.
 type Ready struct {
@@ -246,6 +253,7 @@ type Ready struct {
 	DeadLetters []DeadLetter
 	Parks       []Park
 	Unparks     []Unpark
+	Scans       []Scan
 	Reports     []Report
 	Resolved    []Resolution
 }
@@ -253,7 +261,7 @@ type Ready struct {
 // Empty reports whether r holds nothing to do.
 func (r *Ready) Empty() bool {
 	return len(r.Reads) == 0 && len(r.Commits) == 0 && len(r.Deletes) == 0 && len(r.Visibility) == 0 &&
-		len(r.DeadLetters) == 0 && len(r.Parks) == 0 && len(r.Unparks) == 0 && len(r.Reports) == 0 && len(r.Resolved) == 0
+		len(r.DeadLetters) == 0 && len(r.Parks) == 0 && len(r.Unparks) == 0 && len(r.Scans) == 0 && len(r.Reports) == 0 && len(r.Resolved) == 0
 }
 
 // ReportKind says what a Report is about.

@@ -1,0 +1,208 @@
+package ordered
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/inorder/inorder/internal/recvcore"
+	"github.com/inorder/inorder/ordered/driver"
+	"github.com/inorder/inorder/seqstore"
+)
+
+// The I/O the receive core asks for. Each runs in a goroutine of its own
+// (the core bounds how many are in flight), bounded by the receive side's
+// life and a timeout, and reports its outcome to the core. Nothing here
+// decides: retries, backoff and what an error means are the core's.
+
+// ioTimeout bounds one store or queue call of the receive side.
+func (r *receiver) ioTimeout() time.Duration { return r.o.ReapTimeout }
+
+func (r *receiver) ioCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.ctx, r.ioTimeout())
+}
+
+func (r *receiver) read(a recvcore.Read) {
+	ctx, cancel := r.ioCtx()
+	curs, err := r.q.storeCursors(ctx, a.Streams)
+	cancel()
+	r.step(func(now time.Time) { r.core.Read(now, a.ID, curs, err) })
+}
+
+func (r *receiver) commit(a recvcore.Commit) {
+	ctx, cancel := r.ioCtx()
+	err := r.q.storeAdvance(ctx, a.Advances)
+	cancel()
+	r.step(func(now time.Time) { r.core.Committed(now, a.ID, err) })
+}
+
+func (r *receiver) parkEntries(a recvcore.Park) {
+	ctx, cancel := r.ioCtx()
+	r.q.req.park.Add(1)
+	err := r.park.Park(ctx, a.Entries)
+	cancel()
+	r.step(func(now time.Time) { r.core.Parked(now, a.ID, err) })
+}
+
+func (r *receiver) unpark(a recvcore.Unpark) {
+	ctx, cancel := r.ioCtx()
+	r.q.req.unpark.Add(1)
+	res, err := r.park.Unpark(ctx, a.Queries)
+	cancel()
+	r.step(func(now time.Time) { r.core.Unparked(now, a.ID, res, err) })
+}
+
+func (r *receiver) scanPark(a recvcore.Scan) {
+	ctx, cancel := r.ioCtx()
+	streams, err := r.park.ParkedStreams(ctx, r.q.opts.Name)
+	cancel()
+	groups := make([]string, len(streams))
+	for i, s := range streams {
+		groups[i] = s.Group
+	}
+	r.step(func(now time.Time) { r.core.Scanned(now, a.ID, groups, err) })
+}
+
+func (r *receiver) delete(a recvcore.Delete) {
+	ctx, cancel := r.ioCtx()
+	err := r.q.drvDelete(ctx, a.Receipts)
+	cancel()
+	res := make([]recvcore.DeleteResult, len(a.Receipts))
+	var be *driver.BatchError
+	perEntry := errors.As(err, &be) && len(be.Errs) == len(a.Receipts)
+	for i := range res {
+		e := err
+		if perEntry {
+			e = be.Errs[i]
+		}
+		if e != nil {
+			res[i] = recvcore.DeleteResult{
+				Err:   e,
+				Stale: errors.Is(e, driver.ErrStaleReceipt) || errors.Is(e, driver.ErrBadReceipt),
+				Retry: r.q.drv.IsRetryable(e) || ctx.Err() != nil && r.ctx.Err() == nil,
+			}
+		}
+	}
+	r.step(func(now time.Time) { r.core.Deleted(now, a.ID, res) })
+}
+
+// changeVisibility makes a few requests at a time.
+func (r *receiver) changeVisibility(vs []recvcore.ChangeVisibility) {
+	const parallel = 8
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for _, v := range vs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			ctx, cancel := r.ioCtx()
+			receipt, err := r.q.drvChangeVisibility(ctx, v.Receipt, v.Timeout)
+			cancel()
+			r.step(func(now time.Time) { r.core.Visibility(now, v.ID, receipt, err) })
+		})
+	}
+	wg.Wait()
+}
+
+// deadLetter sends the bodies to ReceiveOptions.DeadLetter.
+func (r *receiver) deadLetter(a recvcore.DeadLetter) {
+	ctx, cancel := r.ioCtx()
+	err := r.o.DeadLetter.SendBatch(ctx, a.Bodies)
+	cancel()
+	errs := make([]error, len(a.Bodies))
+	var be *driver.BatchError
+	perEntry := errors.As(err, &be) && len(be.Errs) == len(a.Bodies)
+	for i := range errs {
+		if perEntry {
+			errs[i] = be.Errs[i]
+		} else {
+			errs[i] = err
+		}
+	}
+	r.step(func(now time.Time) { r.core.DeadLettered(now, a.ID, errs) })
+}
+
+// reportOut passes a report of the core to the hooks and the log, with
+// stable keys. It runs outside the receiver's lock: a hook may call
+// Queue.Stats.
+func (r *receiver) reportOut(rep recvcore.Report) {
+	ev := Event{Group: rep.Group, Epoch: rep.Epoch, Seq: rep.Seq, Last: rep.Last, From: rep.From, ID: rep.ID,
+		DequeueCount: rep.DequeueCount, Attempt: rep.Attempt, Age: rep.Age, Err: rep.Err}
+	h := r.hooks
+	call := func(f func(Event)) {
+		if f != nil {
+			f(ev)
+		}
+	}
+	attrs := []any{"group", rep.Group, "epoch", rep.Epoch, "seq", rep.Seq}
+	if rep.Last != 0 {
+		attrs = append(attrs, "last", rep.Last)
+	}
+	if rep.ID != "" {
+		attrs = append(attrs, "id", rep.ID)
+	}
+	if rep.Attempt != 0 {
+		attrs = append(attrs, "attempt", rep.Attempt)
+	}
+	if rep.Err != nil {
+		attrs = append(attrs, "err", rep.Err)
+	}
+	msg := "ordered: " + rep.Msg
+	switch rep.Kind {
+	case recvcore.ReportGap:
+		call(h.OnGap)
+		r.log.Warn(msg, append(attrs, "age", rep.Age)...)
+	case recvcore.ReportSkip:
+		call(h.OnSkip)
+		r.log.Warn(msg, attrs...)
+	case recvcore.ReportDuplicate:
+		call(h.OnDuplicate)
+	case recvcore.ReportRedeliver:
+		call(h.OnRedeliver)
+	case recvcore.ReportLate:
+		call(h.OnLate)
+		call(h.OnStale)
+		r.log.Warn(msg, attrs...)
+	case recvcore.ReportEpoch:
+		call(h.OnEpoch)
+		r.log.Info(msg, append(attrs, "from", rep.From)...)
+	case recvcore.ReportDeadLetter:
+		call(h.OnDeadLetter)
+		r.log.Warn(msg, attrs...)
+	case recvcore.ReportStuck:
+		call(h.OnStuck)
+		r.log.Warn(msg, attrs...)
+	case recvcore.ReportConflict:
+		call(h.OnConflict)
+		r.log.Error(msg, attrs...)
+	case recvcore.ReportUntagged:
+		call(h.OnUntagged)
+		r.log.Warn(msg, attrs...)
+	case recvcore.ReportMismatch:
+		call(h.OnMismatch)
+		r.log.Warn(msg, attrs...)
+	default:
+		r.log.Warn(msg, attrs...)
+	}
+}
+
+// storeCursors reads the cursors of streams, counted in Stats.
+func (q *Queue) storeCursors(ctx context.Context, streams []seqstore.Stream) ([]seqstore.Cursor, error) {
+	q.req.cursor.Add(1)
+	// Single-stream contract (until the stores take many streams): read
+	// them concurrently, and report each stream's failure.
+	curs := make([]seqstore.Cursor, len(streams))
+	errs := make([]error, len(streams))
+	var wg sync.WaitGroup
+	for i, s := range streams {
+		wg.Go(func() { curs[i], errs[i] = q.store.Cursor(ctx, s) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return curs, &seqstore.BatchError{Errs: errs}
+		}
+	}
+	return curs, nil
+}
