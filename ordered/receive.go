@@ -433,6 +433,7 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 func (r *receiver) keeperLoop() {
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
+	due := false // the previous wake-up was for a deadline already due
 	for {
 		r.mu.Lock()
 		at, ok := r.core.Deadline()
@@ -440,6 +441,13 @@ func (r *receiver) keeperLoop() {
 		if ok {
 			wait = max(time.Until(at), 0)
 		}
+		if due && wait == 0 {
+			// The core promises that a deadline it gives is actionable
+			// (the model test checks it); should that ever fail, a
+			// millisecond's floor keeps a CPU from spinning.
+			wait = time.Millisecond
+		}
+		due = wait == 0
 		r.keeperAt = time.Now().Add(wait)
 		r.mu.Unlock()
 		t.Reset(wait)

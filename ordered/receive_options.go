@@ -124,7 +124,7 @@ type ReceiveOptions struct {
 	// Window is how far ahead of a group's next seq a message is held in
 	// memory: seqs at or beyond next+Window are parked in the store (see
 	// MaxUndeleted) or, with a store that cannot park, left to come back.
-	// Default 4096.
+	// Default MaxUndeleted: what the cap lets in is held.
 	Window int
 
 	// MaxUndeleted caps the messages received and not yet deleted,
@@ -246,11 +246,11 @@ func (o *ReceiveOptions) setDefaults(limits driver.Limits) error {
 			o.Wait = min(o.Wait, limits.MaxWait)
 		}
 	}
-	if o.Window == 0 {
-		o.Window = 4096
-	}
 	if o.MaxUndeleted == 0 {
 		o.MaxUndeleted = 4000
+	}
+	if o.Window == 0 {
+		o.Window = o.MaxUndeleted
 	}
 	if o.MaxUndeletedRate == 0 {
 		o.MaxUndeletedRate = 900

@@ -2,6 +2,7 @@ package recvcore
 
 import (
 	"container/heap"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -12,8 +13,8 @@ import (
 // are rounded up from the sizes of the structs, slice slots and map entries
 // each item takes (TestMemoryBudget checks the heap against them).
 const (
-	msgCost   = 384
-	groupCost = 1024
+	msgCost   = 320 // the msg struct (240 B), its slot in a list, the headers of its strings' allocations
+	groupCost = 768 // the group struct (592 B, a 640 B allocation) and its map entry
 	seenCost  = 160
 	slotCost  = 8 // one pointer in a group's slice
 )
@@ -73,7 +74,14 @@ type Core struct {
 	released relHeap
 	relBy    map[string]*relEntry // by receipt, while a shortening is queued
 
+	// fetchAfter holds the fetchers back after batches of which nothing
+	// could be kept (without parking: all released), so that fetching does
+	// not make the whole queue invisible while nothing moves.
+	fetchAfter time.Time
+	useless    int
+
 	live, peakLive int // messages received and not deleted (receipts held)
+	outstanding    int // deliveries Next returned and not settled, abandoned or refused
 	buffered       int // messages waiting for their turn
 	bufferedBytes  int
 	mem            int
@@ -196,12 +204,9 @@ func (c *Core) uncharge(m *msg) {
 }
 
 func (c *Core) recost(g *group) {
-	n := groupCost + 2*len(g.name) +
-		slotCost*(cap(g.held)+cap(g.newer)+cap(g.pending)+cap(g.settled)) + 64*cap(g.tickets)
-	for _, r := range g.ack.Skipped {
-		_ = r
-		n += 24
-	}
+	n := groupCost + len(g.name) +
+		slotCost*(cap(g.held)+cap(g.newer)+cap(g.pending)+cap(g.settled)) + 32*cap(g.tickets) +
+		24*(cap(g.ack.Skipped)+cap(g.dur.Skipped))
 	c.mem += n - g.cost
 	g.cost = n
 }
@@ -327,9 +332,8 @@ func (c *Core) dropHeld(g *group, now time.Time, fn func(*msg)) {
 	}
 	settled := g.settled
 	g.settled = nil
-	for _, m := range settled {
-		m.where = wHeld
-		fn(m)
+	for _, e := range settled {
+		fn(c.unsettle(e))
 	}
 	g.inWrite = 0
 	g.gapSince, g.gapTold = time.Time{}, false
@@ -353,6 +357,34 @@ func (c *Core) buffer(m *msg) {
 func (c *Core) unbuffer(m *msg) {
 	c.buffered--
 	c.bufferedBytes -= len(m.raw)
+}
+
+// settleMsg keeps of m, acknowledged or a duplicate, what deleting it takes
+// once the cursor past it is durable. A message read back from the park has
+// nothing to delete: the advance removes it from the park.
+func (c *Core) settleMsg(g *group, m *msg) {
+	if m.has(fStored) || m.receipt == "" {
+		c.gone(m)
+		return
+	}
+	e := settledEntry{epoch: m.epoch, seq: m.seq, receipt: m.receipt, dup: m.has(fDup)}
+	// The receipt stays held: live counts it until the delete.
+	c.vis.remove(m)
+	c.uncharge(m)
+	m.where, m.raw, m.payload = wGone, nil, nil
+	g.settled = append(g.settled, e)
+	c.mem += settledCost + len(e.receipt)
+}
+
+// unsettle makes a settled entry a message again, to delete or release it.
+func (c *Core) unsettle(e settledEntry) *msg {
+	c.mem -= settledCost + len(e.receipt)
+	m := &msg{epoch: e.epoch, seq: e.seq, receipt: e.receipt, where: wHeld, flags: fLapsed}
+	if e.dup {
+		m.flags |= fDup
+	}
+	c.charge(m)
+	return m
 }
 
 // gone forgets m: it no longer holds a receipt.
@@ -381,7 +413,8 @@ func (c *Core) release(m *msg, now time.Time) {
 	if m.visibleAt.After(now) {
 		e := &relEntry{until: m.visibleAt, receipt: m.receipt}
 		heap.Push(&c.released, e)
-		if m.receipt != "" && !m.has(fLapsed) && c.shortq.len() < 64*c.cfg.MaxBatch {
+		if m.receipt != "" && !m.has(fLapsed) && c.shortq.len() < 64*c.cfg.MaxBatch &&
+			m.visibleAt.Sub(now) > 2*c.cfg.ShortVisibility {
 			c.shortq.push(m.receipt)
 			c.relBy[m.receipt] = e
 		}
@@ -401,9 +434,23 @@ func (c *Core) Room(now time.Time) int {
 		return 0
 	}
 	c.expireReleased(now)
-	room := c.cfg.MaxHeld - c.live - len(c.released)
-	if c.mem >= c.cfg.MaxMemory {
+	if now.Before(c.fetchAfter) {
 		return 0
+	}
+	room := c.cfg.MaxHeld - c.live - len(c.released)
+	if !c.cfg.Park && c.buffered >= max(c.cfg.Window/2, c.cfg.MaxBatch) && (c.ring.len() > 0 || c.outstanding > 0) {
+		// Without parking, what arrives beyond a group's window is given
+		// back and received again: while much waits and delivery moves,
+		// let delivery catch up first.
+		return 0
+	}
+	if c.mem >= c.cfg.MaxMemory {
+		// Spent: nothing more unless nothing moves, when one batch may
+		// bring the message everything waits for.
+		if c.moving() {
+			return 0
+		}
+		room = min(room, c.reserve())
 	}
 	c.refillUndeleted(now)
 	return max(0, min(room, int(c.undelTokens)))
@@ -467,14 +514,7 @@ func (c *Core) Close(now time.Time) {
 	}
 	c.closing = true
 	for _, g := range c.groups {
-		if m := g.out; m != nil && m.out == outOwed {
-			r := seqstore.Range{Epoch: m.epoch, First: m.seq, Last: m.seq}
-			addSkipped(&g.ack, r)
-			c.markDirty(g)
-			c.st.Skipped++
-			c.report(Report{Kind: ReportSkip, Msg: "at-most-once message committed but not taken before close: marked skipped",
-				Group: g.name, Epoch: m.epoch, Seq: m.seq, Last: m.seq})
-		}
+		c.skipOwed(g)
 	}
 	for _, g := range c.groups {
 		for _, w := range g.tickets {
@@ -484,6 +524,25 @@ func (c *Core) Close(now time.Time) {
 			c.resolve(w.t, ErrClosed)
 		}
 	}
+}
+
+// skipOwed marks as skipped the AtMostOnce message of g whose commit is
+// durable but that no application took, once the Core closes: the next
+// receiver then hands it out flagged Unordered (or dead-letters it)
+// instead of deleting it as a duplicate. The commit of one whose Receive
+// gave up may end after Close began: durable calls this too.
+func (c *Core) skipOwed(g *group) {
+	m := g.out
+	if !c.closing || m == nil || m.out != outOwed {
+		return
+	}
+	m.out = outSkipped
+	r := seqstore.Range{Epoch: m.epoch, First: m.seq, Last: m.seq}
+	addSkipped(&g.ack, r)
+	c.markDirty(g)
+	c.st.Skipped++
+	c.report(Report{Kind: ReportSkip, Msg: "at-most-once message committed but not taken before close: marked skipped",
+		Group: g.name, Epoch: m.epoch, Seq: m.seq, Last: m.seq})
 }
 
 // Flushed reports whether, after Close, nothing is left to commit or
@@ -538,12 +597,18 @@ func (c *Core) Deadline() (time.Time, bool) {
 	if c.cfg.Park && !c.scanned && c.scanBusy == 0 {
 		set(c.scanAfter)
 	}
+	if c.fetchAfter.After(c.now) {
+		set(c.fetchAfter) // the fetchers may go on then
+	}
 	if len(c.visBusy) < maxVisibilityInFlight {
 		// When the budget is spent, nothing can be done before a token
 		// comes back.
 		token := c.visAt
 		if c.visTokens < 1 {
-			token = c.visAt.Add(time.Duration((1 - c.visTokens) / c.cfg.MaxVisibilityRate * float64(time.Second)))
+			// Rounded up, at least a millisecond: a token short by a
+			// rounding error must not make a deadline that is already due.
+			d := time.Duration(math.Ceil((1 - c.visTokens) / c.cfg.MaxVisibilityRate * float64(time.Second)))
+			token = c.visAt.Add(max(d, time.Millisecond))
 		}
 		if m := c.vis.head; m != nil && c.cfg.VisibilityMargin >= 0 {
 			set(maxTime(m.visibleAt.Add(-c.cfg.VisibilityMargin), token))
@@ -600,14 +665,10 @@ func (c *Core) fire(t timer, now time.Time) {
 			c.needRead(g)
 		}
 	case tGap:
-		g.gapTimerSet(false)
+		g.gapTimer = false
 	}
 	c.update(g, now)
 }
-
-// gapTimerSet is a no-op kept for symmetry: gap timers are not tracked per
-// group (a duplicate timer only re-checks).
-func (g *group) gapTimerSet(bool) {}
 
 // Stats returns a snapshot of the counters.
 func (c *Core) Stats() Stats {

@@ -23,6 +23,7 @@ func (c *Core) Next(now time.Time) (Delivery, bool) {
 		}
 		if m := it.m; m != nil {
 			if d, ok := c.nextUnordered(now, m); ok {
+				c.outstanding++
 				c.settle(now)
 				return d, true
 			}
@@ -38,6 +39,7 @@ func (c *Core) Next(now time.Time) (Delivery, bool) {
 			continue
 		}
 		d := c.handOut(now, g)
+		c.outstanding++
 		c.settle(now)
 		return d, true
 	}
@@ -137,6 +139,7 @@ func (c *Core) Ack(now time.Time, d *Delivery, sync bool) (Ticket, error) {
 	if m.out != outHanded {
 		return 0, ErrSettled
 	}
+	c.outstanding--
 	c.st.Acked++
 	g := m.g
 	if g == nil {
@@ -150,14 +153,12 @@ func (c *Core) Ack(now time.Time, d *Delivery, sync bool) (Ticket, error) {
 		if !below(g.ack, m.epoch, m.seq) {
 			g.ack.Epoch, g.ack.Next = m.epoch, m.seq+1
 		}
-		m.raw, m.payload = nil, nil
-		c.recharge(m)
-		m.where = wSettled
-		g.settled = append(g.settled, m)
+		c.settleMsg(g, m)
 		c.markDirty(g)
 		if sync {
 			t = c.ticket()
 			g.tickets = append(g.tickets, syncWait{target: seqstore.Cursor{Epoch: g.ack.Epoch, Next: g.ack.Next}, t: t})
+			c.resolveDurable(g) // a cursor moved past it by someone else is durable already
 		}
 	case AtMostOnce:
 		c.queueDelete(now, m)
@@ -190,6 +191,7 @@ func (c *Core) Nack(now time.Time, d *Delivery, cause error) error {
 	if m.out != outHanded {
 		return ErrSettled
 	}
+	c.outstanding--
 	c.st.Nacked++
 	g := m.g
 	if c.cfg.Mode == AtMostOnce {
@@ -259,6 +261,7 @@ func (c *Core) Abandon(now time.Time, d *Delivery) error {
 	if err != nil {
 		return err
 	}
+	c.outstanding--
 	switch m.out {
 	case outCommit:
 		m.out = outAbandoned
@@ -270,6 +273,7 @@ func (c *Core) Abandon(now time.Time, d *Delivery) error {
 	case outDelete:
 		m.out = outAbandoned
 	default:
+		c.outstanding++
 		return ErrSettled
 	}
 	c.settle(now)
@@ -345,11 +349,11 @@ func (c *Core) queueDead(m *msg) {
 // flushSettled deletes the settled messages below the durable cursor.
 func (c *Core) flushSettled(now time.Time, g *group) {
 	keep := g.settled[:0]
-	for _, m := range g.settled {
-		if below(g.dur, m.epoch, m.seq) {
-			c.queueDelete(now, m)
+	for _, e := range g.settled {
+		if below(g.dur, e.epoch, e.seq) {
+			c.queueDelete(now, c.unsettle(e))
 		} else {
-			keep = append(keep, m)
+			keep = append(keep, e)
 		}
 	}
 	clear(g.settled[len(keep):])
@@ -470,7 +474,10 @@ func (c *Core) checkGap(g *group, now time.Time) {
 	}
 	due := g.gapSince.Add(c.cfg.GapTimeout)
 	if now.Before(due) {
-		c.addTimer(timer{at: due, kind: tGap, g: g})
+		if !g.gapTimer {
+			g.gapTimer = true
+			c.addTimer(timer{at: due, kind: tGap, g: g})
+		}
 		return
 	}
 	if c.cfg.GapPolicy == GapSkip {

@@ -15,6 +15,19 @@ func (c *Core) Dump() string {
 	sort.Strings(names)
 	var b strings.Builder
 	fmt.Fprintf(&b, "live=%d released=%d mem=%d ring=%d delq=%d commit=%v moving=%v\n", c.live, len(c.released), c.mem, c.ring.len(), c.delq.len(), c.commit != nil, c.moving())
+	fmt.Fprintf(&b, "timers=%d first=%v reads=%d/%d dirty=%d dirtySince=%v deadq=%d parkq=%d unparkq=%d vis.head=%v tokens=%.2f visAt=%v visBusy=%d shortq=%d idle=%v\n",
+		len(c.timers), func() any {
+			if len(c.timers) > 0 {
+				return c.timers[0]
+			}
+			return nil
+		}(), c.reads.len(), len(c.readBusy), c.dirty.len(), c.dirtySince, len(c.deadq), len(c.parkq), c.unparkq.len(),
+		func() any {
+			if c.vis.head != nil {
+				return fmt.Sprintf("%s/%d where=%d vis=%v", c.vis.head.name, c.vis.head.seq, c.vis.head.where, c.vis.head.visibleAt)
+			}
+			return nil
+		}(), c.visTokens, c.visAt, len(c.visBusy), c.shortq.len(), c.idle.head != nil)
 	for _, n := range names {
 		g := c.groups[n]
 		fmt.Fprintf(&b, "  %s %s epoch=%d next=%d dur=%d/%d ack=%d/%d held=%v newer=%d pending=%d settled=%d",

@@ -96,6 +96,9 @@ type world struct {
 	contested map[string]bool   // groups the other receiver moved
 	dead      map[key]bool
 	amoFirst  map[string]bool // AtMostOnce Unordered hand-outs, deleted first
+	amoOut    map[key]int     // AtMostOnce hand-outs whose commit may be durable, by life: a crash may lose them
+	amoID     map[key]string  // their queue message ids
+	amoLife   map[key]int
 
 	// per life
 	life      int
@@ -158,6 +161,9 @@ func newWorld(t *rapid.T) *world {
 		contested: map[string]bool{},
 		dead:      map[key]bool{},
 		amoFirst:  map[string]bool{},
+		amoOut:    map[key]int{},
+		amoID:     map[key]string{},
+		amoLife:   map[key]int{},
 	}
 	if rapid.Bool().Draw(t, "deadLetter") {
 		w.cfg.DeadLetter = true
@@ -348,6 +354,14 @@ func (w *world) checkDelete(m *qmsg) {
 	c := w.cursors[k.group]
 	if w.contested[k.group] && below(c, k) {
 		return // the other receiver handled it
+	}
+	if _, ok := w.amoOut[k]; ok && below(c, k) {
+		// AtMostOnce: committed for a hand-out. A copy of it may go; the
+		// message itself must still reach the application in this life
+		// (missing checks it), a crash may lose it.
+		if m.id != w.amoID[k] || w.amoLife[k] < w.life {
+			return
+		}
 	}
 	w.t.Fatalf("life %d: deleted %s (id %s) which was neither handled nor parked (cursor %d/%d, delivered %v)",
 		w.life, k, m.id, c.Epoch, c.Next, w.delivered[k])
@@ -611,6 +625,11 @@ func (w *world) otherReceiver(group string) {
 	c.Next++
 	w.cursors[group] = c
 	w.contested[group] = true
+	for k := range w.park { // its Advance drops what it passes of the park
+		if k.group == group && below(c, k) {
+			delete(w.park, k)
+		}
+	}
 }
 
 // The application.
@@ -628,6 +647,9 @@ func (w *world) next() {
 		w.awaiting[d.Await] = o
 		if d.Unordered {
 			w.amoFirst[d.ID] = true
+		} else {
+			k := key{d.Group, d.Epoch, d.Seq}
+			w.amoOut[k], w.amoID[k], w.amoLife[k] = w.life, d.ID, w.life
 		}
 		return
 	}
@@ -784,8 +806,17 @@ func (w *world) tick(d time.Duration) {
 	w.core.Tick(w.now)
 }
 
-// checkStep asserts the bounds after every step.
+// checkStep asserts the bounds after every step, and that a deadline the
+// Core gives is one it acts on (a due deadline with nothing to do would make
+// the shell spin).
 func (w *world) checkStep() {
+	if at, ok := w.core.Deadline(); ok && !at.After(w.now) {
+		w.core.Tick(w.now)
+		w.collect()
+		if at, ok := w.core.Deadline(); ok && !at.After(w.now) {
+			w.t.Fatalf("life %d: deadline %v is due at %v, and Tick and Ready did nothing about it\n%s", w.life, at, w.now, w.core.Dump())
+		}
+	}
 	st := w.core.Stats()
 	if st.Held > w.cfg.MaxHeld {
 		w.t.Fatalf("life %d: %d messages received and not deleted, cap %d", w.life, st.Held, w.cfg.MaxHeld)
@@ -880,7 +911,7 @@ func (w *world) missing() string {
 		if m.tagged && w.poison[m.k.group] {
 			continue
 		}
-		if m.tagged && w.cfg.Mode == recvcore.AtMostOnce && w.delivered[m.k] {
+		if l, ok := w.amoOut[m.k]; m.tagged && w.cfg.Mode == recvcore.AtMostOnce && (w.delivered[m.k] || ok && l < w.life) {
 			continue // its delete may have been lost with a crash: it is a duplicate
 		}
 		miss = append(miss, fmt.Sprintf("%s(id %s, handled %v)", m.k, m.id, w.handled[m.k]))

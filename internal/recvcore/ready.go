@@ -121,6 +121,7 @@ func (c *Core) cursorRead(now time.Time, g *group, cur seqstore.Cursor) {
 		c.becomeActive(g, now, cur)
 	case phResolving:
 		c.resolveConflict(now, g, cur)
+		c.routePending(now, g)
 	default:
 		if g.uncertain != nil {
 			c.settleUncertain(now, g, cur)
@@ -170,6 +171,9 @@ func (c *Core) resolveConflict(now time.Time, g *group, cur seqstore.Cursor) {
 	}
 	g.tickets = nil
 	if m := g.out; m != nil && (m.out == outCommit || m.out == outAbandoned) {
+		if m.out == outCommit {
+			c.outstanding-- // the Receive waiting for it drops it
+		}
 		c.resolve(m.ticket, ErrConflict)
 		m.ticket = 0
 		g.out = nil
@@ -194,7 +198,7 @@ func (c *Core) resolveConflict(now time.Time, g *group, cur seqstore.Cursor) {
 	var again []*msg
 	c.dropHeld(g, now, func(m *msg) { again = append(again, m) })
 	for _, m := range again {
-		if m.where == wHeld && m.raw == nil && !m.has(fStored) {
+		if m.where == wHeld && m.raw == nil && !m.has(fStored) && m.g == nil {
 			// Settled (acked or duplicate): handled by someone.
 			if below(cur, m.epoch, m.seq) {
 				c.queueDelete(now, m)
@@ -203,6 +207,19 @@ func (c *Core) resolveConflict(now time.Time, g *group, cur seqstore.Cursor) {
 			}
 			continue
 		}
+		c.routeTagged(now, g, m)
+	}
+}
+
+// routePending routes what arrived while g's cursor was read again.
+func (c *Core) routePending(now time.Time, g *group) {
+	if g.phase != phActive && g.phase != phFresh {
+		return
+	}
+	pending := g.pending
+	g.pending = nil
+	for _, m := range pending {
+		c.unbuffer(m)
 		c.routeTagged(now, g, m)
 	}
 }
@@ -334,16 +351,7 @@ func (c *Core) durable(now time.Time, g *group, to seqstore.Cursor) {
 		g.ack = cloneCursor(to)
 	}
 	c.flushSettled(now, g)
-	keep := g.tickets[:0]
-	for _, w := range g.tickets {
-		if behind(g.dur, w.target) {
-			keep = append(keep, w)
-		} else {
-			c.resolve(w.t, nil)
-		}
-	}
-	clear(g.tickets[len(keep):])
-	g.tickets = keep
+	c.resolveDurable(g)
 	if m := g.out; m != nil && below(g.dur, m.epoch, m.seq) {
 		switch m.out {
 		case outCommit:
@@ -354,12 +362,27 @@ func (c *Core) durable(now time.Time, g *group, to seqstore.Cursor) {
 		case outAbandoned:
 			m.ticket = 0
 			m.out = outOwed
+			c.skipOwed(g)
 		}
 	}
 	if c.committable(g) {
 		c.markDirty(g)
 	}
 	c.update(g, now)
+}
+
+// resolveDurable ends the SyncAck waits that g's durable cursor satisfies.
+func (c *Core) resolveDurable(g *group) {
+	keep := g.tickets[:0]
+	for _, w := range g.tickets {
+		if behind(g.dur, w.target) {
+			keep = append(keep, w)
+		} else {
+			c.resolve(w.t, nil)
+		}
+	}
+	clear(g.tickets[len(keep):])
+	g.tickets = keep
 }
 
 // Deletes.
@@ -454,6 +477,9 @@ func (c *Core) deletedBeforeHandOut(now time.Time, m *msg, r DeleteResult) {
 		c.delq.push(m)
 	default:
 		// Someone else may hold it now: do not hand it out.
+		if m.out == outDelete {
+			c.outstanding-- // the Receive waiting for it drops it
+		}
 		c.resolve(m.ticket, r.Err)
 		m.ticket = 0
 		delete(c.unordered, unorderedKey(m))
@@ -643,10 +669,7 @@ func (c *Core) deadLettered(now time.Time, m *msg) {
 	if !below(g.ack, m.epoch, m.seq) {
 		g.ack.Epoch, g.ack.Next = m.epoch, m.seq+1
 	}
-	m.raw, m.payload = nil, nil
-	c.recharge(m)
-	m.where = wSettled
-	g.settled = append(g.settled, m)
+	c.settleMsg(g, m)
 	c.clearStuck(g, "poison")
 	if c.cfg.Mode == ExactlyOnce {
 		// No application Ack moves this cursor: write it here.

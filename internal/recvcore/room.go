@@ -23,15 +23,8 @@ func (c *Core) reserve() int {
 // application, advances to write, or deletes queued will free room by
 // themselves.
 func (c *Core) moving() bool {
-	if c.ring.len() > 0 || c.delq.len() > 0 || len(c.delBusy) > 0 || c.commit != nil {
-		return true
-	}
-	for _, g := range c.groups {
-		if g.out != nil && g.out.out == outHanded || g.writing != nil || c.committable(g) {
-			return true
-		}
-	}
-	return false
+	return c.ring.len() > 0 || c.outstanding > 0 || c.delq.len() > 0 || len(c.delBusy) > 0 ||
+		c.commit != nil || c.dirty.len() > 0
 }
 
 // makeRoom evicts held messages when the cap leaves less than a reserve of
@@ -123,5 +116,40 @@ func (c *Core) makeRoom(now time.Time) {
 			c.recost(g)
 			c.update(g, now)
 		}
+	}
+	if c.mem > c.cfg.MaxMemory {
+		c.shed(now)
+	}
+}
+
+// shed drops from memory the groups that hold nothing there but wait (a
+// hole, a failed store call), blocked ones first, until the budget holds:
+// their cursors are in the store, their parked messages in the park, and
+// the rest comes back from the queue; a group is loaded again when its
+// next message arrives. Under a flood of groups this bounds their state.
+func (c *Core) shed(now time.Time) {
+	var gs []*group
+	for _, g := range c.groups {
+		if g.out == nil && len(g.held)+len(g.newer)+len(g.pending)+len(g.settled)+len(g.tickets) == 0 &&
+			!g.dirty && g.writing == nil && g.uncertain == nil && !g.toRead && !g.unparking && !g.inRing &&
+			(g.phase == phActive || g.phase == phFailed || g.phase == phFresh) && !behind(g.dur, g.ack) {
+			gs = append(gs, g)
+		}
+	}
+	slices.SortFunc(gs, func(a, b *group) int {
+		if a.blocked() != b.blocked() {
+			if a.blocked() {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(a.name, b.name)
+	})
+	for _, g := range gs {
+		if c.mem <= c.cfg.MaxMemory*15/16 {
+			break
+		}
+		c.clearStuck(g, g.stuck)
+		c.evict(g)
 	}
 }

@@ -12,11 +12,27 @@ import (
 func (c *Core) Arrive(now time.Time, in []Incoming) {
 	c.now = now
 	c.refillUndeleted(now)
+	released := c.st.Released
 	for i := range in {
 		c.arrive(now, &in[i])
 	}
+	if len(in) > 0 && c.st.Released-released == int64(len(in)) && c.ring.len() == 0 && c.outstanding == 0 {
+		// Nothing of the batch could be kept and nothing is being
+		// delivered: fetching runs ahead of delivery. Back off (up to maxFetchPause) instead
+		// of making the queue invisible; the message everything waits for
+		// comes with a later fetch.
+		c.useless++
+		c.fetchAfter = now.Add(min(c.backoff(c.useless), maxFetchPause))
+	} else {
+		c.useless = 0
+	}
 	c.settle(now)
 }
+
+// maxFetchPause caps the pause after useless fetches: long enough to let a
+// missing message come through another fetch, short enough not to delay a
+// hole's filling much.
+const maxFetchPause = 5 * time.Millisecond
 
 func (c *Core) arrive(now time.Time, in *Incoming) {
 	c.st.Received++
@@ -110,7 +126,7 @@ func (c *Core) sameCopy(now time.Time, g *group, h, m *msg) {
 		m.flags |= fDup
 		c.st.Duplicates++
 		c.queueDelete(now, m)
-	case h.where == wOut || h.where == wSettled:
+	case h.where == wOut:
 		c.dup(now, g, m)
 	default:
 		c.release(m, now)
@@ -340,8 +356,7 @@ func (c *Core) dup(now time.Time, g *group, m *msg) {
 		c.queueDelete(now, m)
 		return
 	}
-	m.where = wSettled
-	g.settled = append(g.settled, m)
+	c.settleMsg(g, m)
 	c.markDirty(g)
 }
 

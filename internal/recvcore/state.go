@@ -71,6 +71,7 @@ const (
 	outAbandoned                     // AtMostOnce: the Receive gave up while the commit was in flight
 	outDead                          // being dead-lettered (PoisonDeadLetter)
 	outDelete                        // AtMostOnce Unordered: handed out once deleted
+	outSkipped                       // AtMostOnce: given up at close, marked skipped in the cursor
 )
 
 // phase is a group's state; transitions are the become* methods.
@@ -105,11 +106,11 @@ type group struct {
 	writing   *seqstore.Cursor // the To of the commit in flight
 	inWrite   int              // settled messages covered by that commit
 
-	epoch, next uint64 // current epoch, next seq to hand out
-	held        []*msg // current epoch, seqs >= next, sorted
-	newer       []*msg // newer epochs, in arrival order
-	pending     []*msg // arrivals while loading, fresh (StartLowest) or resolving
-	settled     []*msg // acked messages and duplicates, waiting for the durable cursor
+	epoch, next uint64         // current epoch, next seq to hand out
+	held        []*msg         // current epoch, seqs >= next, sorted
+	newer       []*msg         // newer epochs, in arrival order
+	pending     []*msg         // arrivals while loading, fresh (StartLowest) or resolving
+	settled     []settledEntry // acked messages and duplicates, waiting for the durable cursor
 	out         *msg
 	outGen      uint32
 	tickets     []syncWait
@@ -121,6 +122,7 @@ type group struct {
 	toRead       bool // in Core.reads
 	gapSince     time.Time
 	gapTold      bool
+	gapTimer     bool // a tGap timer is pending
 	newerSince   time.Time
 	startAt      time.Time // StartLowest: end of the settle time
 	stuck        string    // "", "gap", "poison", "conflict", "store"
@@ -148,6 +150,18 @@ type group struct {
 	idleSince          time.Time
 	cost               int
 }
+
+// settledEntry is an acknowledged message, or a duplicate, waiting for the
+// durable cursor past it: only what deleting it takes, so that a store
+// outage during which acks go on costs a few dozen bytes per message.
+type settledEntry struct {
+	epoch, seq uint64
+	receipt    string
+	dup        bool
+}
+
+// settledCost is what a settledEntry is charged besides its receipt.
+const settledCost = 48
 
 // syncWait is a SyncAck waiting for the durable cursor to reach target.
 type syncWait struct {
