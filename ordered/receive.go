@@ -109,8 +109,8 @@ type receiver struct {
 
 	mu       sync.Mutex
 	core     *recvcore.Core
-	closing  bool // no more hand-outs
-	closed   bool // acks refused
+	closing  bool      // no more hand-outs
+	closed   bool      // acks refused
 	fetching int       // messages the fetchers asked for and did not get yet
 	keeperAt time.Time // when the keeper wakes up next (zero: never)
 	waiters  map[recvcore.Ticket]chan error

@@ -110,10 +110,10 @@ type world struct {
 }
 
 type outstanding struct {
-	d      recvcore.Delivery
-	given  bool // the application has it (Await resolved, or none)
-	sync   recvcore.Ticket
-	life   int
+	d     recvcore.Delivery
+	given bool // the application has it (Await resolved, or none)
+	sync  recvcore.Ticket
+	life  int
 }
 
 func newWorld(t *rapid.T) *world {
