@@ -279,53 +279,129 @@ func (a Advance) Check() error {
 	return nil
 }
 
-// ConflictError reports the streams whose cursors did not match in an Advance
-// batch. It wraps ErrConflict.
-type ConflictError struct {
-	Streams []Stream
+// ErrAborted marks a request of an atomic multi-stream call that was not
+// applied only because another request of the same call failed. Retrying it
+// without the failed requests may succeed.
+var ErrAborted = errors.New("seqstore: not applied: another request of the batch failed")
+
+// BatchError reports the outcome of a multi-stream call (Reserve, Cursors,
+// Advance) request by request. Errs has one element per request, in order:
+// nil means request i took effect (its Reservation or Cursor is valid); an
+// error means it did not: its own cause (ErrConflict, ErrInvalidStream,
+// ErrOverflow, ErrCorrupt, ...) or ErrAborted when an atomic call refused it
+// because of another request.
+//
+// A multi-stream call that fails with an error that is not a *BatchError
+// gives no such knowledge: every request may or may not have taken effect
+// (a lost response, an outage part-way), and the caller must find out (read
+// the cursors again) or tolerate both.
+type BatchError struct {
+	Errs []error
 }
 
-func (e *ConflictError) Error() string {
-	if len(e.Streams) == 0 {
-		return ErrConflict.Error()
+func (e *BatchError) Error() string {
+	n := 0
+	var first error
+	for _, err := range e.Errs {
+		if err != nil && !errors.Is(err, ErrAborted) {
+			if first == nil {
+				first = err
+			}
+			n++
+		}
 	}
-	return fmt.Sprintf("seqstore: cursor conflict on %d stream(s), first %s", len(e.Streams), e.Streams[0])
+	if first == nil {
+		return fmt.Sprintf("seqstore: %d of %d requests not applied", len(e.Errs), len(e.Errs))
+	}
+	return fmt.Sprintf("seqstore: %d of %d requests failed (first: %v)", n, len(e.Errs), first)
 }
 
-func (e *ConflictError) Unwrap() error { return ErrConflict }
+// Unwrap returns the requests' errors, so that errors.Is finds a sentinel
+// (ErrConflict, ...) that any request's error wraps.
+func (e *BatchError) Unwrap() []error {
+	var errs []error
+	for _, err := range e.Errs {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// Failed returns the error of request i of a multi-stream call that
+// returned err: nil when it took effect, the request's own error or
+// ErrAborted when err is a *BatchError of n requests, and err itself
+// otherwise (the outcome is unknown).
+func Failed(err error, i, n int) error {
+	if err == nil {
+		return nil
+	}
+	var be *BatchError
+	if errors.As(err, &be) && len(be.Errs) == n {
+		return be.Errs[i]
+	}
+	return err
+}
+
+// ReserveRequest asks Reserve for N consecutive seqs of Stream.
+type ReserveRequest struct {
+	Stream Stream
+	// N is how many seqs to allocate, >= 1.
+	N int
+	// Journal is nil (fast mode: only the counter is stored) or holds N
+	// bodies, stored in the same durable write keyed by seq until marked by
+	// Sent (durable-send mode).
+	Journal [][]byte
+}
+
+// SentMark names journal entries of one stream that were handed to the
+// queue.
+type SentMark struct {
+	Stream Stream
+	Seqs   []uint64
+}
 
 // Store keeps sender counters, the send journal and receiver cursors. All
 // methods are safe for concurrent use; concurrent calls coalesce into shared
-// writes (group commit).
+// writes (group commit), and every multi-stream call is one write: one log
+// frame and fsync, one Redis script or pipeline, one SQL transaction.
+//
+// Reserve and Advance are atomic: they apply all their requests or none,
+// and a request at fault fails the call with a *BatchError naming it (the
+// others fail with ErrAborted). An implementation that cannot be atomic
+// across some streams (Redis Cluster across hash slots) documents it and
+// reports exactly which requests took effect in its *BatchError.
 type Store interface {
-	// Reserve durably allocates n (>= 1) consecutive seqs of stream s and
-	// returns the stream's epoch and the first seq. The first Reserve of a
-	// stream creates its sender state with NewEpoch and first seq 1. When
-	// journal is not nil it must hold n bodies, which are stored in the same
-	// durable write, keyed by seq, until marked by Sent (durable-send mode).
-	// A nil journal stores only the counter (fast mode).
-	Reserve(ctx context.Context, s Stream, n int, journal [][]byte) (Reservation, error)
+	// Reserve durably allocates, for each request, N consecutive seqs of
+	// its stream and returns one Reservation per request, in order: the
+	// stream's epoch and the first seq. The first Reserve of a stream
+	// creates its sender state with NewEpoch and first seq 1. A stream may
+	// appear in several requests of one call: they get consecutive ranges
+	// in request order.
+	Reserve(ctx context.Context, reqs []ReserveRequest) ([]Reservation, error)
 
-	// Sent marks journal entries of s as handed to the queue, so Pending no
-	// longer lists them. It may return before the mark is durable: a lost
+	// Sent marks journal entries as handed to the queue, so Pending no
+	// longer lists them. It may return before the marks are durable: a lost
 	// mark only makes recovery send a duplicate, which receivers drop.
 	// Unknown seqs are ignored.
-	Sent(ctx context.Context, s Stream, seqs []uint64) error
+	Sent(ctx context.Context, marks []SentMark) error
 
 	// Pending lists the journal entries of streams of queue that are not
 	// marked sent, ordered by stream key and then seq.
 	Pending(ctx context.Context, queue string) ([]Entry, error)
 
-	// Cursor returns the receiver cursor of s, or the zero Cursor if none
-	// was ever stored.
-	Cursor(ctx context.Context, s Stream) (Cursor, error)
+	// Cursors returns the receiver cursor of each stream, in order: the
+	// zero Cursor for a stream whose cursor was never stored. A stream
+	// whose stored state is corrupt or whose name is invalid fails alone:
+	// the error is a *BatchError and the other cursors are valid.
+	Cursors(ctx context.Context, streams []Stream) ([]Cursor, error)
 
-	// Advance applies a batch of compare-and-set cursor moves atomically:
-	// either all are applied or none. If the stored Epoch, Next or Owner of
-	// any stream differs from its From (a missing cursor equals the zero
-	// Cursor), nothing is applied and the error is a *ConflictError naming
-	// every such stream. A stream may appear at most once per batch. To's
-	// Skipped list replaces the stored one.
+	// Advance applies a batch of compare-and-set cursor moves atomically.
+	// If the stored Epoch, Next or Owner of a stream differs from its From
+	// (a missing cursor equals the zero Cursor), nothing is applied and the
+	// error is a *BatchError whose entry for that stream wraps ErrConflict.
+	// A stream may appear at most once per batch. To's Skipped list
+	// replaces the stored one.
 	Advance(ctx context.Context, batch []Advance) error
 
 	// Close releases the store. It waits for writes in progress; later calls
