@@ -183,7 +183,9 @@ func testSentMany(t *testing.T, h Harness) {
 func testCursorsMany(t *testing.T, h Harness) {
 	st, _ := open(t, h)
 	const streams = 30
-	stream := func(i int) seqstore.Stream { return seqstore.Stream{Queue: fmt.Sprintf("q%d", i%2), Group: fmt.Sprintf("g%d", i)} }
+	stream := func(i int) seqstore.Stream {
+		return seqstore.Stream{Queue: fmt.Sprintf("q%d", i%2), Group: fmt.Sprintf("g%d", i)}
+	}
 	var batch []seqstore.Advance
 	for i := 0; i < streams; i += 2 { // only the even streams get a cursor
 		batch = append(batch, seqstore.Advance{Stream: stream(i), To: seqstore.Cursor{Epoch: uint64(i + 1), Next: uint64(2 * i), Owner: uint64(i % 3),
