@@ -36,7 +36,7 @@ func BenchmarkCoalesce(b *testing.B) {
 							var from seqstore.Cursor
 							for next.Add(1) <= int64(b.N) {
 								if op == "reserve" {
-									if _, err := st.Reserve(b.Context(), s, 1, journal); err != nil {
+									if _, err := reserveOne(b.Context(), st, s, 1, journal); err != nil {
 										b.Error(err)
 										return
 									}

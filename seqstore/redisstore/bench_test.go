@@ -54,7 +54,7 @@ func BenchmarkReserve16(b *testing.B) {
 			ctx := context.Background()
 			before := s.Stats()
 			run16(b, func(w, _ int) error {
-				_, err := s.Reserve(ctx, seqstore.Stream{Queue: "bench", Group: fmt.Sprint(w)}, 1, body)
+				_, err := reserveOne(ctx, s, seqstore.Stream{Queue: "bench", Group: fmt.Sprint(w)}, 1, body)
 				return err
 			})
 			reportTrips(b, before, s.Stats())
