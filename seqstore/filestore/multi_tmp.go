@@ -91,13 +91,11 @@ func (s *Store) Cursors(ctx context.Context, streams []seqstore.Stream) ([]seqst
 		return nil, fmt.Errorf("filestore: cursors: %w", err)
 	}
 	out := make([]seqstore.Cursor, len(streams))
-	var errs []error
+	errs := make([]error, len(streams))
+	failed := false
 	for i, st := range streams {
-		if err := st.Validate(); err != nil {
-			if errs == nil {
-				errs = make([]error, len(streams))
-			}
-			errs[i] = err
+		if errs[i] = st.Validate(); errs[i] != nil {
+			failed = true
 			continue
 		}
 		c, err := s.cursorOne(ctx, st)
@@ -106,7 +104,7 @@ func (s *Store) Cursors(ctx context.Context, streams []seqstore.Stream) ([]seqst
 		}
 		out[i] = c
 	}
-	if errs != nil {
+	if failed {
 		return out, fmt.Errorf("filestore: cursors: %w", &seqstore.BatchError{Errs: errs})
 	}
 	return out, nil

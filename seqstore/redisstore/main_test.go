@@ -168,26 +168,6 @@ func benchFlushers() int {
 	return n
 }
 
-// reserveOne makes a one-request Reserve call and returns the request's
-// own error.
-func reserveOne(ctx context.Context, s seqstore.Store, st seqstore.Stream, n int, journal [][]byte) (seqstore.Reservation, error) {
-	rs, err := s.Reserve(ctx, []seqstore.ReserveRequest{{Stream: st, N: n, Journal: journal}})
-	if err != nil {
-		return seqstore.Reservation{}, seqstore.Failed(err, 0, 1)
-	}
-	return rs[0], nil
-}
-
-// cursorOne makes a one-stream Cursors call and returns the stream's own
-// error.
-func cursorOne(ctx context.Context, s seqstore.Store, st seqstore.Stream) (seqstore.Cursor, error) {
-	cs, err := s.Cursors(ctx, []seqstore.Stream{st})
-	if err != nil {
-		return seqstore.Cursor{}, seqstore.Failed(err, 0, 1)
-	}
-	return cs[0], nil
-}
-
 func sentOne(ctx context.Context, s seqstore.Store, st seqstore.Stream, seqs []uint64) error {
 	return s.Sent(ctx, []seqstore.SentMark{{Stream: st, Seqs: seqs}})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inorder/inorder/seqstore"
+	"github.com/inorder/inorder/seqstore/storetest"
 )
 
 // TestApplyBatch drives the set-based group commit directly: many ops of
@@ -81,10 +82,10 @@ func TestApplyBatch(t *testing.T) {
 		assert.Equal(t, []seqstore.Reservation{{Epoch: epoch, First: next + 1}, {Epoch: fe, First: 1}, {Epoch: epoch, First: next + 2}}, out[10].res,
 			"the failed op consumed nothing; the same stream twice in one op gets consecutive ranges")
 
-		cur, err := cursorOne(ctx, s, a)
+		cur, err := storetest.CursorOne(ctx, s, a)
 		require.NoError(t, err)
 		assert.Equal(t, c2, cur)
-		cur, err = cursorOne(ctx, s, many[0].Stream)
+		cur, err = storetest.CursorOne(ctx, s, many[0].Stream)
 		require.NoError(t, err)
 		assert.Equal(t, seqstore.Cursor{}, cur, "the conflicting op's other stream was not written")
 		for i := 1; i < len(many); i += 37 { // a sample across the chunks, and the last
@@ -92,7 +93,7 @@ func TestApplyBatch(t *testing.T) {
 			if i+37 >= len(many) {
 				m = many[len(many)-1]
 			}
-			cur, err := cursorOne(ctx, s, m.Stream)
+			cur, err := storetest.CursorOne(ctx, s, m.Stream)
 			require.NoError(t, err)
 			require.Equal(t, m.To, cur, "stream %s of the large batch", m.Stream)
 		}
@@ -124,7 +125,7 @@ func TestLargeBodies(t *testing.T) {
 			bodies[i] = make([]byte, 64<<10)
 			bodies[i][0] = byte(i)
 		}
-		r, err := reserveOne(ctx, s, st, len(bodies), bodies)
+		r, err := storetest.ReserveOne(ctx, s, st, len(bodies), bodies)
 		require.NoError(t, err)
 		assert.Equal(t, uint64(1), r.First)
 		p, err := s.Pending(ctx, "q")

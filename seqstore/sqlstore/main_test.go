@@ -17,8 +17,6 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/inorder/inorder/seqstore"
 )
 
 func TestMain(m *testing.M) {
@@ -149,24 +147,4 @@ func envDSN(t testing.TB, env string) string {
 func benchWriters() int {
 	n, _ := strconv.Atoi(os.Getenv("BENCH_WRITERS"))
 	return n
-}
-
-// reserveOne makes a one-request Reserve call and returns the request's
-// own error.
-func reserveOne(ctx context.Context, s seqstore.Store, st seqstore.Stream, n int, journal [][]byte) (seqstore.Reservation, error) {
-	rs, err := s.Reserve(ctx, []seqstore.ReserveRequest{{Stream: st, N: n, Journal: journal}})
-	if err != nil {
-		return seqstore.Reservation{}, seqstore.Failed(err, 0, 1)
-	}
-	return rs[0], nil
-}
-
-// cursorOne makes a one-stream Cursors call and returns the stream's own
-// error.
-func cursorOne(ctx context.Context, s seqstore.Store, st seqstore.Stream) (seqstore.Cursor, error) {
-	cs, err := s.Cursors(ctx, []seqstore.Stream{st})
-	if err != nil {
-		return seqstore.Cursor{}, seqstore.Failed(err, 0, 1)
-	}
-	return cs[0], nil
 }
