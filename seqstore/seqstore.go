@@ -461,7 +461,8 @@ type SentMark struct {
 // and a request at fault fails the call with a *BatchError naming it (the
 // others fail with ErrAborted). An implementation that cannot be atomic
 // across some streams (Redis Cluster across hash slots) documents it and
-// reports exactly which requests took effect in its *BatchError.
+// reports exactly which requests took effect in its *BatchError; its
+// Reserve then returns the Reservations of those requests with the error.
 type Store interface {
 	// Reserve durably allocates, for each request, N consecutive seqs of
 	// its stream and returns one Reservation per request, in order: the
