@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
+	"github.com/inorder/inorder/internal/retry"
 	"github.com/inorder/inorder/ordered/driver"
 	"github.com/inorder/inorder/seqstore"
 )
@@ -107,10 +107,5 @@ func (o *Options) setDefaults(limits driver.Limits) error {
 // backoff returns the wait before retry number attempt (1 for the first
 // retry): exponential from Initial, capped at Max, with full jitter.
 func (o *RetryOptions) backoff(attempt int) time.Duration {
-	d := o.Initial
-	for i := 1; i < attempt && d < o.Max; i++ {
-		d *= 2
-	}
-	d = min(d, o.Max)
-	return d/2 + rand.N(d/2+1)
+	return retry.Backoff{Initial: o.Initial, Max: o.Max}.Delay(attempt)
 }

@@ -226,33 +226,22 @@ func (q *Queue) drvChangeVisibility(ctx context.Context, receipt string, d time.
 	return q.drv.ChangeVisibility(ctx, receipt, d)
 }
 
-func (q *Queue) storeReserve(ctx context.Context, s seqstore.Stream, n int, journal [][]byte) (seqstore.Reservation, error) {
+func (q *Queue) storeReserve(ctx context.Context, reqs []seqstore.ReserveRequest) ([]seqstore.Reservation, error) {
 	q.req.reserve.Add(1)
-	return q.store.Reserve(ctx, s, n, journal)
+	return q.store.Reserve(ctx, reqs)
 }
 
-func (q *Queue) storeSent(ctx context.Context, s seqstore.Stream, seqs []uint64) error {
+func (q *Queue) storeSent(ctx context.Context, marks []seqstore.SentMark) error {
 	q.req.sent.Add(1)
-	return q.store.Sent(ctx, s, seqs)
+	return q.store.Sent(ctx, marks)
+}
+
+func (q *Queue) storeCursors(ctx context.Context, streams []seqstore.Stream) ([]seqstore.Cursor, error) {
+	q.req.cursor.Add(1)
+	return q.store.Cursors(ctx, streams)
 }
 
 func (q *Queue) storeAdvance(ctx context.Context, batch []seqstore.Advance) error {
 	q.req.advance.Add(1)
-	err := q.store.Advance(ctx, batch)
-	var ce *seqstore.ConflictError
-	if errors.As(err, &ce) {
-		// Single-stream contract (until the stores take many streams):
-		// name each stream's outcome.
-		errs := make([]error, len(batch))
-		for i, a := range batch {
-			errs[i] = seqstore.ErrAborted
-			for _, s := range ce.Streams {
-				if s == a.Stream {
-					errs[i] = fmt.Errorf("%w", seqstore.ErrConflict)
-				}
-			}
-		}
-		return &seqstore.BatchError{Errs: errs}
-	}
-	return err
+	return q.store.Advance(ctx, batch)
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/inorder/inorder/internal/recvcore"
 	"github.com/inorder/inorder/ordered/driver"
-	"github.com/inorder/inorder/seqstore"
 )
 
 // The I/O the receive core asks for. Each runs in a goroutine of its own
@@ -185,24 +184,4 @@ func (r *receiver) reportOut(rep recvcore.Report) {
 	default:
 		r.log.Warn(msg, attrs...)
 	}
-}
-
-// storeCursors reads the cursors of streams, counted in Stats.
-func (q *Queue) storeCursors(ctx context.Context, streams []seqstore.Stream) ([]seqstore.Cursor, error) {
-	q.req.cursor.Add(1)
-	// Single-stream contract (until the stores take many streams): read
-	// them concurrently, and report each stream's failure.
-	curs := make([]seqstore.Cursor, len(streams))
-	errs := make([]error, len(streams))
-	var wg sync.WaitGroup
-	for i, s := range streams {
-		wg.Go(func() { curs[i], errs[i] = q.store.Cursor(ctx, s) })
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return curs, &seqstore.BatchError{Errs: errs}
-		}
-	}
-	return curs, nil
 }

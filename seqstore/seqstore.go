@@ -31,6 +31,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -343,53 +344,158 @@ func Failed(err error, i, n int) error {
 	return err
 }
 
-// ConflictError reports the streams whose cursors did not match in an Advance
-// batch. It wraps ErrConflict.
-type ConflictError struct {
-	Streams []Stream
-}
-
-func (e *ConflictError) Error() string {
-	if len(e.Streams) == 0 {
-		return ErrConflict.Error()
+// Abort returns the outcome of an atomic multi-stream call whose requests at
+// fault have a non-nil error in errs: nil when there is none, else a
+// *BatchError in which every other request fails with ErrAborted. It fills
+// errs in place and keeps it as the BatchError's Errs.
+func Abort(errs []error) error {
+	if !slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+		return nil
 	}
-	return fmt.Sprintf("seqstore: cursor conflict on %d stream(s), first %s", len(e.Streams), e.Streams[0])
+	for i, err := range errs {
+		if err == nil {
+			errs[i] = ErrAborted
+		}
+	}
+	return &BatchError{Errs: errs}
 }
 
-func (e *ConflictError) Unwrap() error { return ErrConflict }
+// CheckReserve validates the requests of a Reserve call (see
+// ReserveRequest.Check): nil when all are valid, else the call's
+// *BatchError (see Abort).
+func CheckReserve(reqs []ReserveRequest) error {
+	errs := make([]error, len(reqs))
+	for i, r := range reqs {
+		errs[i] = r.Check()
+	}
+	return Abort(errs)
+}
+
+// CheckAdvance validates an Advance batch: each move (see Advance.Check),
+// and no stream twice (the second one is at fault). It returns nil or the
+// call's *BatchError (see Abort).
+func CheckAdvance(batch []Advance) error {
+	errs := make([]error, len(batch))
+	seen := make(map[Stream]struct{}, len(batch))
+	for i, a := range batch {
+		if errs[i] = a.Check(); errs[i] != nil {
+			continue
+		}
+		if _, dup := seen[a.Stream]; dup {
+			errs[i] = fmt.Errorf("%w: stream %s appears twice in one batch", ErrInvalidArgument, a.Stream)
+		}
+		seen[a.Stream] = struct{}{}
+	}
+	return Abort(errs)
+}
+
+// CheckSent validates the streams of a Sent call: nil when all are valid,
+// else a *BatchError naming the invalid ones (the others ErrAborted).
+func CheckSent(marks []SentMark) error {
+	errs := make([]error, len(marks))
+	for i, m := range marks {
+		errs[i] = m.Stream.Validate()
+	}
+	return Abort(errs)
+}
+
+// Split sorts the outcome err of a multi-stream call of n requests into
+// what is known and what is worth retrying: it calls done(i, e) for every
+// request whose outcome is final (e nil: it took effect; else its own
+// error, or err itself when err is not a *BatchError and the outcome is
+// unknown), and returns, in order, the indexes of the requests aborted
+// only because another one failed (ErrAborted), which a call without the
+// failed ones may apply.
+func Split(err error, n int, done func(i int, err error)) (aborted []int) {
+	for i := range n {
+		e := Failed(err, i, n)
+		if errors.Is(e, ErrAborted) && e != err {
+			aborted = append(aborted, i)
+			continue
+		}
+		done(i, e)
+	}
+	return aborted
+}
+
+// ReserveRequest asks Reserve for N consecutive seqs of Stream.
+type ReserveRequest struct {
+	Stream Stream
+	// N is how many seqs to allocate, >= 1.
+	N int
+	// Journal is nil (fast mode: only the counter is stored) or holds N
+	// bodies, stored in the same durable write keyed by seq until marked by
+	// Sent (durable-send mode).
+	Journal [][]byte
+}
+
+// Check validates r: a valid stream, N >= 1, and a Journal that is nil or
+// holds N bodies. N > MaxSeq is left to the store, which reports it as
+// ErrOverflow.
+func (r ReserveRequest) Check() error {
+	if err := r.Stream.Validate(); err != nil {
+		return err
+	}
+	if r.N < 1 {
+		return fmt.Errorf("%w: reserve on %s: n must be at least 1, got %d", ErrInvalidArgument, r.Stream, r.N)
+	}
+	if r.Journal != nil && len(r.Journal) != r.N {
+		return fmt.Errorf("%w: reserve on %s: %d journal bodies for n=%d", ErrInvalidArgument, r.Stream, len(r.Journal), r.N)
+	}
+	return nil
+}
+
+// SentMark names journal entries of one stream that were handed to the
+// queue.
+type SentMark struct {
+	Stream Stream
+	Seqs   []uint64
+}
 
 // Store keeps sender counters, the send journal and receiver cursors. All
 // methods are safe for concurrent use; concurrent calls coalesce into shared
-// writes (group commit).
+// writes (group commit), and every multi-stream call is one write: one log
+// frame and fsync, one Redis script or pipeline, one SQL transaction.
+//
+// Reserve and Advance are atomic: they apply all their requests or none,
+// and a request at fault fails the call with a *BatchError naming it (the
+// others fail with ErrAborted). An implementation that cannot be atomic
+// across some streams (Redis Cluster across hash slots) documents it and
+// reports exactly which requests took effect in its *BatchError; its
+// Reserve then returns the Reservations of those requests with the error.
 type Store interface {
-	// Reserve durably allocates n (>= 1) consecutive seqs of stream s and
-	// returns the stream's epoch and the first seq. The first Reserve of a
-	// stream creates its sender state with NewEpoch and first seq 1. When
-	// journal is not nil it must hold n bodies, which are stored in the same
-	// durable write, keyed by seq, until marked by Sent (durable-send mode).
-	// A nil journal stores only the counter (fast mode).
-	Reserve(ctx context.Context, s Stream, n int, journal [][]byte) (Reservation, error)
+	// Reserve durably allocates, for each request, N consecutive seqs of
+	// its stream and returns one Reservation per request, in order: the
+	// stream's epoch and the first seq. The first Reserve of a stream
+	// creates its sender state with NewEpoch and first seq 1. A stream may
+	// appear in several requests of one call: they get consecutive ranges
+	// in request order.
+	Reserve(ctx context.Context, reqs []ReserveRequest) ([]Reservation, error)
 
-	// Sent marks journal entries of s as handed to the queue, so Pending no
-	// longer lists them. It may return before the mark is durable: a lost
+	// Sent marks journal entries as handed to the queue, so Pending no
+	// longer lists them. It may return before the marks are durable: a lost
 	// mark only makes recovery send a duplicate, which receivers drop.
-	// Unknown seqs are ignored.
-	Sent(ctx context.Context, s Stream, seqs []uint64) error
+	// Unknown seqs and streams are ignored. A mark with an invalid stream
+	// fails the call before anything is marked, with a *BatchError naming
+	// it.
+	Sent(ctx context.Context, marks []SentMark) error
 
 	// Pending lists the journal entries of streams of queue that are not
 	// marked sent, ordered by stream key and then seq.
 	Pending(ctx context.Context, queue string) ([]Entry, error)
 
-	// Cursor returns the receiver cursor of s, or the zero Cursor if none
-	// was ever stored.
-	Cursor(ctx context.Context, s Stream) (Cursor, error)
+	// Cursors returns the receiver cursor of each stream, in order: the
+	// zero Cursor for a stream whose cursor was never stored. A stream
+	// whose stored state is corrupt or whose name is invalid fails alone:
+	// the error is a *BatchError and the other cursors are valid.
+	Cursors(ctx context.Context, streams []Stream) ([]Cursor, error)
 
-	// Advance applies a batch of compare-and-set cursor moves atomically:
-	// either all are applied or none. If the stored Epoch, Next or Owner of
-	// any stream differs from its From (a missing cursor equals the zero
-	// Cursor), nothing is applied and the error is a *ConflictError naming
-	// every such stream. A stream may appear at most once per batch. To's
-	// Skipped list replaces the stored one.
+	// Advance applies a batch of compare-and-set cursor moves atomically.
+	// If the stored Epoch, Next or Owner of a stream differs from its From
+	// (a missing cursor equals the zero Cursor), nothing is applied and the
+	// error is a *BatchError whose entry for that stream wraps ErrConflict.
+	// A stream may appear at most once per batch. To's Skipped list
+	// replaces the stored one.
 	Advance(ctx context.Context, batch []Advance) error
 
 	// Close releases the store. It waits for writes in progress; later calls

@@ -46,7 +46,6 @@ func TestFaultQueue5xx(t *testing.T) {
 	rx := e.open(openFilestore(t, t.TempDir()), &ordered.Options{Receive: ordered.ReceiveOptions{SyncAck: true}})
 	stop := run(t, rx, rec.handler("r", 1, nil))
 	ctx := t.Context()
-	sent := 0
 	for round := range 6 {
 		if round == 2 {
 			require.NoError(t, e.srv.SetFaults(mnstest.Faults{Error5xx: 0.5, Drop: 0.1}))
@@ -55,11 +54,11 @@ func TestFaultQueue5xx(t *testing.T) {
 			require.NoError(t, e.srv.SetFaults(mnstest.Faults{}))
 		}
 		for g := range 5 {
-			sent += rec.send(ctx, tx, "s", 1, fmt.Sprintf("g%d", g), 20)
+			rec.send(ctx, tx, "s", 1, fmt.Sprintf("g%d", g), 20)
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	waitFor(t, 20*time.Second, "every sent message delivered", func() bool { return rec.delivered() >= sent })
+	waitFor(t, 20*time.Second, "every sent message delivered", func() bool { return rec.allDelivered() })
 	stop()
 	st := e.srv.Stats()
 	rep := rec.check(t, Config{Leftover: e.waitEmpty(10 * time.Second)})
@@ -80,7 +79,6 @@ func TestFaultStoreOutage(t *testing.T) {
 	tx := e.open(sstore, nil)
 	rx := e.open(rstore, &ordered.Options{Receive: ordered.ReceiveOptions{SyncAck: true}})
 	stop := run(t, rx, rec.handler("r", 1, nil))
-	sent := 0
 	for round := range 6 {
 		switch round {
 		case 1:
@@ -93,14 +91,14 @@ func TestFaultStoreOutage(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 		for g := range 4 {
-			sent += rec.send(ctx, tx, "s", 1, fmt.Sprintf("g%d", g), 10)
+			rec.send(ctx, tx, "s", 1, fmt.Sprintf("g%d", g), 10)
 		}
 		cancel()
 		time.Sleep(400 * time.Millisecond)
 	}
 	_, err := tx.Recover(t.Context())
 	require.NoError(t, err, "Recover after the outage")
-	waitFor(t, 20*time.Second, "every sent message delivered", func() bool { return rec.delivered() >= sent })
+	waitFor(t, 20*time.Second, "every sent message delivered", func() bool { return rec.allDelivered() })
 	stop()
 	rep := rec.check(t, Config{Leftover: e.waitEmpty(10 * time.Second)})
 	assert.Positive(t, sstore.fails.Load(), "sender store calls failed")

@@ -25,13 +25,14 @@ func Example() {
 	orders := seqstore.Stream{Queue: "orders", Group: "customer-42"}
 
 	// The sender reserves seqs and journals the bodies in one fsync.
-	res, err := s.Reserve(ctx, orders, 2, [][]byte{[]byte("created"), []byte("paid")})
+	rs, err := s.Reserve(ctx, []seqstore.ReserveRequest{{Stream: orders, N: 2, Journal: [][]byte{[]byte("created"), []byte("paid")}}})
 	if err != nil {
 		log.Fatal(err)
 	}
+	res := rs[0]
 	fmt.Println("first seq:", res.First)
 	// Once the queue accepted seq 1, it leaves the journal.
-	if err := s.Sent(ctx, orders, []uint64{res.First}); err != nil {
+	if err := s.Sent(ctx, []seqstore.SentMark{{Stream: orders, Seqs: []uint64{res.First}}}); err != nil {
 		log.Fatal(err)
 	}
 	// The receiver moves its cursor past seq 1 with a compare-and-set.
@@ -56,7 +57,8 @@ func Example() {
 	for _, e := range pending {
 		fmt.Printf("pending: seq %d %q\n", e.Seq, e.Body)
 	}
-	c, _ := s.Cursor(ctx, orders)
+	cs, _ := s.Cursors(ctx, []seqstore.Stream{orders})
+	c := cs[0]
 	fmt.Println("cursor next:", c.Next)
 	// Output:
 	// first seq: 1

@@ -43,7 +43,7 @@ func reserveN(t testing.TB, s *Store, st seqstore.Stream, k int) {
 		if next == 0 {
 			next = 1
 		}
-		res, err := s.Reserve(context.Background(), st, 1, [][]byte{body(st, next)})
+		res, err := s.reserveOne(context.Background(), st, 1, [][]byte{body(st, next)})
 		require.NoError(t, err)
 		require.Equal(t, next, res.First, "reservation of %s", st)
 	}

@@ -119,18 +119,18 @@ func (st *state) sent(s seqstore.Stream, seqs []uint64) []uint64 {
 
 // advance applies a batch of compare-and-set moves, all or none.
 func (st *state) advance(batch []seqstore.Advance) error {
-	var conflicts []seqstore.Stream
-	for _, a := range batch {
+	errs := make([]error, len(batch))
+	for i, a := range batch {
 		var cur seqstore.Cursor
 		if ss := st.get(a.Stream); ss != nil {
 			cur = ss.cursor
 		}
 		if !cur.Same(a.From) {
-			conflicts = append(conflicts, a.Stream)
+			errs[i] = fmt.Errorf("%w: %s", seqstore.ErrConflict, a.Stream)
 		}
 	}
-	if conflicts != nil {
-		return &seqstore.ConflictError{Streams: conflicts}
+	if err := seqstore.Abort(errs); err != nil {
+		return err
 	}
 	for _, a := range batch {
 		st.setCursor(a.Stream, a.To)

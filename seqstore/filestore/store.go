@@ -229,7 +229,7 @@ func (s *Store) Stats() Stats {
 // a millisecond) and reports its outcome, so an error never hides an applied
 // reservation, except when the log write itself fails (see Store errors in
 // the package documentation).
-func (s *Store) Reserve(ctx context.Context, st seqstore.Stream, n int, journal [][]byte) (seqstore.Reservation, error) {
+func (s *Store) reserveOne(ctx context.Context, st seqstore.Stream, n int, journal [][]byte) (seqstore.Reservation, error) {
 	if err := s.checkOpen(); err != nil {
 		return seqstore.Reservation{}, fmt.Errorf("filestore: reserve %s: %w", st, err)
 	}
@@ -258,16 +258,11 @@ func (s *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
 	if err := s.checkOpen(); err != nil {
 		return fmt.Errorf("filestore: advance: %w", err)
 	}
+	if err := seqstore.CheckAdvance(batch); err != nil {
+		return fmt.Errorf("filestore: advance: %w", err)
+	}
 	size := 1
-	seen := make(map[seqstore.Stream]struct{}, len(batch))
 	for _, a := range batch {
-		if err := a.Check(); err != nil {
-			return fmt.Errorf("filestore: advance: %w", err)
-		}
-		if _, dup := seen[a.Stream]; dup {
-			return fmt.Errorf("filestore: advance: stream %s appears twice in one batch: %w", a.Stream, seqstore.ErrInvalidArgument)
-		}
-		seen[a.Stream] = struct{}{}
 		size += 64 + len(a.Stream.Queue) + len(a.Stream.Group) + 30*len(a.To.Skipped)
 	}
 	if size > maxRequestBytes {
@@ -289,7 +284,7 @@ func (s *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
 // Sent implements seqstore.Store. The entries leave memory (and Pending) at
 // once; the mark reaches the log with the next commit, or on its own after
 // Options.SentFlushDelay if no commit comes. Sent never waits for an fsync.
-func (s *Store) Sent(ctx context.Context, st seqstore.Stream, seqs []uint64) error {
+func (s *Store) sentOne(ctx context.Context, st seqstore.Stream, seqs []uint64) error {
 	if err := s.checkOpen(); err != nil {
 		return fmt.Errorf("filestore: sent %s: %w", st, err)
 	}
@@ -347,7 +342,7 @@ func (s *Store) Pending(ctx context.Context, queue string) ([]seqstore.Entry, er
 
 // Cursor implements seqstore.Store. It waits for a frame being written, as
 // Pending does.
-func (s *Store) Cursor(ctx context.Context, st seqstore.Stream) (seqstore.Cursor, error) {
+func (s *Store) cursorOne(ctx context.Context, st seqstore.Stream) (seqstore.Cursor, error) {
 	if err := s.checkOpen(); err != nil {
 		return seqstore.Cursor{}, fmt.Errorf("filestore: cursor %s: %w", st, err)
 	}

@@ -23,11 +23,11 @@ func TestSentFlushDelay(t *testing.T) {
 		require.NoError(t, err)
 		defer s.Close()
 		st := seqstore.Stream{Queue: "q"}
-		res, err := s.Reserve(ctx, st, 3, [][]byte{{1}, {2}, {3}})
+		res, err := s.reserveOne(ctx, st, 3, [][]byte{{1}, {2}, {3}})
 		require.NoError(t, err)
 		commits, records := s.Stats().Commits, s.Stats().Records
 
-		require.NoError(t, s.Sent(ctx, st, []uint64{res.First}))
+		require.NoError(t, s.sentOne(ctx, st, []uint64{res.First}))
 		time.Sleep(delay - time.Millisecond)
 		synctest.Wait()
 		assert.Equal(t, commits, s.Stats().Commits, "no commit before SentFlushDelay")
@@ -36,8 +36,8 @@ func TestSentFlushDelay(t *testing.T) {
 		assert.Equal(t, commits+1, s.Stats().Commits, "the mark is committed at SentFlushDelay")
 
 		// A mark followed by a reservation rides on its commit.
-		require.NoError(t, s.Sent(ctx, st, []uint64{res.First + 1}))
-		_, err = s.Reserve(ctx, st, 1, nil)
+		require.NoError(t, s.sentOne(ctx, st, []uint64{res.First + 1}))
+		_, err = s.reserveOne(ctx, st, 1, nil)
 		require.NoError(t, err)
 		time.Sleep(2 * delay)
 		synctest.Wait()
@@ -70,7 +70,7 @@ func TestCommitWaitBounded(t *testing.T) {
 		// they then share the next commit, so the writer expects eight.
 		done := make(chan struct{})
 		reserve := func(g string) {
-			_, err := s.Reserve(ctx, seqstore.Stream{Queue: "q", Group: g}, 1, nil)
+			_, err := s.reserveOne(ctx, seqstore.Stream{Queue: "q", Group: g}, 1, nil)
 			assert.NoError(t, err)
 			done <- struct{}{}
 		}
@@ -88,11 +88,11 @@ func TestCommitWaitBounded(t *testing.T) {
 		// One caller comes back alone: its commit waits CommitWait for
 		// the others, then goes ahead.
 		start := time.Now()
-		_, err = s.Reserve(ctx, seqstore.Stream{Queue: "q"}, 1, nil)
+		_, err = s.reserveOne(ctx, seqstore.Stream{Queue: "q"}, 1, nil)
 		require.NoError(t, err)
 		assert.Equal(t, wait, time.Since(start), "a lone caller waits exactly CommitWait")
 		start = time.Now()
-		_, err = s.Reserve(ctx, seqstore.Stream{Queue: "q"}, 1, nil)
+		_, err = s.reserveOne(ctx, seqstore.Stream{Queue: "q"}, 1, nil)
 		require.NoError(t, err)
 		assert.Zero(t, time.Since(start), "after a commit of one the writer expects one and does not wait")
 	})
