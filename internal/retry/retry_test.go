@@ -80,9 +80,10 @@ func TestCallStops(t *testing.T) {
 		want     error
 		attempts int
 	}{
-		{"not retryable", retry.Policy{Retryable: func(err error) bool { return err == errTransient }},
+		// MaxAttempts only keeps a broken Retryable check from looping.
+		{"not retryable", retry.Policy{MaxAttempts: 10, Retryable: func(err error) bool { return err == errTransient }},
 			func(int) error { return permanent }, permanent, 1},
-		{"retryable, then not", retry.Policy{Retryable: func(err error) bool { return err == errTransient }},
+		{"retryable, then not", retry.Policy{MaxAttempts: 10, Retryable: func(err error) bool { return err == errTransient }},
 			func(a int) error {
 				if a < 3 {
 					return errTransient
