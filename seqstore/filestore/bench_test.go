@@ -100,7 +100,7 @@ func benchReserve(b *testing.B, callers int) {
 			st := seqstore.Stream{Queue: "bench", Group: fmt.Sprint(i)}
 			journal := [][]byte{body}
 			for left.Add(-1) >= 0 {
-				if _, err := s.Reserve(ctx, st, 1, journal); err != nil {
+				if _, err := reserve(ctx, s, st, 1, journal); err != nil {
 					b.Error(err)
 					return
 				}
@@ -147,7 +147,7 @@ func BenchmarkReserveBatch16(b *testing.B) {
 		wg.Go(func() {
 			st := seqstore.Stream{Queue: "bench", Group: fmt.Sprint(i)}
 			for left.Add(-per) > -per {
-				if _, err := s.Reserve(ctx, st, per, journal); err != nil {
+				if _, err := reserve(ctx, s, st, per, journal); err != nil {
 					b.Error(err)
 					return
 				}

@@ -8,14 +8,17 @@
 //
 // # Group commit
 //
-// Reserve and Advance hand their request to one writer goroutine. The
-// writer takes every request waiting, applies them to the in-memory state,
-// encodes them as one frame of the append-only log, writes it, fsyncs once
-// (fdatasync on Linux) and only then answers all of those callers. N
-// concurrent callers therefore cost about one fsync per round, not N.
-// Journal bodies go in the same frame as their reservation. Sent marks are
-// lazy: they leave memory at once and ride on the next commit, or are
-// written on their own after Options.SentFlushDelay.
+// Every call takes many streams. A Reserve or Advance call is one record of
+// the append-only log, covering all its streams, and is applied whole or
+// not at all: a request at fault fails the call with a *seqstore.BatchError
+// naming it (the others seqstore.ErrAborted). Calls go to one writer
+// goroutine, which takes every call waiting, applies them to the in-memory
+// state, encodes them as one frame, writes it, fsyncs once (fdatasync on
+// Linux) and only then answers all of those callers. N concurrent callers
+// therefore cost about one fsync per round, not N. Journal bodies go in the
+// same record as their reservation. Sent marks are lazy: they leave memory
+// at once and ride, as one record, on the next commit, or are written on
+// their own after Options.SentFlushDelay.
 //
 // Callers that wait on every call come back to the writer a few
 // microseconds after their commit; a writer that committed whatever had
@@ -27,7 +30,7 @@
 // One call may journal up to 64 MiB; a commit takes requests up to 4 MiB
 // (or one larger request) so that frames stay bounded.
 //
-// Reads (Cursor, Pending) see only durable state: if they observe a frame
+// Reads (Cursors, Pending) see only durable state: if they observe a frame
 // that is still being written, they wait for its fsync.
 //
 // # Files and recovery

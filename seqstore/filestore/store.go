@@ -3,6 +3,7 @@ package filestore
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -130,20 +131,15 @@ type Store struct {
 
 	mu       sync.Mutex
 	st       *state
-	marks    []mark        // sent marks not yet written
-	inflight chan struct{} // closed when the frame being written is durable; nil if none
-	failed   error         // a write or sync failed: the store is unusable
+	marks    []seqstore.SentMark // sent marks not yet written
+	inflight chan struct{}       // closed when the frame being written is durable; nil if none
+	failed   error               // a write or sync failed: the store is unusable
 
 	w writer // owned by the writer goroutine (and Open before it starts)
 
 	stats struct {
 		fsyncs, syncNanos, commits, records, snapshots, reservations, advances, sentMarks, logBytes atomic.Int64
 	}
-}
-
-type mark struct {
-	stream seqstore.Stream
-	seqs   []uint64
 }
 
 // Open opens the store in dir, creating dir (mode 0700) if needed, and
@@ -223,55 +219,97 @@ func (s *Store) Stats() Stats {
 }
 
 // Reserve implements seqstore.Store. It returns once the frame holding the
-// reservation (and its journal) is fsynced. A ctx that ends before the
-// writer takes the request makes Reserve return ctx's error with nothing
-// applied; once the writer has taken it, Reserve waits for the fsync (about
-// a millisecond) and reports its outcome, so an error never hides an applied
-// reservation, except when the log write itself fails (see Store errors in
-// the package documentation).
-func (s *Store) Reserve(ctx context.Context, st seqstore.Stream, n int, journal [][]byte) (seqstore.Reservation, error) {
+// call's record (the reservations and their journal) is fsynced. A request
+// at fault (an invalid stream, N < 1, a journal of the wrong length, a
+// counter that would pass MaxSeq, a call whose encoding passes 64 MiB)
+// fails the call with a *seqstore.BatchError naming it, and nothing is
+// applied. A ctx that ends before the writer takes the call makes Reserve
+// return ctx's error with nothing applied; once the writer has taken it,
+// Reserve waits for the fsync (about a millisecond) and reports its
+// outcome, so an error never hides an applied reservation, except when the
+// log write itself fails (see Errors in the package documentation).
+func (s *Store) Reserve(ctx context.Context, reqs []seqstore.ReserveRequest) ([]seqstore.Reservation, error) {
 	if err := s.checkOpen(); err != nil {
-		return seqstore.Reservation{}, fmt.Errorf("filestore: reserve %s: %w", st, err)
+		return nil, fmt.Errorf("filestore: reserve: %w", err)
 	}
-	if err := st.Validate(); err != nil {
-		return seqstore.Reservation{}, fmt.Errorf("filestore: reserve: %w", err)
+	var errs []error
+	size := 1 + binary.MaxVarintLen64
+	for i, r := range reqs {
+		err := r.Stream.Validate()
+		switch {
+		case err != nil:
+		case r.N < 1:
+			err = fmt.Errorf("%w: reserve %s: n must be at least 1, got %d", seqstore.ErrInvalidArgument, r.Stream, r.N)
+		case r.Journal != nil && len(r.Journal) != r.N:
+			err = fmt.Errorf("%w: reserve %s: %d journal bodies for %d seqs", seqstore.ErrInvalidArgument, r.Stream, len(r.Journal), r.N)
+		default:
+			size += reservationSize(r)
+			if size > maxRequestBytes {
+				err = fmt.Errorf("%w: reserve %s: the call's journal passes %d bytes here", seqstore.ErrInvalidArgument, r.Stream, maxRequestBytes)
+			}
+		}
+		errs = setErr(errs, len(reqs), i, err)
 	}
-	if n < 1 {
-		return seqstore.Reservation{}, fmt.Errorf("filestore: reserve %s: n must be at least 1, got %d: %w", st, n, seqstore.ErrInvalidArgument)
+	if errs != nil {
+		return nil, fmt.Errorf("filestore: reserve: %w", &seqstore.BatchError{Errs: abortOthers(errs)})
 	}
-	if journal != nil && len(journal) != n {
-		return seqstore.Reservation{}, fmt.Errorf("filestore: reserve %s: %d journal bodies for %d seqs: %w", st, len(journal), n, seqstore.ErrInvalidArgument)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("filestore: reserve: %w", err)
 	}
-	size := reserveSize(st, journal)
-	if size > maxRequestBytes {
-		return seqstore.Reservation{}, fmt.Errorf("filestore: reserve %s: journal of %d bytes exceeds %d: %w", st, size, maxRequestBytes, seqstore.ErrInvalidArgument)
+	if len(reqs) == 0 {
+		return nil, nil
 	}
-	r := &request{kind: kindReserve, stream: st, n: n, journal: journal, size: size, done: make(chan struct{})}
+	r := &request{kind: kindReserve, reserve: reqs, res: make([]seqstore.Reservation, len(reqs)), size: size, done: make(chan struct{})}
 	if err := s.do(ctx, r); err != nil {
-		return seqstore.Reservation{}, fmt.Errorf("filestore: reserve %s: %w", st, err)
+		return nil, fmt.Errorf("filestore: reserve: %w", err)
 	}
 	return r.res, nil
 }
 
-// Advance implements seqstore.Store. Cancellation works as for Reserve.
+// setErr records err (if not nil) as the error of request i of n in errs,
+// making errs when it is the first.
+func setErr(errs []error, n, i int, err error) []error {
+	if err == nil {
+		return errs
+	}
+	if errs == nil {
+		errs = make([]error, n)
+	}
+	errs[i] = err
+	return errs
+}
+
+// Advance implements seqstore.Store. Requests at fault (an invalid or
+// backward move, a stream twice, a call whose encoding passes 64 MiB, a
+// conflict) fail it as for Reserve, and cancellation works as for Reserve.
 func (s *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
 	if err := s.checkOpen(); err != nil {
 		return fmt.Errorf("filestore: advance: %w", err)
 	}
-	size := 1
-	seen := make(map[seqstore.Stream]struct{}, len(batch))
-	for _, a := range batch {
-		if err := a.Check(); err != nil {
-			return fmt.Errorf("filestore: advance: %w", err)
-		}
-		if _, dup := seen[a.Stream]; dup {
-			return fmt.Errorf("filestore: advance: stream %s appears twice in one batch: %w", a.Stream, seqstore.ErrInvalidArgument)
-		}
-		seen[a.Stream] = struct{}{}
-		size += 64 + len(a.Stream.Queue) + len(a.Stream.Group) + 30*len(a.To.Skipped)
+	var errs []error
+	size := 1 + binary.MaxVarintLen64
+	var seen map[seqstore.Stream]struct{}
+	if len(batch) > 1 {
+		seen = make(map[seqstore.Stream]struct{}, len(batch))
 	}
-	if size > maxRequestBytes {
-		return fmt.Errorf("filestore: advance: batch of %d streams exceeds %d bytes: %w", len(batch), maxRequestBytes, seqstore.ErrInvalidArgument)
+	for i, a := range batch {
+		err := a.Check()
+		if err == nil && seen != nil {
+			if _, dup := seen[a.Stream]; dup {
+				err = fmt.Errorf("%w: stream %s appears twice in one batch", seqstore.ErrInvalidArgument, a.Stream)
+			}
+			seen[a.Stream] = struct{}{}
+		}
+		if err == nil {
+			size += advanceSize(a)
+			if size > maxRequestBytes {
+				err = fmt.Errorf("%w: advance %s: the call passes %d bytes here", seqstore.ErrInvalidArgument, a.Stream, maxRequestBytes)
+			}
+		}
+		errs = setErr(errs, len(batch), i, err)
+	}
+	if errs != nil {
+		return fmt.Errorf("filestore: advance: %w", &seqstore.BatchError{Errs: abortOthers(errs)})
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("filestore: advance: %w", err)
@@ -279,7 +317,7 @@ func (s *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	r := &request{kind: kindAdvance, batch: batch, size: size, done: make(chan struct{})}
+	r := &request{kind: kindAdvance, advance: batch, size: size, done: make(chan struct{})}
 	if err := s.do(ctx, r); err != nil {
 		return fmt.Errorf("filestore: advance: %w", err)
 	}
@@ -287,30 +325,35 @@ func (s *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
 }
 
 // Sent implements seqstore.Store. The entries leave memory (and Pending) at
-// once; the mark reaches the log with the next commit, or on its own after
+// once; the marks reach the log with the next commit, or on their own after
 // Options.SentFlushDelay if no commit comes. Sent never waits for an fsync.
-func (s *Store) Sent(ctx context.Context, st seqstore.Stream, seqs []uint64) error {
+// A mark with an invalid stream fails the call with a *seqstore.BatchError
+// and no mark of the call is applied.
+func (s *Store) Sent(ctx context.Context, marks []seqstore.SentMark) error {
 	if err := s.checkOpen(); err != nil {
-		return fmt.Errorf("filestore: sent %s: %w", st, err)
-	}
-	if err := st.Validate(); err != nil {
 		return fmt.Errorf("filestore: sent: %w", err)
 	}
+	var errs []error
+	for i, m := range marks {
+		errs = setErr(errs, len(marks), i, m.Stream.Validate())
+	}
+	if errs != nil {
+		return fmt.Errorf("filestore: sent: %w", &seqstore.BatchError{Errs: abortOthers(errs)})
+	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("filestore: sent %s: %w", st, err)
+		return fmt.Errorf("filestore: sent: %w", err)
 	}
 	s.mu.Lock()
 	if s.failed != nil {
 		err := s.failed
 		s.mu.Unlock()
-		return fmt.Errorf("filestore: sent %s: %w", st, err)
+		return fmt.Errorf("filestore: sent: %w", err)
 	}
-	dropped := s.st.sent(st, seqs)
-	marked := len(dropped)
-	for len(dropped) > 0 {
-		n := min(len(dropped), maxMarkSeqs)
-		s.marks = append(s.marks, mark{stream: st, seqs: dropped[:n:n]})
-		dropped = dropped[n:]
+	held := len(s.marks)
+	s.marks = s.st.sent(marks, s.marks)
+	marked := 0
+	for _, m := range s.marks[held:] {
+		marked += len(m.Seqs)
 	}
 	s.mu.Unlock()
 	if marked > 0 {
@@ -345,30 +388,37 @@ func (s *Store) Pending(ctx context.Context, queue string) ([]seqstore.Entry, er
 	return entries, nil
 }
 
-// Cursor implements seqstore.Store. It waits for a frame being written, as
-// Pending does.
-func (s *Store) Cursor(ctx context.Context, st seqstore.Stream) (seqstore.Cursor, error) {
+// Cursors implements seqstore.Store. It waits for a frame being written, as
+// Pending does. An invalid stream fails alone: the error is a
+// *seqstore.BatchError and the other cursors are valid.
+func (s *Store) Cursors(ctx context.Context, streams []seqstore.Stream) ([]seqstore.Cursor, error) {
 	if err := s.checkOpen(); err != nil {
-		return seqstore.Cursor{}, fmt.Errorf("filestore: cursor %s: %w", st, err)
-	}
-	if err := st.Validate(); err != nil {
-		return seqstore.Cursor{}, fmt.Errorf("filestore: cursor: %w", err)
+		return nil, fmt.Errorf("filestore: cursors: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
-		return seqstore.Cursor{}, fmt.Errorf("filestore: cursor %s: %w", st, err)
+		return nil, fmt.Errorf("filestore: cursors: %w", err)
 	}
+	var errs []error
+	cursors := make([]seqstore.Cursor, len(streams))
 	s.mu.Lock()
-	var c seqstore.Cursor
-	if ss := s.st.get(st); ss != nil {
-		c = ss.cursor
+	for i, st := range streams {
+		if err := st.Validate(); err != nil {
+			errs = setErr(errs, len(streams), i, err)
+			continue
+		}
+		c := s.st.cursor(st)
 		c.Skipped = cloneRanges(c.Skipped)
+		cursors[i] = c
 	}
 	wait := s.inflight
 	s.mu.Unlock()
 	if err := s.awaitDurable(ctx, wait); err != nil {
-		return seqstore.Cursor{}, fmt.Errorf("filestore: cursor %s: %w", st, err)
+		return nil, fmt.Errorf("filestore: cursors: %w", err)
 	}
-	return c, nil
+	if errs != nil {
+		return cursors, fmt.Errorf("filestore: cursors: %w", &seqstore.BatchError{Errs: errs})
+	}
+	return cursors, nil
 }
 
 func cloneRanges(r []seqstore.Range) []seqstore.Range {
@@ -472,12 +522,12 @@ func (s *Store) do(ctx context.Context, r *request) error {
 	s.qmu.Unlock()
 	select {
 	case <-r.done:
-		return r.err
+		return r.outcome()
 	case <-ctx.Done():
 		if r.state.CompareAndSwap(reqQueued, reqCancelled) {
 			return ctx.Err()
 		}
 		<-r.done
-		return r.err
+		return r.outcome()
 	}
 }

@@ -23,11 +23,11 @@ func TestSentFlushDelay(t *testing.T) {
 		require.NoError(t, err)
 		defer s.Close()
 		st := seqstore.Stream{Queue: "q"}
-		res, err := s.Reserve(ctx, st, 3, [][]byte{{1}, {2}, {3}})
+		res, err := reserve(ctx, s, st, 3, [][]byte{{1}, {2}, {3}})
 		require.NoError(t, err)
 		commits, records := s.Stats().Commits, s.Stats().Records
 
-		require.NoError(t, s.Sent(ctx, st, []uint64{res.First}))
+		require.NoError(t, sent(ctx, s, st, []uint64{res.First}))
 		time.Sleep(delay - time.Millisecond)
 		synctest.Wait()
 		assert.Equal(t, commits, s.Stats().Commits, "no commit before SentFlushDelay")
@@ -36,8 +36,8 @@ func TestSentFlushDelay(t *testing.T) {
 		assert.Equal(t, commits+1, s.Stats().Commits, "the mark is committed at SentFlushDelay")
 
 		// A mark followed by a reservation rides on its commit.
-		require.NoError(t, s.Sent(ctx, st, []uint64{res.First + 1}))
-		_, err = s.Reserve(ctx, st, 1, nil)
+		require.NoError(t, sent(ctx, s, st, []uint64{res.First + 1}))
+		_, err = reserve(ctx, s, st, 1, nil)
 		require.NoError(t, err)
 		time.Sleep(2 * delay)
 		synctest.Wait()
@@ -69,15 +69,15 @@ func TestCommitWaitBounded(t *testing.T) {
 		// A first commit is held in its fsync while eight callers queue;
 		// they then share the next commit, so the writer expects eight.
 		done := make(chan struct{})
-		reserve := func(g string) {
-			_, err := s.Reserve(ctx, seqstore.Stream{Queue: "q", Group: g}, 1, nil)
+		reserveG := func(g string) {
+			_, err := reserve(ctx, s, seqstore.Stream{Queue: "q", Group: g}, 1, nil)
 			assert.NoError(t, err)
 			done <- struct{}{}
 		}
-		go reserve("first")
+		go reserveG("first")
 		synctest.Wait()
 		for i := range 8 {
-			go reserve(string(rune('a' + i)))
+			go reserveG(string(rune('a' + i)))
 		}
 		synctest.Wait()
 		require.Equal(t, 8, s.queued(), "callers queued behind the held commit")
@@ -88,11 +88,11 @@ func TestCommitWaitBounded(t *testing.T) {
 		// One caller comes back alone: its commit waits CommitWait for
 		// the others, then goes ahead.
 		start := time.Now()
-		_, err = s.Reserve(ctx, seqstore.Stream{Queue: "q"}, 1, nil)
+		_, err = reserve(ctx, s, seqstore.Stream{Queue: "q"}, 1, nil)
 		require.NoError(t, err)
 		assert.Equal(t, wait, time.Since(start), "a lone caller waits exactly CommitWait")
 		start = time.Now()
-		_, err = s.Reserve(ctx, seqstore.Stream{Queue: "q"}, 1, nil)
+		_, err = reserve(ctx, s, seqstore.Stream{Queue: "q"}, 1, nil)
 		require.NoError(t, err)
 		assert.Zero(t, time.Since(start), "after a commit of one the writer expects one and does not wait")
 	})

@@ -1,6 +1,7 @@
 package filestore
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -28,16 +29,26 @@ const (
 // request is one Reserve or Advance call on its way through the writer.
 type request struct {
 	kind    reqKind
-	stream  seqstore.Stream
-	n       int
-	journal [][]byte
-	batch   []seqstore.Advance
-	size    int // encoded size estimate, for bounding a frame
+	reserve []seqstore.ReserveRequest
+	advance []seqstore.Advance
+	size    int // encoded size bound, for bounding a frame
 
 	state atomic.Int32
-	done  chan struct{} // closed by the writer once res and err are set
-	res   seqstore.Reservation
-	err   error
+	done  chan struct{}          // closed by the writer once res and the errors are set
+	res   []seqstore.Reservation // one per reserve request
+	errs  []error                // the call was refused: one error per request
+	err   error                  // the call failed as a whole: the store failed
+}
+
+// outcome returns the error of a call the writer has answered.
+func (r *request) outcome() error {
+	if r.err != nil {
+		return r.err
+	}
+	if r.errs != nil {
+		return &seqstore.BatchError{Errs: r.errs}
+	}
+	return nil
 }
 
 // Limits of one commit: it stops taking requests once it holds this many or
@@ -196,36 +207,33 @@ func (s *Store) commit(batch []*request) {
 		}
 		switch r.kind {
 		case kindReserve:
-			res, err := s.st.reserve(r.stream, r.n, r.journal, newEpoch)
-			if err != nil {
-				r.err = err
+			if r.errs = s.st.reserve(r.reserve, r.res, newEpoch); r.errs != nil {
 				continue
 			}
-			r.res = res
-			frame = appendReserve(frame, r.stream, res.Epoch, res.First, r.n, r.journal)
+			frame = appendReserves(frame, r.reserve, r.res)
 			reserved++
 		case kindAdvance:
-			if err := s.st.advance(r.batch); err != nil {
-				r.err = err
+			if r.errs = s.st.advance(r.advance); r.errs != nil {
 				continue
 			}
-			frame = appendAdvance(frame, r.batch)
+			frame = appendAdvance(frame, r.advance)
 			advanced++
 		}
 		records++
 	}
-	marks := 0
-	if failed == nil {
-		for _, m := range s.marks {
-			if len(frame) > maxFrameBytes-2*maxRequestBytes {
-				break // the rest goes in the next frame
+	marks := len(s.marks)
+	if failed == nil && marks > 0 {
+		// The marks that fit below the frame bound; the rest goes in
+		// the next frame.
+		size := len(frame) + 1 + binary.MaxVarintLen64
+		for i, m := range s.marks {
+			if size += markSize(m); size > maxFrameBytes+frameHeaderSize {
+				marks = i
+				break
 			}
-			frame = appendSent(frame, m.stream, m.seqs)
-			records++
-			marks++
 		}
-	} else {
-		marks = len(s.marks)
+		frame = appendSents(frame, s.marks[:marks])
+		records++
 	}
 	rest := copy(s.marks, s.marks[marks:])
 	clear(s.marks[rest:])
