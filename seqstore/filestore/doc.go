@@ -6,6 +6,13 @@
 // another, fails with an error wrapping seqstore.ErrLocked. The directory is
 // created with mode 0700 if missing and every file with mode 0600.
 //
+// Whoever can write the directory can replace the log and roll the
+// counters back, so Open refuses (ErrUnsafeDir) a directory owned by
+// another user or writable by group or others. Files are created with
+// O_EXCL|O_NOFOLLOW (a stale temporary file is removed first) and LOCK is
+// opened with O_NOFOLLOW, so a planted symbolic link is never written
+// through.
+//
 // # Group commit
 //
 // Every call takes many streams. A Reserve or Advance call is one record of
@@ -50,9 +57,11 @@
 // Open loads the snapshot and replays the logs written since. A torn tail (a
 // last frame cut short or failing its checksum with no valid frame after
 // it) is truncated to the last good frame and logged at Warn. A bad frame
-// with valid frames after it, a bad frame in an older log, a bad snapshot or
-// a missing log are reported as errors wrapping seqstore.ErrCorrupt: the
-// store never silently resets state.
+// with valid frames after it, a bad frame in an older log, a bad snapshot, a
+// missing log, or a bad or short header in the log a snapshot continues in
+// (that header was synced before the snapshot was renamed into place) are
+// reported as errors wrapping seqstore.ErrCorrupt: the store never silently
+// resets state.
 //
 // # Cancellation
 //

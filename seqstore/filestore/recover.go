@@ -3,6 +3,7 @@ package filestore
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,6 +31,16 @@ func parseLogName(name string) (uint64, bool) {
 	}
 	gen, err := strconv.ParseUint(hex, 16, 64)
 	return gen, err == nil
+}
+
+// readFile is os.ReadFile refusing a symbolic link.
+func readFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|oNoFollow, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }
 
 func corruptf(format string, args ...any) error {
@@ -87,7 +98,7 @@ func (s *Store) recover() error {
 
 	st, nextGen := newState(), uint64(1)
 	snapPath := filepath.Join(s.dir, snapName)
-	data, err := os.ReadFile(snapPath)
+	data, err := readFile(snapPath)
 	haveSnapshot := err == nil
 	switch {
 	case err == nil:
@@ -135,13 +146,20 @@ func (s *Store) recover() error {
 	for i, g := range gens {
 		path := filepath.Join(s.dir, logName(g))
 		last := i == len(gens)-1
-		data, err := os.ReadFile(path)
+		data, err := readFile(path)
 		if err != nil {
 			return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 		}
 		if !checkLogHeader(data, g) {
+			if haveSnapshot && g == nextGen {
+				// Its header was synced before the snapshot that
+				// names it was renamed into place: a short or bad
+				// header means the log was damaged, not torn.
+				return corruptf("%s: bad header (%d bytes) in the log the snapshot continues in", path, len(data))
+			}
 			if last && len(data) <= logHeaderSize {
-				// Created but its header never synced: no frame was
+				// Created by a snapshot (or a fresh Open) that did
+				// not finish, its header never synced: no frame was
 				// written to it.
 				if err := os.Remove(path); err != nil {
 					return fmt.Errorf("filestore: open %s: %w", s.dir, err)
@@ -167,7 +185,7 @@ func (s *Store) recover() error {
 		if !last {
 			continue
 		}
-		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		f, err := os.OpenFile(path, os.O_RDWR|oNoFollow, 0)
 		if err != nil {
 			return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 		}

@@ -16,6 +16,11 @@ import (
 	"github.com/inorder/inorder/seqstore"
 )
 
+// ErrUnsafeDir means the store directory or a file in it could be
+// controlled by another user: the directory is owned by another user or
+// writable by group or others, or the lock file is not a regular file.
+var ErrUnsafeDir = errors.New("filestore: unsafe directory")
+
 // Options configures a Store. The zero value (and a nil *Options) means the
 // defaults documented on each field.
 type Options struct {
@@ -158,7 +163,14 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("filestore: open %s: %w", dir, err)
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
+	info, err := os.Stat(dir)
+	if err == nil {
+		err = checkPrivate(info)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("filestore: open %s: %w", dir, err)
+	}
+	lock, err := openLock(filepath.Join(dir, lockName))
 	if err != nil {
 		return nil, fmt.Errorf("filestore: open %s: %w", dir, err)
 	}
@@ -194,6 +206,21 @@ func Open(dir string, opts *Options) (*Store, error) {
 	s.w.init(s)
 	go s.run()
 	return s, nil
+}
+
+// openLock opens (creating if needed) the lock file at path, refusing a
+// symbolic link or anything but a regular file. It is never removed: a
+// process holding a lock on the old file would not see a new one.
+func openLock(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|oNoFollow, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("%w (a symbolic link is refused)", err)
+	}
+	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
+		_ = f.Close()
+		return nil, fmt.Errorf("%w: %s is not a regular file", ErrUnsafeDir, path)
+	}
+	return f, nil
 }
 
 // Dir returns the directory the store keeps its files in.

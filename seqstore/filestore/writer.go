@@ -2,7 +2,9 @@ package filestore
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -401,7 +403,7 @@ func (s *Store) snapshot() error {
 
 // createLog creates log gen at path with its header, synced.
 func (s *Store) createLog(path string, gen uint64) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := createFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -416,9 +418,20 @@ func (s *Store) createLog(path string, gen uint64) (*os.File, error) {
 	return f, nil
 }
 
-// writeSynced writes data to a new file at path (0600) and syncs it.
+// createFile creates a file (0600) that must not exist yet: whatever is at
+// path, a symbolic link included, makes it fail rather than open it.
+func createFile(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|oNoFollow, 0o600)
+}
+
+// writeSynced writes data to a new file at path (0600) and syncs it. A
+// file left at path is removed first; whatever is there then (a link
+// planted since) makes it fail rather than write through it.
 func (s *Store) writeSynced(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	f, err := createFile(path)
 	if err != nil {
 		return err
 	}
