@@ -31,6 +31,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -343,6 +344,79 @@ func Failed(err error, i, n int) error {
 	return err
 }
 
+// Abort returns the outcome of an atomic multi-stream call whose requests at
+// fault have a non-nil error in errs: nil when there is none, else a
+// *BatchError in which every other request fails with ErrAborted. It fills
+// errs in place and keeps it as the BatchError's Errs.
+func Abort(errs []error) error {
+	if !slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+		return nil
+	}
+	for i, err := range errs {
+		if err == nil {
+			errs[i] = ErrAborted
+		}
+	}
+	return &BatchError{Errs: errs}
+}
+
+// CheckReserve validates the requests of a Reserve call (see
+// ReserveRequest.Check): nil when all are valid, else the call's
+// *BatchError (see Abort).
+func CheckReserve(reqs []ReserveRequest) error {
+	var errs []error
+	for i, r := range reqs {
+		if err := r.Check(); err != nil {
+			if errs == nil {
+				errs = make([]error, len(reqs))
+			}
+			errs[i] = err
+		}
+	}
+	return Abort(errs)
+}
+
+// CheckAdvance validates an Advance batch: each move (see Advance.Check),
+// and no stream twice (the second one is at fault). It returns nil or the
+// call's *BatchError (see Abort).
+func CheckAdvance(batch []Advance) error {
+	var errs []error
+	fail := func(i int, err error) {
+		if errs == nil {
+			errs = make([]error, len(batch))
+		}
+		errs[i] = err
+	}
+	seen := make(map[Stream]struct{}, len(batch))
+	for i, a := range batch {
+		if err := a.Check(); err != nil {
+			fail(i, err)
+			continue
+		}
+		if _, dup := seen[a.Stream]; dup {
+			fail(i, fmt.Errorf("%w: stream %s appears twice in one batch", ErrInvalidArgument, a.Stream))
+			continue
+		}
+		seen[a.Stream] = struct{}{}
+	}
+	return Abort(errs)
+}
+
+// CheckSent validates the streams of a Sent call: nil when all are valid,
+// else a *BatchError naming the invalid ones (the others ErrAborted).
+func CheckSent(marks []SentMark) error {
+	var errs []error
+	for i, m := range marks {
+		if err := m.Stream.Validate(); err != nil {
+			if errs == nil {
+				errs = make([]error, len(marks))
+			}
+			errs[i] = err
+		}
+	}
+	return Abort(errs)
+}
+
 // ReserveRequest asks Reserve for N consecutive seqs of Stream.
 type ReserveRequest struct {
 	Stream Stream
@@ -352,6 +426,22 @@ type ReserveRequest struct {
 	// bodies, stored in the same durable write keyed by seq until marked by
 	// Sent (durable-send mode).
 	Journal [][]byte
+}
+
+// Check validates r: a valid stream, N >= 1, and a Journal that is nil or
+// holds N bodies. N > MaxSeq is left to the store, which reports it as
+// ErrOverflow.
+func (r ReserveRequest) Check() error {
+	if err := r.Stream.Validate(); err != nil {
+		return err
+	}
+	if r.N < 1 {
+		return fmt.Errorf("%w: reserve on %s: n must be at least 1, got %d", ErrInvalidArgument, r.Stream, r.N)
+	}
+	if r.Journal != nil && len(r.Journal) != r.N {
+		return fmt.Errorf("%w: reserve on %s: %d journal bodies for n=%d", ErrInvalidArgument, r.Stream, len(r.Journal), r.N)
+	}
+	return nil
 }
 
 // SentMark names journal entries of one stream that were handed to the
@@ -383,7 +473,9 @@ type Store interface {
 	// Sent marks journal entries as handed to the queue, so Pending no
 	// longer lists them. It may return before the marks are durable: a lost
 	// mark only makes recovery send a duplicate, which receivers drop.
-	// Unknown seqs are ignored.
+	// Unknown seqs and streams are ignored. A mark with an invalid stream
+	// fails the call before anything is marked, with a *BatchError naming
+	// it.
 	Sent(ctx context.Context, marks []SentMark) error
 
 	// Pending lists the journal entries of streams of queue that are not

@@ -254,16 +254,95 @@ func TestCursorSame(t *testing.T) {
 	}
 }
 
-func TestConflictError(t *testing.T) {
+func TestBatchError(t *testing.T) {
 	t.Parallel()
-	a := seqstore.Stream{Queue: "q", Group: "a/b"}
-	var err error = &seqstore.ConflictError{Streams: []seqstore.Stream{a, {Queue: "q"}}}
-	assert.ErrorIs(t, err, seqstore.ErrConflict)
-	assert.Equal(t, "seqstore: cursor conflict on 2 stream(s), first q/a%2Fb", err.Error())
-	wrapped := fmt.Errorf("filestore: advance: %w", err)
-	var ce *seqstore.ConflictError
-	require.True(t, errors.As(wrapped, &ce), "a wrapped ConflictError must stay reachable with errors.As")
-	assert.Equal(t, a, ce.Streams[0])
+	own := fmt.Errorf("memstore: %w: stream q/a", seqstore.ErrConflict)
+	var err error = &seqstore.BatchError{Errs: []error{nil, own, seqstore.ErrAborted}}
+	assert.ErrorIs(t, err, seqstore.ErrConflict, "errors.Is must find a request's sentinel")
+	assert.ErrorIs(t, err, seqstore.ErrAborted)
+	assert.NotErrorIs(t, err, seqstore.ErrCorrupt)
+	assert.Equal(t, "seqstore: 1 of 3 requests failed (first: memstore: seqstore: cursor conflict: stream q/a)", err.Error())
+	wrapped := fmt.Errorf("redisstore: advance: %w", err)
+	var be *seqstore.BatchError
+	require.True(t, errors.As(wrapped, &be), "a wrapped BatchError must stay reachable with errors.As")
+	assert.Len(t, be.Errs, 3)
+
+	assert.Equal(t, "seqstore: 2 of 2 requests not applied",
+		(&seqstore.BatchError{Errs: []error{seqstore.ErrAborted, seqstore.ErrAborted}}).Error())
+}
+
+func TestFailed(t *testing.T) {
+	t.Parallel()
+	own := fmt.Errorf("x: %w", seqstore.ErrOverflow)
+	be := fmt.Errorf("wrapped: %w", &seqstore.BatchError{Errs: []error{nil, own, seqstore.ErrAborted}})
+	assert.NoError(t, seqstore.Failed(nil, 0, 3), "a call that succeeded")
+	assert.NoError(t, seqstore.Failed(be, 0, 3), "request 0 took effect")
+	assert.Same(t, own, seqstore.Failed(be, 1, 3), "request 1 failed with its own error")
+	assert.ErrorIs(t, seqstore.Failed(be, 2, 3), seqstore.ErrAborted)
+	outage := errors.New("connection refused")
+	assert.Same(t, outage, seqstore.Failed(outage, 1, 3), "a plain error: every outcome is unknown")
+	assert.Same(t, be, seqstore.Failed(be, 1, 4), "a BatchError of another length says nothing about this call")
+}
+
+func TestAbort(t *testing.T) {
+	t.Parallel()
+	assert.NoError(t, seqstore.Abort(nil))
+	assert.NoError(t, seqstore.Abort(make([]error, 3)), "no request at fault")
+	own := errors.New("own")
+	err := seqstore.Abort([]error{nil, own, nil})
+	var be *seqstore.BatchError
+	require.ErrorAs(t, err, &be)
+	assert.Equal(t, []error{seqstore.ErrAborted, own, seqstore.ErrAborted}, be.Errs,
+		"the request at fault keeps its error, the others are aborted")
+}
+
+func TestCheckReserve(t *testing.T) {
+	t.Parallel()
+	s := seqstore.Stream{Queue: "q"}
+	good := seqstore.ReserveRequest{Stream: s, N: 2, Journal: [][]byte{nil, {}}}
+	require.NoError(t, seqstore.CheckReserve([]seqstore.ReserveRequest{good, {Stream: s, N: 1}}))
+	for _, tc := range []struct {
+		name string
+		bad  seqstore.ReserveRequest
+		want error
+	}{
+		{"n=0", seqstore.ReserveRequest{Stream: s}, seqstore.ErrInvalidArgument},
+		{"n<0", seqstore.ReserveRequest{Stream: s, N: -1}, seqstore.ErrInvalidArgument},
+		{"short journal", seqstore.ReserveRequest{Stream: s, N: 2, Journal: [][]byte{nil}}, seqstore.ErrInvalidArgument},
+		{"empty journal", seqstore.ReserveRequest{Stream: s, N: 1, Journal: [][]byte{}}, seqstore.ErrInvalidArgument},
+		{"invalid stream", seqstore.ReserveRequest{Stream: seqstore.Stream{}, N: 1}, seqstore.ErrInvalidStream},
+	} {
+		err := seqstore.CheckReserve([]seqstore.ReserveRequest{good, tc.bad, good})
+		assert.ErrorIs(t, seqstore.Failed(err, 1, 3), tc.want, "%s: the request at fault", tc.name)
+		assert.ErrorIs(t, seqstore.Failed(err, 0, 3), seqstore.ErrAborted, "%s: an innocent request", tc.name)
+		assert.ErrorIs(t, seqstore.Failed(err, 2, 3), seqstore.ErrAborted, "%s: an innocent request", tc.name)
+	}
+}
+
+func TestCheckAdvance(t *testing.T) {
+	t.Parallel()
+	a := seqstore.Advance{Stream: seqstore.Stream{Queue: "q", Group: "a"}, To: seqstore.Cursor{Epoch: 1, Next: 2}}
+	b := seqstore.Advance{Stream: seqstore.Stream{Queue: "q", Group: "b"}, To: seqstore.Cursor{Epoch: 1, Next: 2}}
+	require.NoError(t, seqstore.CheckAdvance([]seqstore.Advance{a, b}))
+	require.NoError(t, seqstore.CheckAdvance(nil))
+	err := seqstore.CheckAdvance([]seqstore.Advance{a, b, a})
+	assert.ErrorIs(t, seqstore.Failed(err, 2, 3), seqstore.ErrInvalidArgument, "the second appearance of a stream is at fault")
+	assert.ErrorIs(t, seqstore.Failed(err, 0, 3), seqstore.ErrAborted)
+	back := b
+	back.From = seqstore.Cursor{Epoch: 1, Next: 5}
+	err = seqstore.CheckAdvance([]seqstore.Advance{a, back})
+	assert.ErrorIs(t, seqstore.Failed(err, 1, 2), seqstore.ErrInvalidArgument, "a backwards move")
+	assert.ErrorIs(t, seqstore.Failed(err, 0, 2), seqstore.ErrAborted)
+}
+
+func TestCheckSent(t *testing.T) {
+	t.Parallel()
+	good := seqstore.SentMark{Stream: seqstore.Stream{Queue: "q"}, Seqs: []uint64{1}}
+	assert.NoError(t, seqstore.CheckSent(nil))
+	require.NoError(t, seqstore.CheckSent([]seqstore.SentMark{good, {Stream: seqstore.Stream{Queue: "q", Group: "g"}}}))
+	err := seqstore.CheckSent([]seqstore.SentMark{good, {Stream: seqstore.Stream{Queue: "q\x00"}}})
+	assert.ErrorIs(t, seqstore.Failed(err, 1, 2), seqstore.ErrInvalidStream)
+	assert.ErrorIs(t, seqstore.Failed(err, 0, 2), seqstore.ErrAborted)
 }
 
 func TestParseKeyCanonical(t *testing.T) {
@@ -272,10 +351,6 @@ func TestParseKeyCanonical(t *testing.T) {
 	s, err := seqstore.ParseKey("q%2F/g")
 	require.NoError(t, err)
 	assert.Equal(t, seqstore.Stream{Queue: "q/", Group: "g"}, s)
-}
-
-func TestConflictErrorEmpty(t *testing.T) {
-	assert.Equal(t, seqstore.ErrConflict.Error(), (&seqstore.ConflictError{}).Error())
 }
 
 func TestCheckSkippedRanges(t *testing.T) {

@@ -27,12 +27,12 @@ func BenchmarkReserve(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				s := seqstore.Stream{Queue: "q", Group: fmt.Sprintf("g%d", id.Add(1))}
 				for pb.Next() {
-					r, err := st.Reserve(b.Context(), s, 1, journal)
+					rs, err := st.Reserve(b.Context(), []seqstore.ReserveRequest{{Stream: s, N: 1, Journal: journal}})
 					if err != nil {
 						b.Fatal(err)
 					}
 					if journal != nil { // a journal entry lives until it is sent
-						if err := st.Sent(b.Context(), s, []uint64{r.First}); err != nil {
+						if err := st.Sent(b.Context(), []seqstore.SentMark{{Stream: s, Seqs: []uint64{rs[0].First}}}); err != nil {
 							b.Fatal(err)
 						}
 					}

@@ -11,6 +11,7 @@
 // # Errors
 //
 // Errors wrap the seqstore sentinels (seqstore.ErrClosed,
-// seqstore.ErrInvalidStream, ...) and are tested with errors.Is; a failed
-// compare-and-set returns a *seqstore.ConflictError.
+// seqstore.ErrInvalidStream, ...) and are tested with errors.Is. A call that
+// fails for some of its requests returns a *seqstore.BatchError naming
+// them; Reserve and Advance then apply nothing.
 package memstore

@@ -17,9 +17,10 @@ func Example() {
 	orders := seqstore.Stream{Queue: "orders", Group: "customer-42"}
 
 	// The sender reserves seqs and journals the bodies until they are sent.
-	r, _ := st.Reserve(ctx, orders, 2, [][]byte{[]byte("created"), []byte("paid")})
+	rs, _ := st.Reserve(ctx, []seqstore.ReserveRequest{{Stream: orders, N: 2, Journal: [][]byte{[]byte("created"), []byte("paid")}}})
+	r := rs[0]
 	fmt.Println("first seq:", r.First)
-	_ = st.Sent(ctx, orders, []uint64{r.First})
+	_ = st.Sent(ctx, []seqstore.SentMark{{Stream: orders, Seqs: []uint64{r.First}}})
 	pending, _ := st.Pending(ctx, "orders")
 	for _, e := range pending {
 		fmt.Printf("pending: seq %d %q\n", e.Seq, e.Body)
@@ -32,8 +33,8 @@ func Example() {
 	fmt.Println("advance:", err)
 	err = st.Advance(ctx, []seqstore.Advance{{Stream: orders, From: from, To: to}})
 	fmt.Println("stale advance conflicts:", errors.Is(err, seqstore.ErrConflict))
-	c, _ := st.Cursor(ctx, orders)
-	fmt.Println("next expected:", c.Next)
+	cs, _ := st.Cursors(ctx, []seqstore.Stream{orders})
+	fmt.Println("next expected:", cs[0].Next)
 	// Output:
 	// first seq: 1
 	// pending: seq 2 "paid"

@@ -53,56 +53,75 @@ func (st *Store) lock(ctx context.Context, op string) error {
 	return nil
 }
 
-// Reserve allocates n consecutive seqs of s; see seqstore.Store.
-func (st *Store) Reserve(ctx context.Context, s seqstore.Stream, n int, journal [][]byte) (seqstore.Reservation, error) {
+// Reserve allocates consecutive seqs for each request, all or none; see
+// seqstore.Store.
+func (st *Store) Reserve(ctx context.Context, reqs []seqstore.ReserveRequest) ([]seqstore.Reservation, error) {
 	if err := st.lock(ctx, "reserve"); err != nil {
-		return seqstore.Reservation{}, err
+		return nil, err
 	}
 	defer st.mu.Unlock()
-	if err := s.Validate(); err != nil {
-		return seqstore.Reservation{}, fmt.Errorf("memstore: reserve: %w", err)
+	if err := seqstore.CheckReserve(reqs); err != nil {
+		return nil, fmt.Errorf("memstore: reserve: %w", err)
 	}
-	if n < 1 {
-		return seqstore.Reservation{}, fmt.Errorf("memstore: reserve %s: %w: n must be at least 1, got %d", s, seqstore.ErrInvalidArgument, n)
-	}
-	if journal != nil && len(journal) != n {
-		return seqstore.Reservation{}, fmt.Errorf("memstore: reserve %s: %w: %d journal bodies for %d seqs", s, seqstore.ErrInvalidArgument, len(journal), n)
-	}
-	sd := st.senders[s]
-	first := uint64(1)
-	if sd != nil {
-		first = sd.next
-	}
-	// first <= MaxSeq+1, so the subtraction cannot wrap.
-	if uint64(n) > seqstore.MaxSeq+1-first {
-		return seqstore.Reservation{}, fmt.Errorf("memstore: reserve %d seqs of %s from %d: %w", n, s, first, seqstore.ErrOverflow)
-	}
-	if sd == nil {
-		sd = &sender{epoch: seqstore.NewEpoch(st.now()), next: 1}
-		st.senders[s] = sd
-	}
-	for i, body := range journal {
-		if sd.journal == nil {
-			sd.journal = make(map[uint64][]byte)
+	// Plan every request first (a stream's later requests continue its
+	// earlier ones), so that a request at fault leaves everything as it was.
+	out := make([]seqstore.Reservation, len(reqs))
+	next := make(map[seqstore.Stream]uint64, len(reqs))
+	var errs []error
+	for i, r := range reqs {
+		first, ok := next[r.Stream]
+		if !ok {
+			first = 1
+			if sd := st.senders[r.Stream]; sd != nil {
+				first = sd.next
+			}
 		}
-		sd.journal[first+uint64(i)] = slices.Clone(body)
+		// first <= MaxSeq+1, so the subtraction cannot wrap.
+		if uint64(r.N) > seqstore.MaxSeq+1-first {
+			if errs == nil {
+				errs = make([]error, len(reqs))
+			}
+			errs[i] = fmt.Errorf("%w: %d seqs of %s from %d", seqstore.ErrOverflow, r.N, r.Stream, first)
+			continue
+		}
+		out[i].First = first
+		next[r.Stream] = first + uint64(r.N)
 	}
-	sd.next = first + uint64(n)
-	return seqstore.Reservation{Epoch: sd.epoch, First: first}, nil
+	if err := seqstore.Abort(errs); err != nil {
+		return nil, fmt.Errorf("memstore: reserve: %w", err)
+	}
+	for i, r := range reqs {
+		sd := st.senders[r.Stream]
+		if sd == nil {
+			sd = &sender{epoch: seqstore.NewEpoch(st.now())}
+			st.senders[r.Stream] = sd
+		}
+		out[i].Epoch = sd.epoch
+		for k, body := range r.Journal {
+			if sd.journal == nil {
+				sd.journal = make(map[uint64][]byte)
+			}
+			sd.journal[out[i].First+uint64(k)] = slices.Clone(body)
+		}
+		sd.next = out[i].First + uint64(r.N)
+	}
+	return out, nil
 }
 
-// Sent removes journal entries of s; see seqstore.Store.
-func (st *Store) Sent(ctx context.Context, s seqstore.Stream, seqs []uint64) error {
+// Sent removes journal entries; see seqstore.Store.
+func (st *Store) Sent(ctx context.Context, marks []seqstore.SentMark) error {
 	if err := st.lock(ctx, "sent"); err != nil {
 		return err
 	}
 	defer st.mu.Unlock()
-	if err := s.Validate(); err != nil {
+	if err := seqstore.CheckSent(marks); err != nil {
 		return fmt.Errorf("memstore: sent: %w", err)
 	}
-	if sd := st.senders[s]; sd != nil {
-		for _, seq := range seqs {
-			delete(sd.journal, seq)
+	for _, m := range marks {
+		if sd := st.senders[m.Stream]; sd != nil {
+			for _, seq := range m.Seqs {
+				delete(sd.journal, seq)
+			}
 		}
 	}
 	return nil
@@ -137,16 +156,29 @@ func (st *Store) Pending(ctx context.Context, queue string) ([]seqstore.Entry, e
 	return out, nil
 }
 
-// Cursor returns the cursor of s, or the zero Cursor; see seqstore.Store.
-func (st *Store) Cursor(ctx context.Context, s seqstore.Stream) (seqstore.Cursor, error) {
-	if err := st.lock(ctx, "cursor"); err != nil {
-		return seqstore.Cursor{}, err
+// Cursors returns the cursor of each stream, the zero Cursor when none was
+// stored; see seqstore.Store.
+func (st *Store) Cursors(ctx context.Context, streams []seqstore.Stream) ([]seqstore.Cursor, error) {
+	if err := st.lock(ctx, "cursors"); err != nil {
+		return nil, err
 	}
 	defer st.mu.Unlock()
-	if err := s.Validate(); err != nil {
-		return seqstore.Cursor{}, fmt.Errorf("memstore: cursor: %w", err)
+	out := make([]seqstore.Cursor, len(streams))
+	var errs []error
+	for i, s := range streams {
+		if err := s.Validate(); err != nil {
+			if errs == nil {
+				errs = make([]error, len(streams))
+			}
+			errs[i] = err
+			continue
+		}
+		out[i] = cloneCursor(st.cursors[s])
 	}
-	return cloneCursor(st.cursors[s]), nil
+	if errs != nil {
+		return out, fmt.Errorf("memstore: cursors: %w", &seqstore.BatchError{Errs: errs})
+	}
+	return out, nil
 }
 
 // Advance applies a batch of compare-and-set cursor moves, all or none; see
@@ -156,24 +188,20 @@ func (st *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
 		return err
 	}
 	defer st.mu.Unlock()
-	seen := make(map[seqstore.Stream]struct{}, len(batch))
-	for _, a := range batch {
-		if err := a.Check(); err != nil {
-			return fmt.Errorf("memstore: advance: %w", err)
-		}
-		if _, dup := seen[a.Stream]; dup {
-			return fmt.Errorf("memstore: advance: %w: stream %s appears twice in one batch", seqstore.ErrInvalidArgument, a.Stream)
-		}
-		seen[a.Stream] = struct{}{}
+	if err := seqstore.CheckAdvance(batch); err != nil {
+		return fmt.Errorf("memstore: advance: %w", err)
 	}
-	var conflict []seqstore.Stream
-	for _, a := range batch {
-		if !st.cursors[a.Stream].Same(a.From) {
-			conflict = append(conflict, a.Stream)
+	var errs []error
+	for i, a := range batch {
+		if cur := st.cursors[a.Stream]; !cur.Same(a.From) {
+			if errs == nil {
+				errs = make([]error, len(batch))
+			}
+			errs[i] = fmt.Errorf("%w: %s is at %d/%d owner %d", seqstore.ErrConflict, a.Stream, cur.Epoch, cur.Next, cur.Owner)
 		}
 	}
-	if conflict != nil {
-		return &seqstore.ConflictError{Streams: conflict}
+	if err := seqstore.Abort(errs); err != nil {
+		return fmt.Errorf("memstore: advance: %w", err)
 	}
 	for _, a := range batch {
 		st.cursors[a.Stream] = cloneCursor(a.To)

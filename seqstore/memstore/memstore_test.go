@@ -8,7 +8,22 @@ import (
 	"github.com/inorder/inorder/seqstore/storetest"
 )
 
+// TestConformance runs the suite on instances that share one memstore
+// (storetest.Share), so that the reopen and cross-instance tests run too.
 func TestConformance(t *testing.T) {
+	storetest.Run(t, storetest.Harness{
+		Persistent: true,
+		Shared:     true,
+		Open: func(t *testing.T) func(*testing.T) seqstore.Store {
+			storage := memstore.New()
+			t.Cleanup(func() { _ = storage.Close() })
+			return func(*testing.T) seqstore.Store { return storetest.Share(storage) }
+		},
+	})
+}
+
+// TestConformanceOneInstance runs the suite on plain, unshared stores.
+func TestConformanceOneInstance(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
 		Open: func(*testing.T) func(*testing.T) seqstore.Store {
 			return func(*testing.T) seqstore.Store { return memstore.New() }

@@ -6,10 +6,14 @@
 //	}
 //
 // The suite checks the contract documented on seqstore.Store: reservation
-// semantics and epochs, the send journal, cursor compare-and-set with
-// all-or-nothing batches, concurrency across many goroutines and streams,
-// reopening persistent storage, cancelled contexts, closed stores, hostile
-// stream names and counters near seqstore.MaxSeq.
+// semantics and epochs, the send journal, cursor compare-and-set, calls of
+// many streams (the same stream twice in one Reserve; a request at fault
+// fails an atomic call with a *seqstore.BatchError naming it, the others
+// aborted, nothing applied; an invalid stream fails alone in Cursors),
+// concurrency across many goroutines and streams, races between several
+// Store instances on one storage (Harness.Shared), reopening persistent
+// storage, cancelled contexts, closed stores, hostile stream names and
+// counters near seqstore.MaxSeq.
 //
 // Each subtest opens its own fresh storage through Harness.Open, so
 // subtests run in parallel and never see each other's streams.
@@ -25,4 +29,9 @@
 //     them with their own prefix.
 //   - A call that fails (overflow, conflict) must not fail other callers'
 //     calls that the store coalesces with it into one write.
+//   - A call that fails validation need name only the first request at
+//     fault it found; every request it names must be at fault.
+//   - Cancelled contexts and closed stores fail a call with a plain error
+//     (errors.Is finds context.Canceled or seqstore.ErrClosed), not a
+//     *seqstore.BatchError.
 package storetest

@@ -29,6 +29,22 @@ type Harness struct {
 	// what an earlier one wrote. Reopen tests t.Skip with a reason when
 	// false.
 	Persistent bool
+	// Shared reports whether several Stores may be open at once over the
+	// same storage (several calls of the opener, as several processes on
+	// one database would) and then act as one store: each call is atomic
+	// against the other instances' calls. The CrossInstance tests t.Skip
+	// with a reason when false (filestore: its directory lock admits one
+	// Store at a time). Share turns a store whose instances share nothing
+	// (memstore) into such storage.
+	Shared bool
+	// PerStreamAtomic reports that Reserve and Advance are atomic per
+	// stream only when another writer races them (Redis Cluster across
+	// hash slots): a call that fails at rest still applies nothing, but
+	// under a race its *seqstore.BatchError may report requests that took
+	// effect (nil) beside those that failed. The CrossInstance tests then
+	// check that the report matches what is stored instead of all or
+	// nothing.
+	PerStreamAtomic bool
 }
 
 // Run runs the conformance suite against the stores h opens.
@@ -43,10 +59,18 @@ func Run(t *testing.T, h Harness) {
 		{"Reserve/Epoch", testReserveEpoch},
 		{"Reserve/IndependentStreams", testReserveIndependent},
 		{"Reserve/InvalidArguments", testReserveInvalid},
+		{"Reserve/ManyStreams", testReserveMany},
+		{"Reserve/SameStreamTwice", testReserveSameStreamTwice},
+		{"Reserve/Atomic", testReserveAtomic},
+		{"Reserve/Empty", testReserveEmpty},
 		{"Journal/Pending", testJournalPending},
+		{"Journal/ManyStreams", testJournalMany},
 		{"Journal/Sent", testJournalSent},
+		{"Journal/SentManyStreams", testSentMany},
 		{"Journal/Copies", testJournalCopies},
 		{"Cursor/ZeroWhenAbsent", testCursorZero},
+		{"Cursor/ManyStreams", testCursorsMany},
+		{"Cursor/InvalidFailsAlone", testCursorsInvalid},
 		{"Advance/CompareAndSet", testAdvanceCAS},
 		{"Advance/AllOrNothing", testAdvanceAllOrNothing},
 		{"Advance/Backwards", testAdvanceBackwards},
@@ -57,6 +81,7 @@ func Run(t *testing.T, h Harness) {
 		{"Concurrent/AdvanceRace", testConcurrentAdvance},
 		{"Concurrent/AdvanceManyStreams", testConcurrentAdvanceMany},
 		{"Concurrent/IsolatedFailures", testIsolatedFailures},
+		{"CrossInstance/Race", testCrossInstanceRace},
 		{"Journal/LargeBodies", testJournalLarge},
 		{"Reopen/State", testReopenState},
 		{"Reopen/CountersNeverGoBack", testReopenCounters},
@@ -98,18 +123,50 @@ func needPersistent(t *testing.T, h Harness) {
 	}
 }
 
+// reserve makes a one-request Reserve call.
 func reserve(t *testing.T, st seqstore.Store, s seqstore.Stream, n int, journal [][]byte) seqstore.Reservation {
 	t.Helper()
-	r, err := st.Reserve(t.Context(), s, n, journal)
-	require.NoError(t, err, "Reserve(%s, %d)", s, n)
-	return r
+	return reserveMany(t, st, seqstore.ReserveRequest{Stream: s, N: n, Journal: journal})[0]
 }
 
+func reserveMany(t *testing.T, st seqstore.Store, reqs ...seqstore.ReserveRequest) []seqstore.Reservation {
+	t.Helper()
+	rs, err := st.Reserve(t.Context(), reqs)
+	require.NoError(t, err, "Reserve of %d request(s), first on %s", len(reqs), reqs[0].Stream)
+	require.Len(t, rs, len(reqs), "Reserve must return one Reservation per request")
+	return rs
+}
+
+// reserveErr makes a one-request Reserve call that may fail and returns the
+// request's own error.
+func reserveErr(ctx context.Context, st seqstore.Store, s seqstore.Stream, n int, journal [][]byte) (seqstore.Reservation, error) {
+	rs, err := st.Reserve(ctx, []seqstore.ReserveRequest{{Stream: s, N: n, Journal: journal}})
+	if err != nil {
+		return seqstore.Reservation{}, seqstore.Failed(err, 0, 1)
+	}
+	if len(rs) != 1 {
+		return seqstore.Reservation{}, fmt.Errorf("Reserve of one request returned %d reservations", len(rs))
+	}
+	return rs[0], nil
+}
+
+func sent(t *testing.T, st seqstore.Store, s seqstore.Stream, seqs ...uint64) {
+	t.Helper()
+	require.NoError(t, st.Sent(t.Context(), []seqstore.SentMark{{Stream: s, Seqs: seqs}}), "Sent(%s, %v)", s, seqs)
+}
+
+// cursor makes a one-stream Cursors call.
 func cursor(t *testing.T, st seqstore.Store, s seqstore.Stream) seqstore.Cursor {
 	t.Helper()
-	c, err := st.Cursor(t.Context(), s)
-	require.NoError(t, err, "Cursor(%s)", s)
-	return c
+	return cursors(t, st, s)[0]
+}
+
+func cursors(t *testing.T, st seqstore.Store, ss ...seqstore.Stream) []seqstore.Cursor {
+	t.Helper()
+	cs, err := st.Cursors(t.Context(), ss)
+	require.NoError(t, err, "Cursors of %d stream(s), first %s", len(ss), ss[0])
+	require.Len(t, cs, len(ss), "Cursors must return one Cursor per stream")
+	return cs
 }
 
 func advance(t *testing.T, st seqstore.Store, batch ...seqstore.Advance) {
@@ -133,18 +190,49 @@ func assertCursor(t *testing.T, want, got seqstore.Cursor, msgAndArgs ...any) {
 	assert.Equal(t, want, got, msgAndArgs...)
 }
 
-// conflictStreams returns the streams a *seqstore.ConflictError names, after
-// checking that err is one and wraps seqstore.ErrConflict.
-func conflictStreams(t *testing.T, err error) []seqstore.Stream {
+// outcomes requires err to be a *seqstore.BatchError with one error per
+// request of a call of n requests, and returns those errors.
+func outcomes(t *testing.T, err error, n int, what string) []error {
+	t.Helper()
+	var be *seqstore.BatchError
+	require.ErrorAs(t, err, &be, "%s: want a *seqstore.BatchError, got %v", what, err)
+	require.Len(t, be.Errs, n, "%s: the BatchError must hold one error per request", what)
+	assert.NotEmpty(t, err.Error())
+	return be.Errs
+}
+
+// assertAborted checks the error of an atomic call of n requests that
+// failed because of the requests in fault (index -> sentinel): each of them
+// wraps its sentinel and every other request fails with ErrAborted.
+func assertAborted(t *testing.T, err error, n int, fault map[int]error, what string) {
+	t.Helper()
+	for i, e := range outcomes(t, err, n, what) {
+		if want, ok := fault[i]; ok {
+			assert.ErrorIs(t, e, want, "%s: request %d is at fault", what, i)
+			assert.NotErrorIs(t, e, seqstore.ErrAborted, "%s: request %d is at fault, not aborted", what, i)
+			continue
+		}
+		assert.ErrorIs(t, e, seqstore.ErrAborted, "%s: request %d is innocent and must be aborted, got %v", what, i, e)
+	}
+}
+
+// conflictStreams returns, sorted by key, the streams of batch whose
+// request failed with ErrConflict, after checking that err is a
+// *seqstore.BatchError wrapping ErrConflict whose other requests were
+// aborted.
+func conflictStreams(t *testing.T, err error, batch []seqstore.Advance) []seqstore.Stream {
 	t.Helper()
 	require.Error(t, err, "Advance succeeded, want a conflict")
 	require.ErrorIs(t, err, seqstore.ErrConflict)
-	var ce *seqstore.ConflictError
-	require.ErrorAs(t, err, &ce, "conflict error %v is not a *seqstore.ConflictError", err)
-	assert.NotEmpty(t, err.Error())
-	streams := slices.Clone(ce.Streams)
-	slices.SortFunc(streams, func(a, b seqstore.Stream) int { return cmp.Compare(a.Key(), b.Key()) })
-	return streams
+	var streams []seqstore.Stream
+	for i, e := range outcomes(t, err, len(batch), "conflicting Advance") {
+		if errors.Is(e, seqstore.ErrConflict) {
+			streams = append(streams, batch[i].Stream)
+			continue
+		}
+		assert.ErrorIs(t, e, seqstore.ErrAborted, "stream %s did not conflict, so it must be aborted", batch[i].Stream)
+	}
+	return sortStreams(streams...)
 }
 
 func sortStreams(ss ...seqstore.Stream) []seqstore.Stream {
@@ -221,7 +309,7 @@ func testReserveInvalid(t *testing.T, h Harness) {
 		{"more bodies than n", 1, [][]byte{[]byte("x"), []byte("y")}},
 		{"empty journal for n=1", 1, [][]byte{}},
 	} {
-		_, err := st.Reserve(ctx, s, tc.n, tc.journal)
+		_, err := reserveErr(ctx, st, s, tc.n, tc.journal)
 		assert.ErrorIs(t, err, seqstore.ErrInvalidArgument, "Reserve with %s", tc.name)
 	}
 	r := reserve(t, st, s, 1, nil)
@@ -290,11 +378,12 @@ func testJournalSent(t *testing.T, h Harness) {
 	ro := reserve(t, st, other, 2, [][]byte{[]byte("o1"), []byte("o2")})
 	ctx := t.Context()
 
-	require.NoError(t, st.Sent(ctx, s, []uint64{2, 4, 999}), "Sent with an unknown seq must ignore it")
-	require.NoError(t, st.Sent(ctx, s, nil), "Sent of nothing")
-	require.NoError(t, st.Sent(ctx, seqstore.Stream{Queue: "q", Group: "never reserved"}, []uint64{1}),
+	require.NoError(t, st.Sent(ctx, []seqstore.SentMark{{Stream: s, Seqs: []uint64{2, 4, 999}}}), "Sent with an unknown seq must ignore it")
+	require.NoError(t, st.Sent(ctx, []seqstore.SentMark{{Stream: s}}), "Sent of no seqs")
+	require.NoError(t, st.Sent(ctx, nil), "Sent of no marks")
+	require.NoError(t, st.Sent(ctx, []seqstore.SentMark{{Stream: seqstore.Stream{Queue: "q", Group: "never reserved"}, Seqs: []uint64{1}}}),
 		"Sent on a stream without state")
-	require.NoError(t, st.Sent(ctx, other, []uint64{1, 1}), "Sent naming a seq twice")
+	require.NoError(t, st.Sent(ctx, []seqstore.SentMark{{Stream: other, Seqs: []uint64{1, 1}}}), "Sent naming a seq twice")
 
 	want := []seqstore.Entry{
 		{Stream: s, Epoch: r.Epoch, Seq: 1, Body: []byte("1")},
@@ -306,8 +395,8 @@ func testJournalSent(t *testing.T, h Harness) {
 	got := eventuallyPending(t, st, "q", len(want))
 	assertEntries(t, want, got, "Pending after Sent")
 
-	require.NoError(t, st.Sent(ctx, s, []uint64{1, 3, 5}))
-	require.NoError(t, st.Sent(ctx, other, []uint64{2}))
+	sent(t, st, s, 1, 3, 5)
+	sent(t, st, other, 2)
 	assertEntries(t, nil, eventuallyPending(t, st, "q", 0), "Pending after every entry was sent")
 
 	// Sent entries do not give their seqs back.
@@ -378,8 +467,8 @@ func testAdvanceCAS(t *testing.T, h Harness) {
 		{"wrong next", seqstore.Cursor{Epoch: 100, Next: 4}},
 		{"wrong owner", seqstore.Cursor{Epoch: 100, Next: 5, Owner: 1}},
 	} {
-		err := st.Advance(ctx, []seqstore.Advance{{Stream: s, From: stale.from, To: c2}})
-		assert.Equal(t, []seqstore.Stream{s}, conflictStreams(t, err), "conflict with %s", stale.name)
+		batch := []seqstore.Advance{{Stream: s, From: stale.from, To: c2}}
+		assert.Equal(t, []seqstore.Stream{s}, conflictStreams(t, st.Advance(ctx, batch), batch), "conflict with %s", stale.name)
 		assertCursor(t, c1, cursor(t, st, s), "a conflicting Advance (%s) must not change the cursor", stale.name)
 	}
 	// Skipped is not compared: a From with other ranges still matches.
@@ -389,8 +478,8 @@ func testAdvanceCAS(t *testing.T, h Harness) {
 
 	// The owner token is compared too.
 	c3 := seqstore.Cursor{Epoch: 100, Next: 10}
-	err := st.Advance(ctx, []seqstore.Advance{{Stream: s, From: seqstore.Cursor{Epoch: 100, Next: 9}, To: c3}})
-	assert.Equal(t, []seqstore.Stream{s}, conflictStreams(t, err), "Advance without the owner token")
+	batch := []seqstore.Advance{{Stream: s, From: seqstore.Cursor{Epoch: 100, Next: 9}, To: c3}}
+	assert.Equal(t, []seqstore.Stream{s}, conflictStreams(t, st.Advance(ctx, batch), batch), "Advance without the owner token")
 	advance(t, st, seqstore.Advance{Stream: s, From: c2, To: c3})
 	assertCursor(t, c3, cursor(t, st, s))
 
@@ -418,22 +507,22 @@ func testAdvanceAllOrNothing(t *testing.T, h Harness) {
 
 	to := seqstore.Cursor{Epoch: 5, Next: 20}
 	stale := seqstore.Cursor{Epoch: 5, Next: 9}
-	err := st.Advance(ctx, []seqstore.Advance{
+	batch := []seqstore.Advance{
 		{Stream: s1, From: base, To: to},
 		{Stream: s2, From: stale, To: to},
 		{Stream: s3, From: base, To: to},
-	})
-	assert.Equal(t, []seqstore.Stream{s2}, conflictStreams(t, err), "streams named by the conflict")
+	}
+	assert.Equal(t, []seqstore.Stream{s2}, conflictStreams(t, st.Advance(ctx, batch), batch), "streams named by the conflict")
 	for _, s := range []seqstore.Stream{s1, s2, s3} {
 		assertCursor(t, base, cursor(t, st, s), "one conflicting stream must stop the whole batch (%s)", s)
 	}
 
-	err = st.Advance(ctx, []seqstore.Advance{
+	batch = []seqstore.Advance{
 		{Stream: s1, From: stale, To: to},
 		{Stream: s2, From: base, To: to},
 		{Stream: s3, From: seqstore.Cursor{}, To: to},
-	})
-	assert.Equal(t, sortStreams(s1, s3), conflictStreams(t, err), "every conflicting stream is named")
+	}
+	assert.Equal(t, sortStreams(s1, s3), conflictStreams(t, st.Advance(ctx, batch), batch), "every conflicting stream is named")
 	for _, s := range []seqstore.Stream{s1, s2, s3} {
 		assertCursor(t, base, cursor(t, st, s), "cursor of %s after a failed batch", s)
 	}
@@ -468,6 +557,7 @@ func testAdvanceBackwards(t *testing.T, h Harness) {
 			{Stream: s, From: c, To: back.to},
 		})
 		assert.ErrorIs(t, err, seqstore.ErrInvalidArgument, "moving backwards (%s)", back.name)
+		assertAborted(t, err, 2, map[int]error{1: seqstore.ErrInvalidArgument}, "a batch with a backwards move ("+back.name+")")
 		assertCursor(t, c, cursor(t, st, s), "a backwards move (%s) must not apply", back.name)
 		assertCursor(t, seqstore.Cursor{}, cursor(t, st, other), "a batch with a backwards move (%s) must not apply at all", back.name)
 	}
@@ -512,6 +602,7 @@ func testAdvanceDuplicate(t *testing.T, h Harness) {
 		{Stream: s, From: a, To: b},
 	})
 	assert.ErrorIs(t, err, seqstore.ErrInvalidArgument, "a stream twice in one batch")
+	assertAborted(t, err, 3, map[int]error{2: seqstore.ErrInvalidArgument}, "a stream twice in one batch (the second is at fault)")
 	assertCursor(t, seqstore.Cursor{}, cursor(t, st, s), "a rejected batch must not apply")
 	assertCursor(t, seqstore.Cursor{}, cursor(t, st, other), "a rejected batch must not apply")
 }
@@ -553,7 +644,7 @@ func testConcurrentReserve(t *testing.T, h Harness) {
 						journal[i] = fmt.Appendf(nil, "w%d c%d i%d", w, c, i)
 					}
 				}
-				r, err := st.Reserve(t.Context(), stream(si), n, journal)
+				r, err := reserveErr(t.Context(), st, stream(si), n, journal)
 				if err != nil {
 					errs <- fmt.Errorf("worker %d call %d: %w", w, c, err)
 					return
@@ -654,7 +745,7 @@ func testReopenState(t *testing.T, h Harness) {
 	rf := reserve(t, st, fast, 5, nil)
 	c := seqstore.Cursor{Epoch: r.Epoch, Next: 2, Owner: 3, Skipped: []seqstore.Range{{Epoch: r.Epoch, First: 1, Last: 1}}}
 	advance(t, st, seqstore.Advance{Stream: s, To: c})
-	require.NoError(t, st.Sent(t.Context(), s, []uint64{1}))
+	sent(t, st, s, 1)
 	require.NoError(t, st.Close(), "Close")
 
 	st2 := reopen(t)
@@ -717,14 +808,14 @@ func testCancelled(t *testing.T, h Harness) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 
-	_, err := st.Reserve(ctx, s, 1, [][]byte{[]byte("x")})
+	_, err := st.Reserve(ctx, []seqstore.ReserveRequest{{Stream: s, N: 1, Journal: [][]byte{[]byte("x")}}, {Stream: s, N: 2}})
 	assert.ErrorIs(t, err, context.Canceled, "Reserve with a cancelled context")
 	assert.ErrorIs(t, st.Advance(ctx, []seqstore.Advance{{Stream: s, To: seqstore.Cursor{Epoch: 1, Next: 5}}}),
 		context.Canceled, "Advance with a cancelled context")
 	_, err = st.Pending(ctx, "q")
 	assert.ErrorIs(t, err, context.Canceled, "Pending with a cancelled context")
-	_, err = st.Cursor(ctx, s)
-	assert.ErrorIs(t, err, context.Canceled, "Cursor with a cancelled context")
+	_, err = st.Cursors(ctx, []seqstore.Stream{s})
+	assert.ErrorIs(t, err, context.Canceled, "Cursors with a cancelled context")
 
 	assert.Equal(t, uint64(1), reserve(t, st, s, 1, [][]byte{[]byte("y")}).First,
 		"a Reserve with a cancelled context must not consume seqs")
@@ -733,7 +824,7 @@ func testCancelled(t *testing.T, h Harness) {
 	assert.Equal(t, "y", string(got[0].Body))
 	assertCursor(t, seqstore.Cursor{}, cursor(t, st, s), "an Advance with a cancelled context must not apply")
 
-	assert.ErrorIs(t, st.Sent(ctx, s, []uint64{1}), context.Canceled, "Sent with a cancelled context")
+	assert.ErrorIs(t, st.Sent(ctx, []seqstore.SentMark{{Stream: s, Seqs: []uint64{1}}}), context.Canceled, "Sent with a cancelled context")
 }
 
 func testClosed(t *testing.T, h Harness) {
@@ -744,13 +835,13 @@ func testClosed(t *testing.T, h Harness) {
 	assert.NoError(t, st.Close(), "Close must be idempotent")
 	ctx := t.Context()
 
-	_, err := st.Reserve(ctx, s, 1, nil)
+	_, err := st.Reserve(ctx, []seqstore.ReserveRequest{{Stream: s, N: 1}})
 	assert.ErrorIs(t, err, seqstore.ErrClosed, "Reserve after Close")
-	assert.ErrorIs(t, st.Sent(ctx, s, []uint64{1}), seqstore.ErrClosed, "Sent after Close")
+	assert.ErrorIs(t, st.Sent(ctx, []seqstore.SentMark{{Stream: s, Seqs: []uint64{1}}}), seqstore.ErrClosed, "Sent after Close")
 	_, err = st.Pending(ctx, "q")
 	assert.ErrorIs(t, err, seqstore.ErrClosed, "Pending after Close")
-	_, err = st.Cursor(ctx, s)
-	assert.ErrorIs(t, err, seqstore.ErrClosed, "Cursor after Close")
+	_, err = st.Cursors(ctx, []seqstore.Stream{s})
+	assert.ErrorIs(t, err, seqstore.ErrClosed, "Cursors after Close")
 	assert.ErrorIs(t, st.Advance(ctx, []seqstore.Advance{{Stream: s, To: seqstore.Cursor{Epoch: 1, Next: 2}}}),
 		seqstore.ErrClosed, "Advance after Close")
 }
@@ -840,22 +931,33 @@ func testInvalidNames(t *testing.T, h Harness) {
 		{Queue: "q\x00"},
 		{Queue: "q", Group: "a\x00b"},
 	}
+	fine := seqstore.Stream{Queue: "fine"}
 	for _, s := range invalid {
-		_, err := st.Reserve(ctx, s, 1, nil)
+		_, err := st.Reserve(ctx, []seqstore.ReserveRequest{{Stream: fine, N: 1, Journal: [][]byte{[]byte("x")}}, {Stream: s, N: 1}})
 		assert.ErrorIs(t, err, seqstore.ErrInvalidStream, "Reserve(%q)", s)
-		assert.ErrorIs(t, st.Sent(ctx, s, []uint64{1}), seqstore.ErrInvalidStream, "Sent(%q)", s)
-		_, err = st.Cursor(ctx, s)
-		assert.ErrorIs(t, err, seqstore.ErrInvalidStream, "Cursor(%q)", s)
+		assertAborted(t, err, 2, map[int]error{1: seqstore.ErrInvalidStream}, fmt.Sprintf("Reserve(%q)", s))
+		err = st.Sent(ctx, []seqstore.SentMark{{Stream: fine, Seqs: []uint64{1}}, {Stream: s, Seqs: []uint64{1}}})
+		assert.ErrorIs(t, err, seqstore.ErrInvalidStream, "Sent(%q)", s)
+		assert.ErrorIs(t, seqstore.Failed(err, 1, 2), seqstore.ErrInvalidStream, "Sent(%q): the invalid mark is named", s)
+		cs, err := st.Cursors(ctx, []seqstore.Stream{fine, s})
+		assert.ErrorIs(t, err, seqstore.ErrInvalidStream, "Cursors(%q)", s)
+		if errs := outcomes(t, err, 2, fmt.Sprintf("Cursors(%q)", s)); assert.Len(t, cs, 2, "Cursors with one invalid stream") {
+			assert.NoError(t, errs[0], "the valid stream of Cursors(%q) is read", s)
+			assertCursor(t, seqstore.Cursor{}, cs[0], "the valid stream of Cursors(%q) is read", s)
+		}
 		err = st.Advance(ctx, []seqstore.Advance{
-			{Stream: seqstore.Stream{Queue: "fine"}, To: seqstore.Cursor{Epoch: 1, Next: 2}},
+			{Stream: fine, To: seqstore.Cursor{Epoch: 1, Next: 2}},
 			{Stream: s, To: seqstore.Cursor{Epoch: 1, Next: 2}},
 		})
 		assert.ErrorIs(t, err, seqstore.ErrInvalidStream, "Advance(%q)", s)
+		assertAborted(t, err, 2, map[int]error{1: seqstore.ErrInvalidStream}, fmt.Sprintf("Advance(%q)", s))
 		if s.Group == "" {
 			_, err = st.Pending(ctx, s.Queue)
 			assert.ErrorIs(t, err, seqstore.ErrInvalidStream, "Pending(%q)", s.Queue)
 		}
 	}
+	assert.Empty(t, pending(t, st, "fine"), "a Reserve with an invalid stream must not journal the valid one")
+	assert.Equal(t, uint64(1), reserve(t, st, fine, 1, nil).First, "a Reserve with an invalid stream must not reserve the valid one")
 	assertCursor(t, seqstore.Cursor{}, cursor(t, st, seqstore.Stream{Queue: "fine"}),
 		"a batch with an invalid stream must not apply")
 }
@@ -885,16 +987,16 @@ func testOverflowReserve(t *testing.T, h Harness) {
 	r := reserve(t, st, s, seqstore.MaxSeq-10, nil)
 	assert.Equal(t, uint64(1), r.First)
 
-	_, err := st.Reserve(ctx, s, 11, nil)
+	_, err := reserveErr(ctx, st, s, 11, nil)
 	assert.ErrorIs(t, err, seqstore.ErrOverflow, "Reserve passing MaxSeq")
-	_, err = st.Reserve(ctx, s, seqstore.MaxSeq, nil)
+	_, err = reserveErr(ctx, st, s, seqstore.MaxSeq, nil)
 	assert.ErrorIs(t, err, seqstore.ErrOverflow, "Reserve of MaxSeq seqs on a used stream")
 
 	r2 := reserve(t, st, s, 9, nil)
 	assert.Equal(t, seqstore.Reservation{Epoch: r.Epoch, First: seqstore.MaxSeq - 9}, r2, "an overflowing Reserve must not consume seqs")
 	r3 := reserve(t, st, s, 1, [][]byte{[]byte("last")})
 	assert.Equal(t, uint64(seqstore.MaxSeq), r3.First, "the last seq is MaxSeq")
-	_, err = st.Reserve(ctx, s, 1, nil)
+	_, err = reserveErr(ctx, st, s, 1, nil)
 	assert.ErrorIs(t, err, seqstore.ErrOverflow, "Reserve on an exhausted stream")
 
 	got := pending(t, st, "q")
@@ -903,7 +1005,7 @@ func testOverflowReserve(t *testing.T, h Harness) {
 
 	// A fresh stream may take MaxSeq seqs at once, and no more.
 	fresh := seqstore.Stream{Queue: "q", Group: "fresh"}
-	_, err = st.Reserve(ctx, fresh, seqstore.MaxSeq, nil)
+	_, err = reserveErr(ctx, st, fresh, seqstore.MaxSeq, nil)
 	assert.NoError(t, err, "Reserve of exactly MaxSeq seqs on a new stream")
 
 	if !h.Persistent {
@@ -911,9 +1013,9 @@ func testOverflowReserve(t *testing.T, h Harness) {
 	}
 	require.NoError(t, st.Close())
 	st2 := reopen(t)
-	_, err = st2.Reserve(ctx, s, 1, nil)
+	_, err = reserveErr(ctx, st2, s, 1, nil)
 	assert.ErrorIs(t, err, seqstore.ErrOverflow, "an exhausted stream stays exhausted after reopening")
-	_, err = st2.Reserve(ctx, fresh, 1, nil)
+	_, err = reserveErr(ctx, st2, fresh, 1, nil)
 	assert.ErrorIs(t, err, seqstore.ErrOverflow, "an exhausted stream stays exhausted after reopening")
 }
 
@@ -984,19 +1086,19 @@ func testIsolatedFailures(t *testing.T, h Harness) {
 			for c := range calls {
 				switch (w + c) % 4 {
 				case 0: // must overflow
-					_, err := st.Reserve(ctx, exhausted, 1, [][]byte{[]byte("x")})
+					_, err := reserveErr(ctx, st, exhausted, 1, [][]byte{[]byte("x")})
 					if !errors.Is(err, seqstore.ErrOverflow) {
 						results <- result{w, 0, fmt.Errorf("reserve on an exhausted stream: got %v, want ErrOverflow", err)}
 					}
 				case 1: // must conflict: the From is stale
 					err := st.Advance(ctx, []seqstore.Advance{{Stream: contested,
 						From: seqstore.Cursor{Epoch: 1, Next: 4}, To: seqstore.Cursor{Epoch: 1, Next: 6}}})
-					var ce *seqstore.ConflictError
-					if !errors.As(err, &ce) || len(ce.Streams) != 1 || ce.Streams[0] != contested {
-						results <- result{w, 0, fmt.Errorf("stale Advance: got %v, want a ConflictError naming only %s", err, contested)}
+					var be *seqstore.BatchError
+					if !errors.As(err, &be) || len(be.Errs) != 1 || !errors.Is(be.Errs[0], seqstore.ErrConflict) {
+						results <- result{w, 0, fmt.Errorf("stale Advance: got %v, want a BatchError whose only request conflicts", err)}
 					}
 				default: // must succeed
-					r, err := st.Reserve(ctx, good, 1, [][]byte{[]byte("y")})
+					r, err := reserveErr(ctx, st, good, 1, [][]byte{[]byte("y")})
 					if err == nil {
 						// Only this worker uses good, so its cursor trails its counter.
 						from := seqstore.Cursor{Epoch: r.Epoch, Next: r.First}

@@ -2,12 +2,13 @@ package storetest_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -17,73 +18,14 @@ import (
 	"github.com/inorder/inorder/seqstore/storetest"
 )
 
-// handle is a store opened over shared memstore "storage": closing it leaves
-// the storage intact, so a reopened handle sees what earlier ones wrote. It
-// lets the suite's reopen tests run against memstore.
-type handle struct {
-	seqstore.Store // the shared storage
-
-	mu     sync.Mutex
-	closed bool
-}
-
-func (h *handle) check() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return seqstore.ErrClosed
-	}
-	return nil
-}
-
-func (h *handle) Close() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.closed = true
-	return nil
-}
-
-func (h *handle) Reserve(ctx context.Context, s seqstore.Stream, n int, journal [][]byte) (seqstore.Reservation, error) {
-	if err := h.check(); err != nil {
-		return seqstore.Reservation{}, err
-	}
-	return h.Store.Reserve(ctx, s, n, journal)
-}
-
-func (h *handle) Sent(ctx context.Context, s seqstore.Stream, seqs []uint64) error {
-	if err := h.check(); err != nil {
-		return err
-	}
-	return h.Store.Sent(ctx, s, seqs)
-}
-
-func (h *handle) Pending(ctx context.Context, queue string) ([]seqstore.Entry, error) {
-	if err := h.check(); err != nil {
-		return nil, err
-	}
-	return h.Store.Pending(ctx, queue)
-}
-
-func (h *handle) Cursor(ctx context.Context, s seqstore.Stream) (seqstore.Cursor, error) {
-	if err := h.check(); err != nil {
-		return seqstore.Cursor{}, err
-	}
-	return h.Store.Cursor(ctx, s)
-}
-
-func (h *handle) Advance(ctx context.Context, batch []seqstore.Advance) error {
-	if err := h.check(); err != nil {
-		return err
-	}
-	return h.Store.Advance(ctx, batch)
-}
-
 func persistentHarness() storetest.Harness {
 	return storetest.Harness{
 		Persistent: true,
-		Open: func(*testing.T) func(*testing.T) seqstore.Store {
+		Shared:     true,
+		Open: func(t *testing.T) func(*testing.T) seqstore.Store {
 			storage := memstore.New()
-			return func(*testing.T) seqstore.Store { return &handle{Store: storage} }
+			t.Cleanup(func() { _ = storage.Close() })
+			return func(*testing.T) seqstore.Store { return storetest.Share(storage) }
 		},
 	}
 }
@@ -130,6 +72,28 @@ var mutants = map[string]struct {
 	"shared-fate": {
 		wrap:     func(s seqstore.Store) seqstore.Store { return &sharedFate{Store: s} },
 		catching: "Concurrent/IsolatedFailures",
+	},
+	"non-atomic-reserve": {
+		wrap:     func(s seqstore.Store) seqstore.Store { return nonAtomicReserve{s} },
+		catching: "Reserve/Atomic",
+	},
+	"same-stream-overlap": {
+		wrap:     func(s seqstore.Store) seqstore.Store { return sameStreamOverlap{s} },
+		catching: "Reserve/SameStreamTwice",
+	},
+	"cursors-fail-together": {
+		wrap:     func(s seqstore.Store) seqstore.Store { return cursorsFailTogether{s} },
+		catching: "Cursor/InvalidFailsAlone",
+	},
+	"conflict-misnamed": {
+		wrap:     func(s seqstore.Store) seqstore.Store { return conflictMisnamed{s} },
+		catching: "Advance/AllOrNothing",
+	},
+	"lost-update": {
+		// Compare, then write without holding anything: what a SQL store
+		// without its row lock does across processes.
+		wrap:     func(s seqstore.Store) seqstore.Store { return lostUpdate{s} },
+		catching: "CrossInstance/Race",
 	},
 	"forgetful": {
 		// Every reopen loses everything; the harness claims persistence.
@@ -187,28 +151,130 @@ func TestSuiteCatchesMutants(t *testing.T) {
 
 type offByOne struct{ seqstore.Store }
 
-func (s offByOne) Reserve(ctx context.Context, st seqstore.Stream, n int, j [][]byte) (seqstore.Reservation, error) {
-	r, err := s.Store.Reserve(ctx, st, n, j)
-	if r.First > 1 {
-		r.First++
+func (s offByOne) Reserve(ctx context.Context, reqs []seqstore.ReserveRequest) ([]seqstore.Reservation, error) {
+	rs, err := s.Store.Reserve(ctx, reqs)
+	for i := range rs {
+		if rs[i].First > 1 {
+			rs[i].First++
+		}
 	}
-	return r, err
+	return rs, err
 }
 
-// nonAtomic applies each move of a batch on its own.
+// nonAtomic applies each move of a batch on its own, and reports honestly
+// which ones took effect.
 type nonAtomic struct{ seqstore.Store }
 
 func (s nonAtomic) Advance(ctx context.Context, batch []seqstore.Advance) error {
-	var conflict []seqstore.Stream
-	for _, a := range batch {
+	errs := make([]error, len(batch))
+	failed := false
+	for i, a := range batch {
 		if err := s.Store.Advance(ctx, []seqstore.Advance{a}); err != nil {
-			conflict = append(conflict, a.Stream)
+			errs[i], failed = seqstore.Failed(err, 0, 1), true
 		}
 	}
-	if conflict != nil {
-		return &seqstore.ConflictError{Streams: conflict}
+	if failed {
+		return &seqstore.BatchError{Errs: errs}
 	}
 	return nil
+}
+
+// nonAtomicReserve makes one call per request, and reports honestly which
+// ones took effect.
+type nonAtomicReserve struct{ seqstore.Store }
+
+func (s nonAtomicReserve) Reserve(ctx context.Context, reqs []seqstore.ReserveRequest) ([]seqstore.Reservation, error) {
+	out := make([]seqstore.Reservation, len(reqs))
+	errs := make([]error, len(reqs))
+	failed := false
+	for i, r := range reqs {
+		rs, err := s.Store.Reserve(ctx, []seqstore.ReserveRequest{r})
+		if err != nil {
+			errs[i], failed = seqstore.Failed(err, 0, 1), true
+			continue
+		}
+		out[i] = rs[0]
+	}
+	if failed {
+		return nil, &seqstore.BatchError{Errs: errs}
+	}
+	return out, nil
+}
+
+// sameStreamOverlap gives every request of a stream the range of its first
+// request in the call.
+type sameStreamOverlap struct{ seqstore.Store }
+
+func (s sameStreamOverlap) Reserve(ctx context.Context, reqs []seqstore.ReserveRequest) ([]seqstore.Reservation, error) {
+	rs, err := s.Store.Reserve(ctx, reqs)
+	first := map[seqstore.Stream]seqstore.Reservation{}
+	for i := range rs {
+		if r, ok := first[reqs[i].Stream]; ok {
+			rs[i] = r
+		} else {
+			first[reqs[i].Stream] = rs[i]
+		}
+	}
+	return rs, err
+}
+
+// cursorsFailTogether fails a whole Cursors call for one bad stream.
+type cursorsFailTogether struct{ seqstore.Store }
+
+func (s cursorsFailTogether) Cursors(ctx context.Context, streams []seqstore.Stream) ([]seqstore.Cursor, error) {
+	cs, err := s.Store.Cursors(ctx, streams)
+	if err != nil {
+		return nil, errors.New("cursors failed")
+	}
+	return cs, nil
+}
+
+// conflictMisnamed blames the first request of a conflicting batch.
+type conflictMisnamed struct{ seqstore.Store }
+
+func (s conflictMisnamed) Advance(ctx context.Context, batch []seqstore.Advance) error {
+	err := s.Store.Advance(ctx, batch)
+	var be *seqstore.BatchError
+	if errors.As(err, &be) && errors.Is(err, seqstore.ErrConflict) {
+		errs := make([]error, len(be.Errs))
+		errs[0] = seqstore.ErrConflict
+		return seqstore.Abort(errs)
+	}
+	return err
+}
+
+// lostUpdate compares the stored cursors itself, then writes over whatever
+// is stored by then: two instances that compare before either writes both
+// win.
+type lostUpdate struct{ seqstore.Store }
+
+func (s lostUpdate) Advance(ctx context.Context, batch []seqstore.Advance) error {
+	streams := make([]seqstore.Stream, len(batch))
+	for i, a := range batch {
+		streams[i] = a.Stream
+	}
+	cur, err := s.Cursors(ctx, streams)
+	if err != nil {
+		return s.Store.Advance(ctx, batch)
+	}
+	errs := make([]error, len(batch))
+	for i, a := range batch {
+		if !cur[i].Same(a.From) {
+			errs[i] = seqstore.ErrConflict
+		}
+	}
+	if err := seqstore.Abort(errs); err != nil {
+		return err
+	}
+	time.Sleep(time.Millisecond) // the window an unlocked read leaves open
+	if cur, err = s.Cursors(ctx, streams); err != nil {
+		return err
+	}
+	batch = slices.Clone(batch)
+	for i := range batch {
+		batch[i].From = cur[i]
+	}
+	return s.Store.Advance(ctx, batch)
 }
 
 // ownerIgnored compares Epoch and Next but not Owner.
@@ -217,8 +283,8 @@ type ownerIgnored struct{ seqstore.Store }
 func (s ownerIgnored) Advance(ctx context.Context, batch []seqstore.Advance) error {
 	batch = slices.Clone(batch)
 	for i := range batch {
-		if c, err := s.Cursor(ctx, batch[i].Stream); err == nil {
-			batch[i].From.Owner = c.Owner
+		if cs, err := s.Cursors(ctx, []seqstore.Stream{batch[i].Stream}); err == nil {
+			batch[i].From.Owner = cs[0].Owner
 		}
 	}
 	return s.Store.Advance(ctx, batch)
@@ -226,8 +292,8 @@ func (s ownerIgnored) Advance(ctx context.Context, batch []seqstore.Advance) err
 
 type contextIgnored struct{ seqstore.Store }
 
-func (s contextIgnored) Reserve(_ context.Context, st seqstore.Stream, n int, j [][]byte) (seqstore.Reservation, error) {
-	return s.Store.Reserve(context.Background(), st, n, j)
+func (s contextIgnored) Reserve(_ context.Context, reqs []seqstore.ReserveRequest) ([]seqstore.Reservation, error) {
+	return s.Store.Reserve(context.Background(), reqs)
 }
 
 type unsorted struct{ seqstore.Store }
@@ -260,13 +326,13 @@ type sharedFate struct {
 	failed atomic.Pointer[error]
 }
 
-func (s *sharedFate) Reserve(ctx context.Context, st seqstore.Stream, n int, j [][]byte) (seqstore.Reservation, error) {
+func (s *sharedFate) Reserve(ctx context.Context, reqs []seqstore.ReserveRequest) ([]seqstore.Reservation, error) {
 	if err := s.failed.Swap(nil); err != nil {
-		return seqstore.Reservation{}, *err
+		return nil, *err
 	}
-	r, err := s.Store.Reserve(ctx, st, n, j)
+	rs, err := s.Store.Reserve(ctx, reqs)
 	if err != nil {
 		s.failed.Store(&err)
 	}
-	return r, err
+	return rs, err
 }

@@ -1,0 +1,238 @@
+package batcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// ErrShutdown is returned for items submitted after Shutdown.
+var ErrShutdown = errors.New("batcher: shut down")
+
+// ByteSizer is implemented by items that count against
+// Options.MaxBatchBytes.
+type ByteSizer interface {
+	ByteSize() int
+}
+
+// Options bounds the batches. The zero value (or a nil *Options) means one
+// handler at a time and batches of everything waiting.
+type Options struct {
+	// MaxHandlers is how many batches may be handled at once. Default 1.
+	MaxHandlers int
+	// MaxBatchSize is the most items in one batch; 0 means no bound.
+	MaxBatchSize int
+	// MaxBatchBytes bounds the summed ByteSize of one batch's items, for
+	// items that implement ByteSizer; an item larger than the bound is
+	// handled alone. 0 means no bound.
+	MaxBatchBytes int
+	// Backlog is how many items may wait for the busy handlers before
+	// another handler starts (up to MaxHandlers): a larger Backlog trades
+	// concurrency for larger batches. Default 0: every waiting item starts
+	// a handler while fewer than MaxHandlers run.
+	Backlog int
+}
+
+func (o *Options) validate() error {
+	if o.MaxHandlers < 0 || o.MaxBatchSize < 0 || o.MaxBatchBytes < 0 || o.Backlog < 0 {
+		return fmt.Errorf("batcher: options must not be negative: %+v", *o)
+	}
+	return nil
+}
+
+// Handler handles one batch. errs has one element per item, all nil on
+// entry; the handler sets errs[i] to item i's error.
+type Handler[T any] func(batch []T, errs []error)
+
+// Batcher groups submitted items into batches for its Handler. It is safe
+// for concurrent use. Create it with New.
+type Batcher[T any] struct {
+	opts   Options
+	handle Handler[T]
+	sized  bool // T implements ByteSizer
+
+	mu       sync.Mutex
+	queue    []entry[T] // waiting items from head on, oldest first
+	head     int
+	headID   uint64 // id of queue[head]
+	nextID   uint64 // id of the next item submitted
+	handlers int
+	shutdown bool
+	wg       sync.WaitGroup
+}
+
+type entry[T any] struct {
+	item      T
+	size      int
+	done      chan error // nil when nobody waits for the outcome
+	withdrawn bool       // its caller gave up before a handler took it
+}
+
+// New returns a Batcher that hands batches to handle.
+func New[T any](opts *Options, handle Handler[T]) (*Batcher[T], error) {
+	if handle == nil {
+		return nil, errors.New("batcher: nil handler")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if o.MaxHandlers == 0 {
+		o.MaxHandlers = 1
+	}
+	var zero T
+	_, sized := any(zero).(ByteSizer)
+	return &Batcher[T]{opts: o, handle: handle, sized: sized}, nil
+}
+
+// Add submits item and waits until it was handled, and returns its error.
+// If ctx ends while the item waits for a handler, the item is withdrawn
+// (never handled) and Add returns ctx.Err(); if ctx ends while the item's
+// batch is being handled, Add returns ctx.Err() as well and the item's
+// outcome is unknown to the caller.
+func (b *Batcher[T]) Add(ctx context.Context, item T) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	id, err := b.enqueue(item, done)
+	if err != nil {
+		return err
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		b.withdraw(id)
+		return ctx.Err()
+	}
+}
+
+// AddNoWait submits item and returns a channel that receives its error
+// once it was handled (ErrShutdown at once after Shutdown). The channel is
+// buffered: nobody has to read it.
+func (b *Batcher[T]) AddNoWait(item T) <-chan error {
+	done := make(chan error, 1)
+	if _, err := b.enqueue(item, done); err != nil {
+		done <- err
+	}
+	return done
+}
+
+// Post submits item without a way to learn its outcome, for handlers that
+// report through the items themselves. It returns ErrShutdown after
+// Shutdown.
+func (b *Batcher[T]) Post(item T) error {
+	_, err := b.enqueue(item, nil)
+	return err
+}
+
+// Shutdown refuses items from now on, waits until every item submitted
+// before was handled, and returns. It is idempotent.
+func (b *Batcher[T]) Shutdown() {
+	b.mu.Lock()
+	b.shutdown = true
+	b.mu.Unlock()
+	b.wg.Wait()
+}
+
+func (b *Batcher[T]) enqueue(item T, done chan error) (uint64, error) {
+	size := 0
+	if b.sized {
+		size = any(item).(ByteSizer).ByteSize()
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.shutdown {
+		return 0, ErrShutdown
+	}
+	id := b.nextID
+	b.nextID++
+	if b.head == len(b.queue) {
+		b.headID = id
+	}
+	b.queue = append(b.queue, entry[T]{item: item, size: size, done: done})
+	waiting := len(b.queue) - b.head
+	if b.handlers == 0 || b.handlers < b.opts.MaxHandlers && waiting > b.opts.Backlog {
+		b.handlers++
+		b.wg.Add(1)
+		go b.run()
+	}
+	return id, nil
+}
+
+// withdraw marks item id as withdrawn if no handler took it yet.
+func (b *Batcher[T]) withdraw(id uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if id >= b.headID && b.head < len(b.queue) {
+		e := &b.queue[b.head+int(id-b.headID)]
+		e.withdrawn = true
+		var zero T
+		e.item = zero // do not keep what the caller gave up on
+	}
+}
+
+// run handles batches until no item waits.
+func (b *Batcher[T]) run() {
+	defer b.wg.Done()
+	var batch []entry[T]
+	var items []T
+	for {
+		b.mu.Lock()
+		batch = b.takeLocked(batch[:0])
+		if len(batch) == 0 {
+			b.handlers--
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		items = items[:0]
+		for _, e := range batch {
+			items = append(items, e.item)
+		}
+		errs := make([]error, len(batch))
+		b.handle(items, errs)
+		for i, e := range batch {
+			if e.done != nil {
+				e.done <- errs[i]
+			}
+		}
+		clear(items)
+		clear(batch)
+	}
+}
+
+// takeLocked moves the next batch from the queue to batch.
+func (b *Batcher[T]) takeLocked(batch []entry[T]) []entry[T] {
+	bytes := 0
+	for b.head < len(b.queue) {
+		e := &b.queue[b.head]
+		if !e.withdrawn {
+			if b.opts.MaxBatchSize > 0 && len(batch) == b.opts.MaxBatchSize ||
+				b.opts.MaxBatchBytes > 0 && len(batch) > 0 && bytes+e.size > b.opts.MaxBatchBytes {
+				break
+			}
+			batch = append(batch, *e)
+			bytes += e.size
+		}
+		*e = entry[T]{}
+		b.head++
+		b.headID++
+	}
+	switch {
+	case b.head == len(b.queue):
+		b.queue, b.head = b.queue[:0], 0
+	case b.head > 1024 && 2*b.head >= len(b.queue):
+		// Under constant load the queue never empties: move the waiting
+		// items down instead of growing the array forever.
+		n := copy(b.queue, b.queue[b.head:])
+		clear(b.queue[n:])
+		b.queue, b.head = b.queue[:n], 0
+	}
+	return batch
+}
