@@ -55,9 +55,9 @@ func (st *state) getOrCreate(s seqstore.Stream) *streamState {
 // reserve allocates the seqs of one Reserve call, all or none, and writes
 // the reservations to res. Requests of one stream get consecutive ranges in
 // request order; newEpoch is called once per stream without sender state.
-// If a request would pass MaxSeq, nothing is applied and the result holds
-// one error per request (ErrAborted for the others).
-func (st *state) reserve(reqs []seqstore.ReserveRequest, res []seqstore.Reservation, newEpoch func() uint64) []error {
+// If a request would pass MaxSeq, nothing is applied and the result is the
+// call's *seqstore.BatchError.
+func (st *state) reserve(reqs []seqstore.ReserveRequest, res []seqstore.Reservation, newEpoch func() uint64) error {
 	var errs []error
 	var after map[seqstore.Stream]seqstore.Reservation // epoch and next seq after the earlier requests of the call
 	for i, r := range reqs {
@@ -84,23 +84,12 @@ func (st *state) reserve(reqs []seqstore.ReserveRequest, res []seqstore.Reservat
 		}
 	}
 	if errs != nil {
-		return abortOthers(errs)
+		return seqstore.Abort(errs)
 	}
 	for i, r := range reqs {
 		st.applyReserve(st.getOrCreate(r.Stream), res[i].Epoch, res[i].First, r.N, r.Journal)
 	}
 	return nil
-}
-
-// abortOthers sets ErrAborted for every request of errs without an error of
-// its own and returns errs.
-func abortOthers(errs []error) []error {
-	for i, err := range errs {
-		if err == nil {
-			errs[i] = seqstore.ErrAborted
-		}
-	}
-	return errs
 }
 
 func (st *state) applyReserve(ss *streamState, epoch, first uint64, n int, journal [][]byte) {
@@ -164,10 +153,10 @@ func (st *state) sentOne(s seqstore.Stream, seqs []uint64) []uint64 {
 }
 
 // advance applies a batch of compare-and-set moves, all or none. If a
-// stored cursor differs from its From, nothing is applied and the result
-// holds one error per move: ErrConflict for those that differ, ErrAborted
-// for the others.
-func (st *state) advance(batch []seqstore.Advance) []error {
+// stored cursor differs from its From, nothing is applied and the result is
+// the call's *seqstore.BatchError: ErrConflict for the moves whose From
+// differs, ErrAborted for the others.
+func (st *state) advance(batch []seqstore.Advance) error {
 	var errs []error
 	for i, a := range batch {
 		cur := st.cursor(a.Stream)
@@ -180,7 +169,7 @@ func (st *state) advance(batch []seqstore.Advance) []error {
 		}
 	}
 	if errs != nil {
-		return abortOthers(errs)
+		return seqstore.Abort(errs)
 	}
 	for _, a := range batch {
 		st.setCursor(a.Stream, a.To)

@@ -259,26 +259,15 @@ func (s *Store) Reserve(ctx context.Context, reqs []seqstore.ReserveRequest) ([]
 	if err := s.checkOpen(); err != nil {
 		return nil, fmt.Errorf("filestore: reserve: %w", err)
 	}
-	var errs []error
+	err := seqstore.CheckReserve(reqs)
 	size := 1 + binary.MaxVarintLen64
-	for i, r := range reqs {
-		err := r.Stream.Validate()
-		switch {
-		case err != nil:
-		case r.N < 1:
-			err = fmt.Errorf("%w: reserve %s: n must be at least 1, got %d", seqstore.ErrInvalidArgument, r.Stream, r.N)
-		case r.Journal != nil && len(r.Journal) != r.N:
-			err = fmt.Errorf("%w: reserve %s: %d journal bodies for %d seqs", seqstore.ErrInvalidArgument, r.Stream, len(r.Journal), r.N)
-		default:
-			size += reservationSize(r)
-			if size > maxRequestBytes {
-				err = fmt.Errorf("%w: reserve %s: the call's journal passes %d bytes here", seqstore.ErrInvalidArgument, r.Stream, maxRequestBytes)
-			}
+	for i := 0; err == nil && i < len(reqs); i++ {
+		if size += reservationSize(reqs[i]); size > maxRequestBytes {
+			err = tooLarge(len(reqs), i, fmt.Errorf("%w: reserve %s: the call's encoding passes %d bytes here", seqstore.ErrInvalidArgument, reqs[i].Stream, maxRequestBytes))
 		}
-		errs = setErr(errs, len(reqs), i, err)
 	}
-	if errs != nil {
-		return nil, fmt.Errorf("filestore: reserve: %w", &seqstore.BatchError{Errs: abortOthers(errs)})
+	if err != nil {
+		return nil, fmt.Errorf("filestore: reserve: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("filestore: reserve: %w", err)
@@ -293,17 +282,13 @@ func (s *Store) Reserve(ctx context.Context, reqs []seqstore.ReserveRequest) ([]
 	return r.res, nil
 }
 
-// setErr records err (if not nil) as the error of request i of n in errs,
-// making errs when it is the first.
-func setErr(errs []error, n, i int, err error) []error {
-	if err == nil {
-		return errs
-	}
-	if errs == nil {
-		errs = make([]error, n)
-	}
+// tooLarge is the error of a call of n requests whose encoding passes
+// maxRequestBytes at request i: request i is at fault, the others are
+// aborted.
+func tooLarge(n, i int, err error) error {
+	errs := make([]error, n)
 	errs[i] = err
-	return errs
+	return seqstore.Abort(errs)
 }
 
 // Advance implements seqstore.Store. Requests at fault (an invalid or
@@ -313,30 +298,15 @@ func (s *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
 	if err := s.checkOpen(); err != nil {
 		return fmt.Errorf("filestore: advance: %w", err)
 	}
-	var errs []error
+	err := seqstore.CheckAdvance(batch)
 	size := 1 + binary.MaxVarintLen64
-	var seen map[seqstore.Stream]struct{}
-	if len(batch) > 1 {
-		seen = make(map[seqstore.Stream]struct{}, len(batch))
-	}
-	for i, a := range batch {
-		err := a.Check()
-		if err == nil && seen != nil {
-			if _, dup := seen[a.Stream]; dup {
-				err = fmt.Errorf("%w: stream %s appears twice in one batch", seqstore.ErrInvalidArgument, a.Stream)
-			}
-			seen[a.Stream] = struct{}{}
+	for i := 0; err == nil && i < len(batch); i++ {
+		if size += advanceSize(batch[i]); size > maxRequestBytes {
+			err = tooLarge(len(batch), i, fmt.Errorf("%w: advance %s: the call's encoding passes %d bytes here", seqstore.ErrInvalidArgument, batch[i].Stream, maxRequestBytes))
 		}
-		if err == nil {
-			size += advanceSize(a)
-			if size > maxRequestBytes {
-				err = fmt.Errorf("%w: advance %s: the call passes %d bytes here", seqstore.ErrInvalidArgument, a.Stream, maxRequestBytes)
-			}
-		}
-		errs = setErr(errs, len(batch), i, err)
 	}
-	if errs != nil {
-		return fmt.Errorf("filestore: advance: %w", &seqstore.BatchError{Errs: abortOthers(errs)})
+	if err != nil {
+		return fmt.Errorf("filestore: advance: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("filestore: advance: %w", err)
@@ -360,12 +330,8 @@ func (s *Store) Sent(ctx context.Context, marks []seqstore.SentMark) error {
 	if err := s.checkOpen(); err != nil {
 		return fmt.Errorf("filestore: sent: %w", err)
 	}
-	var errs []error
-	for i, m := range marks {
-		errs = setErr(errs, len(marks), i, m.Stream.Validate())
-	}
-	if errs != nil {
-		return fmt.Errorf("filestore: sent: %w", &seqstore.BatchError{Errs: abortOthers(errs)})
+	if err := seqstore.CheckSent(marks); err != nil {
+		return fmt.Errorf("filestore: sent: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("filestore: sent: %w", err)
@@ -430,7 +396,10 @@ func (s *Store) Cursors(ctx context.Context, streams []seqstore.Stream) ([]seqst
 	s.mu.Lock()
 	for i, st := range streams {
 		if err := st.Validate(); err != nil {
-			errs = setErr(errs, len(streams), i, err)
+			if errs == nil {
+				errs = make([]error, len(streams))
+			}
+			errs[i] = err
 			continue
 		}
 		c := s.st.cursor(st)
@@ -549,12 +518,12 @@ func (s *Store) do(ctx context.Context, r *request) error {
 	s.qmu.Unlock()
 	select {
 	case <-r.done:
-		return r.outcome()
+		return r.err
 	case <-ctx.Done():
 		if r.state.CompareAndSwap(reqQueued, reqCancelled) {
 			return ctx.Err()
 		}
 		<-r.done
-		return r.outcome()
+		return r.err
 	}
 }

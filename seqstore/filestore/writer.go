@@ -38,19 +38,7 @@ type request struct {
 	state atomic.Int32
 	done  chan struct{}          // closed by the writer once res and the errors are set
 	res   []seqstore.Reservation // one per reserve request
-	errs  []error                // the call was refused: one error per request
-	err   error                  // the call failed as a whole: the store failed
-}
-
-// outcome returns the error of a call the writer has answered.
-func (r *request) outcome() error {
-	if r.err != nil {
-		return r.err
-	}
-	if r.errs != nil {
-		return &seqstore.BatchError{Errs: r.errs}
-	}
-	return nil
+	err   error                  // a *seqstore.BatchError, or the store failed
 }
 
 // Limits of one commit: it stops taking requests once it holds this many or
@@ -209,13 +197,13 @@ func (s *Store) commit(batch []*request) {
 		}
 		switch r.kind {
 		case kindReserve:
-			if r.errs = s.st.reserve(r.reserve, r.res, newEpoch); r.errs != nil {
+			if r.err = s.st.reserve(r.reserve, r.res, newEpoch); r.err != nil {
 				continue
 			}
 			frame = appendReserves(frame, r.reserve, r.res)
 			reserved++
 		case kindAdvance:
-			if r.errs = s.st.advance(r.advance); r.errs != nil {
+			if r.err = s.st.advance(r.advance); r.err != nil {
 				continue
 			}
 			frame = appendAdvance(frame, r.advance)
