@@ -139,7 +139,7 @@ func (s *Store) recover() error {
 			_ = f.Close()
 			return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 		}
-		s.st, w.f, w.gen, w.off = st, f, nextGen, logHeaderSize
+		s.st, w.f, w.gen, w.off, w.alloc = st, f, nextGen, logHeaderSize, logHeaderSize
 		return nil
 	}
 
@@ -173,7 +173,7 @@ func (s *Store) recover() error {
 					_ = f.Close()
 					return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 				}
-				s.st, w.f, w.gen, w.off = st, f, g, logHeaderSize
+				s.st, w.f, w.gen, w.off, w.alloc = st, f, g, logHeaderSize, logHeaderSize
 				return nil
 			}
 			return corruptf("%s: bad log header", path)
@@ -200,7 +200,7 @@ func (s *Store) recover() error {
 				return fmt.Errorf("filestore: open %s: truncate torn tail: %w", s.dir, err)
 			}
 		}
-		s.st, w.f, w.gen, w.off = st, f, g, int64(end)
+		s.st, w.f, w.gen, w.off, w.alloc = st, f, g, int64(end), int64(end)
 		s.stats.logBytes.Store(w.off)
 	}
 	return nil

@@ -443,7 +443,16 @@ func (s *Store) Close() error {
 		if s.failed != nil {
 			errs = append(errs, s.failed)
 		}
+		failed := s.failed
 		s.mu.Unlock()
+		// Drop the zeros written ahead, so that a log closed cleanly
+		// ends with its last frame. Not synced: after a crash recovery
+		// cuts them like any torn tail.
+		if failed == nil && s.w.alloc > s.w.off {
+			if err := s.w.f.Truncate(s.w.off); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		if err := s.w.f.Close(); err != nil {
 			errs = append(errs, err)
 		}

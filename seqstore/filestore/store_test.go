@@ -362,3 +362,24 @@ func TestRequestTooLarge(t *testing.T) {
 	assert.ErrorIs(t, err, seqstore.ErrInvalidArgument, "a journal above the request bound")
 	assert.Zero(t, s.Stats().Reservations, "nothing reserved")
 }
+
+// TestLogWrittenOverZeros checks the log's preallocation: while the store
+// is open the log is longer than its frames (zeros written ahead), a clean
+// Close cuts it to its last frame, and reopening finds every frame.
+func TestLogWrittenOverZeros(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir, nil)
+	st := seqstore.Stream{Queue: "q"}
+	reserveN(t, s, st, 3)
+	frames := s.Stats().LogBytes
+	info, err := os.Stat(logPath(dir, 1))
+	require.NoError(t, err)
+	assert.Equal(t, int64(logHeaderSize+preallocBytes), info.Size(), "log size while open: the first commit wrote zeros %d bytes ahead (frames end at %d)", preallocBytes, frames)
+	require.NoError(t, s.Close())
+	info, err = os.Stat(logPath(dir, 1))
+	require.NoError(t, err)
+	assert.Equal(t, frames, info.Size(), "log size after Close: the frames only")
+	s = openT(t, dir, nil)
+	_, next := senderState(s, st)
+	assert.Equal(t, uint64(4), next, "counter after reopening")
+}

@@ -55,6 +55,7 @@ type writer struct {
 	gen   uint64 // generation of f
 	first uint64 // oldest log generation still on disk
 	off   int64  // end of the last frame in f
+	alloc int64  // size of f: zeros from off on, written ahead (see preallocBytes)
 	frame []byte
 	batch []*request
 
@@ -291,15 +292,47 @@ func (s *Store) commit(batch []*request) {
 	}
 }
 
+// preallocBytes is how far past the last frame the writer fills the log with
+// zeros before writing frames there. A frame appended to a file makes
+// fdatasync commit the file system's journal too (new size, new blocks); a
+// frame written over zeros already on disk needs only its own blocks
+// written. On ext4 that halves the fsync time of 2 to 8 KiB frames, the size
+// of a commit of 16 to 64 reservations, and brings it below that of a small
+// append. The zeros cost one more write of the same size as the frames.
+const preallocBytes = 1 << 20
+
+var zeros [64 << 10]byte
+
+// extend writes zeros to the log from its current size to at least end and
+// preallocBytes more, unless it is already that long. They become durable
+// with the next sync.
+func (w *writer) extend(end int64) error {
+	if end <= w.alloc {
+		return nil
+	}
+	end = max(end, w.off+preallocBytes)
+	for off := w.alloc; off < end; {
+		n, err := w.f.WriteAt(zeros[:min(int64(len(zeros)), end-off)], off)
+		if err != nil {
+			return err
+		}
+		off += int64(n)
+		w.alloc = off
+	}
+	return nil
+}
+
 // writeFrame seals frame for the current end of the log, writes it and syncs.
 func (s *Store) writeFrame(frame []byte, records int64) error {
 	w := &s.w
 	sealFrame(frame, w.gen, uint64(w.off))
-	var err error
-	if h := s.opts.hooks.write; h != nil {
-		err = h(w.f, frame, w.off)
-	} else {
-		_, err = w.f.WriteAt(frame, w.off)
+	err := w.extend(w.off + int64(len(frame)))
+	if err == nil {
+		if h := s.opts.hooks.write; h != nil {
+			err = h(w.f, frame, w.off)
+		} else {
+			_, err = w.f.WriteAt(frame, w.off)
+		}
 	}
 	if err == nil {
 		if h := s.opts.hooks.beforeSync; h != nil {
@@ -333,10 +366,10 @@ func (s *Store) observeSync(d time.Duration) {
 }
 
 // snapshot saves the state to a new snapshot that names a fresh log, switches
-// to that log and deletes the old ones. Crash safety: the new log is created
-// and synced first, the snapshot is written to a temporary file, synced and
-// renamed, and the directory is synced before anything is written to the new
-// log. Recovery of any prefix of these steps finds either the old snapshot
+// to that log and deletes the old ones. Crash safety: the current log is cut
+// to its last frame and synced, the new log is created and synced, the
+// snapshot is written to a temporary file, synced and renamed, and the
+// directory is synced before anything is written to the new log. Recovery of any prefix of these steps finds either the old snapshot
 // with every old log, or the new snapshot (and creates the new log if its
 // directory entry was lost). A failure before the rename leaves the old log
 // in use and is only logged; after the rename the store must not write the
@@ -349,6 +382,17 @@ func (s *Store) snapshot() error {
 		w.nextSnapshot = w.off + s.opts.SnapshotBytes
 		s.log.Warn("filestore: snapshot failed; continuing with the current log", "dir", s.dir, "err", err)
 		return nil
+	}
+	// A log that is not the last must end with its last frame: cut the
+	// zeros written ahead, durably, before the next log exists.
+	if w.alloc > w.off {
+		if err := w.f.Truncate(w.off); err != nil {
+			return retryLater(err)
+		}
+		w.alloc = w.off
+		if err := s.sync(w.f); err != nil {
+			return retryLater(err)
+		}
 	}
 	nf, err := s.createLog(newPath, newGen)
 	if err != nil {
@@ -371,7 +415,7 @@ func (s *Store) snapshot() error {
 		return retryLater(err)
 	}
 	old := w.f
-	w.f, w.gen, w.off = nf, newGen, logHeaderSize
+	w.f, w.gen, w.off, w.alloc = nf, newGen, logHeaderSize, logHeaderSize
 	w.nextSnapshot = s.opts.SnapshotBytes
 	s.stats.logBytes.Store(w.off)
 	_ = old.Close()
