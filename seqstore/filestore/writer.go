@@ -48,6 +48,12 @@ const (
 	batchBytes       = 4 << 20
 )
 
+// applyChunk is how many arrivals the writer lets queue, while it waits for
+// the callers of the previous commit, before it applies and encodes them:
+// the calls that came first are encoded while the others are still on
+// their way, so little is left to do once the last one arrives.
+const applyChunk = 16
+
 // writer is the state of the writer goroutine; only that goroutine (or Open
 // before starting it) touches it.
 type writer struct {
@@ -56,8 +62,16 @@ type writer struct {
 	first uint64 // oldest log generation still on disk
 	off   int64  // end of the last frame in f
 	alloc int64  // size of f: zeros from off on, written ahead (see preallocBytes)
-	frame []byte
 	batch []*request
+
+	// The commit being built: calls taken, applied to the state and
+	// encoded into frame, waiting for their fsync.
+	frame              []byte
+	taken              []*request
+	size               int   // sum of the taken calls' size bounds
+	records            int64 // records in frame
+	reserved, advanced int64 // calls of each kind applied
+	durable            chan struct{}
 
 	syncAvg      time.Duration // moving average of the sync time
 	lastReleased int           // requests answered by the previous commit
@@ -73,6 +87,7 @@ func (w *writer) init(s *Store) {
 	w.markTimer = time.NewTimer(time.Hour)
 	w.markTimer.Stop()
 	w.nextSnapshot = s.opts.SnapshotBytes
+	w.frame = make([]byte, frameHeaderSize, 4096)
 }
 
 // run is the writer goroutine: it takes every request waiting, applies them
@@ -84,9 +99,10 @@ func (s *Store) run() {
 	defer w.markTimer.Stop()
 	for {
 		batch, closed := s.take(w.batch[:0], 1)
+		w.batch = batch
 		if len(batch) == 0 {
 			if closed {
-				s.commit(nil) // flush Sent marks
+				s.commit() // flush Sent marks
 				return
 			}
 			select {
@@ -98,50 +114,65 @@ func (s *Store) run() {
 				}
 			case <-w.markTimer.C:
 				w.markArmed = false
-				s.commit(nil)
+				s.commit()
 			}
 			continue
 		}
+		s.apply(batch)
 		// Fewer requests than the previous commit answered: wait a little
 		// for those callers to come back, so that N callers in a loop
 		// share one fsync rather than alternating between two half-full
-		// ones.
-		if want := w.lastReleased; !closed && len(batch) < want && len(batch) < maxBatchRequests {
+		// ones. Those that come are applied in chunks as they arrive.
+		if want := w.lastReleased; !closed && len(w.taken) < want {
 			if wait := s.commitWait(); wait > 0 {
-				if batch, closed = s.take(batch, want); len(batch) < want && !closed {
-					w.waitTimer.Reset(wait)
+				w.waitTimer.Reset(wait)
+			wait:
+				for len(w.taken) < want && !s.full() {
+					batch, closed = s.take(batch[:0], min(want-len(w.taken), applyChunk))
+					if len(batch) > 0 {
+						s.apply(batch)
+						continue
+					}
+					if closed {
+						break
+					}
 					select {
 					case <-s.wake:
 					case <-w.waitTimer.C:
+						break wait
 					}
-					w.waitTimer.Stop()
-					batch, _ = s.take(batch, 0)
 				}
+				w.waitTimer.Stop()
+				batch, _ = s.take(batch[:0], 0)
+				s.apply(batch)
 			}
 		}
-		w.batch = batch
-		s.commit(batch)
+		s.commit()
 		clear(batch)
 	}
 }
 
-// take moves waiting requests to batch, up to the limits of one commit. If
-// batch then holds fewer than min, it asks submitters to wake the writer
-// once enough are queued. It also reports whether Close has begun.
+// full reports whether the commit being built takes no more calls.
+func (s *Store) full() bool {
+	return len(s.w.taken) >= maxBatchRequests || s.w.size >= batchBytes
+}
+
+// take moves waiting requests to batch, up to the limits of one commit
+// (counting those the commit being built holds). If batch then holds fewer
+// than min, it asks submitters to wake the writer once enough are queued.
+// It also reports whether Close has begun.
 func (s *Store) take(batch []*request, min int) ([]*request, bool) {
 	s.qmu.Lock()
 	defer s.qmu.Unlock()
-	size := 0
-	for _, r := range batch {
-		size += r.size
-	}
+	count, size := len(s.w.taken), s.w.size
 	n := 0
 	for _, r := range s.queue {
-		if len(batch) >= maxBatchRequests || len(batch) > 0 && size+r.size > batchBytes {
+		if count >= maxBatchRequests || count > 0 && size+r.size > batchBytes {
 			break // one request alone may pass batchBytes, up to maxRequestBytes
 		}
 		batch = append(batch, r)
 		size += r.size
+		count++
 		n++
 	}
 	rest := copy(s.queue, s.queue[n:])
@@ -168,22 +199,18 @@ func (s *Store) commitWait() time.Duration {
 	return min(s.w.syncAvg/2, s.opts.CommitWait)
 }
 
-// commit applies batch and the waiting Sent marks to the state, writes them
-// as one frame, syncs, and answers the callers. Requests that fail
-// validation against the state (overflow, conflict) are answered with their
-// error and leave no record.
-func (s *Store) commit(batch []*request) {
-	w := &s.w
-	if w.markArmed {
-		w.markTimer.Stop()
-		w.markArmed = false
+// apply adds batch to the commit being built: each call whose caller has
+// not given up is applied to the state and encoded into the frame. Calls
+// that fail against the state (overflow, conflict) get their error and
+// leave no record. From the first record on, reads wait for the commit's
+// fsync (s.inflight).
+func (s *Store) apply(batch []*request) {
+	if len(batch) == 0 {
+		return
 	}
-	frame := append(w.frame[:0], make([]byte, frameHeaderSize)...)
-	records := int64(0)
-	taken := batch[:0:0]
-	var reserved, advanced int64
-
+	w := &s.w
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	failed := s.failed
 	now := time.Now()
 	newEpoch := func() uint64 { return seqstore.NewEpoch(now) }
@@ -191,7 +218,8 @@ func (s *Store) commit(batch []*request) {
 		if !r.state.CompareAndSwap(reqQueued, reqTaken) {
 			continue // the caller's ctx ended first
 		}
-		taken = append(taken, r)
+		w.taken = append(w.taken, r)
+		w.size += r.size
 		if failed != nil {
 			r.err = failed
 			continue
@@ -201,30 +229,51 @@ func (s *Store) commit(batch []*request) {
 			if r.err = s.st.reserve(r.reserve, r.res, newEpoch); r.err != nil {
 				continue
 			}
-			frame = appendReserves(frame, r.reserve, r.res)
-			reserved++
+			w.frame = appendReserves(w.frame, r.reserve, r.res)
+			w.reserved++
 		case kindAdvance:
 			if r.err = s.st.advance(r.advance); r.err != nil {
 				continue
 			}
-			frame = appendAdvance(frame, r.advance)
-			advanced++
+			w.frame = appendAdvance(w.frame, r.advance)
+			w.advanced++
 		}
-		records++
+		w.records++
 	}
+	s.markInflight()
+}
+
+// markInflight makes reads wait for the commit being built, once it holds
+// a record; s.mu is held.
+func (s *Store) markInflight() {
+	if w := &s.w; w.records > 0 && w.durable == nil {
+		w.durable = make(chan struct{})
+		s.inflight = w.durable
+	}
+}
+
+// commit adds the waiting Sent marks to the commit being built, writes it
+// as one frame, syncs, and answers its callers.
+func (s *Store) commit() {
+	w := &s.w
+	if w.markArmed {
+		w.markTimer.Stop()
+		w.markArmed = false
+	}
+	s.mu.Lock()
 	marks := len(s.marks)
-	if failed == nil && marks > 0 {
+	if s.failed == nil && marks > 0 {
 		// The marks that fit below the frame bound; the rest goes in
 		// the next frame.
-		size := len(frame) + 1 + binary.MaxVarintLen64
+		size := len(w.frame) + 1 + binary.MaxVarintLen64
 		for i, m := range s.marks {
 			if size += markSize(m); size > maxFrameBytes+frameHeaderSize {
 				marks = i
 				break
 			}
 		}
-		frame = appendSents(frame, s.marks[:marks])
-		records++
+		w.frame = appendSents(w.frame, s.marks[:marks])
+		w.records++
 	}
 	rest := copy(s.marks, s.marks[marks:])
 	clear(s.marks[rest:])
@@ -235,25 +284,22 @@ func (s *Store) commit(batch []*request) {
 		default:
 		}
 	}
-	var durable chan struct{}
-	if records > 0 {
-		durable = make(chan struct{})
-		s.inflight = durable
-	}
+	s.markInflight()
 	s.mu.Unlock()
 
+	records, reserved, advanced := w.records, w.reserved, w.advanced
 	if records > 0 {
-		err := s.writeFrame(frame, records)
+		err := s.writeFrame(w.frame, records)
 		s.mu.Lock()
 		if err != nil && s.failed == nil {
 			s.failed = err
 			s.log.Error("filestore: log write failed; the store refuses further calls", "dir", s.dir, "err", err)
 		}
 		s.inflight = nil
-		close(durable)
+		close(w.durable)
 		s.mu.Unlock()
 		if err != nil {
-			for _, r := range taken {
+			for _, r := range w.taken {
 				r.err = err
 			}
 			reserved, advanced = 0, 0
@@ -264,16 +310,18 @@ func (s *Store) commit(batch []*request) {
 	}
 	s.stats.reservations.Add(reserved)
 	s.stats.advances.Add(advanced)
-	for _, r := range taken {
+	for _, r := range w.taken {
 		close(r.done)
 	}
-	if len(batch) > 0 {
-		w.lastReleased = len(taken)
+	if len(w.taken) > 0 {
+		w.lastReleased = len(w.taken)
 	}
-	if cap(frame) <= 2*batchBytes {
-		w.frame = frame[:0]
+	clear(w.taken)
+	w.taken, w.size, w.records, w.reserved, w.advanced, w.durable = w.taken[:0], 0, 0, 0, 0, nil
+	if cap(w.frame) <= 2*batchBytes {
+		w.frame = w.frame[:frameHeaderSize]
 	} else {
-		w.frame = nil
+		w.frame = make([]byte, frameHeaderSize, 4096)
 	}
 	if records > 0 && w.off >= w.nextSnapshot {
 		s.mu.Lock()
