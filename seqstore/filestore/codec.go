@@ -26,7 +26,9 @@ import (
 // writing the next, so only the last frame of the last log can be torn by a
 // crash. A payload is a sequence of records, each a type byte followed by
 // its fields. One store call is one record, so it is in one frame and takes
-// effect whole or not at all.
+// effect whole or not at all. Record types 1 and 2 were written before the
+// multi-stream calls and are still read; today's logs, of the same format
+// version, may hold both (testdata/format1 is a store of that release).
 //
 // Snapshot file (snapshot):
 //
