@@ -62,6 +62,9 @@ type writer struct {
 	first uint64 // oldest log generation still on disk
 	off   int64  // end of the last frame in f
 	alloc int64  // size of f: zeros from off on, written ahead (see preallocBytes)
+	// noPrealloc: writing zeros ahead failed (a full disk); frames are
+	// appended until the next log.
+	noPrealloc bool
 	batch []*request
 
 	// The commit being built: calls taken, applied to the state and
@@ -353,34 +356,34 @@ var zeros [64 << 10]byte
 
 // extend writes zeros to the log from its current size to at least end and
 // preallocBytes more, unless it is already that long. They become durable
-// with the next sync.
-func (w *writer) extend(end int64) error {
-	if end <= w.alloc {
-		return nil
+// with the next sync. It is an optimisation only: when it fails (a full
+// disk), the frames are appended as they come, until the next log.
+func (w *writer) extend(end int64) {
+	if end <= w.alloc || w.noPrealloc {
+		return
 	}
 	end = max(end, w.off+preallocBytes)
 	for off := w.alloc; off < end; {
 		n, err := w.f.WriteAt(zeros[:min(int64(len(zeros)), end-off)], off)
-		if err != nil {
-			return err
-		}
 		off += int64(n)
 		w.alloc = off
+		if err != nil {
+			w.noPrealloc = true
+			return
+		}
 	}
-	return nil
 }
 
 // writeFrame seals frame for the current end of the log, writes it and syncs.
 func (s *Store) writeFrame(frame []byte, records int64) error {
 	w := &s.w
 	sealFrame(frame, w.gen, uint64(w.off))
-	err := w.extend(w.off + int64(len(frame)))
-	if err == nil {
-		if h := s.opts.hooks.write; h != nil {
-			err = h(w.f, frame, w.off)
-		} else {
-			_, err = w.f.WriteAt(frame, w.off)
-		}
+	w.extend(w.off + int64(len(frame)))
+	var err error
+	if h := s.opts.hooks.write; h != nil {
+		err = h(w.f, frame, w.off)
+	} else {
+		_, err = w.f.WriteAt(frame, w.off)
 	}
 	if err == nil {
 		if h := s.opts.hooks.beforeSync; h != nil {
@@ -463,7 +466,7 @@ func (s *Store) snapshot() error {
 		return retryLater(err)
 	}
 	old := w.f
-	w.f, w.gen, w.off, w.alloc = nf, newGen, logHeaderSize, logHeaderSize
+	w.f, w.gen, w.off, w.alloc, w.noPrealloc = nf, newGen, logHeaderSize, logHeaderSize, false
 	w.nextSnapshot = s.opts.SnapshotBytes
 	s.stats.logBytes.Store(w.off)
 	_ = old.Close()
