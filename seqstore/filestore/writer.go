@@ -65,7 +65,7 @@ type writer struct {
 	// noPrealloc: writing zeros ahead failed (a full disk); frames are
 	// appended until the next log.
 	noPrealloc bool
-	batch []*request
+	batch      []*request
 
 	// The commit being built: calls taken, applied to the state and
 	// encoded into frame, waiting for their fsync.
