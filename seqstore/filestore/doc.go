@@ -32,7 +32,16 @@
 // arrived by then would split N callers into two alternating half-full
 // commits. So when fewer requests are waiting than the previous commit
 // answered, the writer waits for the rest, at most half an average fsync
-// (capped by Options.CommitWait). A lone serial caller never waits.
+// (capped by Options.CommitWait), and applies and encodes them in chunks
+// as they arrive, so that little is left to do after the last one. A lone
+// serial caller never waits.
+//
+// The writer fills the log with zeros 1 MiB ahead of its frames and writes
+// frames over them: a frame appended to a file makes fdatasync commit the
+// file system's journal too (the new size and blocks), a frame written over
+// blocks already on disk does not, which on ext4 halves the fsync time of
+// the 2 to 8 KiB frames of 16 to 64 reservations. A clean Close cuts the
+// zeros; after a crash, recovery cuts them like any torn tail.
 //
 // One call may journal up to 64 MiB; a commit takes requests up to 4 MiB
 // (or one larger request) so that frames stay bounded.
