@@ -26,8 +26,10 @@ import (
 // Metrics: res/s and fsyncs/s of the store over its phases, res/fsync,
 // raw-fsyncs/s and ratio = res/s ÷ (N × raw), raw-overwrite/s and
 // ratio-overwrite, and per commit: µs/commit (wall time between commits)
-// and µs/commit-sync (its fsync), whose difference is the time the disk
-// waits for the writer.
+// µs/commit-sync (its fsync) and µs/commit-wait (the writer waiting for the
+// callers of the previous commit to come back, Stats.WaitTime), and
+// timeouts/commit (waits that ended at their bound). µs/commit minus
+// µs/commit-sync is the time the disk waits for the writer.
 func BenchmarkCallers(b *testing.B) {
 	for _, n := range []int{1, 4, 16, 64} {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) { benchCallers(b, n) })
@@ -83,7 +85,7 @@ func (r *rawSyncs) run(b *testing.B, d time.Duration) {
 func (r *rawSyncs) rate() float64 { return float64(r.n) / r.d.Seconds() }
 
 func benchCallers(b *testing.B, callers int) {
-	const phase = 25 * time.Millisecond
+	const phase = 50 * time.Millisecond
 	dir := b.TempDir()
 	appends := newRawSyncs(b, filepath.Join(dir, "raw-append"), true)
 	overwrites := newRawSyncs(b, filepath.Join(dir, "raw-overwrite"), false)
@@ -159,4 +161,6 @@ func benchCallers(b *testing.B, callers int) {
 	b.ReportMetric(rate/(float64(callers)*overwrites.rate()), "ratio-overwrite")
 	b.ReportMetric(storeTime.Seconds()/commits*1e6, "µs/commit")
 	b.ReportMetric((after.SyncTime-before.SyncTime).Seconds()/commits*1e6, "µs/commit-sync")
+	b.ReportMetric((after.WaitTime-before.WaitTime).Seconds()/commits*1e6, "µs/commit-wait")
+	b.ReportMetric(float64(after.WaitTimeouts-before.WaitTimeouts)/commits, "timeouts/commit")
 }

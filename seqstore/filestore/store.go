@@ -100,6 +100,8 @@ func (o *Options) withDefaults() Options {
 type Stats struct {
 	Fsyncs       int64         // fsync or fdatasync calls: log commits, snapshots, directories
 	SyncTime     time.Duration // time spent in the log commits' fsyncs
+	WaitTime     time.Duration // time the writer waited for the callers of the previous commit (see Options.CommitWait)
+	WaitTimeouts int64         // waits that ended at their bound, not because the callers were back
 	Commits      int64         // frames written to the log, each followed by one fsync
 	Records      int64         // records in those frames (reserves, advances, sent marks)
 	Snapshots    int64         // snapshots written (each starts a fresh log)
@@ -143,7 +145,7 @@ type Store struct {
 	w writer // owned by the writer goroutine (and Open before it starts)
 
 	stats struct {
-		fsyncs, syncNanos, commits, records, snapshots, reservations, advances, sentMarks, logBytes atomic.Int64
+		fsyncs, syncNanos, waitNanos, waitTimeouts, commits, records, snapshots, reservations, advances, sentMarks, logBytes atomic.Int64
 	}
 }
 
@@ -231,6 +233,8 @@ func (s *Store) Stats() Stats {
 	st := Stats{
 		Fsyncs:       s.stats.fsyncs.Load(),
 		SyncTime:     time.Duration(s.stats.syncNanos.Load()),
+		WaitTime:     time.Duration(s.stats.waitNanos.Load()),
+		WaitTimeouts: s.stats.waitTimeouts.Load(),
 		Commits:      s.stats.commits.Load(),
 		Records:      s.stats.records.Load(),
 		Snapshots:    s.stats.snapshots.Load(),

@@ -128,6 +128,7 @@ func (s *Store) run() {
 		// ones. Those that come are applied in chunks as they arrive.
 		if want := w.lastReleased; !closed && len(w.taken) < want {
 			if wait := s.commitWait(); wait > 0 {
+				start := time.Now()
 				w.waitTimer.Reset(wait)
 			wait:
 				for len(w.taken) < want && !s.full() {
@@ -142,12 +143,14 @@ func (s *Store) run() {
 					select {
 					case <-s.wake:
 					case <-w.waitTimer.C:
+						s.stats.waitTimeouts.Add(1)
 						break wait
 					}
 				}
 				w.waitTimer.Stop()
 				batch, _ = s.take(batch[:0], 0)
 				s.apply(batch)
+				s.stats.waitNanos.Add(int64(time.Since(start)))
 			}
 		}
 		s.commit()
