@@ -87,10 +87,14 @@ func TestCommitWaitBounded(t *testing.T) {
 		}
 		// One caller comes back alone: its commit waits CommitWait for
 		// the others, then goes ahead.
+		before := s.Stats()
 		start := time.Now()
 		_, err = reserve(ctx, s, seqstore.Stream{Queue: "q"}, 1, nil)
 		require.NoError(t, err)
 		assert.Equal(t, wait, time.Since(start), "a lone caller waits exactly CommitWait")
+		after := s.Stats()
+		assert.Equal(t, wait, after.WaitTime-before.WaitTime, "Stats.WaitTime counts the wait")
+		assert.Equal(t, int64(1), after.WaitTimeouts-before.WaitTimeouts, "Stats.WaitTimeouts counts a wait that ended at its bound")
 		start = time.Now()
 		_, err = reserve(ctx, s, seqstore.Stream{Queue: "q"}, 1, nil)
 		require.NoError(t, err)
