@@ -36,7 +36,7 @@ type request struct {
 	size    int // encoded size bound, for bounding a frame
 
 	state atomic.Int32
-	done  chan struct{}          // closed by the writer once res and the errors are set
+	done  chan struct{}          // capacity 1: the writer sends once res and err are set
 	res   []seqstore.Reservation // one per reserve request
 	err   error                  // a *seqstore.BatchError, or the store failed
 }
@@ -317,7 +317,7 @@ func (s *Store) commit() {
 	s.stats.reservations.Add(reserved)
 	s.stats.advances.Add(advanced)
 	for _, r := range w.taken {
-		close(r.done)
+		r.done <- struct{}{} // the caller may recycle r from here on
 	}
 	if len(w.taken) > 0 {
 		w.lastReleased = len(w.taken)
