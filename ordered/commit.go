@@ -101,14 +101,6 @@ func (r *receiver) commitOnce(ctx context.Context) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := time.Now()
-	var conflicted map[seqstore.Stream]bool
-	var ce *seqstore.ConflictError
-	if errors.As(err, &ce) {
-		conflicted = make(map[seqstore.Stream]bool, len(ce.Streams))
-		for _, s := range ce.Streams {
-			conflicted[s] = true
-		}
-	}
 	if err == nil {
 		r.st.Commits++
 	}
@@ -117,7 +109,7 @@ func (r *receiver) commitOnce(ctx context.Context) {
 		if err != nil {
 			// Nothing was applied: put the messages back for the next try.
 			g.unflushed = append(taken[i], g.unflushed...)
-			if conflicted[batch[i].Stream] {
+			if errors.Is(seqstore.Failed(err, i, len(batch)), seqstore.ErrConflict) {
 				r.conflictLocked(g, err)
 			} else {
 				r.markDirtyLocked(g)

@@ -58,7 +58,7 @@ func TestReceiveOneGroupInOrder(t *testing.T) {
 	rxClose(t, q)
 	rc.check(t, map[string]uint64{"g": n})
 
-	c, err := store.Cursor(context.Background(), seqstore.Stream{Queue: "default", Group: "g"})
+	c, err := storeCursor(context.Background(), store, seqstore.Stream{Queue: "default", Group: "g"})
 	require.NoError(t, err)
 	assert.Equal(t, uint64(7), c.Epoch, "durable cursor epoch")
 	assert.Equal(t, uint64(n+1), c.Next, "Close flushes the cursor past every acked message")

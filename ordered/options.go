@@ -3,11 +3,10 @@ package ordered
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
+	"github.com/inorder/inorder/internal/retry"
 	"github.com/inorder/inorder/ordered/driver"
 	"github.com/inorder/inorder/seqstore"
 )
@@ -55,7 +54,7 @@ func (o *Options) setDefaults(limits driver.Limits) error {
 		return fmt.Errorf("ordered: options: name: %w", err)
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Retry.Initial == 0 {
 		o.Retry.Initial = 50 * time.Millisecond
@@ -78,10 +77,5 @@ func (o *Options) setDefaults(limits driver.Limits) error {
 // backoff returns the wait before retry number attempt (1 for the first
 // retry): exponential from Initial, capped at Max, with full jitter.
 func (o *RetryOptions) backoff(attempt int) time.Duration {
-	d := o.Initial
-	for i := 1; i < attempt && d < o.Max; i++ {
-		d *= 2
-	}
-	d = min(d, o.Max)
-	return d/2 + rand.N(d/2+1)
+	return retry.Backoff{Initial: o.Initial, Max: o.Max}.Delay(attempt)
 }

@@ -224,19 +224,28 @@ func (q *Queue) drvChangeVisibility(ctx context.Context, receipt string, d time.
 	return q.drv.ChangeVisibility(ctx, receipt, d)
 }
 
-func (q *Queue) storeReserve(ctx context.Context, s seqstore.Stream, n int, journal [][]byte) (seqstore.Reservation, error) {
+func (q *Queue) storeReserve(ctx context.Context, reqs []seqstore.ReserveRequest) ([]seqstore.Reservation, error) {
 	q.req.reserve.Add(1)
-	return q.store.Reserve(ctx, s, n, journal)
+	return q.store.Reserve(ctx, reqs)
 }
 
-func (q *Queue) storeSent(ctx context.Context, s seqstore.Stream, seqs []uint64) error {
+func (q *Queue) storeSent(ctx context.Context, marks []seqstore.SentMark) error {
 	q.req.sent.Add(1)
-	return q.store.Sent(ctx, s, seqs)
+	return q.store.Sent(ctx, marks)
 }
 
-func (q *Queue) storeCursor(ctx context.Context, s seqstore.Stream) (seqstore.Cursor, error) {
+func (q *Queue) storeCursors(ctx context.Context, streams []seqstore.Stream) ([]seqstore.Cursor, error) {
 	q.req.cursor.Add(1)
-	return q.store.Cursor(ctx, s)
+	return q.store.Cursors(ctx, streams)
+}
+
+// storeCursor reads the cursor of one stream.
+func (q *Queue) storeCursor(ctx context.Context, s seqstore.Stream) (seqstore.Cursor, error) {
+	cs, err := q.storeCursors(ctx, []seqstore.Stream{s})
+	if err != nil {
+		return seqstore.Cursor{}, seqstore.Failed(err, 0, 1)
+	}
+	return cs[0], nil
 }
 
 func (q *Queue) storeAdvance(ctx context.Context, batch []seqstore.Advance) error {

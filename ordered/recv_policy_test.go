@@ -245,7 +245,7 @@ func TestReceiveConflict(t *testing.T) {
 	rxClose(t, q2)
 	rxClose(t, q1)
 	assert.Zero(t, c1.Load())
-	c, err := store.Cursor(ctx, seqstore.Stream{Queue: "default", Group: "g"})
+	c, err := storeCursor(ctx, store, seqstore.Stream{Queue: "default", Group: "g"})
 	require.NoError(t, err)
 	assert.Equal(t, uint64(4), c.Next)
 }
@@ -292,7 +292,7 @@ func TestReceiveExactlyOnce(t *testing.T) {
 	require.NoError(t, m.Ack(ctx))
 	rxClose(t, q)
 	assert.Zero(t, q.Stats().Requests.Advance, "the Queue never writes the cursor in ExactlyOnce")
-	c, err := store.Cursor(ctx, stream)
+	c, err := storeCursor(ctx, store, stream)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(6), c.Next)
 }

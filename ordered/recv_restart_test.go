@@ -106,7 +106,7 @@ func TestReceiveRestart(t *testing.T) {
 			cursors := map[string]uint64{}
 			for g := range groups {
 				name := fmt.Sprintf("g%d", g)
-				c, err := store.Cursor(context.Background(), seqstore.Stream{Queue: "default", Group: name})
+				c, err := storeCursor(context.Background(), store, seqstore.Stream{Queue: "default", Group: name})
 				require.NoError(t, err)
 				cursors[name] = max(c.Next, 1)
 			}

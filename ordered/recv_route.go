@@ -3,7 +3,6 @@ package ordered
 import (
 	"context"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/inorder/inorder/internal/envelope"
@@ -197,16 +196,19 @@ func indexOf(es []*entry, e *entry) int {
 	return slices.IndexFunc(es, func(o *entry) bool { return o.epoch == e.epoch && o.seq == e.seq })
 }
 
-// load reads the cursors of new groups (concurrently) and routes the
-// arrivals that waited for them.
+// load reads the cursors of new groups (one store call; a stream that
+// fails, corrupt say, fails alone) and routes the arrivals that waited for
+// them.
 func (r *receiver) load(ctx context.Context, gs []*group) {
-	curs := make([]seqstore.Cursor, len(gs))
-	errs := make([]error, len(gs))
-	var wg sync.WaitGroup
+	streams := make([]seqstore.Stream, len(gs))
 	for i, g := range gs {
-		wg.Go(func() { curs[i], errs[i] = r.q.storeCursor(ctx, r.streamOf(g)) })
+		streams[i] = r.streamOf(g)
 	}
-	wg.Wait()
+	curs, err := r.q.storeCursors(ctx, streams)
+	errs := make([]error, len(gs))
+	for i := range gs {
+		errs[i] = seqstore.Failed(err, i, len(gs))
+	}
 	var dead []deadItem
 	r.mu.Lock()
 	now := time.Now()

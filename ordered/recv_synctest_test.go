@@ -113,7 +113,7 @@ func (b *bubble) close() {
 
 func (b *bubble) cursor(group string) seqstore.Cursor {
 	b.t.Helper()
-	c, err := b.store.Cursor(context.Background(), seqstore.Stream{Queue: "default", Group: group})
+	c, err := storeCursor(context.Background(), b.store, seqstore.Stream{Queue: "default", Group: group})
 	require.NoError(b.t, err)
 	return c
 }

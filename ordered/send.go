@@ -10,7 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/inorder/inorder/internal/batcher"
 	"github.com/inorder/inorder/internal/envelope"
+	"github.com/inorder/inorder/internal/retry"
 	"github.com/inorder/inorder/ordered/driver"
 	"github.com/inorder/inorder/seqstore"
 )
@@ -20,20 +22,22 @@ import (
 //  1. Validation (check): group and size, before anything is reserved.
 //  2. Admission (admit): the message joins its group's pending list, in call
 //     order, once the in-flight bounds leave room.
-//  3. Reservation (reserver): a group with pending messages joins the ready
-//     list; a reserver takes it and reserves seqs for everything pending at
-//     once (one store call, which also journals the payloads in durable
-//     mode). A group is never reserved by two reservers at once, so seq
-//     order is admission order; up to Reservations groups reserve
-//     concurrently and the store's group commit batches them.
+//  3. Reservation (reserveGroups): a group with pending messages is posted
+//     to the reservation batcher; a handler takes every group posted
+//     meanwhile and reserves seqs for everything pending in each, in one
+//     multi-stream store call (which also journals the payloads in durable
+//     mode). A group is posted once until its reservation is done, so it is
+//     never reserved by two calls at once and seq order is admission order;
+//     up to Reservations calls run at once, and the store's group commit
+//     batches them.
 //  4. Encoding: envelopes of a reservation share one buffer.
 //  5. Sending (worker): Concurrency workers take up to MaxBatch messages
 //     (MaxBatchBytes) of any groups from one FIFO and send them, so many
 //     requests are in flight at once; retryable failures are retried by
 //     the same worker after a backoff, only for the entries that failed.
 //  6. Completion (complete): results are finished, Sent marks are buffered
-//     and flushed by the marker in batches (durable mode), and the in-flight
-//     bounds are released.
+//     and flushed by the marker in multi-stream store calls (durable mode),
+//     and the in-flight bounds are released.
 
 // SendStats counts the send side's work.
 type SendStats struct {
@@ -374,8 +378,10 @@ type sender struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	reservers sync.WaitGroup // reserver goroutines
-	workers   sync.WaitGroup // send workers and the marker
+	// reservations takes the groups ready for a reservation (see
+	// reserveGroups).
+	reservations *batcher.Batcher[string]
+	workers      sync.WaitGroup // send workers and the marker
 
 	mu            sync.Mutex
 	closing       bool
@@ -387,14 +393,6 @@ type sender struct {
 	closed        chan struct{}  // closed when close begins
 	idle          chan struct{}  // closed when inflight reaches 0 while closing
 	recovering    map[recoverKey]struct{}
-	ready         []string // groups waiting for a reserver, in order
-	readyHead     int
-	rcond         *sync.Cond // on mu: the ready list grew, or stopReserve
-	reserverCount int
-	idleReservers int // reservers waiting on rcond, not yet signalled
-	rwaking       int // reservers signalled or started that have not taken yet
-	rbusy         int // reservers in a store call (or encoding)
-	stopReserve   bool
 
 	qmu        sync.Mutex
 	qcond      *sync.Cond
@@ -413,8 +411,7 @@ type sender struct {
 	markStop  chan struct{}
 	flushMu   sync.Mutex // one flush (or recovery) at a time
 
-	stat         sendCounters
-	storeLatency atomic.Int64 // sampled Reserve latency, ns
+	stat sendCounters
 }
 
 // markBatch is the number of buffered Sent marks that triggers a flush
@@ -442,10 +439,16 @@ func newSender(q *Queue) *sender {
 	s.legacyHeader = envelope.HeaderLen(envelope.Header{Legacy: true, Seq: envelope.MaxNumber})
 	s.numbersExtra = envelope.HeaderLen(envelope.Header{Epoch: envelope.MaxNumber, Seq: envelope.MaxNumber}) -
 		envelope.HeaderLen(envelope.Header{Seq: 1})
-	s.storeLatency.Store(int64(time.Millisecond)) // slow until measured
 	s.ctx, s.cancel = context.WithCancel(q.life)
 	s.qcond = sync.NewCond(&s.qmu)
-	s.rcond = sync.NewCond(&s.mu)
+	// Another reservation call starts only when more groups wait than one
+	// call takes: few calls of many groups each, concurrent only under a
+	// backlog (a slow store).
+	var err error
+	s.reservations, err = batcher.New(&batcher.Options{MaxHandlers: o.Reservations, MaxBatchSize: reserveBatch, Backlog: reserveBatch}, s.reserveGroups)
+	if err != nil {
+		panic(fmt.Sprintf("ordered: reservation batcher: %v (options are validated)", err))
+	}
 	s.workers.Add(o.Concurrency)
 	for range o.Concurrency {
 		go s.worker()
@@ -605,144 +608,17 @@ func (s *sender) admit(ctx context.Context, group string, payloads [][]byte, siz
 	g.inflight += n
 	if !g.reserving {
 		g.reserving = true
-		s.readyLocked(group)
+		// Not closing, so the batcher is not shut down: Post cannot fail.
+		_ = s.reservations.Post(group)
 	}
 	s.mu.Unlock()
 	return nil
 }
 
-// readyLocked puts group on the ready list and makes sure a reserver will
-// take it. A reserver on its way takes it, and so does a busy one when it
-// comes back from the store; another one is woken (or started, up to
-// Reservations) only when more than readyBacklog groups wait behind busy
-// reservers, so that a fast store is served by one reserver without a
-// goroutine switch per reservation, while a slow one gets concurrent
-// reservations that its group commit batches. Reservers live until Close:
-// a reserver costs a parked goroutine, and starting one per reservation
-// costs more than the reservation (stack growth).
-func (s *sender) readyLocked(group string) {
-	s.ready = append(s.ready, group)
-	queued := len(s.ready) - s.readyHead
-	covered := s.rwaking
-	if s.rbusy > 0 {
-		if s.fastStore() {
-			covered += reserveBatch
-		} else {
-			covered += readyBacklog
-		}
-	}
-	if queued <= covered {
-		return
-	}
-	s.rwaking++
-	if s.idleReservers > 0 {
-		s.idleReservers--
-		s.rcond.Signal()
-		return
-	}
-	if s.reserverCount >= s.opts.Reservations {
-		s.rwaking-- // all busy: they come back to the list
-		return
-	}
-	s.reserverCount++
-	s.reservers.Add(1)
-	go s.reserver()
-}
+// reserveBatch bounds the groups of one reservation call.
+const reserveBatch = 256
 
-// readyBacklog is how many ready groups may wait for a busy reserver before
-// another reserver is woken.
-const readyBacklog = 4
-
-// reserver reserves seqs for the groups on the ready list until the sender
-// stops. It takes everything pending in a group at once; a group that
-// received more meanwhile goes to the back of the list. While the store
-// answers fast it takes up to reserveBatch groups at once and makes their
-// store calls one after the other, so that a message of one of many groups
-// does not cost two lock handoffs and a goroutine switch; a slow store gets
-// one group per reserver, and concurrent reservers.
-func (s *sender) reserver() {
-	defer s.reservers.Done()
-	var batch []reservation
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.rwaking--
-	for {
-		for s.readyHead == len(s.ready) {
-			if s.stopReserve {
-				return
-			}
-			s.idleReservers++
-			s.rcond.Wait()
-			if s.rwaking > 0 {
-				s.rwaking--
-			}
-		}
-		k := 1
-		if s.fastStore() {
-			k = reserveBatch
-		}
-		for ; k > 0 && s.readyHead < len(s.ready); k-- {
-			group := s.ready[s.readyHead]
-			s.ready[s.readyHead] = ""
-			s.readyHead++
-			g := s.groups[group]
-			batch = append(batch, reservation{group: group, g: g, run: g.pending})
-			g.pending = nil
-			g.inReserve = true
-		}
-		if s.readyHead == len(s.ready) {
-			s.ready, s.readyHead = s.ready[:0], 0
-		}
-		s.rbusy++
-		s.mu.Unlock()
-		for i := range batch {
-			s.reserve(&batch[i])
-		}
-		s.mu.Lock()
-		s.rbusy--
-		for _, r := range batch {
-			g := r.g
-			g.inReserve = false
-			if r.err == nil {
-				// Before the messages are pushed: a send that fails must
-				// find its seq in the group's range to be recorded.
-				if g.epoch != r.res.Epoch || g.hi+1 != r.res.First {
-					g.epoch, g.lo = r.res.Epoch, r.res.First
-				}
-				g.hi = r.res.First + uint64(len(r.run.items)) - 1
-			}
-			if g.pending != nil {
-				s.ready = append(s.ready, r.group)
-			} else {
-				g.reserving = false
-				if g.inflight == 0 {
-					s.evictLocked(r.group, g)
-				}
-			}
-		}
-		s.mu.Unlock()
-		s.pushReserved(batch)
-		clear(batch)
-		batch = batch[:0]
-		s.mu.Lock()
-	}
-}
-
-// reserveBatch bounds the groups one reserver takes at once from a fast
-// store.
-const reserveBatch = 64
-
-// fastStoreLatency is the sampled store call latency under which the store
-// counts as fast (see reserver).
-const fastStoreLatency = 50 * time.Microsecond
-
-// fastStore reports whether sampled reservations take less than
-// fastStoreLatency. It starts false: a new sender reserves concurrently.
-func (s *sender) fastStore() bool {
-	return time.Duration(s.storeLatency.Load()) < fastStoreLatency
-}
-
-// reservation is one group's store call made by a reserver.
+// reservation is one group's part of a reservation call.
 type reservation struct {
 	group string
 	g     *sendGroup
@@ -751,46 +627,128 @@ type reservation struct {
 	err   error
 }
 
-// reserve reserves seqs for r's run (journaling it in durable mode) and
-// encodes its envelopes. Every sampleEvery-th call is timed for fastStore.
-func (s *sender) reserve(r *reservation) {
-	items := r.run.items
-	r.run.left.Store(int32(len(items)))
-	var journal [][]byte
-	if s.durable {
-		journal = r.run.journal[:0]
-		for i := range items {
-			journal = append(journal, items[i].payload)
-		}
-		r.run.journal = journal
+// reserveGroups is the reservation batcher's handler: it takes what is
+// pending in each group, reserves seqs for all of it in one store call,
+// encodes the envelopes and hands them to the workers. A group that
+// received more meanwhile is posted again, behind the others.
+func (s *sender) reserveGroups(groups []string, _ []error) {
+	batch := make([]reservation, len(groups))
+	s.mu.Lock()
+	for i, group := range groups {
+		g := s.groups[group]
+		batch[i] = reservation{group: group, g: g, run: g.pending}
+		g.pending = nil
+		g.inReserve = true
 	}
-	var start time.Time
-	sample := s.stat.reservations.Add(1)%sampleEvery == 1
-	if sample {
-		start = time.Now()
-	}
-	res, err := s.q.storeReserve(s.ctx, s.q.stream(r.group), len(items), journal)
-	if sample {
-		// An average over the last few samples, in nanoseconds.
-		d := int64(time.Since(start))
-		old := s.storeLatency.Load()
-		s.storeLatency.Store(old + (d-old)/4)
-	}
-	clear(journal)
-	if err != nil {
-		err = fmt.Errorf("ordered: send: reserve %d seqs of group %q: %w", len(items), r.group, err)
-		s.q.log.Warn("ordered: reservation failed", "group", r.group, "count", len(items), "err", err)
-		if s.ctx.Err() != nil {
-			err = fmt.Errorf("%w: %w", ErrClosed, err)
-		}
-		r.err = err
-		return
-	}
-	r.res = res
+	s.mu.Unlock()
 
-	// One buffer holds the run's envelopes, sized for the longest header
-	// the group can have. It is reused with the run: the driver keeps no
-	// body.
+	s.reserve(batch)
+
+	var orphans []*sendRun
+	s.mu.Lock()
+	for _, r := range batch {
+		g := r.g
+		g.inReserve = false
+		if r.err == nil {
+			// Before the messages are pushed: a send that fails must
+			// find its seq in the group's range to be recorded.
+			if g.epoch != r.res.Epoch || g.hi+1 != r.res.First {
+				g.epoch, g.lo = r.res.Epoch, r.res.First
+			}
+			g.hi = r.res.First + uint64(len(r.run.items)) - 1
+		}
+		switch {
+		case g.pending == nil:
+			g.reserving = false
+			if g.inflight == 0 {
+				s.evictLocked(r.group, g)
+			}
+		case s.reservations.Post(r.group) != nil:
+			// Close gave up and shut the batcher down: nobody will
+			// reserve what was admitted just before.
+			orphans = append(orphans, g.pending)
+			g.pending, g.reserving = nil, false
+		}
+	}
+	s.mu.Unlock()
+	s.pushReserved(batch)
+	for _, run := range orphans {
+		run.left.Store(int32(len(run.items)))
+		err := fmt.Errorf("ordered: send: %w", ErrClosed)
+		s.complete(itemPtrs(run.items), func(int) error { return err })
+	}
+}
+
+// reserve reserves seqs for the runs of batch (journaling them in durable
+// mode) in one store call and encodes their envelopes. Requests that the
+// store aborted because another one failed are reserved again without it.
+func (s *sender) reserve(batch []reservation) {
+	reqs := make([]seqstore.ReserveRequest, len(batch))
+	for i := range batch {
+		r := &batch[i]
+		items := r.run.items
+		r.run.left.Store(int32(len(items)))
+		var journal [][]byte
+		if s.durable {
+			journal = r.run.journal[:0]
+			for i := range items {
+				journal = append(journal, items[i].payload)
+			}
+			r.run.journal = journal
+		}
+		reqs[i] = seqstore.ReserveRequest{Stream: s.q.stream(r.group), N: len(items), Journal: journal}
+	}
+	s.stat.reservations.Add(int64(len(batch)))
+	todo := make([]int, len(batch)) // indexes into batch of the next call
+	for i := range todo {
+		todo[i] = i
+	}
+	for len(todo) > 0 {
+		call := make([]seqstore.ReserveRequest, len(todo))
+		for k, i := range todo {
+			call[k] = reqs[i]
+		}
+		rs, err := s.q.storeReserve(s.ctx, call)
+		aborted := seqstore.Split(err, len(call), func(k int, err error) {
+			r := &batch[todo[k]]
+			if err != nil {
+				r.err = s.reserveError(r, err)
+				return
+			}
+			r.res = rs[k]
+			s.encode(r)
+		})
+		if len(aborted) == len(todo) { // a store that aborts everything: give up
+			for _, k := range aborted {
+				r := &batch[todo[k]]
+				r.err = s.reserveError(r, err)
+			}
+			break
+		}
+		for k, a := range aborted {
+			aborted[k] = todo[a]
+		}
+		todo = aborted
+	}
+	for i := range batch {
+		clear(batch[i].run.journal)
+	}
+}
+
+func (s *sender) reserveError(r *reservation, err error) error {
+	err = fmt.Errorf("ordered: send: reserve %d seqs of group %q: %w", len(r.run.items), r.group, err)
+	s.q.log.Warn("ordered: reservation failed", "group", r.group, "count", len(r.run.items), "err", err)
+	if s.ctx.Err() != nil {
+		err = fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	return err
+}
+
+// encode writes the envelopes of r's run, reserved at r.res, into one
+// buffer sized for the longest header the group can have. The buffer is
+// reused with the run: the driver keeps no body.
+func (s *sender) encode(r *reservation) {
+	items := r.run.items
 	total := len(items) * s.maxHeader(r.group)
 	for i := range items {
 		total += len(items[i].payload)
@@ -801,7 +759,7 @@ func (s *sender) reserve(r *reservation) {
 	}
 	for i := range items {
 		it := &items[i]
-		it.epoch, it.seq = res.Epoch, res.First+uint64(i)
+		it.epoch, it.seq = r.res.Epoch, r.res.First+uint64(i)
 		start := len(buf)
 		buf = envelope.Append(buf, s.header(r.group, it.epoch, it.seq), it.payload)
 		it.body = buf[start:len(buf):len(buf)]
@@ -812,9 +770,6 @@ func (s *sender) reserve(r *reservation) {
 	}
 	r.run.buf = buf
 }
-
-// sampleEvery is how often a reservation is timed.
-const sampleEvery = 16
 
 // pushReserved hands the encoded runs of batch to the workers in one
 // critical section and fails the runs whose reservation failed.
@@ -1046,12 +1001,7 @@ func (s *sender) retryWait(batch []*sendItem, attempt int, err error) {
 	s.stat.retries.Add(int64(len(batch)))
 	d := s.q.opts.Retry.backoff(attempt)
 	s.q.log.Debug("ordered: retrying send", "count", len(batch), "attempt", attempt, "backoff", d, "err", err)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-s.ctx.Done():
-	}
+	_ = retry.Sleep(s.ctx, d) // a cancelled ctx ends the sends at the next attempt
 }
 
 // complete finishes items: errOf(i) is the outcome of items[i] (errOf nil:
@@ -1204,43 +1154,28 @@ func (s *sender) flushMarksLocked(ctx context.Context) {
 	s.marks = make(map[string][]uint64, len(marks))
 	s.markCount = 0
 	s.markMu.Unlock()
-	mark := func(group string, seqs []uint64) {
-		// A mark that is lost only makes recovery send a copy, which
-		// receivers drop: log and go on.
-		if err := s.q.storeSent(ctx, s.q.stream(group), seqs); err != nil {
-			s.q.log.Warn("ordered: marking messages sent failed", "group", group, "count", len(seqs), "err", err)
+	// One store call per markChunk groups. A mark that is lost only makes
+	// recovery send a copy, which receivers drop: log and go on.
+	batch := make([]seqstore.SentMark, 0, min(len(marks), markChunk))
+	flush := func() {
+		if err := s.q.storeSent(ctx, batch); err != nil {
+			s.q.log.Warn("ordered: marking messages sent failed", "groups", len(batch), "err", err)
 		}
-	}
-	if len(marks) == 1 {
-		for group, seqs := range marks {
-			mark(group, seqs)
-		}
-		return
-	}
-	// One call per group, markWorkers at a time, so that a store with group
-	// commit serves many groups per write.
-	type groupMarks struct {
-		group string
-		seqs  []uint64
-	}
-	work := make(chan groupMarks)
-	var wg sync.WaitGroup
-	for range min(len(marks), markWorkers) {
-		wg.Go(func() {
-			for m := range work {
-				mark(m.group, m.seqs)
-			}
-		})
+		batch = batch[:0]
 	}
 	for group, seqs := range marks {
-		work <- groupMarks{group, seqs}
+		batch = append(batch, seqstore.SentMark{Stream: s.q.stream(group), Seqs: seqs})
+		if len(batch) == markChunk {
+			flush()
+		}
 	}
-	close(work)
-	wg.Wait()
+	if len(batch) > 0 {
+		flush()
+	}
 }
 
-// markWorkers bounds the concurrent Sent calls of one flush.
-const markWorkers = 16
+// markChunk bounds the groups of one Sent call.
+const markChunk = 1024
 
 // recover re-sends the journaled entries not in flight in this process and
 // waits for them.
@@ -1349,12 +1284,7 @@ func (s *sender) close(ctx context.Context) error {
 			s.cancel()
 		}
 	}
-	s.mu.Lock()
-	s.stopReserve = true
-	s.idleReservers = 0
-	s.mu.Unlock()
-	s.rcond.Broadcast()
-	s.reservers.Wait()
+	s.reservations.Shutdown()
 	s.qmu.Lock()
 	s.stopping = true
 	s.parked = 0

@@ -30,11 +30,11 @@ func serialSend(tb testing.TB, drv driver.Queue, store seqstore.Store, n int) fl
 	payload := []byte("payload")
 	start := time.Now()
 	for range n {
-		r, err := store.Reserve(ctx, s, 1, [][]byte{payload})
+		r, err := storeReserve(ctx, store, s, 1, [][]byte{payload})
 		require.NoError(tb, err)
 		body := envelope.Append(nil, envelope.Header{Epoch: r.Epoch, Seq: r.First, Group: s.Group}, payload)
 		require.NoError(tb, drv.SendBatch(ctx, [][]byte{body}))
-		require.NoError(tb, store.Sent(ctx, s, []uint64{r.First}))
+		require.NoError(tb, store.Sent(ctx, []seqstore.SentMark{{Stream: s, Seqs: []uint64{r.First}}}))
 	}
 	return float64(n) / time.Since(start).Seconds()
 }

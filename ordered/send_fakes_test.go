@@ -177,7 +177,7 @@ func (d *sendDriver) byGroup() map[string][]sentMsg {
 	return m
 }
 
-// testStore is a small in-memory seqstore.Store that counts reservations
+// testStore is a small in-memory seqstore.Store that counts Reserve calls
 // and can be told to fail them.
 type testStore struct {
 	mu       sync.Mutex
@@ -185,7 +185,14 @@ type testStore struct {
 	reserves int
 	failNext error // returned (once) by the next Reserve
 	delay    time.Duration
+	// failGroup makes every Reserve call naming this group fail as an
+	// atomic store fails: the group's request with errBadGroup, the others
+	// aborted, nothing applied.
+	failGroup string
+	sizes     []int // requests per Reserve call
 }
+
+var errBadGroup = errors.New("teststore: this group's state is corrupt")
 
 type testStream struct {
 	epoch, next uint64
@@ -198,12 +205,12 @@ func newTestStore() *testStore {
 
 var testEpoch atomic.Uint64
 
-func (s *testStore) Reserve(ctx context.Context, st seqstore.Stream, n int, journal [][]byte) (seqstore.Reservation, error) {
+func (s *testStore) Reserve(ctx context.Context, reqs []seqstore.ReserveRequest) ([]seqstore.Reservation, error) {
 	if err := ctx.Err(); err != nil {
-		return seqstore.Reservation{}, fmt.Errorf("teststore: %w", err)
+		return nil, fmt.Errorf("teststore: %w", err)
 	}
-	if n < 1 || journal != nil && len(journal) != n {
-		return seqstore.Reservation{}, seqstore.ErrInvalidArgument
+	if err := seqstore.CheckReserve(reqs); err != nil {
+		return nil, err
 	}
 	if s.delay > 0 {
 		time.Sleep(s.delay)
@@ -211,29 +218,46 @@ func (s *testStore) Reserve(ctx context.Context, st seqstore.Stream, n int, jour
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reserves++
+	s.sizes = append(s.sizes, len(reqs))
 	if err := s.failNext; err != nil {
 		s.failNext = nil
-		return seqstore.Reservation{}, err
+		return nil, err
 	}
-	ts := s.streams[st]
-	if ts == nil {
-		ts = &testStream{epoch: 1000 + testEpoch.Add(1), next: 1, journal: make(map[uint64][]byte)}
-		s.streams[st] = ts
+	if s.failGroup != "" {
+		errs := make([]error, len(reqs))
+		for i, r := range reqs {
+			if r.Stream.Group == s.failGroup {
+				errs[i] = errBadGroup
+			}
+		}
+		if err := seqstore.Abort(errs); err != nil {
+			return nil, err
+		}
 	}
-	r := seqstore.Reservation{Epoch: ts.epoch, First: ts.next}
-	for i, b := range journal {
-		ts.journal[ts.next+uint64(i)] = slices.Clone(b)
+	out := make([]seqstore.Reservation, len(reqs))
+	for i, r := range reqs {
+		ts := s.streams[r.Stream]
+		if ts == nil {
+			ts = &testStream{epoch: 1000 + testEpoch.Add(1), next: 1, journal: make(map[uint64][]byte)}
+			s.streams[r.Stream] = ts
+		}
+		out[i] = seqstore.Reservation{Epoch: ts.epoch, First: ts.next}
+		for k, b := range r.Journal {
+			ts.journal[ts.next+uint64(k)] = slices.Clone(b)
+		}
+		ts.next += uint64(r.N)
 	}
-	ts.next += uint64(n)
-	return r, nil
+	return out, nil
 }
 
-func (s *testStore) Sent(ctx context.Context, st seqstore.Stream, seqs []uint64) error {
+func (s *testStore) Sent(ctx context.Context, marks []seqstore.SentMark) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ts := s.streams[st]; ts != nil {
-		for _, q := range seqs {
-			delete(ts.journal, q)
+	for _, m := range marks {
+		if ts := s.streams[m.Stream]; ts != nil {
+			for _, q := range m.Seqs {
+				delete(ts.journal, q)
+			}
 		}
 	}
 	return nil
@@ -273,8 +297,8 @@ func cmpString(a, b string) int {
 	return 0
 }
 
-func (s *testStore) Cursor(ctx context.Context, st seqstore.Stream) (seqstore.Cursor, error) {
-	return seqstore.Cursor{}, nil
+func (s *testStore) Cursors(ctx context.Context, streams []seqstore.Stream) ([]seqstore.Cursor, error) {
+	return make([]seqstore.Cursor, len(streams)), nil
 }
 
 func (s *testStore) Advance(ctx context.Context, batch []seqstore.Advance) error {
@@ -294,8 +318,33 @@ func (s *testStore) journalLen() int {
 	return n
 }
 
+// callSizes returns the number of requests of each Reserve call so far.
+func (s *testStore) callSizes() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.sizes)
+}
+
 func (s *testStore) reservations() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.reserves
+}
+
+// storeCursor reads one stream's cursor from store.
+func storeCursor(ctx context.Context, store seqstore.Store, st seqstore.Stream) (seqstore.Cursor, error) {
+	cs, err := store.Cursors(ctx, []seqstore.Stream{st})
+	if err != nil {
+		return seqstore.Cursor{}, err
+	}
+	return cs[0], nil
+}
+
+// storeReserve makes a one-request Reserve call on store.
+func storeReserve(ctx context.Context, store seqstore.Store, st seqstore.Stream, n int, journal [][]byte) (seqstore.Reservation, error) {
+	rs, err := store.Reserve(ctx, []seqstore.ReserveRequest{{Stream: st, N: n, Journal: journal}})
+	if err != nil {
+		return seqstore.Reservation{}, err
+	}
+	return rs[0], nil
 }

@@ -86,11 +86,12 @@ type SendOptions struct {
 	// idle Queue sends at once. Default 16.
 	Concurrency int
 
-	// Reservations bounds the store reservations in flight at once, each
-	// for a different group (one group has at most one, which covers all of
-	// its messages admitted meanwhile). Concurrent reservations share the
-	// store's group commit, so with many groups a larger value means more
-	// messages per fsync or round trip. Default 1024.
+	// Reservations bounds the reservation calls to the store in flight at
+	// once. One call reserves for up to 256 groups, all their messages
+	// admitted meanwhile (a group is in at most one call at a time), and
+	// another call starts only when more groups wait than one call takes,
+	// so a fast store sees one call at a time and a slow one a few, which
+	// its group commit batches further. Default 16.
 	Reservations int
 
 	// MaxAttempts bounds the attempts to send one message when the driver
@@ -137,7 +138,7 @@ func (o *SendOptions) setDefaults(limits driver.Limits) error {
 		o.Concurrency = 16
 	}
 	if o.Reservations == 0 {
-		o.Reservations = 1024
+		o.Reservations = 16
 	}
 	if o.MaxAttempts == 0 {
 		o.MaxAttempts = 8

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -342,7 +343,7 @@ func TestSendDurableRecoveryOnNew(t *testing.T) {
 	require.Equal(t, 5, store.journalLen(), "failed messages stay journaled")
 
 	// A crash between reservation and send leaves the same trace.
-	_, err := store.Reserve(t.Context(), seqstore.Stream{Queue: "default", Group: "h"}, 2, [][]byte{[]byte("h1"), []byte("h2")})
+	_, err := storeReserve(t.Context(), store, seqstore.Stream{Queue: "default", Group: "h"}, 2, [][]byte{[]byte("h1"), []byte("h2")})
 	require.NoError(t, err)
 
 	good := newSendDriver()
@@ -777,7 +778,7 @@ func TestSendMarksFlushAfterInterval(t *testing.T) {
 		time.Sleep(time.Millisecond)
 		synctest.Wait()
 		assert.Zero(t, store.journalLen(), "marks flushed after MarkInterval")
-		assert.Equal(t, int64(2), q.Stats().Requests.Sent, "one Sent call per group")
+		assert.Equal(t, int64(1), q.Stats().Requests.Sent, "one Sent call for both groups")
 		require.NoError(t, q.Close(t.Context()))
 	})
 }
@@ -808,7 +809,7 @@ func TestSendAdmissionFirstComeFirstServed(t *testing.T) {
 
 func TestSendNoRecover(t *testing.T) {
 	store := newTestStore()
-	_, err := store.Reserve(t.Context(), seqstore.Stream{Queue: "default", Group: "g"}, 1, [][]byte{[]byte("left")})
+	_, err := storeReserve(t.Context(), store, seqstore.Stream{Queue: "default", Group: "g"}, 1, [][]byte{[]byte("left")})
 	require.NoError(t, err)
 	d := newSendDriver()
 	q := newSendQueue(t, d, store, &ordered.Options{Send: ordered.SendOptions{NoRecover: true}})
@@ -842,4 +843,68 @@ func TestSendGroupStateIsDropped(t *testing.T) {
 	require.Eventually(t, func() bool { return q.Stats().Send.Groups == 0 }, 5*time.Second, time.Millisecond,
 		"idle groups keep no send state; %d left", q.Stats().Send.Groups)
 	assert.Len(t, d.byGroup(), groups)
+}
+
+// TestSendReservesManyGroupsPerCall: groups that become ready while a
+// reservation call is in flight are reserved together in the next one, one
+// store call for many groups ("the sender batches across groups").
+func TestSendReservesManyGroupsPerCall(t *testing.T) {
+	store := newTestStore()
+	store.delay = 20 * time.Millisecond
+	d := newSendDriver()
+	q := newSendQueue(t, d, store, nil)
+	const groups = 200
+	results := make([]*ordered.SendResult, groups)
+	for i := range groups {
+		r, err := q.SendAsync(t.Context(), fmt.Sprintf("g%03d", i), []byte("x"))
+		require.NoError(t, err)
+		results[i] = r
+	}
+	for i, r := range results {
+		require.NoError(t, r.Wait(t.Context()), "send to group %d", i)
+	}
+	sizes := store.callSizes()
+	t.Logf("Reserve calls and their requests: %v", sizes)
+	assert.LessOrEqual(t, len(sizes), 5, "200 groups ready at once take a few Reserve calls, not one each")
+	assert.GreaterOrEqual(t, slices.Max(sizes), groups/2, "one call reserves for most of the waiting groups")
+	assert.Equal(t, int64(len(sizes)), q.Stats().Requests.Reserve, "every store call is counted")
+	for g, msgs := range d.byGroup() {
+		assert.Len(t, msgs, 1, "group %s: one message", g)
+	}
+}
+
+// TestSendReserveRetriesAborted: when the store refuses one group's request
+// in a multi-group call (corrupt state, say) and aborts the others, the
+// others are reserved again without it and sent; only the bad group's
+// send fails, with the store's error.
+func TestSendReserveRetriesAborted(t *testing.T) {
+	store := newTestStore()
+	store.delay = 20 * time.Millisecond
+	store.failGroup = "bad"
+	d := newSendDriver()
+	q := newSendQueue(t, d, store, nil)
+	first, err := q.SendAsync(t.Context(), "first", []byte("x")) // keeps the store busy while the others pile up
+	require.NoError(t, err)
+	groups := []string{"a", "b", "bad", "c", "d"}
+	results := map[string]*ordered.SendResult{}
+	for _, g := range groups {
+		r, err := q.SendAsync(t.Context(), g, []byte(g))
+		require.NoError(t, err)
+		results[g] = r
+	}
+	require.NoError(t, first.Wait(t.Context()))
+	for _, g := range groups {
+		err := results[g].Wait(t.Context())
+		if g == "bad" {
+			assert.ErrorIs(t, err, errBadGroup, "the bad group fails with the store's error for it")
+			continue
+		}
+		assert.NoError(t, err, "group %s was only aborted: it must be reserved again and sent", g)
+	}
+	sent := d.byGroup()
+	assert.NotContains(t, sent, "bad")
+	for _, g := range []string{"a", "b", "c", "d"} {
+		assert.Len(t, sent[g], 1, "group %s sent once", g)
+	}
+	assert.Contains(t, store.callSizes(), len(groups), "the five groups were reserved in one call first")
 }

@@ -364,14 +364,9 @@ func Abort(errs []error) error {
 // ReserveRequest.Check): nil when all are valid, else the call's
 // *BatchError (see Abort).
 func CheckReserve(reqs []ReserveRequest) error {
-	var errs []error
+	errs := make([]error, len(reqs))
 	for i, r := range reqs {
-		if err := r.Check(); err != nil {
-			if errs == nil {
-				errs = make([]error, len(reqs))
-			}
-			errs[i] = err
-		}
+		errs[i] = r.Check()
 	}
 	return Abort(errs)
 }
@@ -380,22 +375,14 @@ func CheckReserve(reqs []ReserveRequest) error {
 // and no stream twice (the second one is at fault). It returns nil or the
 // call's *BatchError (see Abort).
 func CheckAdvance(batch []Advance) error {
-	var errs []error
-	fail := func(i int, err error) {
-		if errs == nil {
-			errs = make([]error, len(batch))
-		}
-		errs[i] = err
-	}
+	errs := make([]error, len(batch))
 	seen := make(map[Stream]struct{}, len(batch))
 	for i, a := range batch {
-		if err := a.Check(); err != nil {
-			fail(i, err)
+		if errs[i] = a.Check(); errs[i] != nil {
 			continue
 		}
 		if _, dup := seen[a.Stream]; dup {
-			fail(i, fmt.Errorf("%w: stream %s appears twice in one batch", ErrInvalidArgument, a.Stream))
-			continue
+			errs[i] = fmt.Errorf("%w: stream %s appears twice in one batch", ErrInvalidArgument, a.Stream)
 		}
 		seen[a.Stream] = struct{}{}
 	}
@@ -405,16 +392,30 @@ func CheckAdvance(batch []Advance) error {
 // CheckSent validates the streams of a Sent call: nil when all are valid,
 // else a *BatchError naming the invalid ones (the others ErrAborted).
 func CheckSent(marks []SentMark) error {
-	var errs []error
+	errs := make([]error, len(marks))
 	for i, m := range marks {
-		if err := m.Stream.Validate(); err != nil {
-			if errs == nil {
-				errs = make([]error, len(marks))
-			}
-			errs[i] = err
-		}
+		errs[i] = m.Stream.Validate()
 	}
 	return Abort(errs)
+}
+
+// Split sorts the outcome err of a multi-stream call of n requests into
+// what is known and what is worth retrying: it calls done(i, e) for every
+// request whose outcome is final (e nil: it took effect; else its own
+// error, or err itself when err is not a *BatchError and the outcome is
+// unknown), and returns, in order, the indexes of the requests aborted
+// only because another one failed (ErrAborted), which a call without the
+// failed ones may apply.
+func Split(err error, n int, done func(i int, err error)) (aborted []int) {
+	for i := range n {
+		e := Failed(err, i, n)
+		if errors.Is(e, ErrAborted) && e != err {
+			aborted = append(aborted, i)
+			continue
+		}
+		done(i, e)
+	}
+	return aborted
 }
 
 // ReserveRequest asks Reserve for N consecutive seqs of Stream.

@@ -284,6 +284,25 @@ func TestFailed(t *testing.T) {
 	assert.Same(t, be, seqstore.Failed(be, 1, 4), "a BatchError of another length says nothing about this call")
 }
 
+func TestSplit(t *testing.T) {
+	t.Parallel()
+	own := fmt.Errorf("x: %w", seqstore.ErrConflict)
+	be := fmt.Errorf("wrapped: %w", &seqstore.BatchError{Errs: []error{nil, seqstore.ErrAborted, own, seqstore.ErrAborted}})
+	got := map[int]error{}
+	aborted := seqstore.Split(be, 4, func(i int, err error) { got[i] = err })
+	assert.Equal(t, []int{1, 3}, aborted, "the aborted requests are returned for a retry")
+	assert.Equal(t, map[int]error{0: nil, 2: own}, got, "the others are done: applied, or failed with their own error")
+
+	clear(got)
+	outage := fmt.Errorf("outage: %w", seqstore.ErrAborted) // not a BatchError: unknown, not retryable as aborted
+	assert.Empty(t, seqstore.Split(outage, 2, func(i int, err error) { got[i] = err }))
+	assert.Equal(t, map[int]error{0: outage, 1: outage}, got, "a plain error is every request's outcome")
+
+	clear(got)
+	assert.Empty(t, seqstore.Split(nil, 2, func(i int, err error) { got[i] = err }))
+	assert.Equal(t, map[int]error{0: nil, 1: nil}, got, "success")
+}
+
 func TestAbort(t *testing.T) {
 	t.Parallel()
 	assert.NoError(t, seqstore.Abort(nil))

@@ -41,15 +41,16 @@ func runSerial(ctx context.Context, e *environment, sk storeKind, n, size int) (
 	alloc0, cpu0 := mallocs(), cpuTime()
 	start := time.Now()
 	for range n {
-		r, err := ost.s.Reserve(ctx, s, 1, [][]byte{payload})
+		rs, err := ost.s.Reserve(ctx, []seqstore.ReserveRequest{{Stream: s, N: 1, Journal: [][]byte{payload}}})
 		if err != nil {
 			return nil, err
 		}
+		r := rs[0]
 		body := envelope.Append(nil, envelope.Header{Epoch: r.Epoch, Seq: r.First, Group: s.Group}, payload)
 		if err := od.q.SendBatch(ctx, [][]byte{body}); err != nil {
 			return nil, err
 		}
-		if err := ost.s.Sent(ctx, s, []uint64{r.First}); err != nil {
+		if err := ost.s.Sent(ctx, []seqstore.SentMark{{Stream: s, Seqs: []uint64{r.First}}}); err != nil {
 			return nil, err
 		}
 	}
@@ -235,7 +236,7 @@ func runFilestoreCommit(ctx context.Context, callers int, d time.Duration) (*res
 		wg.Go(func() {
 			s := seqstore.Stream{Queue: "bench", Group: fmt.Sprintf("g%d", i)}
 			for time.Since(start) < d && ctx.Err() == nil {
-				if _, err := st.Reserve(ctx, s, 1, body); err != nil {
+				if _, err := st.Reserve(ctx, []seqstore.ReserveRequest{{Stream: s, N: 1, Journal: body}}); err != nil {
 					firstErr.CompareAndSwap(nil, &err)
 					return
 				}

@@ -261,18 +261,18 @@ func (f *flaky) err() error {
 	return nil
 }
 
-func (f *flaky) Reserve(ctx context.Context, s seqstore.Stream, n int, j [][]byte) (seqstore.Reservation, error) {
+func (f *flaky) Reserve(ctx context.Context, reqs []seqstore.ReserveRequest) ([]seqstore.Reservation, error) {
 	if err := f.err(); err != nil {
-		return seqstore.Reservation{}, err
+		return nil, err
 	}
-	return f.Store.Reserve(ctx, s, n, j)
+	return f.Store.Reserve(ctx, reqs)
 }
 
-func (f *flaky) Sent(ctx context.Context, s seqstore.Stream, seqs []uint64) error {
+func (f *flaky) Sent(ctx context.Context, marks []seqstore.SentMark) error {
 	if err := f.err(); err != nil {
 		return err
 	}
-	return f.Store.Sent(ctx, s, seqs)
+	return f.Store.Sent(ctx, marks)
 }
 
 func (f *flaky) Pending(ctx context.Context, q string) ([]seqstore.Entry, error) {
@@ -282,11 +282,11 @@ func (f *flaky) Pending(ctx context.Context, q string) ([]seqstore.Entry, error)
 	return f.Store.Pending(ctx, q)
 }
 
-func (f *flaky) Cursor(ctx context.Context, s seqstore.Stream) (seqstore.Cursor, error) {
+func (f *flaky) Cursors(ctx context.Context, streams []seqstore.Stream) ([]seqstore.Cursor, error) {
 	if err := f.err(); err != nil {
-		return seqstore.Cursor{}, err
+		return nil, err
 	}
-	return f.Store.Cursor(ctx, s)
+	return f.Store.Cursors(ctx, streams)
 }
 
 func (f *flaky) Advance(ctx context.Context, b []seqstore.Advance) error {

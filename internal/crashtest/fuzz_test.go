@@ -96,9 +96,10 @@ func FuzzRedisStoreValues(f *testing.F) {
 		mr.HSet(key+":journal", jSeq, jBody)
 		mr.SetAdd(redisstore.DefaultPrefix+"pending:{q}", st.Key())
 		ctx := context.Background()
-		cur, err := s.Cursor(ctx, st)
-		corruptOrValid(t, err, "Cursor")
+		curs, err := s.Cursors(ctx, []seqstore.Stream{st})
+		corruptOrValid(t, err, "Cursors")
 		if err == nil {
+			cur := curs[0]
 			assert.Equal(t, epoch, uitoa(cur.Epoch), "cursor epoch read back")
 			assert.Equal(t, next, uitoa(cur.Next), "cursor next read back")
 			assert.LessOrEqual(t, len(cur.Skipped), seqstore.MaxSkipped, "skipped ranges")
@@ -108,7 +109,7 @@ func FuzzRedisStoreValues(f *testing.F) {
 		for _, e := range es {
 			assert.Positive(t, e.Seq, "journal seq")
 		}
-		_, err = s.Reserve(ctx, st, 1, nil)
+		_, err = s.Reserve(ctx, []seqstore.ReserveRequest{{Stream: st, N: 1}})
 		corruptOrValid(t, err, "Reserve")
 	})
 }
@@ -147,9 +148,10 @@ func FuzzSQLiteStoreRows(f *testing.F) {
 		require.NoError(t, err)
 		_, err = db.ExecContext(ctx, "INSERT INTO "+p+"journal (queue, grp, seq, body) VALUES (?, ?, ?, ?)", "q", "g", jSeq, jBody)
 		require.NoError(t, err)
-		cur, err := s.Cursor(ctx, st)
-		corruptOrValid(t, err, "Cursor")
+		curs, err := s.Cursors(ctx, []seqstore.Stream{st})
+		corruptOrValid(t, err, "Cursors")
 		if err == nil {
+			cur := curs[0]
 			assert.Equal(t, epoch, int64(cur.Epoch), "cursor epoch read back")
 			assert.Equal(t, next, int64(cur.Next), "cursor next read back")
 			assert.False(t, strings.Contains(skipped, "\x00") && len(cur.Skipped) > 0, "NUL in skipped accepted")
@@ -159,7 +161,7 @@ func FuzzSQLiteStoreRows(f *testing.F) {
 		for _, e := range es {
 			assert.Positive(t, e.Seq, "journal seq")
 		}
-		_, err = s.Reserve(ctx, st, 1, nil)
+		_, err = s.Reserve(ctx, []seqstore.ReserveRequest{{Stream: st, N: 1}})
 		corruptOrValid(t, err, "Reserve")
 	})
 }

@@ -67,7 +67,7 @@ func (st *Store) Reserve(ctx context.Context, reqs []seqstore.ReserveRequest) ([
 	// earlier ones), so that a request at fault leaves everything as it was.
 	out := make([]seqstore.Reservation, len(reqs))
 	next := make(map[seqstore.Stream]uint64, len(reqs))
-	var errs []error
+	errs := make([]error, len(reqs))
 	for i, r := range reqs {
 		first, ok := next[r.Stream]
 		if !ok {
@@ -78,9 +78,6 @@ func (st *Store) Reserve(ctx context.Context, reqs []seqstore.ReserveRequest) ([
 		}
 		// first <= MaxSeq+1, so the subtraction cannot wrap.
 		if uint64(r.N) > seqstore.MaxSeq+1-first {
-			if errs == nil {
-				errs = make([]error, len(reqs))
-			}
 			errs[i] = fmt.Errorf("%w: %d seqs of %s from %d", seqstore.ErrOverflow, r.N, r.Stream, first)
 			continue
 		}
@@ -164,18 +161,16 @@ func (st *Store) Cursors(ctx context.Context, streams []seqstore.Stream) ([]seqs
 	}
 	defer st.mu.Unlock()
 	out := make([]seqstore.Cursor, len(streams))
-	var errs []error
+	errs := make([]error, len(streams))
+	failed := false
 	for i, s := range streams {
-		if err := s.Validate(); err != nil {
-			if errs == nil {
-				errs = make([]error, len(streams))
-			}
-			errs[i] = err
+		if errs[i] = s.Validate(); errs[i] != nil {
+			failed = true
 			continue
 		}
 		out[i] = cloneCursor(st.cursors[s])
 	}
-	if errs != nil {
+	if failed {
 		return out, fmt.Errorf("memstore: cursors: %w", &seqstore.BatchError{Errs: errs})
 	}
 	return out, nil
@@ -191,12 +186,9 @@ func (st *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
 	if err := seqstore.CheckAdvance(batch); err != nil {
 		return fmt.Errorf("memstore: advance: %w", err)
 	}
-	var errs []error
+	errs := make([]error, len(batch))
 	for i, a := range batch {
 		if cur := st.cursors[a.Stream]; !cur.Same(a.From) {
-			if errs == nil {
-				errs = make([]error, len(batch))
-			}
 			errs[i] = fmt.Errorf("%w: %s is at %d/%d owner %d", seqstore.ErrConflict, a.Stream, cur.Epoch, cur.Next, cur.Owner)
 		}
 	}

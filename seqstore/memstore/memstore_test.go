@@ -14,11 +14,7 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, storetest.Harness{
 		Persistent: true,
 		Shared:     true,
-		Open: func(t *testing.T) func(*testing.T) seqstore.Store {
-			storage := memstore.New()
-			t.Cleanup(func() { _ = storage.Close() })
-			return func(*testing.T) seqstore.Store { return storetest.Share(storage) }
-		},
+		Open:       storetest.OpenShared(func() seqstore.Store { return memstore.New() }),
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/inorder/inorder/internal/batcher"
 	"github.com/inorder/inorder/seqstore"
 )
 
@@ -15,118 +16,51 @@ type call struct {
 	script *redis.Script
 	keys   []string
 	args   []any
-	cmd    *redis.Cmd
+	// idx lists the requests of the caller's call that this script covers,
+	// in order: all of them on a single node, one stream's on a cluster.
+	idx []int
+	// then are follow-up calls, sent in a second pipeline once this one
+	// got a reply (cluster: the pending index lives in another slot).
+	then []*call
+	cmd  *redis.Cmd
 }
 
-// op is one caller's request: calls sent in one pipeline, then (only if they
-// all succeeded) the follow-up calls in a second one.
+// op is one caller's calls, sent in one pipeline of the group commit.
 type op struct {
-	calls  []*call
-	then   []*call
-	cancel <-chan struct{}
-	done   chan struct{}
-	// skipped is set (before done is closed) when the flusher found the
-	// caller's context ended and did not send the op.
-	skipped bool
+	calls []*call
+	bytes int // journal bytes, for the group commit's bound
 }
 
-// err returns the first failed call's error, mapped to the sentinels.
-func (o *op) err() error {
-	if err := callsErr(o.calls); err != nil {
-		return err
-	}
-	return callsErr(o.then)
-}
+// ByteSize implements batcher.ByteSizer.
+func (o *op) ByteSize() int { return o.bytes }
 
-func callsErr(calls []*call) error {
-	for _, c := range calls {
-		if c.cmd == nil {
-			return errors.New("call was not sent")
-		}
-		if err := c.cmd.Err(); err != nil {
-			return mapErr(err)
-		}
-	}
-	return nil
-}
-
-// do queues o and waits for its flush or for ctx.
+// do submits o to the group commit and waits for its flush or for ctx. An
+// op whose ctx ends before its pipeline is sent is withdrawn.
 func (s *Store) do(ctx context.Context, o *op) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	o.cancel = ctx.Done()
-	o.done = make(chan struct{})
-	s.mu.RLock()
-	if s.closed {
-		s.mu.RUnlock()
+	err := s.flushes.Add(ctx, o)
+	if errors.Is(err, batcher.ErrShutdown) {
 		return seqstore.ErrClosed
 	}
-	select {
-	case s.queue <- o:
-	case <-ctx.Done():
-		s.mu.RUnlock()
-		return ctx.Err()
-	}
-	s.mu.RUnlock()
-	select {
-	case <-o.done:
-		if o.skipped {
-			return ctx.Err()
-		}
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return err
 }
 
-// flusher sends queued ops, everything queued at once in one pipeline, until
-// Close closes the queue.
-func (s *Store) flusher() {
-	defer s.wg.Done()
+// flush is the group commit's handler: every call of ops in one pipeline,
+// then their follow-ups in a second. Each caller reads its own replies.
+func (s *Store) flush(ops []*op, _ []error) {
 	// Flushes are bounded by the client's own timeouts; a caller that stops
 	// waiting does not cancel a pipeline that other callers share.
 	ctx := context.Background()
-	batch := make([]*op, 0, maxBatchCalls)
-	for first := range s.queue {
-		batch = append(batch[:0], first)
-	drain:
-		for len(batch) < maxBatchCalls {
-			select {
-			case o, ok := <-s.queue:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, o)
-			default:
-				break drain
-			}
-		}
-		s.flush(ctx, batch)
-	}
-}
-
-func (s *Store) flush(ctx context.Context, batch []*op) {
 	var calls, then []*call
-	for _, o := range batch {
-		select {
-		case <-o.cancel:
-			o.skipped = true // the caller has gone; do not write on its behalf
-			continue
-		default:
-		}
+	for _, o := range ops {
 		calls = append(calls, o.calls...)
 	}
 	s.run(ctx, calls)
-	for _, o := range batch {
-		if len(o.then) > 0 && callsErr(o.calls) == nil {
-			then = append(then, o.then...)
+	for _, c := range calls {
+		if c.cmd.Err() == nil {
+			then = append(then, c.then...)
 		}
 	}
 	s.run(ctx, then)
-	for _, o := range batch {
-		close(o.done)
-	}
 }
 
 // run sends calls as EVALSHA in one pipeline and resends those the server

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/inorder/inorder/seqstore"
+	"github.com/inorder/inorder/seqstore/storetest"
 )
 
 // BenchmarkCoalesce measures the group commit: callers goroutines each make
@@ -36,7 +37,7 @@ func BenchmarkCoalesce(b *testing.B) {
 							var from seqstore.Cursor
 							for next.Add(1) <= int64(b.N) {
 								if op == "reserve" {
-									if _, err := st.Reserve(b.Context(), s, 1, journal); err != nil {
+									if _, err := storetest.ReserveOne(b.Context(), st, s, 1, journal); err != nil {
 										b.Error(err)
 										return
 									}

@@ -21,52 +21,58 @@
 //
 // # Group commit
 //
-// Calls are queued to a few flusher goroutines owned by the Store. Each
-// flusher takes everything queued at that moment and sends it as one
-// pipeline (one round trip), each call being one EVALSHA of a small script, so
-// concurrent Reserve, Sent, Cursor and Advance calls across streams share
-// round trips. Stats reports calls and round trips. A call returns once
-// Redis has applied its script; what that means for durability (AOF fsync
-// policy, replication) is the server's configuration. A call whose context
-// ends before its pipeline is sent is dropped; one whose context ends while
-// its pipeline is in flight returns the context's error, and its write may
-// still take effect.
+// Every call, whatever its number of streams, is one script on a single
+// node: Reserve, Sent, Cursors and Advance each check every key they touch
+// before the first write, so a request at fault fails its call (a
+// *seqstore.BatchError naming it, the other requests seqstore.ErrAborted)
+// and nothing of it is written. Calls are submitted to a group commit
+// (internal/batcher) whose flushers (Options.Flushers at once) send
+// everything waiting at that moment as one pipeline, one EVALSHA per call:
+// concurrent calls across streams share round trips. Stats reports calls
+// and round trips. A call returns once Redis has applied its script; what
+// that means for durability (AOF fsync policy, replication) is the
+// server's configuration. A call whose context ends before its pipeline is
+// sent is withdrawn; one whose context ends while its pipeline is in flight
+// returns the context's error, and its write may still take effect.
 //
 // # Errors
 //
 // Errors carry the "redisstore:" prefix and the operation and stream, and
-// wrap the seqstore sentinels (ErrConflict through *seqstore.ConflictError,
-// ErrCorrupt, ErrOverflow, ErrClosed, ...) or go-redis's error (a refused
-// connection, a timeout), which stays reachable with errors.As. A call
-// whose reply was lost has an unknown outcome: a Reserve may then leave a
-// gap, an Advance a cursor that the next compare-and-set reports as a
-// conflict.
+// wrap the seqstore sentinels (ErrConflict, ErrCorrupt, ErrOverflow,
+// ErrInvalidStream, per request in a *seqstore.BatchError; ErrClosed) or
+// go-redis's error (a refused connection, a timeout), which stays reachable
+// with errors.As. A key holding a foreign or malformed value fails only its
+// own stream with ErrCorrupt. A call whose reply was lost has an unknown
+// outcome: a Reserve may then leave a gap, an Advance a cursor that the
+// next compare-and-set reports as a conflict.
 //
 // # Single node, sentinel and cluster
 //
 // With a *redis.Client (single node or sentinel failover) the pending index
-// is updated inside the same scripts as the journal, and an Advance batch is
-// one script over all its streams: atomic, as seqstore.Store requires.
+// is updated inside the same scripts as the journal, and every call is one
+// script over all its streams: atomic, as seqstore.Store requires.
 //
-// With a *redis.ClusterClient (or a client-sharded *redis.Ring) the index
-// sits on a different slot or shard from the streams, and Redis cannot run
-// one script across them. Then:
+// With a *redis.ClusterClient (or a client-sharded *redis.Ring) each
+// stream's keys share a hash tag, but different streams and the index sit
+// on different slots or shards, and Redis cannot run one script across
+// them. Then each call sends one script per stream, all in one pipeline:
 //
-//   - a journaled Reserve writes the journal first and adds the stream to the
-//     index in a second round trip; if that second step fails Reserve
+//   - a Reserve or Advance of several streams is first checked: the same
+//     scripts run dry (they check and plan but write nothing) in one round
+//     trip, and a failure there writes nothing. Then each stream is applied
+//     atomically, the call is not: if another writer makes a stream fail
+//     between the check and the write (a compare-and-set that lost a race),
+//     the *seqstore.BatchError reports the requests of the other streams as
+//     nil (they took effect; Reserve returns their Reservations with it).
+//     Use a single node (or sentinel) where a caller needs all-or-nothing
+//     calls across streams even under such races;
+//   - a journaled Reserve writes the journal first and adds the stream to
+//     the index in a second round trip; if that second step fails Reserve
 //     returns an error (the entries stay in the journal, unlisted, and
 //     their seqs become a gap for the receiver);
 //   - Sent does not touch the index; Pending drops streams whose journal is
 //     empty (remove, re-check, re-add if a Reserve raced it), so the index
-//     holds at most the streams journaled since the last Pending;
-//   - an Advance batch of several streams is checked first (one round trip
-//     reading every cursor; a conflict there writes nothing), then applied
-//     stream by stream: each stream's compare-and-set is atomic, the batch
-//     is not. If another writer moves one of the streams between the check
-//     and the writes, the other streams of the batch have moved and the
-//     *seqstore.ConflictError names only the conflicting ones. Use a single
-//     node (or sentinel) where a receiver needs all-or-nothing batches
-//     across groups even under such races.
+//     holds at most the streams journaled since the last Pending.
 //
 // The package's tests, the conformance suite included, also run on a
 // cluster when INORDER_TEST_REDIS_CLUSTER_ADDRS lists its nodes

@@ -33,10 +33,11 @@ func ExampleNew() {
 	defer func() { _ = store.Close() }()
 
 	stream := seqstore.Stream{Queue: "orders", Group: "customer-42"}
-	res, err := store.Reserve(ctx, stream, 2, [][]byte{[]byte("created"), []byte("paid")})
+	rs, err := store.Reserve(ctx, []seqstore.ReserveRequest{{Stream: stream, N: 2, Journal: [][]byte{[]byte("created"), []byte("paid")}}})
 	if err != nil {
 		log.Fatal(err)
 	}
+	res := rs[0]
 	fmt.Println("first seq:", res.First)
 
 	pending, err := store.Pending(ctx, "orders")
@@ -46,7 +47,7 @@ func ExampleNew() {
 	for _, e := range pending {
 		fmt.Printf("pending %s #%d %s\n", e.Stream, e.Seq, e.Body)
 	}
-	if err := store.Sent(ctx, stream, []uint64{1, 2}); err != nil {
+	if err := store.Sent(ctx, []seqstore.SentMark{{Stream: stream, Seqs: []uint64{1, 2}}}); err != nil {
 		log.Fatal(err)
 	}
 

@@ -13,6 +13,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
+
+	"github.com/inorder/inorder/seqstore"
 )
 
 func TestMain(m *testing.M) {
@@ -21,7 +23,8 @@ func TestMain(m *testing.M) {
 
 // backend is one Redis a test can run against.
 type backend struct {
-	name string
+	name    string
+	sharded bool // a cluster or ring: the store uses the sharded rules
 	// open returns a client and a fresh unique prefix; the keys under the
 	// prefix are deleted when the test ends.
 	open func(t testing.TB) (redis.UniversalClient, string)
@@ -67,7 +70,7 @@ func clusterBackend(t testing.TB) (backend, bool) {
 		t.Log("INORDER_TEST_REDIS_CLUSTER_ADDRS not set: Redis Cluster tests skipped")
 		return backend{}, false
 	}
-	return backend{name: "cluster", open: func(t testing.TB) (redis.UniversalClient, string) {
+	return backend{name: "cluster", sharded: true, open: func(t testing.TB) (redis.UniversalClient, string) {
 		return realRedis(t, redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addrs, ",")}), addrs)
 	}}, true
 }
@@ -116,7 +119,7 @@ func realRedis(t testing.TB, c redis.UniversalClient, addr string) (redis.Univer
 
 // ringBackend is a client-sharded *redis.Ring over two miniredis servers:
 // the sharded rules without a cluster.
-var ringBackend = backend{name: "ring", open: func(t testing.TB) (redis.UniversalClient, string) {
+var ringBackend = backend{name: "ring", sharded: true, open: func(t testing.TB) (redis.UniversalClient, string) {
 	a, b := miniredis.RunT(t), miniredis.RunT(t)
 	c := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr(), "b": b.Addr()}})
 	t.Cleanup(func() { _ = c.Close() })
@@ -163,4 +166,8 @@ func newStore(t testing.TB, c redis.UniversalClient, prefix string) *Store {
 func benchFlushers() int {
 	n, _ := strconv.Atoi(os.Getenv("BENCH_FLUSHERS"))
 	return n
+}
+
+func sentOne(ctx context.Context, s seqstore.Store, st seqstore.Stream, seqs []uint64) error {
+	return s.Sent(ctx, []seqstore.SentMark{{Stream: st, Seqs: seqs}})
 }

@@ -32,108 +32,204 @@ local function le(a, b)
 end
 `
 
-// Tags of errors raised by the scripts: malformed stored state, and a
-// counter that would pass MaxSeq.
+// Statuses the scripts return per request, and tags of errors they raise.
+// A status is "" for a request that is fine, or one of these followed by a
+// message.
 const (
 	corruptTag  = "INORDER_CORRUPT"
 	overflowTag = "INORDER_OVERFLOW"
+	conflictTag = "INORDER_CONFLICT"
 )
 
-// reserveScript: KEYS send, journal[, index]; ARGV n, new epoch, stream key,
-// bodies... Returns {epoch, last before the reservation}.
-var reserveScript = redis.NewScript(luaCommon + `
--- Check every key's type before the first write: Redis does not roll a
--- script back when a later command fails.
+// luaTypes checks the type of keys before anything is read or written:
+// Redis does not roll a script back when a later command fails, and a
+// command on a key of the wrong type fails the whole script.
+const luaTypes = `
 local function typeof(k)
   local t = redis.call('TYPE', k)
   if type(t) == 'table' then return t.ok end
   return t
 end
-local jt = typeof(KEYS[2])
-if jt ~= 'none' and jt ~= 'hash' then
-  return redis.error_reply('` + corruptTag + ` journal key holds a ' .. jt)
-end
-if KEYS[3] then
-  local it = typeof(KEYS[3])
-  if it ~= 'none' and it ~= 'set' then
-    return redis.error_reply('` + corruptTag + ` pending index key holds a ' .. it)
+local function badtype(k, want, what)
+  local t = typeof(k)
+  if t ~= 'none' and t ~= want then
+    return '` + corruptTag + ` ' .. what .. ' key holds a ' .. t
   end
+  return nil
 end
-local v = redis.call('HMGET', KEYS[1], 'epoch', 'last')
-local epoch, last = v[1], v[2]
-if not epoch and not last then
-  if redis.call('EXISTS', KEYS[1]) == 1 then
-    return redis.error_reply('` + corruptTag + ` send hash has neither epoch nor last')
+local function fail(status)
+  local out = {'fail'}
+  for i = 1, #status do out[#out + 1] = status[i] end
+  return out
+end
+`
+
+// reserveScript reserves for several requests over several streams, all or
+// nothing.
+//
+// KEYS: for stream s = 1..S, KEYS[2s-1] its send hash and KEYS[2s] its
+// journal; then the pending index keys.
+// ARGV: dry ("1": check and plan only), S, then per stream its new epoch
+// (used if it has no state), its stream key and the position in KEYS of
+// its queue's index (0: none), then R, then per request its stream number,
+// n, the number of bodies and the bodies.
+//
+// Returns {"ok", epoch, last before the request, ...} per request (just
+// {"ok"} when dry), or {"fail", status per request} writing nothing.
+var reserveScript = redis.NewScript(luaCommon + luaTypes + `
+local dry = ARGV[1] == '1'
+local S = tonumber(ARGV[2])
+local p = 3
+local newepoch, names, index = {}, {}, {}
+for s = 1, S do
+  newepoch[s], names[s], index[s] = ARGV[p], ARGV[p + 1], tonumber(ARGV[p + 2])
+  p = p + 3
+end
+local R = tonumber(ARGV[p])
+p = p + 1
+local rs, rn, rb, rnb = {}, {}, {}, {}
+for r = 1, R do
+  rs[r], rn[r], rnb[r] = tonumber(ARGV[p]), ARGV[p + 1], tonumber(ARGV[p + 2])
+  rb[r] = p + 3
+  p = p + 3 + rnb[r]
+end
+local epoch, last, bad, created = {}, {}, {}, {}
+for s = 1, S do
+  bad[s] = badtype(KEYS[2 * s], 'hash', 'journal') or badtype(KEYS[2 * s - 1], 'hash', 'send')
+  if not bad[s] and index[s] > 0 then
+    bad[s] = badtype(KEYS[index[s]], 'set', 'pending index')
   end
-  epoch = ARGV[2]
-  last = '0'
-  redis.call('HSET', KEYS[1], 'epoch', epoch, 'last', last)
-elseif not canon(epoch) or not canon(last) or epoch == '0' then
-  return redis.error_reply('` + corruptTag + ` send hash has a malformed epoch or last')
-end
-local newlast = adddec(last, ARGV[1])
-if not le(newlast, '9223372036854775807') then
-  return redis.error_reply('` + overflowTag + ` reservation would pass MaxSeq')
-end
-redis.call('HSET', KEYS[1], 'last', newlast)
-local nb = #ARGV - 3
-for i = 1, nb do
-  redis.call('HSET', KEYS[2], adddec(last, tostring(i)), ARGV[3 + i])
-end
-if nb > 0 and KEYS[3] then
-  redis.call('SADD', KEYS[3], ARGV[3])
-end
-return {epoch, last}
-`)
-
-// sentScript: KEYS journal[, index]; ARGV stream key, seqs...
-var sentScript = redis.NewScript(`
-local i = 2
-while i <= #ARGV do
-  local j = math.min(i + 999, #ARGV)
-  redis.call('HDEL', KEYS[1], unpack(ARGV, i, j))
-  i = j + 1
-end
-if KEYS[2] and redis.call('HLEN', KEYS[1]) == 0 then
-  redis.call('SREM', KEYS[2], ARGV[1])
-end
-return 0
-`)
-
-// cursorScript: KEYS cursor. Returns the raw fields; Go validates them.
-var cursorScript = redis.NewScript(`
-return redis.call('HMGET', KEYS[1], 'epoch', 'next', 'owner', 'skipped')
-`)
-
-// advanceScript: KEYS cursors...; ARGV 7 per key: from epoch, next, owner,
-// to epoch, next, owner, skipped. Returns the 1-based indexes of the
-// conflicting keys, empty when all were applied.
-var advanceScript = redis.NewScript(luaCommon + `
-local conflicts = {}
-for i = 1, #KEYS do
-  local b = (i - 1) * 7
-  local v = redis.call('HMGET', KEYS[i], 'epoch', 'next', 'owner')
-  local e, n, o = v[1], v[2], v[3]
-  if not e and not n and not o then
-    if redis.call('EXISTS', KEYS[i]) == 1 then
-      return redis.error_reply('` + corruptTag + ` cursor hash ' .. i .. ' has no epoch, next or owner')
+  if not bad[s] then
+    local v = redis.call('HMGET', KEYS[2 * s - 1], 'epoch', 'last')
+    if not v[1] and not v[2] then
+      if redis.call('EXISTS', KEYS[2 * s - 1]) == 1 then
+        bad[s] = '` + corruptTag + ` send hash has neither epoch nor last'
+      else
+        epoch[s], last[s], created[s] = newepoch[s], '0', true
+      end
+    elseif not canon(v[1]) or not canon(v[2]) or v[1] == '0' then
+      bad[s] = '` + corruptTag + ` send hash has a malformed epoch or last'
+    else
+      epoch[s], last[s] = v[1], v[2]
     end
-    e, n, o = '0', '0', '0'
-  elseif not canon(e) or not canon(n) or not canon(o) then
-    return redis.error_reply('` + corruptTag + ` cursor hash ' .. i .. ' has a malformed epoch, next or owner')
-  end
-  if e ~= ARGV[b + 1] or n ~= ARGV[b + 2] or o ~= ARGV[b + 3] then
-    conflicts[#conflicts + 1] = i
   end
 end
-if #conflicts > 0 then
-  return conflicts
+local status, failed, first = {}, false, {}
+for r = 1, R do
+  local s = rs[r]
+  status[r] = ''
+  if bad[s] then
+    status[r], failed = bad[s], true
+  else
+    local nl = adddec(last[s], rn[r])
+    if not le(nl, '9223372036854775807') then
+      status[r], failed = '` + overflowTag + ` reservation of ' .. rn[r] .. ' seqs after ' .. last[s] .. ' would pass MaxSeq', true
+    else
+      first[r], last[s] = last[s], nl
+    end
+  end
 end
+if failed then return fail(status) end
+if dry then return {'ok'} end
+local out = {'ok'}
+for s = 1, S do
+  if created[s] then
+    redis.call('HSET', KEYS[2 * s - 1], 'epoch', epoch[s], 'last', last[s])
+  else
+    redis.call('HSET', KEYS[2 * s - 1], 'last', last[s])
+  end
+end
+for r = 1, R do
+  local s = rs[r]
+  for i = 1, rnb[r] do
+    redis.call('HSET', KEYS[2 * s], adddec(first[r], tostring(i)), ARGV[rb[r] + i - 1])
+  end
+  if rnb[r] > 0 and index[s] > 0 then
+    redis.call('SADD', KEYS[index[s]], names[s])
+  end
+  out[#out + 1] = epoch[s]
+  out[#out + 1] = first[r]
+end
+return out
+`)
+
+// sentScript deletes journal entries of several streams.
+//
+// KEYS: the journals of marks 1..M, then the pending index keys.
+// ARGV: M, then per mark its stream key, the position in KEYS of its
+// queue's index (0: none), the number of seqs and the seqs.
+//
+// Returns one status per mark: a mark whose journal key holds a foreign
+// value is skipped.
+var sentScript = redis.NewScript(luaTypes + `
+local p, status = 2, {}
+for m = 1, tonumber(ARGV[1]) do
+  local name, index, n = ARGV[p], tonumber(ARGV[p + 1]), tonumber(ARGV[p + 2])
+  local bad = badtype(KEYS[m], 'hash', 'journal')
+  if not bad and index > 0 then bad = badtype(KEYS[index], 'set', 'pending index') end
+  status[m] = bad or ''
+  if not bad then
+    local i = p + 3
+    while i < p + 3 + n do
+      local j = math.min(i + 999, p + 2 + n)
+      redis.call('HDEL', KEYS[m], unpack(ARGV, i, j))
+      i = j + 1
+    end
+    if index > 0 and redis.call('HLEN', KEYS[m]) == 0 then
+      redis.call('SREM', KEYS[index], name)
+    end
+  end
+  p = p + 3 + n
+end
+return status
+`)
+
+// cursorsScript reads cursors. KEYS: the cursor hashes. Returns per key its
+// raw fields (Go validates them), or a corrupt status for a key of another
+// type.
+var cursorsScript = redis.NewScript(luaTypes + `
+local out = {}
 for i = 1, #KEYS do
-  local b = (i - 1) * 7
+  out[i] = badtype(KEYS[i], 'hash', 'cursor') or redis.call('HMGET', KEYS[i], 'epoch', 'next', 'owner', 'skipped')
+end
+return out
+`)
+
+// advanceScript compare-and-sets several cursors, all or nothing.
+//
+// KEYS: the cursor hashes. ARGV: dry ("1": check only), then 7 per key:
+// from epoch, next, owner, to epoch, next, owner, skipped.
+//
+// Returns {"ok"}, or {"fail", status per key} writing nothing.
+var advanceScript = redis.NewScript(luaCommon + luaTypes + `
+local status, failed = {}, false
+for i = 1, #KEYS do
+  local b = 1 + (i - 1) * 7
+  status[i] = badtype(KEYS[i], 'hash', 'cursor') or ''
+  if status[i] == '' then
+    local v = redis.call('HMGET', KEYS[i], 'epoch', 'next', 'owner')
+    local e, n, o = v[1], v[2], v[3]
+    if not e and not n and not o then
+      if redis.call('EXISTS', KEYS[i]) == 1 then
+        status[i] = '` + corruptTag + ` cursor hash has no epoch, next or owner'
+      end
+      e, n, o = '0', '0', '0'
+    elseif not canon(e) or not canon(n) or not canon(o) then
+      status[i] = '` + corruptTag + ` cursor hash has a malformed epoch, next or owner'
+    end
+    if status[i] == '' and (e ~= ARGV[b + 1] or n ~= ARGV[b + 2] or o ~= ARGV[b + 3]) then
+      status[i] = '` + conflictTag + ` stored cursor ' .. e .. '/' .. n .. ' owner ' .. o
+    end
+  end
+  if status[i] ~= '' then failed = true end
+end
+if failed then return fail(status) end
+if ARGV[1] == '1' then return {'ok'} end
+for i = 1, #KEYS do
+  local b = 1 + (i - 1) * 7
   redis.call('HSET', KEYS[i], 'epoch', ARGV[b + 4], 'next', ARGV[b + 5], 'owner', ARGV[b + 6], 'skipped', ARGV[b + 7])
 end
-return {}
+return {'ok'}
 `)
 
 // indexAddScript: KEYS index; ARGV stream key. A script so that it travels

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sort"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/inorder/inorder/internal/batcher"
 	"github.com/inorder/inorder/seqstore"
 )
 
@@ -24,6 +24,7 @@ const DefaultPrefix = "inorder:"
 const (
 	defaultFlushers = 4
 	maxBatchCalls   = 256
+	maxBatchBytes   = 16 << 20
 	maxPrefixLen    = 64
 )
 
@@ -60,8 +61,10 @@ func (o *Options) validate() error {
 
 // Stats counts the work a Store did since New.
 type Stats struct {
-	// Calls is the number of script calls sent (Reserve, Sent, Cursor,
-	// Advance each count one; a cluster Advance counts one per stream).
+	// Calls is the number of script calls sent (Reserve, Sent, Cursors,
+	// Advance each count one, whatever their number of streams; on a
+	// cluster one per stream, and a check before a call of several
+	// streams).
 	Calls uint64
 	// RoundTrips is the number of pipelines sent, retries included. On a
 	// cluster one pipeline reaches every node it involves, in parallel.
@@ -75,10 +78,10 @@ type Store struct {
 	sharded bool
 	log     *slog.Logger
 
-	mu     sync.RWMutex // guards closed and sending on queue
+	flushes *batcher.Batcher[*op]
+
+	mu     sync.RWMutex // guards closed
 	closed bool
-	queue  chan *op
-	wg     sync.WaitGroup
 
 	calls, roundTrips atomic.Uint64
 }
@@ -106,7 +109,7 @@ func New(client redis.UniversalClient, opts *Options) (*Store, error) {
 		o.Flushers = defaultFlushers
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	// A Ring shards keys like a cluster (by hash tag) but would not refuse
 	// a script touching another shard's keys: treat both as sharded.
@@ -120,11 +123,11 @@ func New(client redis.UniversalClient, opts *Options) (*Store, error) {
 		prefix:  o.Prefix,
 		sharded: sharded,
 		log:     o.Logger,
-		queue:   make(chan *op, maxBatchCalls*o.Flushers),
 	}
-	s.wg.Add(o.Flushers)
-	for range o.Flushers {
-		go s.flusher()
+	var err error
+	s.flushes, err = batcher.New(&batcher.Options{MaxHandlers: o.Flushers, MaxBatchSize: maxBatchCalls, MaxBatchBytes: maxBatchBytes}, s.flush)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
 	}
 	return s, nil
 }
@@ -134,16 +137,13 @@ func (s *Store) Stats() Stats {
 	return Stats{Calls: s.calls.Load(), RoundTrips: s.roundTrips.Load()}
 }
 
-// Close stops the flushers after they have sent every queued call. It does
-// not close the client. Later calls return seqstore.ErrClosed.
+// Close waits until every call already submitted was sent. It does not
+// close the client. Later calls return seqstore.ErrClosed.
 func (s *Store) Close() error {
 	s.mu.Lock()
-	if !s.closed {
-		s.closed = true
-		close(s.queue)
-	}
+	s.closed = true
 	s.mu.Unlock()
-	s.wg.Wait()
+	s.flushes.Shutdown()
 	return nil
 }
 
@@ -155,204 +155,438 @@ func (s *Store) indexKey(queue string) string {
 	return s.prefix + "pending:{" + strings.TrimSuffix(seqstore.Stream{Queue: queue}.Key(), "/") + "}"
 }
 
-// Reserve implements seqstore.Store.
-func (s *Store) Reserve(ctx context.Context, st seqstore.Stream, n int, journal [][]byte) (seqstore.Reservation, error) {
-	if err := st.Validate(); err != nil {
-		return seqstore.Reservation{}, fmt.Errorf("redisstore: reserve: %w", err)
+// Reserve implements seqstore.Store. On a single node the call is one
+// script, all or nothing. On a cluster each stream is one script: a call of
+// several streams is first checked (one dry-run script per stream, in one
+// round trip; a failure there writes nothing), then applied stream by
+// stream; if another writer makes a stream fail between the check and the
+// write, the *seqstore.BatchError reports the requests that took effect as
+// nil, and their Reservations are returned with it.
+func (s *Store) Reserve(ctx context.Context, reqs []seqstore.ReserveRequest) ([]seqstore.Reservation, error) {
+	if err := seqstore.CheckReserve(reqs); err != nil {
+		return nil, fmt.Errorf("redisstore: reserve: %w", err)
 	}
-	if n < 1 {
-		return seqstore.Reservation{}, fmt.Errorf("redisstore: reserve %s: %w: n must be at least 1, got %d", st, seqstore.ErrInvalidArgument, n)
+	if len(reqs) == 0 {
+		return nil, nil
 	}
-	if journal != nil && len(journal) != n {
-		return seqstore.Reservation{}, fmt.Errorf("redisstore: reserve %s: %w: journal holds %d bodies for n=%d", st, seqstore.ErrInvalidArgument, len(journal), n)
+	name := callName(len(reqs), reqs[0].Stream)
+	parts := s.parts(len(reqs), func(i int) seqstore.Stream { return reqs[i].Stream })
+	if len(parts) > 1 {
+		if err := s.check(ctx, parts, len(reqs), func(ri []int) *call { return s.reserveCall(reqs, ri, true) }); err != nil {
+			return nil, fmt.Errorf("redisstore: reserve %s: %w", name, err)
+		}
 	}
-	keys := []string{s.key(st, "send"), s.key(st, "journal")}
-	if journal != nil && !s.sharded {
-		keys = append(keys, s.indexKey(st.Queue))
+	o := &op{}
+	for _, ri := range parts {
+		o.calls = append(o.calls, s.reserveCall(reqs, ri, false))
 	}
-	args := make([]any, 3, 3+len(journal))
-	args[0] = strconv.Itoa(n)
-	args[1] = strconv.FormatUint(seqstore.NewEpoch(time.Now()), 10)
-	args[2] = st.Key()
-	for _, b := range journal {
-		args = append(args, b)
-	}
-	o := &op{calls: []*call{{script: reserveScript, keys: keys, args: args}}}
-	if journal != nil && s.sharded {
-		o.then = []*call{{script: indexAddScript, keys: []string{s.indexKey(st.Queue)}, args: []any{st.Key()}}}
+	for _, r := range reqs {
+		for _, b := range r.Journal {
+			o.bytes += len(b)
+		}
 	}
 	if err := s.do(ctx, o); err != nil {
-		return seqstore.Reservation{}, fmt.Errorf("redisstore: reserve %s: %w", st, err)
+		return nil, fmt.Errorf("redisstore: reserve %s: %w", name, err)
 	}
-	if err := o.err(); err != nil {
-		return seqstore.Reservation{}, fmt.Errorf("redisstore: reserve %s: %w", st, err)
+	out := make([]seqstore.Reservation, len(reqs))
+	errs, err := outcomes(o, len(reqs), func(c *call, vals []any) error {
+		if len(vals) != 2*len(c.idx) {
+			return fmt.Errorf("%w: reserve reply of %d values for %d requests", seqstore.ErrCorrupt, len(vals), len(c.idx))
+		}
+		for k, i := range c.idx {
+			es, _ := vals[2*k].(string)
+			ls, _ := vals[2*k+1].(string)
+			epoch, err1 := seqstore.ParseNum(es)
+			last, err2 := seqstore.ParseNum(ls)
+			if errors.Join(err1, err2) != nil || epoch == 0 {
+				return fmt.Errorf("%w: send state of %s: epoch %q last %q", seqstore.ErrCorrupt, reqs[i].Stream, es, ls)
+			}
+			out[i] = seqstore.Reservation{Epoch: epoch, First: last + 1}
+		}
+		return nil
+	})
+	if err == nil {
+		err = followUpsErr(o)
 	}
-	vals, err := o.calls[0].cmd.StringSlice()
-	if err != nil || len(vals) != 2 {
-		return seqstore.Reservation{}, fmt.Errorf("redisstore: reserve %s: %w: unexpected reply %v", st, seqstore.ErrCorrupt, o.calls[0].cmd.Val())
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: reserve %s: %w", name, err)
 	}
-	epoch, err1 := seqstore.ParseNum(vals[0])
-	last, err2 := seqstore.ParseNum(vals[1])
-	if err := errors.Join(err1, err2); err != nil || epoch == 0 {
-		return seqstore.Reservation{}, fmt.Errorf("redisstore: reserve %s: %w: send state epoch %q last %q", st, seqstore.ErrCorrupt, vals[0], vals[1])
+	if errs != nil {
+		if len(parts) == 1 {
+			out = nil
+		}
+		return out, fmt.Errorf("redisstore: reserve %s: %w", name, &seqstore.BatchError{Errs: errs})
 	}
-	return seqstore.Reservation{Epoch: epoch, First: last + 1}, nil
+	return out, nil
 }
 
-// Sent implements seqstore.Store.
-func (s *Store) Sent(ctx context.Context, st seqstore.Stream, seqs []uint64) error {
-	if err := st.Validate(); err != nil {
+// reserveCall builds the reserve script call for requests ri of reqs.
+func (s *Store) reserveCall(reqs []seqstore.ReserveRequest, ri []int, dry bool) *call {
+	pos := map[seqstore.Stream]int{} // 1-based, in order of first appearance
+	var streams []seqstore.Stream
+	journaled := map[seqstore.Stream]bool{}
+	for _, i := range ri {
+		st := reqs[i].Stream
+		if pos[st] == 0 {
+			streams = append(streams, st)
+			pos[st] = len(streams)
+		}
+		if reqs[i].Journal != nil {
+			journaled[st] = true
+		}
+	}
+	keys := make([]string, 0, 2*len(streams)+1)
+	for _, st := range streams {
+		keys = append(keys, s.key(st, "send"), s.key(st, "journal"))
+	}
+	args := []any{flag(dry), strconv.Itoa(len(streams))}
+	index := map[string]int{} // queue -> position of its index in keys
+	c := &call{script: reserveScript, idx: ri}
+	for _, st := range streams {
+		ip := 0
+		if journaled[st] {
+			if s.sharded {
+				if !dry {
+					c.then = append(c.then, &call{script: indexAddScript, keys: []string{s.indexKey(st.Queue)}, args: []any{st.Key()}})
+				}
+			} else {
+				if index[st.Queue] == 0 {
+					keys = append(keys, s.indexKey(st.Queue))
+					index[st.Queue] = len(keys)
+				}
+				ip = index[st.Queue]
+			}
+		}
+		args = append(args, strconv.FormatUint(seqstore.NewEpoch(time.Now()), 10), st.Key(), strconv.Itoa(ip))
+	}
+	args = append(args, strconv.Itoa(len(ri)))
+	for _, i := range ri {
+		r := reqs[i]
+		args = append(args, strconv.Itoa(pos[r.Stream]), strconv.Itoa(r.N), strconv.Itoa(len(r.Journal)))
+		for _, b := range r.Journal {
+			args = append(args, b)
+		}
+	}
+	c.keys, c.args = keys, args
+	return c
+}
+
+// Sent implements seqstore.Store. A mark whose journal key holds a foreign
+// value is skipped and named in a *seqstore.BatchError (the other marks
+// took effect).
+func (s *Store) Sent(ctx context.Context, marks []seqstore.SentMark) error {
+	if err := seqstore.CheckSent(marks); err != nil {
 		return fmt.Errorf("redisstore: sent: %w", err)
 	}
-	if len(seqs) == 0 {
+	var some []int // the marks with seqs
+	for i, m := range marks {
+		if len(m.Seqs) > 0 {
+			some = append(some, i)
+		}
+	}
+	if len(some) == 0 {
 		return nil
 	}
-	keys := []string{s.key(st, "journal")}
-	if !s.sharded {
-		keys = append(keys, s.indexKey(st.Queue))
+	name := callName(len(marks), marks[some[0]].Stream)
+	o := &op{}
+	for _, part := range s.parts(len(some), func(k int) seqstore.Stream { return marks[some[k]].Stream }) {
+		ri := make([]int, len(part))
+		for k, j := range part {
+			ri[k] = some[j]
+		}
+		o.calls = append(o.calls, s.sentCall(marks, ri))
 	}
-	args := make([]any, 1, 1+len(seqs))
-	args[0] = st.Key()
-	for _, q := range seqs {
-		args = append(args, strconv.FormatUint(q, 10))
-	}
-	o := &op{calls: []*call{{script: sentScript, keys: keys, args: args}}}
 	if err := s.do(ctx, o); err != nil {
-		return fmt.Errorf("redisstore: sent %s: %w", st, err)
+		return fmt.Errorf("redisstore: sent %s: %w", name, err)
 	}
-	if err := o.err(); err != nil {
-		return fmt.Errorf("redisstore: sent %s: %w", st, err)
+	var errs []error
+	for _, c := range o.calls {
+		vals, err := c.cmd.Slice()
+		if err != nil {
+			return fmt.Errorf("redisstore: sent %s: %w", name, mapErr(err))
+		}
+		if len(vals) != len(c.idx) {
+			return fmt.Errorf("redisstore: sent %s: %w: %d statuses for %d marks", name, seqstore.ErrCorrupt, len(vals), len(c.idx))
+		}
+		for k, i := range c.idx {
+			if st, _ := vals[k].(string); st != "" {
+				if errs == nil {
+					errs = make([]error, len(marks))
+				}
+				errs[i] = statusErr(vals[k])
+			}
+		}
+	}
+	if errs != nil {
+		return fmt.Errorf("redisstore: sent %s: %w", name, &seqstore.BatchError{Errs: errs})
 	}
 	return nil
 }
 
-// Cursor implements seqstore.Store.
-func (s *Store) Cursor(ctx context.Context, st seqstore.Stream) (seqstore.Cursor, error) {
-	if err := st.Validate(); err != nil {
-		return seqstore.Cursor{}, fmt.Errorf("redisstore: cursor: %w", err)
+// sentCall builds the sent script call for marks ri.
+func (s *Store) sentCall(marks []seqstore.SentMark, ri []int) *call {
+	keys := make([]string, 0, len(ri)+1)
+	for _, i := range ri {
+		keys = append(keys, s.key(marks[i].Stream, "journal"))
 	}
-	o := &op{calls: []*call{{script: cursorScript, keys: []string{s.key(st, "cursor")}}}}
-	if err := s.do(ctx, o); err != nil {
-		return seqstore.Cursor{}, fmt.Errorf("redisstore: cursor %s: %w", st, err)
+	args := []any{strconv.Itoa(len(ri))}
+	index := map[string]int{}
+	for _, i := range ri {
+		m := marks[i]
+		ip := 0
+		if !s.sharded {
+			if index[m.Stream.Queue] == 0 {
+				keys = append(keys, s.indexKey(m.Stream.Queue))
+				index[m.Stream.Queue] = len(keys)
+			}
+			ip = index[m.Stream.Queue]
+		}
+		args = append(args, m.Stream.Key(), strconv.Itoa(ip), strconv.Itoa(len(m.Seqs)))
+		for _, q := range m.Seqs {
+			args = append(args, strconv.FormatUint(q, 10))
+		}
 	}
-	if err := o.err(); err != nil {
-		return seqstore.Cursor{}, fmt.Errorf("redisstore: cursor %s: %w", st, err)
-	}
-	raw, err := o.calls[0].cmd.Slice()
-	if err != nil || len(raw) != 4 {
-		return seqstore.Cursor{}, fmt.Errorf("redisstore: cursor %s: %w: unexpected reply", st, seqstore.ErrCorrupt)
-	}
-	c, err := parseCursor(raw)
-	if err != nil {
-		return seqstore.Cursor{}, fmt.Errorf("redisstore: cursor %s: %w", st, err)
-	}
-	return c, nil
+	return &call{script: sentScript, keys: keys, args: args, idx: ri}
 }
 
-// Advance implements seqstore.Store. See the package documentation for the
-// weaker guarantee with a cluster client.
+// Cursors implements seqstore.Store: one script on a single node, one per
+// stream on a cluster, in one round trip. A stream whose cursor key holds
+// a foreign or malformed value fails alone with seqstore.ErrCorrupt.
+func (s *Store) Cursors(ctx context.Context, streams []seqstore.Stream) ([]seqstore.Cursor, error) {
+	out := make([]seqstore.Cursor, len(streams))
+	var errs []error
+	fail := func(i int, err error) {
+		if errs == nil {
+			errs = make([]error, len(streams))
+		}
+		errs[i] = err
+	}
+	var valid []int
+	for i, st := range streams {
+		if err := st.Validate(); err != nil {
+			fail(i, err)
+			continue
+		}
+		valid = append(valid, i)
+	}
+	if len(valid) > 0 {
+		o := &op{}
+		for _, part := range s.parts(len(valid), func(k int) seqstore.Stream { return streams[valid[k]] }) {
+			c := &call{script: cursorsScript, idx: make([]int, len(part))}
+			for k, j := range part {
+				c.idx[k] = valid[j]
+				c.keys = append(c.keys, s.key(streams[valid[j]], "cursor"))
+			}
+			o.calls = append(o.calls, c)
+		}
+		if err := s.do(ctx, o); err != nil {
+			return nil, fmt.Errorf("redisstore: cursors: %w", err)
+		}
+		for _, c := range o.calls {
+			vals, err := c.cmd.Slice()
+			if err == nil && len(vals) != len(c.idx) {
+				err = fmt.Errorf("%w: %d cursors for %d streams", seqstore.ErrCorrupt, len(vals), len(c.idx))
+			}
+			if err != nil {
+				return nil, fmt.Errorf("redisstore: cursors: %w", mapErr(err))
+			}
+			for k, i := range c.idx {
+				raw, ok := vals[k].([]any)
+				if !ok {
+					fail(i, fmt.Errorf("cursor of %s: %w", streams[i], statusErr(vals[k])))
+					continue
+				}
+				if out[i], err = parseCursor(raw); err != nil {
+					fail(i, fmt.Errorf("cursor of %s: %w", streams[i], err))
+				}
+			}
+		}
+	}
+	if errs != nil {
+		return out, fmt.Errorf("redisstore: cursors: %w", &seqstore.BatchError{Errs: errs})
+	}
+	return out, nil
+}
+
+// Advance implements seqstore.Store. On a single node the batch is one
+// script, all or nothing. On a cluster a batch of several streams is first
+// checked (one dry-run script per stream, in one round trip; a conflict
+// there writes nothing), then applied stream by stream: each stream's
+// compare-and-set is atomic, the batch is not. If another writer moves one
+// of the streams between the check and the writes, the other streams of
+// the batch have moved, and the *seqstore.BatchError reports them as nil
+// (applied) beside the conflicting ones.
 func (s *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
+	if err := seqstore.CheckAdvance(batch); err != nil {
+		return fmt.Errorf("redisstore: advance: %w", err)
+	}
 	if len(batch) == 0 {
 		return nil
 	}
-	seen := make(map[seqstore.Stream]struct{}, len(batch))
-	for _, a := range batch {
-		if err := a.Check(); err != nil {
+	parts := s.parts(len(batch), func(i int) seqstore.Stream { return batch[i].Stream })
+	if len(parts) > 1 {
+		if err := s.check(ctx, parts, len(batch), func(ri []int) *call { return s.advanceCall(batch, ri, true) }); err != nil {
 			return fmt.Errorf("redisstore: advance: %w", err)
 		}
-		if _, dup := seen[a.Stream]; dup {
-			return fmt.Errorf("redisstore: advance: %w: stream %s appears twice in one batch", seqstore.ErrInvalidArgument, a.Stream)
-		}
-		seen[a.Stream] = struct{}{}
 	}
 	o := &op{}
-	if s.sharded && len(batch) > 1 {
-		// Check every cursor first, so that a batch that conflicts at rest
-		// writes nothing; only a race between this check and the writes
-		// can leave a batch half applied.
-		if err := s.precheck(ctx, batch); err != nil {
-			return err
-		}
-	}
-	if s.sharded {
-		for _, a := range batch {
-			o.calls = append(o.calls, &call{script: advanceScript, keys: []string{s.key(a.Stream, "cursor")}, args: advanceArgs(nil, a)})
-		}
-	} else {
-		c := &call{script: advanceScript, keys: make([]string, 0, len(batch)), args: make([]any, 0, 7*len(batch))}
-		for _, a := range batch {
-			c.keys = append(c.keys, s.key(a.Stream, "cursor"))
-			c.args = advanceArgs(c.args, a)
-		}
-		o.calls = []*call{c}
+	for _, ri := range parts {
+		o.calls = append(o.calls, s.advanceCall(batch, ri, false))
 	}
 	if err := s.do(ctx, o); err != nil {
 		return fmt.Errorf("redisstore: advance: %w", err)
 	}
-	var conflicts []seqstore.Stream
-	var errs []error
-	for ci, c := range o.calls {
-		res, err := c.cmd.Slice()
-		if err != nil {
-			errs = append(errs, mapErr(err))
-			continue
-		}
-		for _, v := range res {
-			i, ok := v.(int64)
-			if !ok || i < 1 || int(i) > len(c.keys) {
-				errs = append(errs, fmt.Errorf("%w: unexpected advance reply %v", seqstore.ErrCorrupt, v))
-				continue
-			}
-			if s.sharded {
-				conflicts = append(conflicts, batch[ci].Stream)
-			} else {
-				conflicts = append(conflicts, batch[i-1].Stream)
-			}
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	errs, err := outcomes(o, len(batch), nil)
+	if err != nil {
 		return fmt.Errorf("redisstore: advance: %w", err)
 	}
-	if len(conflicts) > 0 {
-		return &seqstore.ConflictError{Streams: conflicts}
+	if errs != nil {
+		return fmt.Errorf("redisstore: advance: %w", &seqstore.BatchError{Errs: errs})
 	}
 	return nil
 }
 
-// precheck reads the cursors of batch in one round trip and returns a
-// *seqstore.ConflictError naming those that differ from their From.
-func (s *Store) precheck(ctx context.Context, batch []seqstore.Advance) error {
-	o := &op{}
-	for _, a := range batch {
-		o.calls = append(o.calls, &call{script: cursorScript, keys: []string{s.key(a.Stream, "cursor")}})
-	}
-	if err := s.do(ctx, o); err != nil {
-		return fmt.Errorf("redisstore: advance: %w", err)
-	}
-	var conflicts []seqstore.Stream
-	for i, c := range o.calls {
-		raw, err := c.cmd.Slice()
-		if err != nil {
-			return fmt.Errorf("redisstore: advance: cursor of %s: %w", batch[i].Stream, mapErr(err))
-		}
-		cur, err := parseCursor(raw)
-		if err != nil {
-			return fmt.Errorf("redisstore: advance: cursor of %s: %w", batch[i].Stream, err)
-		}
-		if !cur.Same(batch[i].From) {
-			conflicts = append(conflicts, batch[i].Stream)
-		}
-	}
-	if len(conflicts) > 0 {
-		return &seqstore.ConflictError{Streams: conflicts}
-	}
-	return nil
-}
-
-func advanceArgs(args []any, a seqstore.Advance) []any {
+func (s *Store) advanceCall(batch []seqstore.Advance, ri []int, dry bool) *call {
+	c := &call{script: advanceScript, idx: ri, keys: make([]string, 0, len(ri)), args: make([]any, 1, 1+7*len(ri))}
+	c.args[0] = flag(dry)
 	f := func(v uint64) string { return strconv.FormatUint(v, 10) }
-	return append(args, f(a.From.Epoch), f(a.From.Next), f(a.From.Owner),
-		f(a.To.Epoch), f(a.To.Next), f(a.To.Owner), seqstore.FormatSkipped(a.To.Skipped))
+	for _, i := range ri {
+		a := batch[i]
+		c.keys = append(c.keys, s.key(a.Stream, "cursor"))
+		c.args = append(c.args, f(a.From.Epoch), f(a.From.Next), f(a.From.Owner),
+			f(a.To.Epoch), f(a.To.Next), f(a.To.Owner), seqstore.FormatSkipped(a.To.Skipped))
+	}
+	return c
+}
+
+// parts splits the n requests of a call into the groups that one script
+// can serve: all of them on a single node; on a cluster, one group per
+// stream (its keys share a hash tag), in order of first appearance. Each
+// group lists request indexes in ascending order.
+func (s *Store) parts(n int, stream func(i int) seqstore.Stream) [][]int {
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	if !s.sharded {
+		return [][]int{all}
+	}
+	pos := map[seqstore.Stream]int{}
+	var parts [][]int
+	for i := range n {
+		st := stream(i)
+		k, ok := pos[st]
+		if !ok {
+			k = len(parts)
+			pos[st] = k
+			parts = append(parts, nil)
+		}
+		parts[k] = append(parts[k], i)
+	}
+	return parts
+}
+
+// check runs the dry-run calls of a cluster call of n requests split into
+// parts, in one round trip: nil when every part would apply, else the
+// call's *seqstore.BatchError (nothing was written).
+func (s *Store) check(ctx context.Context, parts [][]int, n int, dry func(ri []int) *call) error {
+	o := &op{}
+	for _, ri := range parts {
+		o.calls = append(o.calls, dry(ri))
+	}
+	if err := s.do(ctx, o); err != nil {
+		return err
+	}
+	errs, err := outcomes(o, n, nil)
+	if err != nil {
+		return err
+	}
+	return seqstore.Abort(errs)
+}
+
+// outcomes reads the replies of o's scripts, which report {"ok", ...} or
+// {"fail", status per request}, into the errors of a call of n requests:
+// nil when every script applied (after parse reads an ok reply), else one
+// error per request: nil for those of scripts that applied, the status's
+// error for the others. An error of a script itself (network, timeout)
+// leaves every outcome unknown and is returned as such.
+func outcomes(o *op, n int, parse func(c *call, vals []any) error) ([]error, error) {
+	var errs []error
+	for _, c := range o.calls {
+		vals, err := c.cmd.Slice()
+		if err != nil {
+			return nil, mapErr(err)
+		}
+		var tag string
+		if len(vals) > 0 {
+			tag, _ = vals[0].(string)
+		}
+		switch {
+		case tag == "ok" && parse != nil:
+			if err := parse(c, vals[1:]); err != nil {
+				return nil, err
+			}
+		case tag == "ok":
+		case tag == "fail" && len(vals) == 1+len(c.idx):
+			if errs == nil {
+				errs = make([]error, n)
+			}
+			for k, i := range c.idx {
+				errs[i] = statusErr(vals[1+k])
+			}
+		default:
+			return nil, fmt.Errorf("%w: unexpected script reply %v", seqstore.ErrCorrupt, vals)
+		}
+	}
+	return errs, nil
+}
+
+// followUpsErr returns the first failed follow-up call of o.
+func followUpsErr(o *op) error {
+	for _, c := range o.calls {
+		for _, t := range c.then {
+			if t.cmd == nil {
+				return errors.New("pending index update not sent")
+			}
+			if err := t.cmd.Err(); err != nil {
+				return fmt.Errorf("pending index update: %w", mapErr(err))
+			}
+		}
+	}
+	return nil
+}
+
+// statusErr turns a script's status for one request into its error: ""
+// means the request was fine but its call failed (seqstore.ErrAborted).
+func statusErr(v any) error {
+	st, _ := v.(string)
+	switch {
+	case st == "":
+		return seqstore.ErrAborted
+	case strings.HasPrefix(st, conflictTag):
+		return fmt.Errorf("%w: %s", seqstore.ErrConflict, strings.TrimSpace(strings.TrimPrefix(st, conflictTag)))
+	case strings.HasPrefix(st, overflowTag):
+		return fmt.Errorf("%w: %s", seqstore.ErrOverflow, strings.TrimSpace(strings.TrimPrefix(st, overflowTag)))
+	case strings.HasPrefix(st, corruptTag):
+		return fmt.Errorf("%w: %s", seqstore.ErrCorrupt, strings.TrimSpace(strings.TrimPrefix(st, corruptTag)))
+	}
+	return fmt.Errorf("%w: unexpected script status %v", seqstore.ErrCorrupt, v)
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// callName names a call's streams in errors: the stream, or how many and
+// the first.
+func callName(n int, first seqstore.Stream) string {
+	if n == 1 {
+		return first.String()
+	}
+	return fmt.Sprintf("%d streams from %s", n, first)
 }
 
 // Pending implements seqstore.Store. It reads the queue's index, then every
@@ -553,20 +787,11 @@ func parseCursor(raw []any) (seqstore.Cursor, error) {
 	return c, nil
 }
 
-// mapErr turns the scripts' and Redis's own complaints about stored data
-// into seqstore sentinels; other errors (network, timeouts) pass unchanged.
+// mapErr turns Redis's complaints about stored data into seqstore
+// sentinels; other errors (network, timeouts) pass unchanged.
 func mapErr(err error) error {
-	if err == nil {
-		return nil
-	}
-	msg := err.Error()
-	switch {
-	case strings.Contains(msg, corruptTag):
-		return fmt.Errorf("%w: %w", seqstore.ErrCorrupt, err)
-	case strings.Contains(msg, "WRONGTYPE"):
+	if err != nil && strings.Contains(err.Error(), "WRONGTYPE") {
 		return fmt.Errorf("%w: foreign value at a store key: %w", seqstore.ErrCorrupt, err)
-	case strings.Contains(msg, overflowTag):
-		return fmt.Errorf("%w: %w", seqstore.ErrOverflow, err)
 	}
 	return err
 }

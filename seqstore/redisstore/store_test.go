@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inorder/inorder/seqstore"
+	"github.com/inorder/inorder/seqstore/storetest"
 )
 
 func TestOptionsValidate(t *testing.T) {
@@ -36,7 +37,7 @@ func TestOptionsValidate(t *testing.T) {
 	assert.Equal(t, DefaultPrefix, s.prefix)
 	require.NoError(t, s.Close())
 	require.NoError(t, s.Close(), "Close must be idempotent")
-	_, err = s.Reserve(context.Background(), seqstore.Stream{Queue: "q"}, 1, nil)
+	_, err = storetest.ReserveOne(context.Background(), s, seqstore.Stream{Queue: "q"}, 1, nil)
 	assert.ErrorIs(t, err, seqstore.ErrClosed)
 	_, err = s.Pending(context.Background(), "q")
 	assert.ErrorIs(t, err, seqstore.ErrClosed)
@@ -57,19 +58,19 @@ func TestReserveJournalSentPending(t *testing.T) {
 				b := seqstore.Stream{Queue: "q", Group: "{b}\x01 é"}
 				other := seqstore.Stream{Queue: "other"}
 
-				r1, err := s.Reserve(ctx, a, 2, [][]byte{[]byte("a1"), {}})
+				r1, err := storetest.ReserveOne(ctx, s, a, 2, [][]byte{[]byte("a1"), {}})
 				require.NoError(t, err)
 				assert.Equal(t, uint64(1), r1.First, "first reservation of a stream starts at 1")
 				assert.NotZero(t, r1.Epoch)
-				r2, err := s.Reserve(ctx, a, 3, nil)
+				r2, err := storetest.ReserveOne(ctx, s, a, 3, nil)
 				require.NoError(t, err)
 				assert.Equal(t, seqstore.Reservation{Epoch: r1.Epoch, First: 3}, r2, "fast reservation continues the counter")
-				r3, err := s.Reserve(ctx, a, 1, [][]byte{[]byte("a6")})
+				r3, err := storetest.ReserveOne(ctx, s, a, 1, [][]byte{[]byte("a6")})
 				require.NoError(t, err)
 				assert.Equal(t, uint64(6), r3.First)
-				rb, err := s.Reserve(ctx, b, 1, [][]byte{[]byte("\x00bin\xff")})
+				rb, err := storetest.ReserveOne(ctx, s, b, 1, [][]byte{[]byte("\x00bin\xff")})
 				require.NoError(t, err)
-				_, err = s.Reserve(ctx, other, 1, [][]byte{[]byte("x")})
+				_, err = storetest.ReserveOne(ctx, s, other, 1, [][]byte{[]byte("x")})
 				require.NoError(t, err)
 
 				got, err := s.Pending(ctx, "q")
@@ -83,13 +84,13 @@ func TestReserveJournalSentPending(t *testing.T) {
 				sort.SliceStable(want, func(i, j int) bool { return want[i].Stream.Key() < want[j].Stream.Key() })
 				assert.Equal(t, want, got, "pending entries, ordered by stream key then seq")
 
-				require.NoError(t, s.Sent(ctx, a, []uint64{1, 2, 99}))
-				require.NoError(t, s.Sent(ctx, b, []uint64{1}))
+				require.NoError(t, sentOne(ctx, s, a, []uint64{1, 2, 99}))
+				require.NoError(t, sentOne(ctx, s, b, []uint64{1}))
 				got, err = s.Pending(ctx, "q")
 				require.NoError(t, err)
 				assert.Equal(t, []seqstore.Entry{{Stream: a, Epoch: r1.Epoch, Seq: 6, Body: []byte("a6")}}, got)
 
-				require.NoError(t, s.Sent(ctx, a, []uint64{6}))
+				require.NoError(t, sentOne(ctx, s, a, []uint64{6}))
 				got, err = s.Pending(ctx, "q")
 				require.NoError(t, err)
 				assert.Empty(t, got)
@@ -109,22 +110,22 @@ func TestReserveArguments(t *testing.T) {
 		ctx := context.Background()
 		s := newStore(t, c, prefix)
 		st := seqstore.Stream{Queue: "q"}
-		_, err := s.Reserve(ctx, st, 0, nil)
+		_, err := storetest.ReserveOne(ctx, s, st, 0, nil)
 		assert.ErrorIs(t, err, seqstore.ErrInvalidArgument)
-		_, err = s.Reserve(ctx, st, 2, [][]byte{[]byte("x")})
+		_, err = storetest.ReserveOne(ctx, s, st, 2, [][]byte{[]byte("x")})
 		assert.ErrorIs(t, err, seqstore.ErrInvalidArgument)
-		_, err = s.Reserve(ctx, seqstore.Stream{}, 1, nil)
+		_, err = storetest.ReserveOne(ctx, s, seqstore.Stream{}, 1, nil)
 		assert.ErrorIs(t, err, seqstore.ErrInvalidStream)
-		_, err = s.Reserve(ctx, seqstore.Stream{Queue: "a\x00b"}, 1, nil)
+		_, err = storetest.ReserveOne(ctx, s, seqstore.Stream{Queue: "a\x00b"}, 1, nil)
 		assert.ErrorIs(t, err, seqstore.ErrInvalidStream)
 
-		r, err := s.Reserve(ctx, st, math.MaxInt64-1, nil)
+		r, err := storetest.ReserveOne(ctx, s, st, math.MaxInt64-1, nil)
 		require.NoError(t, err)
 		assert.Equal(t, uint64(1), r.First)
-		r, err = s.Reserve(ctx, st, 1, [][]byte{[]byte("last")})
+		r, err = storetest.ReserveOne(ctx, s, st, 1, [][]byte{[]byte("last")})
 		require.NoError(t, err)
 		assert.Equal(t, uint64(seqstore.MaxSeq), r.First, "the last seq MaxSeq can be reserved")
-		_, err = s.Reserve(ctx, st, 1, nil)
+		_, err = storetest.ReserveOne(ctx, s, st, 1, nil)
 		assert.ErrorIs(t, err, seqstore.ErrOverflow)
 		p, err := s.Pending(ctx, "q")
 		require.NoError(t, err)
@@ -152,7 +153,7 @@ func testAdvance(t *testing.T, c redis.UniversalClient, prefix string, sharded b
 	s.sharded = sharded
 	a := seqstore.Stream{Queue: "q", Group: "a"}
 	b := seqstore.Stream{Queue: "q", Group: "b"}
-	cur, err := s.Cursor(ctx, a)
+	cur, err := storetest.CursorOne(ctx, s, a)
 	require.NoError(t, err)
 	assert.Equal(t, seqstore.Cursor{}, cur, "a stream never advanced has the zero cursor")
 
@@ -160,7 +161,7 @@ func testAdvance(t *testing.T, c redis.UniversalClient, prefix string, sharded b
 	toA := seqstore.Cursor{Epoch: big, Next: 5, Owner: 7, Skipped: []seqstore.Range{{Epoch: big, First: 2, Last: 3}, {Epoch: 1, First: 9, Last: 9}}}
 	toB := seqstore.Cursor{Epoch: 3, Next: 1}
 	require.NoError(t, s.Advance(ctx, []seqstore.Advance{{Stream: a, To: toA}, {Stream: b, To: toB}}))
-	cur, err = s.Cursor(ctx, a)
+	cur, err = storetest.CursorOne(ctx, s, a)
 	require.NoError(t, err)
 	assert.Equal(t, toA, cur)
 
@@ -169,11 +170,10 @@ func testAdvance(t *testing.T, c redis.UniversalClient, prefix string, sharded b
 		{Stream: a, From: toA, To: seqstore.Cursor{Epoch: big, Next: 6, Owner: 7}},
 		{Stream: b, From: seqstore.Cursor{Epoch: 3, Next: 0}, To: seqstore.Cursor{Epoch: 3, Next: 2}},
 	})
-	var ce *seqstore.ConflictError
-	require.ErrorAs(t, err, &ce)
 	assert.ErrorIs(t, err, seqstore.ErrConflict)
-	assert.Equal(t, []seqstore.Stream{b}, ce.Streams)
-	cur, err = s.Cursor(ctx, a)
+	assert.ErrorIs(t, seqstore.Failed(err, 1, 2), seqstore.ErrConflict, "stream b conflicts")
+	assert.ErrorIs(t, seqstore.Failed(err, 0, 2), seqstore.ErrAborted, "stream a is aborted")
+	cur, err = storetest.CursorOne(ctx, s, a)
 	require.NoError(t, err)
 	assert.Equal(t, toA, cur, "a conflicting batch must not move any cursor (on a cluster: thanks to the check before the writes)")
 
@@ -202,7 +202,7 @@ func TestConcurrentCoalesces(t *testing.T) {
 				cur := seqstore.Cursor{}
 				own := seqstore.Stream{Queue: "q", Group: fmt.Sprintf("own%d", w)}
 				for i := range per {
-					r, err := s.Reserve(ctx, st, 2, [][]byte{[]byte("x"), []byte("y")})
+					r, err := storetest.ReserveOne(ctx, s, st, 2, [][]byte{[]byte("x"), []byte("y")})
 					if err != nil {
 						errs <- err
 						return
@@ -251,29 +251,29 @@ func TestCorruptValues(t *testing.T) {
 			key   string
 		}{
 			{"send wrong type", func() error { return c.Set(ctx, s.key(st, "send"), "x", 0).Err() },
-				func() error { _, err := s.Reserve(ctx, st, 1, nil); return err }, s.key(st, "send")},
+				func() error { _, err := storetest.ReserveOne(ctx, s, st, 1, nil); return err }, s.key(st, "send")},
 			{"journal wrong type", func() error {
 				if err := c.HSet(ctx, s.key(st, "send"), "epoch", "5", "last", "3").Err(); err != nil {
 					return err
 				}
 				return c.Set(ctx, s.key(st, "journal"), "x", 0).Err()
-			}, func() error { _, err := s.Reserve(ctx, st, 1, [][]byte{[]byte("b")}); return err }, s.key(st, "send")},
+			}, func() error { _, err := storetest.ReserveOne(ctx, s, st, 1, [][]byte{[]byte("b")}); return err }, s.key(st, "send")},
 			{"send negative last", func() error { return c.HSet(ctx, s.key(st, "send"), "epoch", "5", "last", "-3").Err() },
-				func() error { _, err := s.Reserve(ctx, st, 1, nil); return err }, s.key(st, "send")},
+				func() error { _, err := storetest.ReserveOne(ctx, s, st, 1, nil); return err }, s.key(st, "send")},
 			{"send foreign hash", func() error { return c.HSet(ctx, s.key(st, "send"), "foo", "bar").Err() },
-				func() error { _, err := s.Reserve(ctx, st, 1, nil); return err }, s.key(st, "send")},
+				func() error { _, err := storetest.ReserveOne(ctx, s, st, 1, nil); return err }, s.key(st, "send")},
 			{"send zero epoch", func() error { return c.HSet(ctx, s.key(st, "send"), "epoch", "0", "last", "3").Err() },
-				func() error { _, err := s.Reserve(ctx, st, 1, nil); return err }, s.key(st, "send")},
+				func() error { _, err := storetest.ReserveOne(ctx, s, st, 1, nil); return err }, s.key(st, "send")},
 			{"cursor bad skipped", func() error {
 				return c.HSet(ctx, s.key(st, "cursor"), "epoch", "1", "next", "2", "owner", "0", "skipped", "1:2").Err()
-			}, func() error { _, err := s.Cursor(ctx, st); return err }, s.key(st, "cursor")},
+			}, func() error { _, err := storetest.CursorOne(ctx, s, st); return err }, s.key(st, "cursor")},
 			{"cursor leading zero", func() error {
 				return c.HSet(ctx, s.key(st, "cursor"), "epoch", "01", "next", "2", "owner", "0", "skipped", "").Err()
 			}, func() error {
 				return s.Advance(ctx, []seqstore.Advance{{Stream: st, From: seqstore.Cursor{Epoch: 1, Next: 2}, To: seqstore.Cursor{Epoch: 1, Next: 3}}})
 			}, s.key(st, "cursor")},
 			{"cursor partial", func() error { return c.HSet(ctx, s.key(st, "cursor"), "next", "2").Err() },
-				func() error { _, err := s.Cursor(ctx, st); return err }, s.key(st, "cursor")},
+				func() error { _, err := storetest.CursorOne(ctx, s, st); return err }, s.key(st, "cursor")},
 			{"cursor too big", func() error {
 				return c.HSet(ctx, s.key(st, "cursor"), "epoch", "9223372036854775808", "next", "2", "owner", "0", "skipped", "").Err()
 			}, func() error { return s.Advance(ctx, []seqstore.Advance{{Stream: st, To: seqstore.Cursor{Epoch: 1}}}) }, s.key(st, "cursor")},
@@ -311,12 +311,12 @@ func TestOutage(t *testing.T) {
 	defer func() { _ = c.Close() }()
 	s := newStore(t, c, "out:")
 	st := seqstore.Stream{Queue: "q"}
-	r, err := s.Reserve(ctx, st, 3, [][]byte{[]byte("1"), []byte("2"), []byte("3")})
+	r, err := storetest.ReserveOne(ctx, s, st, 3, [][]byte{[]byte("1"), []byte("2"), []byte("3")})
 	require.NoError(t, err)
 	require.NoError(t, s.Advance(ctx, []seqstore.Advance{{Stream: st, To: seqstore.Cursor{Epoch: r.Epoch, Next: 2}}}))
 
 	mr.Close()
-	_, err = s.Reserve(ctx, st, 1, [][]byte{[]byte("4")})
+	_, err = storetest.ReserveOne(ctx, s, st, 1, [][]byte{[]byte("4")})
 	require.Error(t, err, "reserve while Redis is down")
 	assert.Contains(t, err.Error(), "redisstore: reserve q/", "error names the package and the operation")
 	err = s.Advance(ctx, []seqstore.Advance{{Stream: st, From: seqstore.Cursor{Epoch: r.Epoch, Next: 2}, To: seqstore.Cursor{Epoch: r.Epoch, Next: 3}}})
@@ -324,18 +324,18 @@ func TestOutage(t *testing.T) {
 	_, err = s.Pending(ctx, "q")
 	require.Error(t, err)
 	tctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	_, err = s.Cursor(tctx, st)
+	_, err = storetest.CursorOne(tctx, s, st)
 	cancel()
 	require.Error(t, err)
 
 	require.NoError(t, mr.Restart())
-	cur, err := s.Cursor(ctx, st)
+	cur, err := storetest.CursorOne(ctx, s, st)
 	require.NoError(t, err)
 	assert.Equal(t, seqstore.Cursor{Epoch: r.Epoch, Next: 2}, cur, "the acknowledged advance survives the outage")
 	p, err := s.Pending(ctx, "q")
 	require.NoError(t, err)
 	assert.Len(t, p, 3, "the acknowledged journal survives the outage")
-	r2, err := s.Reserve(ctx, st, 1, nil)
+	r2, err := storetest.ReserveOne(ctx, s, st, 1, nil)
 	require.NoError(t, err)
 	assert.Equal(t, r.Epoch, r2.Epoch)
 	assert.Equal(t, uint64(4), r2.First, "the counter continues after the outage (the failed reserve did not run)")
@@ -348,7 +348,7 @@ func TestClosedPort(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer func() { _ = c.Close() }()
 	s := newStore(t, c, "x:")
-	_, err := s.Reserve(context.Background(), seqstore.Stream{Queue: "q"}, 1, nil)
+	_, err := storetest.ReserveOne(context.Background(), s, seqstore.Stream{Queue: "q"}, 1, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "connect", "a refused connection reads as such: %v", err)
 	assert.False(t, errors.Is(err, seqstore.ErrCorrupt))
@@ -359,10 +359,10 @@ func TestNoScriptFallback(t *testing.T) {
 		ctx := context.Background()
 		s := newStore(t, c, prefix)
 		st := seqstore.Stream{Queue: "q"}
-		_, err := s.Reserve(ctx, st, 1, nil)
+		_, err := storetest.ReserveOne(ctx, s, st, 1, nil)
 		require.NoError(t, err)
 		require.NoError(t, c.ScriptFlush(ctx).Err())
-		r, err := s.Reserve(ctx, st, 1, nil)
+		r, err := storetest.ReserveOne(ctx, s, st, 1, nil)
 		require.NoError(t, err, "after SCRIPT FLUSH the store reloads its scripts")
 		assert.Equal(t, uint64(2), r.First)
 	})
@@ -419,7 +419,7 @@ func TestOutageUnderLoad(t *testing.T) {
 					return
 				default:
 				}
-				res, err := s.Reserve(ctx, st, 1, [][]byte{[]byte("m")})
+				res, err := storetest.ReserveOne(ctx, s, st, 1, [][]byte{[]byte("m")})
 				if err != nil {
 					failed.Add(1)
 					time.Sleep(5 * time.Millisecond)
@@ -432,7 +432,7 @@ func TestOutageUnderLoad(t *testing.T) {
 					// The outcome is unknown: re-read the cursor, as a
 					// receiver would, once the server answers again.
 					for {
-						c, err := s.Cursor(ctx, st)
+						c, err := storetest.CursorOne(ctx, s, st)
 						if err == nil {
 							r.cur = c
 							break
@@ -476,7 +476,7 @@ func TestOutageUnderLoad(t *testing.T) {
 			assert.True(t, journaled[fmt.Sprintf("%d#%d", w, q)], "acknowledged reservation %d of group %d must be journaled", q, w)
 		}
 		total += len(r.seqs)
-		c, err := s.Cursor(ctx, seqstore.Stream{Queue: "q", Group: fmt.Sprint(w)})
+		c, err := storetest.CursorOne(ctx, s, seqstore.Stream{Queue: "q", Group: fmt.Sprint(w)})
 		require.NoError(t, err)
 		assert.Equal(t, r.cur, c, "group %d: the stored cursor is the last acknowledged one", w)
 	}
@@ -505,7 +505,7 @@ func TestCancelRace(t *testing.T) {
 					time.Sleep(time.Duration(i%7) * 100 * time.Microsecond)
 					cancel()
 				}()
-				r, err := s.Reserve(ctx, st, 1, nil)
+				r, err := storetest.ReserveOne(ctx, s, st, 1, nil)
 				if err == nil {
 					assert.NotZero(t, r.First, "a nil error comes with a reservation")
 				} else {
@@ -520,4 +520,72 @@ func TestCancelRace(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestCorruptFailsAlone: a stream whose keys hold foreign values fails
+// alone: Cursors reads the others, an Advance or Reserve naming it applies
+// nothing and aborts the others, and Sent skips only its mark.
+func TestCorruptFailsAlone(t *testing.T) {
+	forEach(t, func(t *testing.T, c redis.UniversalClient, prefix string) {
+		ctx := context.Background()
+		s := newStore(t, c, prefix)
+		good := seqstore.Stream{Queue: "q", Group: "good"}
+		bad := seqstore.Stream{Queue: "q", Group: "bad"}
+		absent := seqstore.Stream{Queue: "q", Group: "absent"}
+		cg := seqstore.Cursor{Epoch: 2, Next: 3, Owner: 1}
+		require.NoError(t, s.Advance(ctx, []seqstore.Advance{{Stream: good, To: cg}}))
+		rg, err := storetest.ReserveOne(ctx, s, good, 2, [][]byte{[]byte("g1"), []byte("g2")})
+		require.NoError(t, err)
+
+		for _, tc := range []struct {
+			name    string
+			corrupt func() error
+		}{
+			{"cursor key overwritten with a string", func() error { return c.Set(ctx, s.key(bad, "cursor"), "garbage", 0).Err() }},
+			{"cursor hash with a malformed number", func() error {
+				return c.HSet(ctx, s.key(bad, "cursor"), "epoch", "x1", "next", "2", "owner", "0", "skipped", "").Err()
+			}},
+			{"cursor hash with a bad skipped list", func() error {
+				return c.HSet(ctx, s.key(bad, "cursor"), "epoch", "1", "next", "2", "owner", "0", "skipped", "1:2").Err()
+			}},
+		} {
+			require.NoError(t, c.Del(ctx, s.key(bad, "cursor")).Err())
+			require.NoError(t, tc.corrupt(), tc.name)
+			cs, err := s.Cursors(ctx, []seqstore.Stream{good, bad, absent})
+			var be *seqstore.BatchError
+			require.ErrorAs(t, err, &be, "%s: Cursors", tc.name)
+			assert.NoError(t, be.Errs[0], "%s: the good stream is read", tc.name)
+			assert.ErrorIs(t, be.Errs[1], seqstore.ErrCorrupt, "%s: the corrupt stream fails", tc.name)
+			assert.NoError(t, be.Errs[2], "%s: the absent stream is read", tc.name)
+			require.Len(t, cs, 3)
+			assert.Equal(t, cg, cs[0], "%s: the good cursor", tc.name)
+			assert.Equal(t, seqstore.Cursor{}, cs[2], "%s: the absent cursor", tc.name)
+		}
+		// The cursor hash with the bad skipped list has valid numbers, so a
+		// compare-and-set can still judge it; a foreign value cannot.
+		require.NoError(t, c.Set(ctx, s.key(bad, "cursor"), "garbage", 0).Err())
+		err = s.Advance(ctx, []seqstore.Advance{{Stream: good, From: cg, To: seqstore.Cursor{Epoch: 2, Next: 9}}, {Stream: bad, To: seqstore.Cursor{Epoch: 1, Next: 2}}})
+		assert.ErrorIs(t, seqstore.Failed(err, 1, 2), seqstore.ErrCorrupt, "Advance of the corrupt stream")
+		assert.ErrorIs(t, seqstore.Failed(err, 0, 2), seqstore.ErrAborted, "the good stream of that Advance is aborted")
+		cur, err := storetest.CursorOne(ctx, s, good)
+		require.NoError(t, err)
+		assert.Equal(t, cg, cur, "the aborted stream did not move")
+
+		require.NoError(t, c.Set(ctx, s.key(bad, "send"), "garbage", 0).Err())
+		_, err = s.Reserve(ctx, []seqstore.ReserveRequest{{Stream: good, N: 1}, {Stream: bad, N: 1}})
+		assert.ErrorIs(t, seqstore.Failed(err, 1, 2), seqstore.ErrCorrupt, "Reserve of the corrupt stream")
+		assert.ErrorIs(t, seqstore.Failed(err, 0, 2), seqstore.ErrAborted, "the good stream of that Reserve is aborted")
+		r, err := storetest.ReserveOne(ctx, s, good, 1, nil)
+		require.NoError(t, err)
+		assert.Equal(t, rg.First+2, r.First, "the aborted Reserve consumed nothing")
+
+		require.NoError(t, c.Set(ctx, s.key(bad, "journal"), "garbage", 0).Err())
+		err = s.Sent(ctx, []seqstore.SentMark{{Stream: bad, Seqs: []uint64{1}}, {Stream: good, Seqs: []uint64{1}}})
+		assert.ErrorIs(t, seqstore.Failed(err, 0, 2), seqstore.ErrCorrupt, "Sent names the corrupt journal")
+		assert.NoError(t, seqstore.Failed(err, 1, 2), "the good mark took effect")
+		p, err := s.Pending(ctx, "q")
+		require.NoError(t, err)
+		require.Len(t, p, 1, "only seq 2 of the good stream is left: %v", p)
+		assert.Equal(t, uint64(2), p[0].Seq)
+	})
 }

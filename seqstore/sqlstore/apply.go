@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,28 +21,37 @@ const (
 	opAdvance
 )
 
-// op is one caller's Reserve, Sent or Advance, queued for the group commit.
+// op is one Reserve, Sent or Advance call, submitted to the group commit.
 type op struct {
-	kind    opKind
-	stream  seqstore.Stream // reserve, sent
-	n       int             // reserve
-	journal [][]byte        // reserve
-	seqs    []uint64        // sent
-	batch   []seqstore.Advance
+	kind  opKind
+	reqs  []seqstore.ReserveRequest // reserve
+	marks []seqstore.SentMark       // sent
+	batch []seqstore.Advance        // advance
 
-	res    seqstore.Reservation
-	err    error
-	cancel <-chan struct{}
-	done   chan struct{}
-	// skipped is set (before done is closed) when the writer found the
-	// caller's context ended and did not run the op.
-	skipped bool
+	// The outcome, set by the group commit: the reservations, and the
+	// call's own error (a *seqstore.BatchError naming its requests at
+	// fault, or the transaction's error).
+	res []seqstore.Reservation
+	err error
 }
 
-// outcome is an op's own result inside a transaction: a reservation, or a
-// conflict or corrupt row that failed only that op (nothing of it written).
+// ByteSize is the journal bytes of a Reserve, for the group commit's bound
+// on one transaction.
+func (o *op) ByteSize() int {
+	n := 0
+	for _, r := range o.reqs {
+		for _, b := range r.Journal {
+			n += len(b)
+		}
+	}
+	return n
+}
+
+// outcome is an op's own result inside a transaction: its reservations, or
+// the *seqstore.BatchError of the requests that failed it (nothing of it
+// written).
 type outcome struct {
-	res seqstore.Reservation
+	res []seqstore.Reservation
 	err error
 }
 
@@ -55,7 +65,9 @@ const maxStatementBytes = 4 << 20
 // applyBatch runs ops in tx with a fixed number of statements whatever their
 // count: one locking SELECT per table, the compare-and-set and counter
 // arithmetic in Go, then one multi-row INSERT / upsert / DELETE per kind of
-// write. The returned error means tx is unusable and must be rolled back.
+// write. Each op is atomic: a request at fault fails its op (the others
+// ErrAborted) and nothing of that op is written; the other ops go on. The
+// returned error means tx is unusable and must be rolled back.
 func (s *Store) applyBatch(ctx context.Context, tx *sql.Tx, ops []*op) ([]outcome, error) {
 	out := make([]outcome, len(ops))
 	if err := s.applyReserves(ctx, tx, ops, out); err != nil {
@@ -81,62 +93,82 @@ func (s *Store) applyReserves(ctx context.Context, tx *sql.Tx, ops []*op, out []
 	states := map[seqstore.Stream]*sendState{}
 	var streams []seqstore.Stream
 	for _, o := range ops {
-		if o.kind == opReserve {
-			if _, ok := states[o.stream]; !ok {
-				states[o.stream] = &sendState{}
-				streams = append(streams, o.stream)
+		for _, r := range o.reqs {
+			if _, ok := states[r.Stream]; !ok {
+				states[r.Stream] = &sendState{}
+				streams = append(streams, r.Stream)
 			}
 		}
 	}
 	if len(streams) == 0 {
 		return nil
 	}
-	err := s.selectLocked(ctx, tx, "send", "epoch, last_seq", streams, func(rows *sql.Rows) error {
-		var st seqstore.Stream
-		var epoch, last int64
-		if err := rows.Scan(&st.Queue, &st.Group, &epoch, &last); err != nil {
-			return err
-		}
+	err := s.selectRows(ctx, tx, "send", "epoch, last_seq", streams, true, func(st seqstore.Stream, vals []any) {
 		ss := states[st]
 		if ss == nil {
-			return nil
+			return
 		}
-		ss.exists, ss.epoch, ss.last = true, epoch, last
-		if epoch < 1 || last < 0 {
-			ss.corrupt = fmt.Errorf("%w: send row has epoch %d last_seq %d", seqstore.ErrCorrupt, epoch, last)
+		ss.exists = true
+		var err error
+		ss.epoch, ss.last, err = sendFromRow(vals)
+		if err != nil {
+			ss.corrupt = fmt.Errorf("send state of %s: %w", st, err)
 		}
-		return nil
 	})
 	if err != nil {
 		return err
 	}
 	var journal [][]any
+	last := map[seqstore.Stream]int64{} // one op's plan, before it applies
 	for i, o := range ops {
 		if o.kind != opReserve {
 			continue
 		}
-		ss := states[o.stream]
-		if ss.corrupt != nil {
-			out[i].err = ss.corrupt
-			continue
-		}
-		if !ss.exists && !ss.created {
-			ss.created, ss.epoch, ss.last = true, int64(seqstore.NewEpoch(time.Now())), 0
-		}
-		if uint64(o.n) > seqstore.MaxSeq-uint64(ss.last) {
-			out[i].err = fmt.Errorf("%w: %d seqs after %d", seqstore.ErrOverflow, o.n, ss.last)
-			continue
-		}
-		first := ss.last + 1
-		ss.last += int64(o.n)
-		ss.dirty = true
-		out[i].res = seqstore.Reservation{Epoch: uint64(ss.epoch), First: uint64(first)}
-		for k, b := range o.journal {
-			if b == nil {
-				b = []byte{} // NULL would break NOT NULL; an empty body is a body
+		clear(last)
+		var errs []error
+		fail := func(k int, err error) {
+			if errs == nil {
+				errs = make([]error, len(o.reqs))
 			}
-			journal = append(journal, []any{o.stream.Queue, o.stream.Group, first + int64(k), b})
+			errs[k] = err
 		}
+		res := make([]seqstore.Reservation, len(o.reqs))
+		for k, r := range o.reqs {
+			ss := states[r.Stream]
+			if ss.corrupt != nil {
+				fail(k, ss.corrupt)
+				continue
+			}
+			l, ok := last[r.Stream]
+			if !ok {
+				l = ss.last // 0 for a stream without state
+			}
+			if uint64(r.N) > seqstore.MaxSeq-uint64(l) {
+				fail(k, fmt.Errorf("%w: %d seqs of %s after %d", seqstore.ErrOverflow, r.N, r.Stream, l))
+				continue
+			}
+			res[k].First = uint64(l + 1)
+			last[r.Stream] = l + int64(r.N)
+		}
+		if err := seqstore.Abort(errs); err != nil {
+			out[i].err = err
+			continue
+		}
+		for k, r := range o.reqs {
+			ss := states[r.Stream]
+			if !ss.exists && !ss.created {
+				ss.created, ss.epoch = true, int64(seqstore.NewEpoch(time.Now()))
+			}
+			ss.last, ss.dirty = last[r.Stream], true
+			res[k].Epoch = uint64(ss.epoch)
+			for j, b := range r.Journal {
+				if b == nil {
+					b = []byte{} // NULL would break NOT NULL; an empty body is a body
+				}
+				journal = append(journal, []any{r.Stream.Queue, r.Stream.Group, int64(res[k].First) + int64(j), b})
+			}
+		}
+		out[i].res = res
 	}
 	var created, updated [][]any
 	for _, st := range streams {
@@ -176,31 +208,30 @@ func (s *Store) applySent(ctx context.Context, tx *sql.Tx, ops []*op) error {
 		return err
 	}
 	for _, o := range ops {
-		if o.kind != opSent {
-			continue
-		}
-		seqs := make([]any, 0, len(o.seqs))
-		for _, q := range o.seqs {
-			if q <= seqstore.MaxSeq { // larger ones cannot exist
-				seqs = append(seqs, int64(q))
-			}
-		}
-		for len(seqs) > 0 {
-			part := seqs[:min(len(seqs), 4*rowChunk)]
-			seqs = seqs[len(part):]
-			if len(args)+len(part) > 4*rowChunk {
-				if err := flush(); err != nil {
-					return err
+		for _, m := range o.marks {
+			seqs := make([]any, 0, len(m.Seqs))
+			for _, q := range m.Seqs {
+				if q <= seqstore.MaxSeq { // larger ones cannot exist
+					seqs = append(seqs, int64(q))
 				}
 			}
-			if len(args) > 0 {
-				b.WriteString(" OR ")
+			for len(seqs) > 0 {
+				part := seqs[:min(len(seqs), 4*rowChunk)]
+				seqs = seqs[len(part):]
+				if len(args)+len(part) > 4*rowChunk {
+					if err := flush(); err != nil {
+						return err
+					}
+				}
+				if len(args) > 0 {
+					b.WriteString(" OR ")
+				}
+				b.WriteString("(queue = ? AND grp = ? AND seq IN (?")
+				b.WriteString(strings.Repeat(", ?", len(part)-1))
+				b.WriteString("))")
+				args = append(args, m.Stream.Queue, m.Stream.Group)
+				args = append(args, part...)
 			}
-			b.WriteString("(queue = ? AND grp = ? AND seq IN (?")
-			b.WriteString(strings.Repeat(", ?", len(part)-1))
-			b.WriteString("))")
-			args = append(args, o.stream.Queue, o.stream.Group)
-			args = append(args, part...)
 		}
 	}
 	return flush()
@@ -217,9 +248,6 @@ func (s *Store) applyAdvances(ctx context.Context, tx *sql.Tx, ops []*op, out []
 	states := map[seqstore.Stream]*cursorState{}
 	var streams []seqstore.Stream
 	for _, o := range ops {
-		if o.kind != opAdvance {
-			continue
-		}
 		for _, a := range o.batch {
 			if _, ok := states[a.Stream]; !ok {
 				states[a.Stream] = &cursorState{}
@@ -230,20 +258,16 @@ func (s *Store) applyAdvances(ctx context.Context, tx *sql.Tx, ops []*op, out []
 	if len(streams) == 0 {
 		return nil
 	}
-	err := s.selectLocked(ctx, tx, "cursor", "epoch, next_seq, owner, skipped", streams, func(rows *sql.Rows) error {
-		var st seqstore.Stream
-		var e, n, o int64
-		var sk string
-		if err := rows.Scan(&st.Queue, &st.Group, &e, &n, &o, &sk); err != nil {
-			return err
-		}
+	err := s.selectRows(ctx, tx, "cursor", cursorCols, streams, true, func(st seqstore.Stream, vals []any) {
 		cs := states[st]
 		if cs == nil {
-			return nil
+			return
 		}
 		cs.exists = true
-		cs.cur, cs.corrupt = cursorFromRow(e, n, o, sk)
-		return nil
+		var err error
+		if cs.cur, err = cursorFromRow(vals); err != nil {
+			cs.corrupt = fmt.Errorf("cursor of %s: %w", st, err)
+		}
 	})
 	if err != nil {
 		return err
@@ -252,22 +276,25 @@ func (s *Store) applyAdvances(ctx context.Context, tx *sql.Tx, ops []*op, out []
 		if o.kind != opAdvance {
 			continue
 		}
-		var conflicts []seqstore.Stream
-		for _, a := range o.batch {
+		var errs []error
+		for k, a := range o.batch {
 			cs := states[a.Stream]
-			if cs.corrupt != nil {
-				out[i].err = fmt.Errorf("cursor of %s: %w", a.Stream, cs.corrupt)
-				break
+			var err error
+			switch {
+			case cs.corrupt != nil:
+				err = cs.corrupt
+			case !cs.cur.Same(a.From):
+				err = fmt.Errorf("%w: %s is at %d/%d owner %d", seqstore.ErrConflict, a.Stream, cs.cur.Epoch, cs.cur.Next, cs.cur.Owner)
+			default:
+				continue
 			}
-			if !cs.cur.Same(a.From) {
-				conflicts = append(conflicts, a.Stream)
+			if errs == nil {
+				errs = make([]error, len(o.batch))
 			}
+			errs[k] = err
 		}
-		if out[i].err != nil {
-			continue
-		}
-		if len(conflicts) > 0 {
-			out[i].err = &seqstore.ConflictError{Streams: conflicts}
+		if err := seqstore.Abort(errs); err != nil {
+			out[i].err = err
 			continue
 		}
 		for _, a := range o.batch {
@@ -295,36 +322,55 @@ func (s *Store) applyAdvances(ctx context.Context, tx *sql.Tx, ops []*op, out []
 	return s.insertRows(ctx, tx, "cursor", cols, updated, cols[2:])
 }
 
-// selectLocked reads the rows of streams from table, locking them for the
-// rest of the transaction, and calls scan for each row. The selected
-// columns start with queue and grp.
-func (s *Store) selectLocked(ctx context.Context, tx *sql.Tx, table, cols string, streams []seqstore.Stream,
-	scan func(rows *sql.Rows) error) error {
+// cursorCols are the value columns of a cursor row, in the order
+// cursorFromRow reads them.
+const cursorCols = "epoch, next_seq, owner, skipped"
+
+// selectRows reads the rows of streams from table and calls row for each,
+// with the values of cols (scanned as they come, so that a value of the
+// wrong type is the caller's to judge, not a failed query). With lock, the
+// rows stay locked for the rest of tx (SELECT ... FOR UPDATE; SQLite: the
+// transaction holds the database's write lock). db is a *sql.Tx or *sql.DB.
+func (s *Store) selectRows(ctx context.Context, db querier, table, cols string, streams []seqstore.Stream, lock bool,
+	row func(st seqstore.Stream, vals []any)) error {
 	// A stable order keeps concurrent writers from locking in opposite
 	// orders.
+	streams = slices.Clone(streams)
 	slices.SortFunc(streams, func(a, b seqstore.Stream) int {
 		return cmp.Or(cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.Group, b.Group))
 	})
+	streams = slices.Compact(streams)
+	n := strings.Count(cols, ",") + 1
 	for lo := 0; lo < len(streams); lo += rowChunk {
 		part := streams[lo:min(lo+rowChunk, len(streams))]
 		var b strings.Builder
 		b.WriteString("SELECT queue, grp, " + cols + " FROM " + s.prefix + table + " WHERE (queue = ? AND grp = ?)")
 		b.WriteString(strings.Repeat(" OR (queue = ? AND grp = ?)", len(part)-1))
-		b.WriteString(s.lockSuffix())
+		if lock {
+			b.WriteString(s.lockSuffix())
+		}
 		args := make([]any, 0, 2*len(part))
 		for _, st := range part {
 			args = append(args, st.Queue, st.Group)
 		}
 		s.stmts.Add(1)
-		rows, err := tx.QueryContext(ctx, s.ph(b.String()), args...)
+		rows, err := db.QueryContext(ctx, s.ph(b.String()), args...)
 		if err != nil {
 			return err
 		}
+		vals := make([]any, n)
+		dest := make([]any, 2+n)
+		var st seqstore.Stream
+		dest[0], dest[1] = &st.Queue, &st.Group
+		for i := range vals {
+			dest[2+i] = &vals[i]
+		}
 		for rows.Next() {
-			if err := scan(rows); err != nil {
+			if err := rows.Scan(dest...); err != nil {
 				_ = rows.Close()
 				return err
 			}
+			row(st, vals)
 		}
 		if err := rows.Close(); err != nil {
 			return err
@@ -334,6 +380,10 @@ func (s *Store) selectLocked(ctx context.Context, tx *sql.Tx, table, cols string
 		}
 	}
 	return nil
+}
+
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
 // insertRows inserts rows into table, several per statement. With update
@@ -403,14 +453,55 @@ func (s *Store) ph(q string) string {
 	return q
 }
 
-// cursorFromRow validates a cursor row.
-func cursorFromRow(e, n, o int64, sk string) (seqstore.Cursor, error) {
-	if e < 0 || n < 0 || o < 0 {
-		return seqstore.Cursor{}, fmt.Errorf("%w: cursor row has epoch %d next_seq %d owner %d", seqstore.ErrCorrupt, e, n, o)
+// sendFromRow validates the values of a send row (epoch, last_seq).
+func sendFromRow(vals []any) (epoch, last int64, err error) {
+	e, ok1 := toInt64(vals[0])
+	l, ok2 := toInt64(vals[1])
+	if !ok1 || !ok2 || e < 1 || l < 0 {
+		return 0, 0, fmt.Errorf("%w: send row has epoch %v last_seq %v", seqstore.ErrCorrupt, vals[0], vals[1])
+	}
+	return e, l, nil
+}
+
+// cursorFromRow validates the values of a cursor row (cursorCols).
+func cursorFromRow(vals []any) (seqstore.Cursor, error) {
+	e, ok1 := toInt64(vals[0])
+	n, ok2 := toInt64(vals[1])
+	o, ok3 := toInt64(vals[2])
+	sk, ok4 := toString(vals[3])
+	if !ok1 || !ok2 || !ok3 || !ok4 || e < 0 || n < 0 || o < 0 {
+		return seqstore.Cursor{}, fmt.Errorf("%w: cursor row has epoch %v next_seq %v owner %v skipped %T",
+			seqstore.ErrCorrupt, vals[0], vals[1], vals[2], vals[3])
 	}
 	skipped, err := seqstore.ParseSkipped(sk)
 	if err != nil {
 		return seqstore.Cursor{}, err
 	}
 	return seqstore.Cursor{Epoch: uint64(e), Next: uint64(n), Owner: uint64(o), Skipped: skipped}, nil
+}
+
+// toInt64 accepts what drivers return for a BIGINT column: an int64, or its
+// decimal text (MySQL's text protocol; a value SQLite stored as text).
+func toInt64(v any) (int64, bool) {
+	switch v := v.(type) {
+	case int64:
+		return v, true
+	case []byte:
+		n, err := strconv.ParseInt(string(v), 10, 64)
+		return n, err == nil
+	case string:
+		n, err := strconv.ParseInt(v, 10, 64)
+		return n, err == nil
+	}
+	return 0, false
+}
+
+func toString(v any) (string, bool) {
+	switch v := v.(type) {
+	case string:
+		return v, true
+	case []byte:
+		return string(v), true
+	}
+	return "", false
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inorder/inorder/seqstore"
+	"github.com/inorder/inorder/seqstore/storetest"
 )
 
 // TestApplyBatch drives the set-based group commit directly: many ops of
@@ -35,16 +36,24 @@ func TestApplyBatch(t *testing.T) {
 		for i := range bodies {
 			bodies[i] = fmt.Appendf(nil, "b%d", i)
 		}
+		rq := func(st seqstore.Stream, n int, journal [][]byte) seqstore.ReserveRequest {
+			return seqstore.ReserveRequest{Stream: st, N: n, Journal: journal}
+		}
+		fresh := seqstore.Stream{Queue: "q", Group: "fresh"}
 		ops := []*op{
-			{kind: opReserve, stream: a, n: 2, journal: [][]byte{[]byte("1"), nil}},
+			{kind: opReserve, reqs: []seqstore.ReserveRequest{rq(a, 2, [][]byte{[]byte("1"), nil})}},
 			{kind: opAdvance, batch: []seqstore.Advance{{Stream: a, To: c1}}},
-			{kind: opReserve, stream: bad, n: 1},
-			{kind: opReserve, stream: a, n: len(bodies), journal: bodies},
+			{kind: opReserve, reqs: []seqstore.ReserveRequest{rq(bad, 1, nil)}},
+			{kind: opReserve, reqs: []seqstore.ReserveRequest{rq(a, len(bodies), bodies)}},
 			{kind: opAdvance, batch: []seqstore.Advance{{Stream: a, From: c1, To: c2}}},
 			{kind: opAdvance, batch: []seqstore.Advance{{Stream: a, From: c1, To: c2}, {Stream: many[0].Stream, To: many[0].To}}},
-			{kind: opSent, stream: a, seqs: []uint64{2, 3, 1 << 63}},
+			{kind: opSent, marks: []seqstore.SentMark{{Stream: a, Seqs: []uint64{2, 3, 1 << 63}}}},
 			{kind: opAdvance, batch: many[1:]},
-			{kind: opReserve, stream: a, n: 1},
+			{kind: opReserve, reqs: []seqstore.ReserveRequest{rq(a, 1, nil)}},
+			// An op with the corrupt stream applies none of its requests.
+			{kind: opReserve, reqs: []seqstore.ReserveRequest{rq(fresh, 1, [][]byte{[]byte("no")}), rq(a, 5, nil), rq(bad, 1, nil)}},
+			// An op with the same stream twice continues its own counter.
+			{kind: opReserve, reqs: []seqstore.ReserveRequest{rq(a, 1, nil), rq(fresh, 2, nil), rq(a, 2, nil)}},
 		}
 		tx, err := db.BeginTx(ctx, nil)
 		require.NoError(t, err)
@@ -53,23 +62,30 @@ func TestApplyBatch(t *testing.T) {
 		require.NoError(t, tx.Commit())
 
 		require.NoError(t, out[0].err)
-		assert.Equal(t, uint64(1), out[0].res.First)
-		epoch := out[0].res.Epoch
+		assert.Equal(t, uint64(1), out[0].res[0].First)
+		epoch := out[0].res[0].Epoch
 		assert.NoError(t, out[1].err)
-		assert.ErrorIs(t, out[2].err, seqstore.ErrCorrupt, "the corrupt stream fails alone")
-		assert.Equal(t, seqstore.Reservation{Epoch: epoch, First: 3}, out[3].res, "a second reserve of the stream in the same transaction continues the counter")
+		assert.ErrorIs(t, seqstore.Failed(out[2].err, 0, 1), seqstore.ErrCorrupt, "the corrupt stream fails alone")
+		assert.Equal(t, []seqstore.Reservation{{Epoch: epoch, First: 3}}, out[3].res, "a second reserve of the stream in the same transaction continues the counter")
 		assert.NoError(t, out[4].err, "an advance sees the earlier advance of the same transaction")
-		var ce *seqstore.ConflictError
-		require.ErrorAs(t, out[5].err, &ce, "the same From again conflicts")
-		assert.Equal(t, []seqstore.Stream{a}, ce.Streams)
+		assert.ErrorIs(t, seqstore.Failed(out[5].err, 0, 2), seqstore.ErrConflict, "the same From again conflicts")
+		assert.ErrorIs(t, seqstore.Failed(out[5].err, 1, 2), seqstore.ErrAborted, "the conflicting op's other stream is aborted")
 		assert.NoError(t, out[6].err)
 		assert.NoError(t, out[7].err)
-		assert.Equal(t, seqstore.Reservation{Epoch: epoch, First: uint64(3 + len(bodies))}, out[8].res)
+		next := uint64(3 + len(bodies))
+		assert.Equal(t, []seqstore.Reservation{{Epoch: epoch, First: next}}, out[8].res)
+		assert.ErrorIs(t, seqstore.Failed(out[9].err, 2, 3), seqstore.ErrCorrupt, "an op with a corrupt stream fails")
+		assert.ErrorIs(t, seqstore.Failed(out[9].err, 0, 3), seqstore.ErrAborted)
+		assert.ErrorIs(t, seqstore.Failed(out[9].err, 1, 3), seqstore.ErrAborted)
+		require.NoError(t, out[10].err)
+		fe := out[10].res[1].Epoch
+		assert.Equal(t, []seqstore.Reservation{{Epoch: epoch, First: next + 1}, {Epoch: fe, First: 1}, {Epoch: epoch, First: next + 2}}, out[10].res,
+			"the failed op consumed nothing; the same stream twice in one op gets consecutive ranges")
 
-		cur, err := s.Cursor(ctx, a)
+		cur, err := storetest.CursorOne(ctx, s, a)
 		require.NoError(t, err)
 		assert.Equal(t, c2, cur)
-		cur, err = s.Cursor(ctx, many[0].Stream)
+		cur, err = storetest.CursorOne(ctx, s, many[0].Stream)
 		require.NoError(t, err)
 		assert.Equal(t, seqstore.Cursor{}, cur, "the conflicting op's other stream was not written")
 		for i := 1; i < len(many); i += 37 { // a sample across the chunks, and the last
@@ -77,7 +93,7 @@ func TestApplyBatch(t *testing.T) {
 			if i+37 >= len(many) {
 				m = many[len(many)-1]
 			}
-			cur, err := s.Cursor(ctx, m.Stream)
+			cur, err := storetest.CursorOne(ctx, s, m.Stream)
 			require.NoError(t, err)
 			require.Equal(t, m.To, cur, "stream %s of the large batch", m.Stream)
 		}
@@ -85,10 +101,10 @@ func TestApplyBatch(t *testing.T) {
 		require.NoError(t, err)
 		seqs := map[uint64]string{}
 		for _, e := range p {
-			assert.Equal(t, a, e.Stream)
+			assert.Equal(t, a, e.Stream, "only stream a journaled (not the failed op's)")
 			seqs[e.Seq] = string(e.Body)
 		}
-		assert.Equal(t, 2+len(bodies)-2, len(seqs), "the 2+%d journaled entries minus the two marked sent", len(bodies))
+		assert.Equal(t, 2+len(bodies)-2, len(seqs), "the 2+%d journaled entries minus the two marked sent (and nothing of the failed op)", len(bodies))
 		assert.Equal(t, "1", seqs[1])
 		assert.Equal(t, "b2", seqs[5], "journal seqs follow the reservation order")
 		_, ok := seqs[2]
@@ -109,7 +125,7 @@ func TestLargeBodies(t *testing.T) {
 			bodies[i] = make([]byte, 64<<10)
 			bodies[i][0] = byte(i)
 		}
-		r, err := s.Reserve(ctx, st, len(bodies), bodies)
+		r, err := storetest.ReserveOne(ctx, s, st, len(bodies), bodies)
 		require.NoError(t, err)
 		assert.Equal(t, uint64(1), r.First)
 		p, err := s.Pending(ctx, "q")

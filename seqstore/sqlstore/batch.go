@@ -9,135 +9,88 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inorder/inorder/internal/batcher"
+	"github.com/inorder/inorder/internal/retry"
 	"github.com/inorder/inorder/seqstore"
 )
 
-// do queues o for the group commit and waits for its outcome or for ctx.
+// txBackoff and txAttempts bound the retries of a group-commit transaction
+// that failed transiently (a busy database, a deadlock).
+var txBackoff = retry.Backoff{Initial: 10 * time.Millisecond, Max: 40 * time.Millisecond}
+
+const txAttempts = 4
+
+// do submits o to the group commit and waits for its outcome or for ctx.
+// A call whose ctx ends before its transaction began is withdrawn; one whose
+// ctx ends later may still commit: the caller treats it as failed, which
+// for a Reserve leaves a gap and for an Advance a stale view that the next
+// compare-and-set reports.
 func (s *Store) do(ctx context.Context, o *op) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	o.cancel = ctx.Done()
-	o.done = make(chan struct{})
-	s.mu.RLock()
-	if s.closed {
-		s.mu.RUnlock()
+	err := s.commits.Add(ctx, o)
+	if errors.Is(err, batcher.ErrShutdown) {
 		return seqstore.ErrClosed
 	}
-	select {
-	case s.queue <- o:
-	case <-ctx.Done():
-		s.mu.RUnlock()
-		return ctx.Err()
-	}
-	s.mu.RUnlock()
-	select {
-	case <-o.done:
-		if o.skipped {
-			return ctx.Err()
-		}
-		return o.err
-	case <-ctx.Done():
-		// The op may still commit; the caller treats it as failed, which
-		// for a Reserve leaves a gap and for an Advance a stale view that
-		// the next compare-and-set reports.
-		return ctx.Err()
-	}
+	return err
 }
 
-// writer commits queued ops, everything queued at once in one transaction,
-// until Close closes the queue.
-func (s *Store) writer() {
-	defer s.wg.Done()
-	batch := make([]*op, 0, maxBatchOps)
-	for first := range s.queue {
-		batch = append(batch[:0], first)
-	drain:
-		for len(batch) < maxBatchOps {
-			select {
-			case o, ok := <-s.queue:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, o)
-			default:
-				break drain
-			}
-		}
-		s.commit(batch)
-	}
-}
-
-func (s *Store) commit(batch []*op) {
-	live := make([]*op, 0, len(batch))
-	for _, o := range batch {
-		select {
-		case <-o.cancel:
-			o.skipped = true // the caller has gone; do not write on its behalf
-			close(o.done)
-		default:
-			live = append(live, o)
-		}
-	}
-	if len(live) == 0 {
-		return
-	}
-	s.ops.Add(uint64(len(live)))
-	err, unknown := s.runTx(live)
-	if err != nil && !unknown && len(live) > 1 {
-		// One op's statement may have broken the shared transaction; run
+// commit is the group commit's handler: it runs a batch of calls in one
+// transaction and reports each call's own outcome.
+func (s *Store) commit(ops []*op, errs []error) {
+	s.ops.Add(uint64(len(ops)))
+	err, unknown := s.runTx(ops)
+	if err != nil && !unknown && len(ops) > 1 {
+		// One call's statement may have broken the shared transaction; run
 		// each alone so that the others still succeed. Not after a failed
-		// COMMIT: the transaction may have committed, and running its ops
+		// COMMIT: the transaction may have committed, and running its calls
 		// again would reserve twice or report a conflict for a success.
-		s.log.Debug("sqlstore: group transaction failed, running its ops one by one", "ops", len(live), "err", err.Error())
-		for _, o := range live {
+		s.log.Debug("sqlstore: group transaction failed, running its calls one by one", "calls", len(ops), "err", err.Error())
+		for _, o := range ops {
 			if err, _ := s.runTx([]*op{o}); err != nil {
 				o.err = err
 			}
-			close(o.done)
 		}
-		return
-	}
-	for _, o := range live {
-		if err != nil {
+	} else if err != nil {
+		for _, o := range ops {
 			o.err = err
 		}
-		close(o.done)
+	}
+	for i, o := range ops {
+		errs[i] = o.err
 	}
 }
 
 // runTx applies ops in one transaction and sets each op's own outcome once
-// the transaction committed. Transient failures (SQLite busy, deadlocks,
-// serialization failures) are retried a few times.
+// the transaction committed. Transient failures are retried with backoff,
+// all within TxTimeout; a connection lost before COMMIT was sent wrote
+// nothing, so one more try on a fresh connection is safe.
 //
-// unknown reports that the error came from COMMIT itself, so the
-// transaction may or may not have committed.
+// unknown reports that the transaction may or may not have committed: the
+// error came from COMMIT itself.
 func (s *Store) runTx(ops []*op) (err error, unknown bool) {
-	for attempt := range 4 {
-		if attempt > 0 {
-			s.retries.Add(1)
-			time.Sleep(time.Duration(5<<attempt) * time.Millisecond)
-		}
-		var beforeCommit bool
-		err, beforeCommit = s.tryTx(ops)
-		if err == nil {
-			return nil, false
-		}
-		// A connection lost before COMMIT was sent wrote nothing: one
-		// more try on a fresh connection is safe. After COMMIT the outcome
-		// is unknown, so the error goes to the callers.
-		if !transient(err) && !(beforeCommit && attempt == 0 && connectionLost(err)) {
-			return err, !beforeCommit
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	var last error // the last attempt's own error
+	var beforeCommit, first bool
+	p := retry.Policy{
+		Backoff:     txBackoff,
+		MaxAttempts: txAttempts,
+		Sleep:       s.sleep,
+		Retryable: func(err error) bool {
+			return transient(err) || first && beforeCommit && connectionLost(err)
+		},
+		OnRetry: func(int, error, time.Duration) { s.retries.Add(1) },
 	}
-	return err, false
+	err = retry.Call(ctx, p, func(ctx context.Context, attempt int) error {
+		last, beforeCommit = s.tryTx(ctx, ops)
+		first = attempt == 1
+		return last
+	})
+	return err, last != nil && !beforeCommit && !transient(last)
 }
 
 // tryTx runs ops in one transaction. beforeCommit reports that the error
 // came before COMMIT was sent.
-func (s *Store) tryTx(ops []*op) (err error, beforeCommit bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-	defer cancel()
+func (s *Store) tryTx(ctx context.Context, ops []*op) (err error, beforeCommit bool) {
 	s.txs.Add(1)
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {

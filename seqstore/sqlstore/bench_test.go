@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/inorder/inorder/seqstore"
+	"github.com/inorder/inorder/seqstore/storetest"
 )
 
 const benchCallers = 16
@@ -54,7 +55,7 @@ func BenchmarkReserve16(b *testing.B) {
 			ctx := context.Background()
 			before := s.Stats()
 			run16(b, func(w, _ int) error {
-				_, err := s.Reserve(ctx, seqstore.Stream{Queue: "bench", Group: fmt.Sprint(w)}, 1, body)
+				_, err := storetest.ReserveOne(ctx, s, seqstore.Stream{Queue: "bench", Group: fmt.Sprint(w)}, 1, body)
 				return err
 			})
 			reportTx(b, before, s.Stats())

@@ -13,7 +13,7 @@ func TestConformance(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			storetest.Run(t, storetest.Harness{Persistent: true, Open: func(t *testing.T) func(t *testing.T) seqstore.Store {
+			storetest.Run(t, storetest.Harness{Persistent: true, Shared: true, Open: func(t *testing.T) func(t *testing.T) seqstore.Store {
 				db, prefix := b.open(t)
 				newStore(t, db, b.dialect, prefix).Close() // migrate once
 				return func(t *testing.T) seqstore.Store {

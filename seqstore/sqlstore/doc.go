@@ -26,28 +26,35 @@
 //
 // # Group commit
 //
-// Reserve, Sent and Advance calls are queued to a writer goroutine owned by
-// the Store (Options.Writers), which runs everything queued at that moment
-// in one transaction and commits once: concurrent callers share the commit.
+// Reserve, Sent and Advance calls, each of any number of streams, are
+// submitted to a group commit (internal/batcher) whose handlers
+// (Options.Writers at once) run everything waiting at that moment in one
+// transaction and commit once: concurrent callers share the commit.
 // The statements are set-based, so their number does not grow with the
 // batch: one SELECT ... FOR UPDATE per table locks every row involved
 // (SQLite: the transaction holds the database's write lock), the counters
 // and compare-and-sets are computed in Go in queue order (so two calls on
 // one stream in one transaction see each other), and one multi-row INSERT,
-// upsert or DELETE per kind of change writes the result. A conflict or a
-// corrupt row fails only its own call. A new row is a plain INSERT, so two
-// processes creating one stream at once cannot overwrite each other: the
-// loser's transaction fails on the duplicate key and is retried, and then
-// finds the winner's row. Busy databases, deadlocks and connections lost before COMMIT
-// are retried a few times. Stats reports calls, transactions, statements
-// and retries. Cursor and Pending read outside the group commit.
+// upsert or DELETE per kind of change writes the result. Each call is
+// atomic: a request at fault (a conflict, a corrupt row, an overflow) fails
+// its call, whose other requests are aborted and nothing of it is written,
+// while the other calls of the transaction go on. A new row is a plain
+// INSERT, so two processes creating one stream at once cannot overwrite
+// each other: the loser's transaction fails on the duplicate key and is
+// retried, and then finds the winner's row. Busy databases, deadlocks and
+// connections lost before COMMIT are retried with backoff (internal/retry)
+// within TxTimeout. Stats reports calls, transactions, statements and
+// retries. Cursors and Pending read outside the group commit; Cursors reads
+// any number of streams in one statement per few hundred, and a corrupt row
+// fails only its own stream.
 //
 // # Errors
 //
 // Errors carry the "sqlstore:" prefix and the operation and stream, and wrap
-// the seqstore sentinels (ErrConflict through *seqstore.ConflictError,
-// ErrCorrupt, ErrOverflow, ErrClosed, ...) or the driver's error, which
-// stays reachable with errors.As. A call whose COMMIT failed with the
+// the seqstore sentinels or the driver's error, which stays reachable with
+// errors.As. A call that fails for some of its requests (ErrConflict,
+// ErrCorrupt, ErrOverflow, ErrInvalidStream, ...) returns a
+// *seqstore.BatchError naming them. A call whose COMMIT failed with the
 // connection has an unknown outcome and returns the error: a Reserve may
 // then leave a gap, an Advance a cursor that the next compare-and-set
 // reports as a conflict.

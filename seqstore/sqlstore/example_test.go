@@ -75,10 +75,11 @@ func ExampleStore_AdvanceTx() {
 	err = process(1, 100)
 	fmt.Println("second attempt conflicts:", errors.Is(err, seqstore.ErrConflict))
 
-	cur, err := store.Cursor(ctx, stream)
+	curs, err := store.Cursors(ctx, []seqstore.Stream{stream})
 	if err != nil {
 		log.Fatal(err)
 	}
+	cur := curs[0]
 	var rows int
 	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM ledger").Scan(&rows); err != nil {
 		log.Fatal(err)

@@ -6,15 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"log/slog"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/inorder/inorder/internal/batcher"
+	"github.com/inorder/inorder/internal/retry"
 	"github.com/inorder/inorder/seqstore"
 )
 
@@ -28,6 +30,7 @@ const DefaultTablePrefix = "inorder_"
 
 const (
 	maxBatchOps     = 128
+	maxBatchBytes   = 16 << 20
 	defaultTxTimout = 30 * time.Second
 )
 
@@ -42,8 +45,8 @@ type Options struct {
 	// Writers is how many group-commit transactions may run at once.
 	// Default 1, which suits every dialect; SQLite allows one writer anyway.
 	Writers int
-	// TxTimeout bounds each group-commit transaction, so that Close cannot
-	// hang on a dead server. Default 30s.
+	// TxTimeout bounds each group-commit transaction, its retries
+	// included, so that Close cannot hang on a dead server. Default 30s.
 	TxTimeout time.Duration
 	// Logger receives debug and warning messages; nil discards them. Bodies
 	// and DSNs are never logged.
@@ -65,7 +68,8 @@ func (o *Options) validate() error {
 
 // Stats counts the work a Store's group commit did since Open.
 type Stats struct {
-	// Ops is the number of Reserve, Sent and Advance calls served.
+	// Ops is the number of Reserve, Sent and Advance calls served (each
+	// call counts one, whatever its number of streams).
 	Ops uint64
 	// Transactions is the number of transactions begun for them, retries
 	// included.
@@ -86,10 +90,11 @@ type Store struct {
 	log     *slog.Logger
 	timeout time.Duration
 
-	mu     sync.RWMutex // guards closed and sending on queue
+	commits *batcher.Batcher[*op]
+	sleep   func(ctx context.Context, d time.Duration) error // between retries
+
+	mu     sync.RWMutex // guards closed
 	closed bool
-	queue  chan *op
-	wg     sync.WaitGroup
 
 	ops, txs, stmts, retries atomic.Uint64
 }
@@ -123,7 +128,7 @@ func Open(db *sql.DB, dialect Dialect, opts *Options) (*Store, error) {
 		o.TxTimeout = defaultTxTimout
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Store{
 		db:      db,
@@ -131,11 +136,12 @@ func Open(db *sql.DB, dialect Dialect, opts *Options) (*Store, error) {
 		prefix:  o.TablePrefix,
 		log:     o.Logger,
 		timeout: o.TxTimeout,
-		queue:   make(chan *op, maxBatchOps*o.Writers),
+		sleep:   retry.Sleep,
 	}
-	s.wg.Add(o.Writers)
-	for range o.Writers {
-		go s.writer()
+	var err error
+	s.commits, err = batcher.New(&batcher.Options{MaxHandlers: o.Writers, MaxBatchSize: maxBatchOps, MaxBatchBytes: maxBatchBytes}, s.commit)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: %w", err)
 	}
 	return s, nil
 }
@@ -145,16 +151,14 @@ func (s *Store) Stats() Stats {
 	return Stats{Ops: s.ops.Load(), Transactions: s.txs.Load(), Statements: s.stmts.Load(), Retries: s.retries.Load()}
 }
 
-// Close stops the writers after they have committed every queued call. It
-// does not close the *sql.DB. Later calls return seqstore.ErrClosed.
+// Close waits until every call already submitted has committed (or
+// failed). It does not close the *sql.DB. Later calls return
+// seqstore.ErrClosed.
 func (s *Store) Close() error {
 	s.mu.Lock()
-	if !s.closed {
-		s.closed = true
-		close(s.queue)
-	}
+	s.closed = true
 	s.mu.Unlock()
-	s.wg.Wait()
+	s.commits.Shutdown()
 	return nil
 }
 
@@ -249,84 +253,108 @@ func (s *Store) migrate(ctx context.Context, db execer) error {
 	return nil
 }
 
-// Reserve implements seqstore.Store.
-func (s *Store) Reserve(ctx context.Context, st seqstore.Stream, n int, journal [][]byte) (seqstore.Reservation, error) {
-	if err := st.Validate(); err != nil {
-		return seqstore.Reservation{}, fmt.Errorf("sqlstore: reserve: %w", err)
+// Reserve implements seqstore.Store: the requests are one call of the
+// group commit, all or nothing.
+func (s *Store) Reserve(ctx context.Context, reqs []seqstore.ReserveRequest) ([]seqstore.Reservation, error) {
+	if err := seqstore.CheckReserve(reqs); err != nil {
+		return nil, fmt.Errorf("sqlstore: reserve: %w", err)
 	}
-	if n < 1 {
-		return seqstore.Reservation{}, fmt.Errorf("sqlstore: reserve %s: %w: n must be at least 1, got %d", st, seqstore.ErrInvalidArgument, n)
+	if len(reqs) == 0 {
+		return nil, nil
 	}
-	if journal != nil && len(journal) != n {
-		return seqstore.Reservation{}, fmt.Errorf("sqlstore: reserve %s: %w: journal holds %d bodies for n=%d", st, seqstore.ErrInvalidArgument, len(journal), n)
-	}
-	o := &op{kind: opReserve, stream: st, n: n, journal: journal}
+	o := &op{kind: opReserve, reqs: reqs}
 	if err := s.do(ctx, o); err != nil {
-		return seqstore.Reservation{}, fmt.Errorf("sqlstore: reserve %s: %w", st, err)
+		return nil, fmt.Errorf("sqlstore: reserve %s: %w", callName(len(reqs), reqs[0].Stream), err)
 	}
 	return o.res, nil
 }
 
 // Sent implements seqstore.Store.
-func (s *Store) Sent(ctx context.Context, st seqstore.Stream, seqs []uint64) error {
-	if err := st.Validate(); err != nil {
+func (s *Store) Sent(ctx context.Context, marks []seqstore.SentMark) error {
+	if err := seqstore.CheckSent(marks); err != nil {
 		return fmt.Errorf("sqlstore: sent: %w", err)
 	}
-	if len(seqs) == 0 {
+	if !slices.ContainsFunc(marks, func(m seqstore.SentMark) bool { return len(m.Seqs) > 0 }) {
 		return nil
 	}
-	o := &op{kind: opSent, stream: st, seqs: seqs}
-	if err := s.do(ctx, o); err != nil {
-		return fmt.Errorf("sqlstore: sent %s: %w", st, err)
+	if err := s.do(ctx, &op{kind: opSent, marks: marks}); err != nil {
+		return fmt.Errorf("sqlstore: sent %s: %w", callName(len(marks), marks[0].Stream), err)
 	}
 	return nil
 }
 
-// Cursor implements seqstore.Store. It reads outside the group commit.
-func (s *Store) Cursor(ctx context.Context, st seqstore.Stream) (seqstore.Cursor, error) {
-	if err := st.Validate(); err != nil {
-		return seqstore.Cursor{}, fmt.Errorf("sqlstore: cursor: %w", err)
+// callName names a call's streams in errors: the stream, or how many and
+// the first.
+func callName(n int, first seqstore.Stream) string {
+	if n == 1 {
+		return first.String()
 	}
+	return fmt.Sprintf("%d streams from %s", n, first)
+}
+
+// Cursors implements seqstore.Store. It reads outside the group commit, in
+// one statement per few hundred streams; a corrupt row fails only its
+// stream.
+func (s *Store) Cursors(ctx context.Context, streams []seqstore.Stream) ([]seqstore.Cursor, error) {
 	if s.isClosed() {
-		return seqstore.Cursor{}, fmt.Errorf("sqlstore: cursor %s: %w", st, seqstore.ErrClosed)
+		return nil, fmt.Errorf("sqlstore: cursors: %w", seqstore.ErrClosed)
 	}
-	c, err := s.readCursor(ctx, st)
+	out := make([]seqstore.Cursor, len(streams))
+	errs := make([]error, len(streams))
+	failed := false
+	valid := make([]seqstore.Stream, 0, len(streams))
+	for i, st := range streams {
+		if err := st.Validate(); err != nil {
+			errs[i], failed = err, true
+			continue
+		}
+		valid = append(valid, st)
+	}
+	found := make(map[seqstore.Stream]outcomeCursor, len(valid))
+	err := s.selectRows(ctx, s.db, "cursor", cursorCols, valid, false, func(st seqstore.Stream, vals []any) {
+		c, err := cursorFromRow(vals)
+		found[st] = outcomeCursor{c, err}
+	})
 	if err != nil {
-		return seqstore.Cursor{}, fmt.Errorf("sqlstore: cursor %s: %w", st, err)
+		return nil, fmt.Errorf("sqlstore: cursors: %w", err)
 	}
-	return c, nil
+	for i, st := range streams {
+		if errs[i] != nil {
+			continue
+		}
+		f := found[st]
+		if f.err != nil {
+			errs[i], failed = fmt.Errorf("cursor of %s: %w", st, f.err), true
+			continue
+		}
+		out[i] = cloneCursor(f.c)
+	}
+	if failed {
+		return out, fmt.Errorf("sqlstore: cursors: %w", &seqstore.BatchError{Errs: errs})
+	}
+	return out, nil
 }
 
-// readCursor reads st's cursor outside any transaction.
-func (s *Store) readCursor(ctx context.Context, st seqstore.Stream) (seqstore.Cursor, error) {
-	var e, n, o int64
-	var sk string
-	q := s.ph("SELECT epoch, next_seq, owner, skipped FROM " + s.prefix + "cursor WHERE queue = ? AND grp = ?")
-	err := s.db.QueryRowContext(ctx, q, st.Queue, st.Group).Scan(&e, &n, &o, &sk)
-	if errors.Is(err, sql.ErrNoRows) {
-		return seqstore.Cursor{}, nil
-	}
-	if err != nil {
-		return seqstore.Cursor{}, err
-	}
-	return cursorFromRow(e, n, o, sk)
+type outcomeCursor struct {
+	c   seqstore.Cursor
+	err error
 }
 
-// Advance implements seqstore.Store: the batch is one compare-and-set inside
-// a group-commit transaction, all or nothing.
+func cloneCursor(c seqstore.Cursor) seqstore.Cursor {
+	c.Skipped = slices.Clone(c.Skipped)
+	return c
+}
+
+// Advance implements seqstore.Store: the batch is one compare-and-set
+// inside a group-commit transaction, all or nothing.
 func (s *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
-	if err := checkBatch(batch); err != nil {
+	if err := seqstore.CheckAdvance(batch); err != nil {
 		return fmt.Errorf("sqlstore: advance: %w", err)
 	}
 	if len(batch) == 0 {
 		return nil
 	}
-	o := &op{kind: opAdvance, batch: batch}
-	if err := s.do(ctx, o); err != nil {
-		var ce *seqstore.ConflictError
-		if errors.As(err, &ce) {
-			return err
-		}
+	if err := s.do(ctx, &op{kind: opAdvance, batch: batch}); err != nil {
 		return fmt.Errorf("sqlstore: advance: %w", err)
 	}
 	return nil
@@ -336,43 +364,25 @@ func (s *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
 // so that the application's own writes and the cursors commit or roll back
 // together: the basis of exactly-once processing. It returns once the
 // statements ran; nothing is durable until the caller commits tx. On a
-// *seqstore.ConflictError nothing was written and the caller should roll
-// back. tx must come from the *sql.DB the Store was opened with (or one on
-// the same database and table prefix).
+// *seqstore.BatchError (a conflict, say) nothing was written and the caller
+// should roll back. tx must come from the *sql.DB the Store was opened with
+// (or one on the same database and table prefix).
 func (s *Store) AdvanceTx(ctx context.Context, tx *sql.Tx, batch []seqstore.Advance) error {
 	if tx == nil {
 		return fmt.Errorf("sqlstore: advance in transaction: %w: nil *sql.Tx", seqstore.ErrInvalidArgument)
 	}
-	if err := checkBatch(batch); err != nil {
+	if err := seqstore.CheckAdvance(batch); err != nil {
 		return fmt.Errorf("sqlstore: advance in transaction: %w", err)
 	}
 	if s.isClosed() {
 		return fmt.Errorf("sqlstore: advance in transaction: %w", seqstore.ErrClosed)
 	}
 	out, err := s.applyBatch(ctx, tx, []*op{{kind: opAdvance, batch: batch}})
+	if err == nil {
+		err = out[0].err
+	}
 	if err != nil {
 		return fmt.Errorf("sqlstore: advance in transaction: %w", err)
-	}
-	if err := out[0].err; err != nil {
-		var ce *seqstore.ConflictError
-		if errors.As(err, &ce) {
-			return err
-		}
-		return fmt.Errorf("sqlstore: advance in transaction: %w", err)
-	}
-	return nil
-}
-
-func checkBatch(batch []seqstore.Advance) error {
-	seen := make(map[seqstore.Stream]struct{}, len(batch))
-	for _, a := range batch {
-		if err := a.Check(); err != nil {
-			return err
-		}
-		if _, dup := seen[a.Stream]; dup {
-			return fmt.Errorf("%w: stream %s appears twice in one batch", seqstore.ErrInvalidArgument, a.Stream)
-		}
-		seen[a.Stream] = struct{}{}
 	}
 	return nil
 }

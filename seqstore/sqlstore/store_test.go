@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inorder/inorder/seqstore"
+	"github.com/inorder/inorder/seqstore/storetest"
 )
 
 func TestOptionsValidate(t *testing.T) {
@@ -35,9 +36,9 @@ func TestOptionsValidate(t *testing.T) {
 	require.NoError(t, err, "a 31-byte identifier is allowed")
 	require.NoError(t, s.Close())
 	require.NoError(t, s.Close(), "Close must be idempotent")
-	_, err = s.Reserve(context.Background(), seqstore.Stream{Queue: "q"}, 1, nil)
+	_, err = storetest.ReserveOne(context.Background(), s, seqstore.Stream{Queue: "q"}, 1, nil)
 	assert.ErrorIs(t, err, seqstore.ErrClosed)
-	_, err = s.Cursor(context.Background(), seqstore.Stream{Queue: "q"})
+	_, err = storetest.CursorOne(context.Background(), s, seqstore.Stream{Queue: "q"})
 	assert.ErrorIs(t, err, seqstore.ErrClosed)
 	assert.NoError(t, db.Ping(), "Close must leave the caller's *sql.DB open")
 	assert.Equal(t, "postgres", Postgres.String())
@@ -105,14 +106,14 @@ func TestHostileNames(t *testing.T) {
 			{Queue: strings.Repeat("é", seqstore.MaxQueueLen/2), Group: "x"},
 		}
 		for i, st := range names {
-			r, err := s.Reserve(ctx, st, i+1, makeBodies(i+1, st.Group))
+			r, err := storetest.ReserveOne(ctx, s, st, i+1, makeBodies(i+1, st.Group))
 			require.NoError(t, err, "reserve %q", st)
 			assert.Equal(t, uint64(1), r.First, "stream %q is new, so its first seq is 1 (names must not collide)", st)
 			to := seqstore.Cursor{Epoch: r.Epoch, Next: uint64(i + 2)}
 			require.NoError(t, s.Advance(ctx, []seqstore.Advance{{Stream: st, To: to}}), "advance %q", st)
 		}
 		for i, st := range names {
-			c, err := s.Cursor(ctx, st)
+			c, err := storetest.CursorOne(ctx, s, st)
 			require.NoError(t, err)
 			assert.Equal(t, uint64(i+2), c.Next, "cursor of %q read back", st)
 		}
@@ -155,7 +156,7 @@ func TestGroupCommit(t *testing.T) {
 				own := seqstore.Stream{Queue: "q", Group: fmt.Sprintf("own%d", w)}
 				var cur seqstore.Cursor
 				for i := range per {
-					r, err := s.Reserve(ctx, st, 1, [][]byte{[]byte("x")})
+					r, err := storetest.ReserveOne(ctx, s, st, 1, [][]byte{[]byte("x")})
 					if err != nil {
 						errs <- err
 						return
@@ -226,26 +227,27 @@ func TestAdvanceTx(t *testing.T) {
 		c1 := seqstore.Cursor{Epoch: 1, Next: 2}
 		require.NoError(t, step(seqstore.Cursor{}, c1, 1, true))
 		assert.Equal(t, 1, count(), "committed: the app row is there")
-		cur, err := s.Cursor(ctx, st)
+		cur, err := storetest.CursorOne(ctx, s, st)
 		require.NoError(t, err)
 		assert.Equal(t, c1, cur, "committed: the cursor moved")
 
 		c2 := seqstore.Cursor{Epoch: 1, Next: 3}
 		require.NoError(t, step(c1, c2, 2, false))
 		assert.Equal(t, 1, count(), "rolled back: no app row")
-		cur, err = s.Cursor(ctx, st)
+		cur, err = storetest.CursorOne(ctx, s, st)
 		require.NoError(t, err)
 		assert.Equal(t, c1, cur, "rolled back: the cursor did not move")
 
 		err = step(seqstore.Cursor{}, c2, 3, true)
-		var ce *seqstore.ConflictError
-		require.ErrorAs(t, err, &ce, "a stale From conflicts")
-		assert.Equal(t, []seqstore.Stream{st}, ce.Streams)
+		var be *seqstore.BatchError
+		require.ErrorAs(t, err, &be, "a stale From conflicts")
+		require.Len(t, be.Errs, 1)
+		assert.ErrorIs(t, be.Errs[0], seqstore.ErrConflict, "the stream's own error is the conflict")
 		assert.Equal(t, 1, count())
 
 		require.NoError(t, step(c1, c2, 2, true))
 		assert.Equal(t, 2, count())
-		cur, err = s.Cursor(ctx, st)
+		cur, err = storetest.CursorOne(ctx, s, st)
 		require.NoError(t, err)
 		assert.Equal(t, c2, cur)
 
@@ -302,10 +304,10 @@ func TestCorruptRows(t *testing.T) {
 		}{
 			{"negative last_seq", func() {
 				exec("INSERT INTO "+prefix+"send (queue, grp, epoch, last_seq) VALUES (?, ?, ?, ?)", "q", "g", 5, -1)
-			}, "send", func() error { _, err := s.Reserve(ctx, st, 1, nil); return err }},
+			}, "send", func() error { _, err := storetest.ReserveOne(ctx, s, st, 1, nil); return err }},
 			{"zero epoch", func() {
 				exec("INSERT INTO "+prefix+"send (queue, grp, epoch, last_seq) VALUES (?, ?, ?, ?)", "q", "g", 0, 3)
-			}, "send", func() error { _, err := s.Reserve(ctx, st, 1, [][]byte{[]byte("x")}); return err }},
+			}, "send", func() error { _, err := storetest.ReserveOne(ctx, s, st, 1, [][]byte{[]byte("x")}); return err }},
 			{"negative next_seq", func() {
 				exec("INSERT INTO "+prefix+"cursor (queue, grp, epoch, next_seq, owner, skipped) VALUES (?, ?, ?, ?, ?, ?)", "q", "g", 1, -4, 0, "")
 			}, "cursor", func() error {
@@ -313,11 +315,11 @@ func TestCorruptRows(t *testing.T) {
 			}},
 			{"unparsable skipped", func() {
 				exec("INSERT INTO "+prefix+"cursor (queue, grp, epoch, next_seq, owner, skipped) VALUES (?, ?, ?, ?, ?, ?)", "q", "g", 1, 4, 0, "1:2-x")
-			}, "cursor", func() error { _, err := s.Cursor(ctx, st); return err }},
+			}, "cursor", func() error { _, err := storetest.CursorOne(ctx, s, st); return err }},
 			{"too many skipped", func() {
 				exec("INSERT INTO "+prefix+"cursor (queue, grp, epoch, next_seq, owner, skipped) VALUES (?, ?, ?, ?, ?, ?)", "q", "g", 1, 4, 0,
 					strings.TrimSuffix(strings.Repeat("1:2-3,", seqstore.MaxSkipped+1), ","))
-			}, "cursor", func() error { _, err := s.Cursor(ctx, st); return err }},
+			}, "cursor", func() error { _, err := storetest.CursorOne(ctx, s, st); return err }},
 			{"journal without sender row", func() {
 				exec("INSERT INTO "+prefix+"journal (queue, grp, seq, body) VALUES (?, ?, ?, ?)", "q", "g", 1, []byte("x"))
 			}, "journal", func() error { _, err := s.Pending(ctx, "q"); return err }},
@@ -339,8 +341,8 @@ func TestCorruptRows(t *testing.T) {
 		exec("INSERT INTO "+prefix+"send (queue, grp, epoch, last_seq) VALUES (?, ?, ?, ?)", "q", "g", 5, -1)
 		var wg sync.WaitGroup
 		var goodErr error
-		wg.Go(func() { _, goodErr = s.Reserve(ctx, seqstore.Stream{Queue: "q", Group: "ok"}, 1, nil) })
-		_, err := s.Reserve(ctx, st, 1, nil)
+		wg.Go(func() { _, goodErr = storetest.ReserveOne(ctx, s, seqstore.Stream{Queue: "q", Group: "ok"}, 1, nil) })
+		_, err := storetest.ReserveOne(ctx, s, st, 1, nil)
 		wg.Wait()
 		assert.ErrorIs(t, err, seqstore.ErrCorrupt)
 		assert.NoError(t, goodErr, "a healthy stream's reserve is not failed by another's corrupt row")
@@ -361,14 +363,14 @@ func TestClosedPort(t *testing.T) {
 		require.NoError(t, err)
 		s, err := Open(db, tc.d, nil)
 		require.NoError(t, err)
-		_, err = s.Reserve(ctx, seqstore.Stream{Queue: "q"}, 1, nil)
+		_, err = storetest.ReserveOne(ctx, s, seqstore.Stream{Queue: "q"}, 1, nil)
 		require.Error(t, err, "%s: reserve against a closed port", tc.d)
 		assert.Contains(t, err.Error(), "sqlstore: reserve q/", "the error names the package and operation")
 		assert.Contains(t, err.Error(), "refused", "%s: the error says the connection was refused: %v", tc.d, err)
 		err = s.Advance(ctx, []seqstore.Advance{{Stream: seqstore.Stream{Queue: "q"}, To: seqstore.Cursor{Epoch: 1}}})
 		require.Error(t, err)
 		assert.False(t, errors.Is(err, seqstore.ErrConflict), "an outage is not a conflict")
-		_, err = s.Cursor(ctx, seqstore.Stream{Queue: "q"})
+		_, err = storetest.CursorOne(ctx, s, seqstore.Stream{Queue: "q"})
 		require.Error(t, err)
 		require.NoError(t, s.Close())
 		require.NoError(t, db.Close())
@@ -396,7 +398,7 @@ func TestKilledConnections(t *testing.T) {
 		var failures int
 		for round := range 5 {
 			for i := range 10 {
-				r, err := s.Reserve(ctx, st, 1, [][]byte{fmt.Appendf(nil, "%d/%d", round, i)})
+				r, err := storetest.ReserveOne(ctx, s, st, 1, [][]byte{fmt.Appendf(nil, "%d/%d", round, i)})
 				if err != nil {
 					failures++
 					assert.Contains(t, err.Error(), "sqlstore: reserve", "a failure names the operation")
@@ -430,7 +432,7 @@ func TestKilledConnections(t *testing.T) {
 		for _, q := range acked {
 			assert.True(t, got[q], "acknowledged seq %d must still be journaled", q)
 		}
-		c, err := s.Cursor(ctx, st)
+		c, err := storetest.CursorOne(ctx, s, st)
 		require.NoError(t, err)
 		assert.Equal(t, cur, c, "the last acknowledged advance is the stored cursor")
 	})
@@ -503,7 +505,7 @@ func TestKilledConnectionsUnderLoad(t *testing.T) {
 					return
 				default:
 				}
-				res, err := s.Reserve(ctx, st, 1, [][]byte{[]byte("m")})
+				res, err := storetest.ReserveOne(ctx, s, st, 1, [][]byte{[]byte("m")})
 				if err != nil {
 					failed.Add(1)
 					continue
@@ -513,7 +515,7 @@ func TestKilledConnectionsUnderLoad(t *testing.T) {
 				if err := s.Advance(ctx, []seqstore.Advance{{Stream: st, From: r.cur, To: to}}); err != nil {
 					failed.Add(1)
 					for { // the outcome is unknown: re-read, as a receiver would
-						if c, err := s.Cursor(ctx, st); err == nil {
+						if c, err := storetest.CursorOne(ctx, s, st); err == nil {
 							r.cur = c
 							break
 						}
@@ -555,7 +557,7 @@ func TestKilledConnectionsUnderLoad(t *testing.T) {
 		for _, q := range r.seqs {
 			assert.True(t, journaled[fmt.Sprintf("%d#%d", w, q)], "acknowledged reservation %d of group %d must be journaled", q, w)
 		}
-		c, err := s.Cursor(ctx, seqstore.Stream{Queue: "q", Group: fmt.Sprint(w)})
+		c, err := storetest.CursorOne(ctx, s, seqstore.Stream{Queue: "q", Group: fmt.Sprint(w)})
 		require.NoError(t, err)
 		assert.Equal(t, r.cur, c, "group %d: the stored cursor is the last acknowledged one", w)
 	}
@@ -580,7 +582,7 @@ func TestTwoStoresSameStreams(t *testing.T) {
 				wg.Go(func() {
 					for i := range rounds {
 						g := (si + w + i) % streams
-						r, err := s.Reserve(ctx, seqstore.Stream{Queue: "q", Group: fmt.Sprint(g)}, 1, [][]byte{[]byte("x")})
+						r, err := storetest.ReserveOne(ctx, s, seqstore.Stream{Queue: "q", Group: fmt.Sprint(g)}, 1, [][]byte{[]byte("x")})
 						if err != nil {
 							errs <- err
 							return
@@ -627,7 +629,7 @@ func TestCancelRace(t *testing.T) {
 					time.Sleep(time.Duration(i%7) * 50 * time.Microsecond)
 					cancel()
 				}()
-				r, err := s.Reserve(ctx, st, 1, nil)
+				r, err := storetest.ReserveOne(ctx, s, st, 1, nil)
 				if err == nil {
 					assert.NotZero(t, r.First, "a nil error comes with a reservation")
 				} else {
@@ -638,4 +640,56 @@ func TestCancelRace(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestCorruptCursorFailsAlone: a cursor row with garbage is ErrCorrupt for
+// its own stream only: Cursors reads the others, an Advance batch naming it
+// fails as a whole with the others aborted, and a batch without it succeeds.
+func TestCorruptCursorFailsAlone(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend, db *sql.DB, prefix string) {
+		ctx := context.Background()
+		s := newStore(t, db, b.dialect, prefix)
+		good := seqstore.Stream{Queue: "q", Group: "good"}
+		other := seqstore.Stream{Queue: "q", Group: "other"}
+		cg := seqstore.Cursor{Epoch: 2, Next: 3}
+		require.NoError(t, s.Advance(ctx, []seqstore.Advance{{Stream: good, To: cg}}))
+		garbage := []struct {
+			name string
+			row  []any // epoch, next_seq, owner, skipped
+		}{
+			{"negative next_seq", []any{1, -4, 0, ""}},
+			{"unparsable skipped", []any{1, 4, 0, "1:2-x"}},
+		}
+		if b.dialect == SQLite { // columns without enforced types
+			garbage = append(garbage, struct {
+				name string
+				row  []any
+			}{"text in an integer column", []any{"seven", 4, 0, ""}})
+		}
+		for i, g := range garbage {
+			bad := seqstore.Stream{Queue: "q", Group: fmt.Sprintf("bad%d", i)}
+			_, err := db.ExecContext(ctx, s.ph("INSERT INTO "+prefix+"cursor (queue, grp, epoch, next_seq, owner, skipped) VALUES (?, ?, ?, ?, ?, ?)"),
+				append([]any{bad.Queue, bad.Group}, g.row...)...)
+			require.NoError(t, err, g.name)
+
+			cs, err := s.Cursors(ctx, []seqstore.Stream{good, bad, other})
+			var be *seqstore.BatchError
+			require.ErrorAs(t, err, &be, "%s: Cursors must fail the corrupt stream alone", g.name)
+			assert.NoError(t, be.Errs[0], "%s: the good stream is read", g.name)
+			assert.ErrorIs(t, be.Errs[1], seqstore.ErrCorrupt, "%s: the corrupt stream", g.name)
+			assert.NoError(t, be.Errs[2], "%s: the absent stream is read", g.name)
+			require.Len(t, cs, 3)
+			assert.Equal(t, cg, cs[0], "%s: the good cursor", g.name)
+			assert.Equal(t, seqstore.Cursor{}, cs[2], "%s: the absent cursor", g.name)
+
+			err = s.Advance(ctx, []seqstore.Advance{{Stream: good, From: cg, To: seqstore.Cursor{Epoch: 2, Next: 9}}, {Stream: bad, To: seqstore.Cursor{Epoch: 1, Next: 9}}})
+			assert.ErrorIs(t, seqstore.Failed(err, 1, 2), seqstore.ErrCorrupt, "%s: an Advance of the corrupt stream", g.name)
+			assert.ErrorIs(t, seqstore.Failed(err, 0, 2), seqstore.ErrAborted, "%s: the good stream of that batch is aborted", g.name)
+			c, err := storetest.CursorOne(ctx, s, good)
+			require.NoError(t, err)
+			assert.Equal(t, cg, c, "%s: the aborted stream did not move", g.name)
+		}
+		require.NoError(t, s.Advance(ctx, []seqstore.Advance{{Stream: good, From: cg, To: seqstore.Cursor{Epoch: 2, Next: 4}}, {Stream: other, To: cg}}),
+			"a batch without a corrupt stream succeeds")
+	})
 }

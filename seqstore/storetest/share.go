@@ -2,22 +2,56 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"testing"
 
 	"github.com/inorder/inorder/seqstore"
 )
+
+// OpenShared returns a Harness.Open for a store whose instances share
+// nothing (memstore): each test's storage is one store from newStorage,
+// closed when the test ends, and each opening is a Share of it. Use it with
+// Persistent and Shared set.
+func OpenShared(newStorage func() seqstore.Store) func(t *testing.T) func(*testing.T) seqstore.Store {
+	return func(t *testing.T) func(*testing.T) seqstore.Store {
+		storage := newStorage()
+		t.Cleanup(func() { _ = storage.Close() })
+		return func(*testing.T) seqstore.Store { return Share(storage) }
+	}
+}
+
+// ReserveOne makes a Reserve call of one request and returns its
+// Reservation, or the request's own error (see seqstore.Failed).
+func ReserveOne(ctx context.Context, st seqstore.Store, s seqstore.Stream, n int, journal [][]byte) (seqstore.Reservation, error) {
+	rs, err := st.Reserve(ctx, []seqstore.ReserveRequest{{Stream: s, N: n, Journal: journal}})
+	if err != nil {
+		return seqstore.Reservation{}, seqstore.Failed(err, 0, 1)
+	}
+	if len(rs) != 1 {
+		return seqstore.Reservation{}, fmt.Errorf("storetest: Reserve of one request returned %d reservations", len(rs))
+	}
+	return rs[0], nil
+}
+
+// CursorOne makes a Cursors call of one stream and returns its Cursor, or
+// the stream's own error (see seqstore.Failed).
+func CursorOne(ctx context.Context, st seqstore.Store, s seqstore.Stream) (seqstore.Cursor, error) {
+	cs, err := st.Cursors(ctx, []seqstore.Stream{s})
+	if err != nil {
+		return seqstore.Cursor{}, seqstore.Failed(err, 0, 1)
+	}
+	if len(cs) != 1 {
+		return seqstore.Cursor{}, fmt.Errorf("storetest: Cursors of one stream returned %d cursors", len(cs))
+	}
+	return cs[0], nil
+}
 
 // Share returns a new instance over storage: a Store whose calls go to
 // storage and whose Close closes only the instance (later calls return
 // seqstore.ErrClosed), leaving storage open for the other instances. It
 // lets a store whose instances share nothing, such as memstore, run the
-// suite's reopen and cross-instance tests:
-//
-//	Open: func(t *testing.T) func(*testing.T) seqstore.Store {
-//		storage := memstore.New()
-//		t.Cleanup(func() { storage.Close() })
-//		return func(*testing.T) seqstore.Store { return storetest.Share(storage) }
-//	},
+// suite's reopen and cross-instance tests (see OpenShared).
 func Share(storage seqstore.Store) seqstore.Store {
 	return &instance{storage: storage}
 }

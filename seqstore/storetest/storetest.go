@@ -137,19 +137,6 @@ func reserveMany(t *testing.T, st seqstore.Store, reqs ...seqstore.ReserveReques
 	return rs
 }
 
-// reserveErr makes a one-request Reserve call that may fail and returns the
-// request's own error.
-func reserveErr(ctx context.Context, st seqstore.Store, s seqstore.Stream, n int, journal [][]byte) (seqstore.Reservation, error) {
-	rs, err := st.Reserve(ctx, []seqstore.ReserveRequest{{Stream: s, N: n, Journal: journal}})
-	if err != nil {
-		return seqstore.Reservation{}, seqstore.Failed(err, 0, 1)
-	}
-	if len(rs) != 1 {
-		return seqstore.Reservation{}, fmt.Errorf("Reserve of one request returned %d reservations", len(rs))
-	}
-	return rs[0], nil
-}
-
 func sent(t *testing.T, st seqstore.Store, s seqstore.Stream, seqs ...uint64) {
 	t.Helper()
 	require.NoError(t, st.Sent(t.Context(), []seqstore.SentMark{{Stream: s, Seqs: seqs}}), "Sent(%s, %v)", s, seqs)
@@ -309,7 +296,7 @@ func testReserveInvalid(t *testing.T, h Harness) {
 		{"more bodies than n", 1, [][]byte{[]byte("x"), []byte("y")}},
 		{"empty journal for n=1", 1, [][]byte{}},
 	} {
-		_, err := reserveErr(ctx, st, s, tc.n, tc.journal)
+		_, err := ReserveOne(ctx, st, s, tc.n, tc.journal)
 		assert.ErrorIs(t, err, seqstore.ErrInvalidArgument, "Reserve with %s", tc.name)
 	}
 	r := reserve(t, st, s, 1, nil)
@@ -644,7 +631,7 @@ func testConcurrentReserve(t *testing.T, h Harness) {
 						journal[i] = fmt.Appendf(nil, "w%d c%d i%d", w, c, i)
 					}
 				}
-				r, err := reserveErr(t.Context(), st, stream(si), n, journal)
+				r, err := ReserveOne(t.Context(), st, stream(si), n, journal)
 				if err != nil {
 					errs <- fmt.Errorf("worker %d call %d: %w", w, c, err)
 					return
@@ -987,16 +974,16 @@ func testOverflowReserve(t *testing.T, h Harness) {
 	r := reserve(t, st, s, seqstore.MaxSeq-10, nil)
 	assert.Equal(t, uint64(1), r.First)
 
-	_, err := reserveErr(ctx, st, s, 11, nil)
+	_, err := ReserveOne(ctx, st, s, 11, nil)
 	assert.ErrorIs(t, err, seqstore.ErrOverflow, "Reserve passing MaxSeq")
-	_, err = reserveErr(ctx, st, s, seqstore.MaxSeq, nil)
+	_, err = ReserveOne(ctx, st, s, seqstore.MaxSeq, nil)
 	assert.ErrorIs(t, err, seqstore.ErrOverflow, "Reserve of MaxSeq seqs on a used stream")
 
 	r2 := reserve(t, st, s, 9, nil)
 	assert.Equal(t, seqstore.Reservation{Epoch: r.Epoch, First: seqstore.MaxSeq - 9}, r2, "an overflowing Reserve must not consume seqs")
 	r3 := reserve(t, st, s, 1, [][]byte{[]byte("last")})
 	assert.Equal(t, uint64(seqstore.MaxSeq), r3.First, "the last seq is MaxSeq")
-	_, err = reserveErr(ctx, st, s, 1, nil)
+	_, err = ReserveOne(ctx, st, s, 1, nil)
 	assert.ErrorIs(t, err, seqstore.ErrOverflow, "Reserve on an exhausted stream")
 
 	got := pending(t, st, "q")
@@ -1005,7 +992,7 @@ func testOverflowReserve(t *testing.T, h Harness) {
 
 	// A fresh stream may take MaxSeq seqs at once, and no more.
 	fresh := seqstore.Stream{Queue: "q", Group: "fresh"}
-	_, err = reserveErr(ctx, st, fresh, seqstore.MaxSeq, nil)
+	_, err = ReserveOne(ctx, st, fresh, seqstore.MaxSeq, nil)
 	assert.NoError(t, err, "Reserve of exactly MaxSeq seqs on a new stream")
 
 	if !h.Persistent {
@@ -1013,9 +1000,9 @@ func testOverflowReserve(t *testing.T, h Harness) {
 	}
 	require.NoError(t, st.Close())
 	st2 := reopen(t)
-	_, err = reserveErr(ctx, st2, s, 1, nil)
+	_, err = ReserveOne(ctx, st2, s, 1, nil)
 	assert.ErrorIs(t, err, seqstore.ErrOverflow, "an exhausted stream stays exhausted after reopening")
-	_, err = reserveErr(ctx, st2, fresh, 1, nil)
+	_, err = ReserveOne(ctx, st2, fresh, 1, nil)
 	assert.ErrorIs(t, err, seqstore.ErrOverflow, "an exhausted stream stays exhausted after reopening")
 }
 
@@ -1086,7 +1073,7 @@ func testIsolatedFailures(t *testing.T, h Harness) {
 			for c := range calls {
 				switch (w + c) % 4 {
 				case 0: // must overflow
-					_, err := reserveErr(ctx, st, exhausted, 1, [][]byte{[]byte("x")})
+					_, err := ReserveOne(ctx, st, exhausted, 1, [][]byte{[]byte("x")})
 					if !errors.Is(err, seqstore.ErrOverflow) {
 						results <- result{w, 0, fmt.Errorf("reserve on an exhausted stream: got %v, want ErrOverflow", err)}
 					}
@@ -1098,7 +1085,7 @@ func testIsolatedFailures(t *testing.T, h Harness) {
 						results <- result{w, 0, fmt.Errorf("stale Advance: got %v, want a BatchError whose only request conflicts", err)}
 					}
 				default: // must succeed
-					r, err := reserveErr(ctx, st, good, 1, [][]byte{[]byte("y")})
+					r, err := ReserveOne(ctx, st, good, 1, [][]byte{[]byte("y")})
 					if err == nil {
 						// Only this worker uses good, so its cursor trails its counter.
 						from := seqstore.Cursor{Epoch: r.Epoch, Next: r.First}

@@ -22,11 +22,7 @@ func persistentHarness() storetest.Harness {
 	return storetest.Harness{
 		Persistent: true,
 		Shared:     true,
-		Open: func(t *testing.T) func(*testing.T) seqstore.Store {
-			storage := memstore.New()
-			t.Cleanup(func() { _ = storage.Close() })
-			return func(*testing.T) seqstore.Store { return storetest.Share(storage) }
-		},
+		Open:       storetest.OpenShared(func() seqstore.Store { return memstore.New() }),
 	}
 }
 

@@ -45,11 +45,11 @@ func ExampleOpen() {
 		return
 	}
 	defer b.Close()
-	r, err := b.Store.Reserve(ctx, seqstore.Stream{Queue: "orders", Group: "customer-42"}, 3, nil)
+	rs, err := b.Store.Reserve(ctx, []seqstore.ReserveRequest{{Stream: seqstore.Stream{Queue: "orders", Group: "customer-42"}, N: 3}})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(b.Kind(), "first seq", r.First)
+	fmt.Println(b.Kind(), "first seq", rs[0].First)
 	// Output: sqlite first seq 1
 }

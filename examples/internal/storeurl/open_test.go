@@ -190,14 +190,15 @@ func TestRoundTrip(t *testing.T) {
 			assert.Equal(t, tt.kind == SQLite || tt.kind == Postgres || tt.kind == MySQL, b.DB != nil, "DB set for SQL stores only")
 			assert.Equal(t, tt.kind == Redis, b.Redis != nil, "Redis set for Redis stores only")
 
-			r, err := b.Store.Reserve(ctx, st, 2, [][]byte{[]byte("a"), []byte("b")})
+			rs, err := b.Store.Reserve(ctx, []seqstore.ReserveRequest{{Stream: st, N: 2, Journal: [][]byte{[]byte("a"), []byte("b")}}})
 			require.NoError(t, err, "Reserve")
+			r := rs[0]
 			assert.Equal(t, uint64(1), r.First, "first seq of a new stream")
 			pending, err := b.Store.Pending(ctx, st.Queue)
 			require.NoError(t, err, "Pending")
 			require.Len(t, pending, 2, "journal entries pending")
 			assert.Equal(t, []byte("b"), pending[1].Body)
-			require.NoError(t, b.Store.Sent(ctx, st, []uint64{1, 2}), "Sent")
+			require.NoError(t, b.Store.Sent(ctx, []seqstore.SentMark{{Stream: st, Seqs: []uint64{1, 2}}}), "Sent")
 			to := seqstore.Cursor{Epoch: r.Epoch, Next: 3}
 			require.NoError(t, b.Store.Advance(ctx, []seqstore.Advance{{Stream: st, To: to}}), "Advance")
 
@@ -213,15 +214,16 @@ func TestRoundTrip(t *testing.T) {
 			b, err = Open(ctx, spec, nil)
 			require.NoError(t, err, "reopen (migrates again)")
 			defer func() { assert.NoError(t, b.Close(), "Close after reopen") }()
-			c, err := b.Store.Cursor(ctx, st)
-			require.NoError(t, err, "Cursor")
+			cs, err := b.Store.Cursors(ctx, []seqstore.Stream{st})
+			require.NoError(t, err, "Cursors")
+			c := cs[0]
 			assert.True(t, c.Same(to), "cursor after reopen: want %+v, got %+v", to, c)
 			pending, err = b.Store.Pending(ctx, st.Queue)
 			require.NoError(t, err, "Pending")
 			assert.Empty(t, pending, "entries marked sent must stay sent")
-			r2, err := b.Store.Reserve(ctx, st, 1, nil)
+			r2, err := b.Store.Reserve(ctx, []seqstore.ReserveRequest{{Stream: st, N: 1}})
 			require.NoError(t, err, "Reserve after reopen")
-			assert.Equal(t, seqstore.Reservation{Epoch: r.Epoch, First: 3}, r2, "the counter continues")
+			assert.Equal(t, []seqstore.Reservation{{Epoch: r.Epoch, First: 3}}, r2, "the counter continues")
 		})
 	}
 }
@@ -232,7 +234,7 @@ func TestOpenPrefix(t *testing.T) {
 	b, err := Open(ctx, "redis://"+mr.Addr()+"/0?prefix=myapp:", nil)
 	require.NoError(t, err)
 	st := seqstore.Stream{Queue: "q"}
-	_, err = b.Store.Reserve(ctx, st, 1, nil)
+	_, err = b.Store.Reserve(ctx, []seqstore.ReserveRequest{{Stream: st, N: 1}})
 	require.NoError(t, err)
 	require.NoError(t, b.Close())
 	keys := mr.Keys()
