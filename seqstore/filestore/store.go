@@ -123,15 +123,16 @@ type Store struct {
 	// Requests wait in queue for the writer. The writer sets want before
 	// it sleeps; the submitter that makes the queue that long wakes it, so
 	// a commit of N requests costs the writer one wake-up, not N.
-	qmu   sync.Mutex
-	queue []*request
+	qmu     sync.Mutex
+	queue   []*request
+	want    int  // wake the writer once len(queue) >= want; 0: it is not waiting
+	qclosed bool // Close began: no more requests
+	wake    chan struct{}
+
 	// requests recycles the requests of calls, with their done channels:
 	// two allocations a call fewer. Per store, so that a store used in a
 	// synctest bubble keeps its channels there.
 	requests sync.Pool
-	want     int  // wake the writer once len(queue) >= want; 0: it is not waiting
-	qclosed  bool // Close began: no more requests
-	wake     chan struct{}
 
 	kick       chan struct{} // Sent marks are waiting
 	writerDone chan struct{}
@@ -451,15 +452,14 @@ func (s *Store) Close() error {
 
 		var errs []error
 		s.mu.Lock()
-		if s.failed != nil {
-			errs = append(errs, s.failed)
-		}
 		failed := s.failed
 		s.mu.Unlock()
-		// Drop the zeros written ahead, so that a log closed cleanly
-		// ends with its last frame. Not synced: after a crash recovery
-		// cuts them like any torn tail.
-		if failed == nil && s.w.alloc > s.w.off {
+		if failed != nil {
+			errs = append(errs, failed)
+		} else if s.w.alloc > s.w.off {
+			// Drop the zeros written ahead, so that a log closed
+			// cleanly ends with its last frame. Not synced: after a
+			// crash recovery cuts them like any torn tail.
 			if err := s.w.f.Truncate(s.w.off); err != nil {
 				errs = append(errs, err)
 			}

@@ -101,8 +101,7 @@ func (s *Store) run() {
 	defer w.waitTimer.Stop()
 	defer w.markTimer.Stop()
 	for {
-		batch, closed := s.take(w.batch[:0], 1)
-		w.batch = batch
+		batch, closed := s.take(w.batch, 1)
 		if len(batch) == 0 {
 			if closed {
 				s.commit() // flush Sent marks
@@ -154,7 +153,8 @@ func (s *Store) run() {
 			}
 		}
 		s.commit()
-		clear(batch)
+		clear(batch[:cap(batch)]) // every chunk used the same array
+		w.batch = batch[:0]
 	}
 }
 
@@ -164,12 +164,21 @@ func (s *Store) full() bool {
 }
 
 // take moves waiting requests to batch, up to the limits of one commit
-// (counting those the commit being built holds). If batch then holds fewer
-// than min, it asks submitters to wake the writer once enough are queued.
-// It also reports whether Close has begun.
+// (counting those the commit being built holds), if at least min are
+// waiting; if fewer are, it takes none and asks submitters to wake the
+// writer once min are queued. It also reports whether Close has begun.
 func (s *Store) take(batch []*request, min int) ([]*request, bool) {
 	s.qmu.Lock()
 	defer s.qmu.Unlock()
+	s.want = 0
+	if len(s.queue) < min && !s.qclosed {
+		s.want = min
+		select { // drop a stale wake-up
+		case <-s.wake:
+		default:
+		}
+		return batch, false
+	}
 	count, size := len(s.w.taken), s.w.size
 	n := 0
 	for _, r := range s.queue {
@@ -184,17 +193,6 @@ func (s *Store) take(batch []*request, min int) ([]*request, bool) {
 	rest := copy(s.queue, s.queue[n:])
 	clear(s.queue[rest:])
 	s.queue = s.queue[:rest]
-	s.want = 0
-	if len(batch) < min {
-		s.want = min - len(batch)
-		select { // drop a stale wake-up
-		case <-s.wake:
-		default:
-		}
-		if s.qclosed {
-			s.wake <- struct{}{}
-		}
-	}
 	return batch, s.qclosed
 }
 
