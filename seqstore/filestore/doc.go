@@ -31,7 +31,7 @@
 // microseconds after their commit; a writer that committed whatever had
 // arrived by then would split N callers into two alternating half-full
 // commits. So when fewer requests are waiting than the previous commit
-// answered, the writer waits for the rest, at most half an average fsync
+// answered, the writer waits for the rest, at most one average fsync
 // (capped by Options.CommitWait), and applies and encodes them in chunks
 // as they arrive, so that little is left to do after the last one. A lone
 // serial caller never waits.

@@ -39,7 +39,7 @@ type Options struct {
 
 	// CommitWait caps how long the writer, having found fewer requests
 	// waiting than the previous commit released, waits for those callers
-	// to come back before it writes. The wait is half the average fsync
+	// to come back before it writes. The wait is the average fsync
 	// time, at most CommitWait, and ends early once as many requests are
 	// waiting as were released. It keeps N concurrent callers in one commit
 	// instead of splitting them between two. Default 1ms; negative

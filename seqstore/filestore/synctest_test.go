@@ -63,7 +63,8 @@ func TestCommitWaitBounded(t *testing.T) {
 		require.NoError(t, err)
 		defer s.Close()
 		// Inside the bubble an fsync takes no time, so fake a slow one
-		// for the wait formula (half the average sync time).
+		// for the wait formula (the average sync time, at most
+		// CommitWait).
 		s.w.syncAvg = time.Hour
 
 		// A first commit is held in its fsync while eight callers queue;
@@ -100,4 +101,21 @@ func TestCommitWaitBounded(t *testing.T) {
 		require.NoError(t, err)
 		assert.Zero(t, time.Since(start), "after a commit of one the writer expects one and does not wait")
 	})
+}
+
+// TestCommitWaitFormula checks the bound of the wait for returning
+// callers: one average fsync, at most CommitWait, none when disabled.
+func TestCommitWaitFormula(t *testing.T) {
+	for _, c := range []struct {
+		syncAvg, commitWait, want time.Duration
+	}{
+		{300 * time.Microsecond, 0, 300 * time.Microsecond}, // default CommitWait 1ms
+		{3 * time.Millisecond, 0, time.Millisecond},
+		{3 * time.Millisecond, 5 * time.Millisecond, 3 * time.Millisecond},
+		{3 * time.Millisecond, -1, 0},
+	} {
+		s := openT(t, t.TempDir(), &Options{CommitWait: c.commitWait})
+		s.w.syncAvg = c.syncAvg // the writer is idle: no call was made
+		assert.Equal(t, c.want, s.commitWait(), "wait bound with an average fsync of %v and CommitWait %v", c.syncAvg, c.commitWait)
+	}
 }

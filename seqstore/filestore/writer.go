@@ -196,11 +196,16 @@ func (s *Store) take(batch []*request, min int) ([]*request, bool) {
 	return batch, s.qclosed
 }
 
+// commitWait bounds the writer's wait for the callers of the previous
+// commit: one average fsync, at most Options.CommitWait. While they all
+// come back within an fsync, waiting for them costs each caller less than
+// the fsync it would wait for if left out; with half an fsync, 64 callers
+// on a fast disk missed it in one commit out of ten.
 func (s *Store) commitWait() time.Duration {
 	if s.opts.CommitWait < 0 {
 		return 0
 	}
-	return min(s.w.syncAvg/2, s.opts.CommitWait)
+	return min(s.w.syncAvg, s.opts.CommitWait)
 }
 
 // apply adds batch to the commit being built: each call whose caller has
