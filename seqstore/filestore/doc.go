@@ -41,7 +41,8 @@
 // file system's journal too (the new size and blocks), a frame written over
 // blocks already on disk does not, which on ext4 halves the fsync time of
 // the 2 to 8 KiB frames of 16 to 64 reservations. A clean Close cuts the
-// zeros; after a crash, recovery cuts them like any torn tail.
+// zeros; after a crash, recovery cuts them (logged at Info; a torn tail
+// with other bytes is logged at Warn).
 //
 // One call may journal up to 64 MiB; a commit takes requests up to 4 MiB
 // (or one larger request) so that frames stay bounded.

@@ -43,6 +43,15 @@ func readFile(path string) ([]byte, error) {
 	return io.ReadAll(f)
 }
 
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
 func corruptf(format string, args ...any) error {
 	return fmt.Errorf("filestore: "+format+": %w", append(args, seqstore.ErrCorrupt)...)
 }
@@ -190,7 +199,13 @@ func (s *Store) recover() error {
 			return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 		}
 		if end < len(data) {
-			s.log.Warn("filestore: truncating a torn log tail", "path", path, "offset", end, "dropped_bytes", len(data)-end)
+			if allZero(data[end:]) {
+				// The zeros the writer writes ahead of its frames: a
+				// crash, or a copy of an open store, leaves them.
+				s.log.Info("filestore: cutting the zeros written ahead of the log", "path", path, "offset", end, "dropped_bytes", len(data)-end)
+			} else {
+				s.log.Warn("filestore: truncating a torn log tail", "path", path, "offset", end, "dropped_bytes", len(data)-end)
+			}
 			err := f.Truncate(int64(end))
 			if err == nil {
 				err = s.sync(f)

@@ -1,8 +1,10 @@
 package filestore
 
 import (
+	"bytes"
 	"context"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -375,11 +377,27 @@ func TestLogWrittenOverZeros(t *testing.T) {
 	info, err := os.Stat(logPath(dir, 1))
 	require.NoError(t, err)
 	assert.Equal(t, int64(logHeaderSize+preallocBytes), info.Size(), "log size while open: the first commit wrote zeros %d bytes ahead (frames end at %d)", preallocBytes, frames)
+
+	// A crash leaves the zeros: recovery cuts them, and says so at Info,
+	// not as a torn tail.
+	crashed := t.TempDir()
+	data, err := os.ReadFile(logPath(dir, 1))
+	require.NoError(t, err)
+	writeFile(t, logPath(crashed, 1), data)
+	var logBuf bytes.Buffer
+	c, err := Open(crashed, &Options{Logger: slog.New(slog.NewTextHandler(&logBuf, nil))})
+	require.NoError(t, err)
+	_, next := senderState(c, st)
+	require.NoError(t, c.Close())
+	assert.Equal(t, uint64(4), next, "counter after a crash")
+	assert.Contains(t, logBuf.String(), "level=INFO msg=\"filestore: cutting the zeros written ahead of the log\"", "log of the cut")
+	assert.NotContains(t, logBuf.String(), "level=WARN", "no warning for zeros")
+
 	require.NoError(t, s.Close())
 	info, err = os.Stat(logPath(dir, 1))
 	require.NoError(t, err)
 	assert.Equal(t, frames, info.Size(), "log size after Close: the frames only")
 	s = openT(t, dir, nil)
-	_, next := senderState(s, st)
+	_, next = senderState(s, st)
 	assert.Equal(t, uint64(4), next, "counter after reopening")
 }
