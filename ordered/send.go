@@ -445,7 +445,7 @@ func newSender(q *Queue) *sender {
 	// call takes: few calls of many groups each, concurrent only under a
 	// backlog (a slow store).
 	var err error
-	s.reservations, err = batcher.New(&batcher.Options{MaxHandlers: o.Reservations, MaxBatchSize: reserveBatch, Backlog: reserveBatch}, s.reserveGroups)
+	s.reservations, err = batcher.New(&batcher.Options{MaxHandlers: o.Reservations, MaxItems: reserveBatch, Backlog: reserveBatch}, s.reserveGroups)
 	if err != nil {
 		panic(fmt.Sprintf("ordered: reservation batcher: %v (options are validated)", err))
 	}
@@ -1175,7 +1175,7 @@ func (s *sender) flushMarksLocked(ctx context.Context) {
 }
 
 // markChunk bounds the groups of one Sent call.
-const markChunk = 1024
+const markChunk = 256
 
 // recover re-sends the journaled entries not in flight in this process and
 // waits for them.

@@ -10,10 +10,10 @@ import (
 // ErrShutdown is returned for items submitted after Shutdown.
 var ErrShutdown = errors.New("batcher: shut down")
 
-// ByteSizer is implemented by items that count against
-// Options.MaxBatchBytes.
-type ByteSizer interface {
-	ByteSize() int
+// Sizer is implemented by items that count against Options.MaxSize by a
+// size of their own (bytes, rows: whatever the handler's cost grows with).
+type Sizer interface {
+	Size() int
 }
 
 // Options bounds the batches. The zero value (or a nil *Options) means one
@@ -21,12 +21,12 @@ type ByteSizer interface {
 type Options struct {
 	// MaxHandlers is how many batches may be handled at once. Default 1.
 	MaxHandlers int
-	// MaxBatchSize is the most items in one batch; 0 means no bound.
-	MaxBatchSize int
-	// MaxBatchBytes bounds the summed ByteSize of one batch's items, for
-	// items that implement ByteSizer; an item larger than the bound is
-	// handled alone. 0 means no bound.
-	MaxBatchBytes int
+	// MaxItems is the most items in one batch; 0 means no bound.
+	MaxItems int
+	// MaxSize bounds the summed Size of one batch's items, for items that
+	// implement Sizer; an item larger than the bound is handled alone. 0
+	// means no bound.
+	MaxSize int
 	// Backlog is how many items may wait for the busy handlers before
 	// another handler starts (up to MaxHandlers): a larger Backlog trades
 	// concurrency for larger batches. Default 0: every waiting item starts
@@ -35,7 +35,7 @@ type Options struct {
 }
 
 func (o *Options) validate() error {
-	if o.MaxHandlers < 0 || o.MaxBatchSize < 0 || o.MaxBatchBytes < 0 || o.Backlog < 0 {
+	if o.MaxHandlers < 0 || o.MaxItems < 0 || o.MaxSize < 0 || o.Backlog < 0 {
 		return fmt.Errorf("batcher: options must not be negative: %+v", *o)
 	}
 	return nil
@@ -50,7 +50,7 @@ type Handler[T any] func(batch []T, errs []error)
 type Batcher[T any] struct {
 	opts   Options
 	handle Handler[T]
-	sized  bool // T implements ByteSizer
+	sized  bool // T implements Sizer
 
 	mu       sync.Mutex
 	queue    []entry[T] // waiting items from head on, oldest first
@@ -85,7 +85,7 @@ func New[T any](opts *Options, handle Handler[T]) (*Batcher[T], error) {
 		o.MaxHandlers = 1
 	}
 	var zero T
-	_, sized := any(zero).(ByteSizer)
+	_, sized := any(zero).(Sizer)
 	return &Batcher[T]{opts: o, handle: handle, sized: sized}, nil
 }
 
@@ -143,7 +143,7 @@ func (b *Batcher[T]) Shutdown() {
 func (b *Batcher[T]) enqueue(item T, done chan error) (uint64, error) {
 	size := 0
 	if b.sized {
-		size = any(item).(ByteSizer).ByteSize()
+		size = any(item).(Sizer).Size()
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -209,16 +209,16 @@ func (b *Batcher[T]) run() {
 
 // takeLocked moves the next batch from the queue to batch.
 func (b *Batcher[T]) takeLocked(batch []entry[T]) []entry[T] {
-	bytes := 0
+	size := 0
 	for b.head < len(b.queue) {
 		e := &b.queue[b.head]
 		if !e.withdrawn {
-			if b.opts.MaxBatchSize > 0 && len(batch) == b.opts.MaxBatchSize ||
-				b.opts.MaxBatchBytes > 0 && len(batch) > 0 && bytes+e.size > b.opts.MaxBatchBytes {
+			if b.opts.MaxItems > 0 && len(batch) == b.opts.MaxItems ||
+				b.opts.MaxSize > 0 && len(batch) > 0 && size+e.size > b.opts.MaxSize {
 				break
 			}
 			batch = append(batch, *e)
-			bytes += e.size
+			size += e.size
 		}
 		*e = entry[T]{}
 		b.head++

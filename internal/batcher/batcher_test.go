@@ -100,7 +100,7 @@ func waitQueued[T any](t *testing.T, b *Batcher[T], n int) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	for _, o := range []Options{{MaxHandlers: -1}, {MaxBatchSize: -1}, {MaxBatchBytes: -1}, {Backlog: -1}} {
+	for _, o := range []Options{{MaxHandlers: -1}, {MaxItems: -1}, {MaxSize: -1}, {Backlog: -1}} {
 		_, err := New(&o, func([]int, []error) {})
 		assert.Error(t, err, "options %+v must be refused", o)
 	}
@@ -141,7 +141,7 @@ func TestGroupCommit(t *testing.T) {
 		want [][]int
 	}{
 		{"no bound", Options{}, [][]int{{0}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}}},
-		{"size bound", Options{MaxBatchSize: 4}, [][]int{{0}, {1, 2, 3, 4}, {5, 6, 7, 8}, {9, 10}}},
+		{"item bound", Options{MaxItems: 4}, [][]int{{0}, {1, 2, 3, 4}, {5, 6, 7, 8}, {9, 10}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRecorder(true)
@@ -168,13 +168,13 @@ func TestGroupCommit(t *testing.T) {
 
 type sized struct{ id, bytes int }
 
-func (s sized) ByteSize() int { return s.bytes }
+func (s sized) Size() int { return s.bytes }
 
-func TestByteBound(t *testing.T) {
+func TestSizeBound(t *testing.T) {
 	var mu sync.Mutex
 	var batches [][]int
 	gate := make(chan struct{})
-	b, err := New(&Options{MaxBatchBytes: 100}, func(batch []sized, _ []error) {
+	b, err := New(&Options{MaxSize: 100}, func(batch []sized, _ []error) {
 		<-gate
 		ids := make([]int, len(batch))
 		for i, s := range batch {
@@ -286,7 +286,7 @@ func TestWithdrawAfterTake(t *testing.T) {
 
 func TestShutdownFlushes(t *testing.T) {
 	r := newRecorder(true)
-	b, err := New(&Options{MaxBatchSize: 3}, r.handle)
+	b, err := New(&Options{MaxItems: 3}, r.handle)
 	require.NoError(t, err)
 	var results []<-chan error
 	for i := range 10 {
@@ -338,7 +338,7 @@ func TestIdleOwnsNoGoroutine(t *testing.T) {
 // queue's array is compacted while items are withdrawn and taken.
 func TestLongQueue(t *testing.T) {
 	r := newRecorder(true)
-	b := newBatcher(t, &Options{MaxBatchSize: 7}, r)
+	b := newBatcher(t, &Options{MaxItems: 7}, r)
 	first := b.AddNoWait(-2)
 	<-r.entered
 	const n = 3000
@@ -382,7 +382,7 @@ func TestLongQueue(t *testing.T) {
 func TestStress(t *testing.T) {
 	var mu sync.Mutex
 	handled := map[int]int{}
-	b, err := New(&Options{MaxHandlers: 3, MaxBatchSize: 16}, func(batch []int, errs []error) {
+	b, err := New(&Options{MaxHandlers: 3, MaxItems: 16}, func(batch []int, errs []error) {
 		mu.Lock()
 		for _, v := range batch {
 			handled[v]++

@@ -1,6 +1,6 @@
 // Package batcher is group commit as a library: many goroutines submit
 // items, and a handler function receives them in batches, everything waiting
-// at that moment up to the size and byte bounds, with at most MaxHandlers
+// at that moment up to the item and size bounds, with at most MaxHandlers
 // batches in flight. Each item gets its own error back. It is modelled on
 // go-cloud's pubsub/batcher, with per-item errors and withdrawal of items
 // whose caller gave up before their batch was taken.

@@ -31,8 +31,9 @@ type op struct {
 	bytes int // journal bytes, for the group commit's bound
 }
 
-// ByteSize implements batcher.ByteSizer.
-func (o *op) ByteSize() int { return o.bytes }
+// Size implements batcher.Sizer: the journal bytes, which bound one
+// pipeline (maxPipelineBytes).
+func (o *op) Size() int { return o.bytes }
 
 // do submits o to the group commit and waits for its flush or for ctx. An
 // op whose ctx ends before its pipeline is sent is withdrawn.

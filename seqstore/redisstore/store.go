@@ -22,10 +22,10 @@ import (
 const DefaultPrefix = "inorder:"
 
 const (
-	defaultFlushers = 4
-	maxBatchCalls   = 256
-	maxBatchBytes   = 16 << 20
-	maxPrefixLen    = 64
+	defaultFlushers  = 4
+	maxBatchCalls    = 256
+	maxPipelineBytes = 16 << 20
+	maxPrefixLen     = 64
 )
 
 // Options configures a Store. The zero value (or a nil *Options) means the
@@ -125,7 +125,7 @@ func New(client redis.UniversalClient, opts *Options) (*Store, error) {
 		log:     o.Logger,
 	}
 	var err error
-	s.flushes, err = batcher.New(&batcher.Options{MaxHandlers: o.Flushers, MaxBatchSize: maxBatchCalls, MaxBatchBytes: maxBatchBytes}, s.flush)
+	s.flushes, err = batcher.New(&batcher.Options{MaxHandlers: o.Flushers, MaxItems: maxBatchCalls, MaxSize: maxPipelineBytes}, s.flush)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}

@@ -35,14 +35,15 @@ type op struct {
 	err error
 }
 
-// ByteSize is the journal bytes of a Reserve, for the group commit's bound
-// on one transaction.
-func (o *op) ByteSize() int {
-	n := 0
+// Size implements batcher.Sizer: the rows the call reads or writes, which
+// bound one transaction (maxTxRows).
+func (o *op) Size() int {
+	n := len(o.reqs) + len(o.batch)
 	for _, r := range o.reqs {
-		for _, b := range r.Journal {
-			n += len(b)
-		}
+		n += len(r.Journal)
+	}
+	for _, m := range o.marks {
+		n += len(m.Seqs)
 	}
 	return n
 }
@@ -56,8 +57,10 @@ type outcome struct {
 }
 
 // rowChunk bounds the streams or rows per statement, well under every
-// dialect's limit on bound parameters.
-const rowChunk = 400
+// dialect's limit on bound parameters. The cost of a statement grows
+// faster than its rows beyond a few hundred (PostgreSQL plans and filters
+// a long IN or OR list row by row on a small table).
+const rowChunk = 256
 
 // maxStatementBytes bounds the body bytes of one multi-row INSERT.
 const maxStatementBytes = 4 << 20
@@ -343,15 +346,29 @@ func (s *Store) selectRows(ctx context.Context, db querier, table, cols string, 
 	n := strings.Count(cols, ",") + 1
 	for lo := 0; lo < len(streams); lo += rowChunk {
 		part := streams[lo:min(lo+rowChunk, len(streams))]
+		// One "queue = ? AND grp IN (...)" per queue (usually one): an
+		// IN list is an index lookup per name (hashed by PostgreSQL), where
+		// an OR of pairs costs every row a test per pair.
 		var b strings.Builder
-		b.WriteString("SELECT queue, grp, " + cols + " FROM " + s.prefix + table + " WHERE (queue = ? AND grp = ?)")
-		b.WriteString(strings.Repeat(" OR (queue = ? AND grp = ?)", len(part)-1))
+		b.WriteString("SELECT queue, grp, " + cols + " FROM " + s.prefix + table + " WHERE ")
+		args := make([]any, 0, len(part)+1)
+		for i := 0; i < len(part); {
+			k := i + 1
+			for k < len(part) && part[k].Queue == part[i].Queue {
+				k++
+			}
+			if i > 0 {
+				b.WriteString(" OR ")
+			}
+			b.WriteString("(queue = ? AND grp IN (?" + strings.Repeat(", ?", k-i-1) + "))")
+			args = append(args, part[i].Queue)
+			for _, st := range part[i:k] {
+				args = append(args, st.Group)
+			}
+			i = k
+		}
 		if lock {
 			b.WriteString(s.lockSuffix())
-		}
-		args := make([]any, 0, 2*len(part))
-		for _, st := range part {
-			args = append(args, st.Queue, st.Group)
 		}
 		s.stmts.Add(1)
 		rows, err := db.QueryContext(ctx, s.ph(b.String()), args...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -135,5 +136,43 @@ func TestLargeBodies(t *testing.T) {
 			require.Len(t, e.Body, 64<<10)
 			require.Equal(t, byte(i), e.Body[0], "entry %d", i)
 		}
+	})
+}
+
+// TestTransactionRowBound: concurrent calls share transactions, but one
+// transaction carries at most maxTxRows rows (a call larger than that goes
+// alone): a statement's cost grows faster than its rows, so a few
+// transactions of bounded size beat one huge one.
+func TestTransactionRowBound(t *testing.T) {
+	forEach(t, func(t *testing.T, b backend, db *sql.DB, prefix string) {
+		s := newStore(t, db, b.dialect, prefix)
+		const callers, streams = 16, 100 // 100 rows per call: at most 5 calls per transaction
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		errs := make([]error, callers)
+		for c := range callers {
+			reqs := make([]seqstore.ReserveRequest, streams)
+			for i := range reqs {
+				reqs[i] = seqstore.ReserveRequest{Stream: seqstore.Stream{Queue: "q", Group: fmt.Sprintf("c%d-%d", c, i)}, N: 1}
+			}
+			wg.Go(func() {
+				<-start
+				_, errs[c] = s.Reserve(t.Context(), reqs)
+			})
+		}
+		before := s.Stats()
+		close(start)
+		wg.Wait()
+		for c, err := range errs {
+			require.NoError(t, err, "caller %d", c)
+		}
+		st := s.Stats()
+		txs := st.Transactions - before.Transactions
+		t.Logf("%d calls of %d rows in %d transactions", callers, streams, txs)
+		assert.GreaterOrEqual(t, txs, uint64((callers*streams+maxTxRows-1)/maxTxRows),
+			"no transaction may carry more than %d rows", maxTxRows)
+		assert.Equal(t, (&op{reqs: make([]seqstore.ReserveRequest, 3)}).Size(), 3)
+		assert.Equal(t, (&op{reqs: []seqstore.ReserveRequest{{N: 2, Journal: [][]byte{nil, nil}}}}).Size(), 3, "a request and its journal rows")
+		assert.Equal(t, (&op{marks: []seqstore.SentMark{{Seqs: []uint64{1, 2}}, {}}}).Size(), 2, "the marked seqs")
 	})
 }

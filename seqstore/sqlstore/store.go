@@ -29,8 +29,8 @@ var ErrSchemaTooNew = errors.New("sqlstore: schema is newer than this code")
 const DefaultTablePrefix = "inorder_"
 
 const (
-	maxBatchOps     = 128
-	maxBatchBytes   = 16 << 20
+	maxTxCalls      = 128
+	maxTxRows       = 512
 	defaultTxTimout = 30 * time.Second
 )
 
@@ -139,7 +139,7 @@ func Open(db *sql.DB, dialect Dialect, opts *Options) (*Store, error) {
 		sleep:   retry.Sleep,
 	}
 	var err error
-	s.commits, err = batcher.New(&batcher.Options{MaxHandlers: o.Writers, MaxBatchSize: maxBatchOps, MaxBatchBytes: maxBatchBytes}, s.commit)
+	s.commits, err = batcher.New(&batcher.Options{MaxHandlers: o.Writers, MaxItems: maxTxCalls, MaxSize: maxTxRows}, s.commit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -692,4 +693,51 @@ func TestCorruptCursorFailsAlone(t *testing.T) {
 		require.NoError(t, s.Advance(ctx, []seqstore.Advance{{Stream: good, From: cg, To: seqstore.Cursor{Epoch: 2, Next: 4}}, {Stream: other, To: cg}}),
 			"a batch without a corrupt stream succeeds")
 	})
+}
+
+// TestRetryBusy: a transaction that finds the database busy is retried
+// with backoff through the Store's sleep (internal/retry; it honours the
+// transaction's deadline, where a time.Sleep would not), a bounded number
+// of times; a wait cut short by the deadline ends the retries.
+func TestRetryBusy(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "busy.db")
+	// No busy timeout: a locked database fails a transaction at once.
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(0)&_txlock=immediate")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	s := newStore(t, db, SQLite, "busy_")
+	holder, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(0)&_txlock=immediate")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = holder.Close() })
+	lock, err := holder.BeginTx(t.Context(), nil) // holds the write lock
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lock.Rollback() })
+
+	var waits []time.Duration
+	s.sleep = func(ctx context.Context, d time.Duration) error {
+		waits = append(waits, d)
+		return ctx.Err()
+	}
+	_, err = storetest.ReserveOne(t.Context(), s, seqstore.Stream{Queue: "q"}, 1, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "locked", "the busy error comes back after the retries: %v", err)
+	assert.Len(t, waits, txAttempts-1, "one backoff between each of %d attempts", txAttempts)
+	for i, d := range waits {
+		assert.LessOrEqual(t, d, txBackoff.Max, "wait %d", i)
+	}
+	assert.Equal(t, uint64(txAttempts-1), s.Stats().Retries)
+
+	waits = nil
+	s.sleep = func(ctx context.Context, d time.Duration) error {
+		waits = append(waits, d)
+		return context.DeadlineExceeded // TxTimeout ran out during the wait
+	}
+	_, err = storetest.ReserveOne(t.Context(), s, seqstore.Stream{Queue: "q"}, 1, nil)
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "the deadline ends the retries")
+	assert.Len(t, waits, 1, "no attempt after the deadline")
+
+	require.NoError(t, lock.Rollback())
+	s.sleep = func(context.Context, time.Duration) error { t.Error("no retry expected"); return nil }
+	_, err = storetest.ReserveOne(t.Context(), s, seqstore.Stream{Queue: "q"}, 1, nil)
+	require.NoError(t, err, "the lock released, the call succeeds at once")
 }
