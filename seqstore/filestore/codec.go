@@ -25,7 +25,10 @@ import (
 // One frame is one commit: the writer writes one frame and fsyncs it before
 // writing the next, so only the last frame of the last log can be torn by a
 // crash. A payload is a sequence of records, each a type byte followed by
-// its fields.
+// its fields. One store call is one record, so it is in one frame and takes
+// effect whole or not at all. Record types 1 and 2 were written before the
+// multi-stream calls and are still read; today's logs, of the same format
+// version, may hold both (testdata/format1 is a store of that release).
 //
 // Snapshot file (snapshot):
 //
@@ -40,11 +43,10 @@ const (
 	snapHeaderSize  = 8 + 4 + 4 + 8
 	snapTrailerSize = 8 + 4
 
-	// maxFrameBytes bounds one frame's payload. A frame holds requests of
-	// at most maxRequestBytes together (or one larger request up to that
-	// bound), plus Sent marks while the frame is below
-	// maxFrameBytes-2*maxRequestBytes, in records of at most maxMarkSeqs
-	// seqs, so it never passes the bound.
+	// maxFrameBytes bounds one frame's payload. A frame holds calls of at
+	// most batchBytes together (or one larger call up to maxRequestBytes),
+	// plus the Sent marks that fit below the bound, each of at most
+	// maxMarkSeqs seqs.
 	maxFrameBytes = 256 << 20
 	// maxRequestBytes bounds one Reserve or Advance call's encoding.
 	maxRequestBytes = 64 << 20
@@ -55,11 +57,22 @@ const (
 	maxMarkSeqs = 1 << 20
 )
 
-// Record types inside a frame payload.
+// Record types inside a frame payload. A reservation is: stream, epoch,
+// first, n, journal flag (0 or 1), and with the flag n bodies (length,
+// bytes). A mark is: stream, count, seqs.
 const (
-	recReserve byte = 1 // stream, epoch, first, n, journal flag, bodies
-	recSent    byte = 2 // stream, count, seqs
-	recAdvance byte = 3 // count, then per stream: stream and its new cursor
+	// recReserve and recSent hold one reservation or mark. Releases
+	// before the multi-stream contract wrote them; they are still read,
+	// so that an upgraded store keeps its counters, and no longer written.
+	recReserve byte = 1
+	recSent    byte = 2
+	// recAdvance is one Advance call: count, then per stream: stream and
+	// its new cursor.
+	recAdvance byte = 3
+	// recReserves is one Reserve call: count, then its reservations.
+	recReserves byte = 4
+	// recSents holds Sent marks, of any number of calls: count, then marks.
+	recSents byte = 5
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -174,8 +187,18 @@ func appendCursor(b []byte, c seqstore.Cursor) []byte {
 	return b
 }
 
-func appendReserve(b []byte, s seqstore.Stream, epoch, first uint64, n int, journal [][]byte) []byte {
-	b = append(b, recReserve)
+// appendReserves appends the record of one Reserve call whose requests
+// got the reservations res.
+func appendReserves(b []byte, reqs []seqstore.ReserveRequest, res []seqstore.Reservation) []byte {
+	b = append(b, recReserves)
+	b = binary.AppendUvarint(b, uint64(len(reqs)))
+	for i, r := range reqs {
+		b = appendReservation(b, r.Stream, res[i].Epoch, res[i].First, r.N, r.Journal)
+	}
+	return b
+}
+
+func appendReservation(b []byte, s seqstore.Stream, epoch, first uint64, n int, journal [][]byte) []byte {
 	b = appendStream(b, s)
 	b = binary.AppendUvarint(b, epoch)
 	b = binary.AppendUvarint(b, first)
@@ -191,8 +214,17 @@ func appendReserve(b []byte, s seqstore.Stream, epoch, first uint64, n int, jour
 	return b
 }
 
-func appendSent(b []byte, s seqstore.Stream, seqs []uint64) []byte {
-	b = append(b, recSent)
+// appendSents appends one record holding marks.
+func appendSents(b []byte, marks []seqstore.SentMark) []byte {
+	b = append(b, recSents)
+	b = binary.AppendUvarint(b, uint64(len(marks)))
+	for _, m := range marks {
+		b = appendMark(b, m.Stream, m.Seqs)
+	}
+	return b
+}
+
+func appendMark(b []byte, s seqstore.Stream, seqs []uint64) []byte {
 	b = appendStream(b, s)
 	b = binary.AppendUvarint(b, uint64(len(seqs)))
 	for _, q := range seqs {
@@ -211,13 +243,28 @@ func appendAdvance(b []byte, batch []seqstore.Advance) []byte {
 	return b
 }
 
-// reserveSize is an upper bound of the encoded size of a reserve record.
-func reserveSize(s seqstore.Stream, journal [][]byte) int {
-	n := 1 + 2*binary.MaxVarintLen64 + len(s.Queue) + len(s.Group) + 3*binary.MaxVarintLen64 + 1
-	for _, body := range journal {
+// streamSize bounds the encoded size of a stream name.
+func streamSize(s seqstore.Stream) int {
+	return 2*binary.MaxVarintLen64 + len(s.Queue) + len(s.Group)
+}
+
+// reservationSize bounds the encoded size of one reservation.
+func reservationSize(r seqstore.ReserveRequest) int {
+	n := streamSize(r.Stream) + 3*binary.MaxVarintLen64 + 1
+	for _, body := range r.Journal {
 		n += binary.MaxVarintLen64 + len(body)
 	}
 	return n
+}
+
+// markSize bounds the encoded size of one mark.
+func markSize(m seqstore.SentMark) int {
+	return streamSize(m.Stream) + binary.MaxVarintLen64*(1+len(m.Seqs))
+}
+
+// advanceSize bounds the encoded size of one advance.
+func advanceSize(a seqstore.Advance) int {
+	return streamSize(a.Stream) + binary.MaxVarintLen64*(4+3*len(a.To.Skipped))
 }
 
 // decoder reads fields from a payload. The first failure sticks: later reads

@@ -92,7 +92,7 @@ func crashWorkload(s *Store, emit func(format string, args ...any), deadline tim
 					for i := range journal {
 						journal[i] = fmt.Appendf(nil, "%s/%d", token, i)
 					}
-					res, err := s.reserveOne(ctx, crashStream(g), n, journal)
+					res, err := reserve(ctx, s, crashStream(g), n, journal)
 					if err != nil {
 						emit("E reserve: %v", err)
 						return
@@ -106,7 +106,7 @@ func crashWorkload(s *Store, emit func(format string, args ...any), deadline tim
 						// Announced before the call: the mark may be
 						// durable before Sent even returns.
 						emit("S %d %d %d", g, res.First, n)
-						if err := s.sentOne(ctx, crashStream(g), seqs); err != nil {
+						if err := sent(ctx, s, crashStream(g), seqs); err != nil {
 							emit("E sent: %v", err)
 							return
 						}
@@ -115,7 +115,7 @@ func crashWorkload(s *Store, emit func(format string, args ...any), deadline tim
 				}
 				p := rnd.IntN(crashPairs)
 				a, b := crashPair(p)
-				c, err := s.cursorOne(ctx, a)
+				c, err := cursor(ctx, s, a)
 				if err != nil {
 					emit("E cursor: %v", err)
 					return
@@ -231,9 +231,9 @@ func (h *crashHistory) verify(t *testing.T, dir string) {
 	}
 	for p := range crashPairs {
 		a, b := crashPair(p)
-		ca, err := s.cursorOne(ctx, a)
+		ca, err := cursor(ctx, s, a)
 		require.NoError(t, err)
-		cb, err := s.cursorOne(ctx, b)
+		cb, err := cursor(ctx, s, b)
 		require.NoError(t, err)
 		require.Equal(t, ca, cb, "cursors of pair %d, always advanced in one batch, differ", p)
 		require.GreaterOrEqual(t, ca.Next, h.pairNext[p], "cursor of pair %d below an acknowledged advance", p)

@@ -23,22 +23,26 @@ func Example() {
 		log.Fatal(err)
 	}
 	orders := seqstore.Stream{Queue: "orders", Group: "customer-42"}
+	refunds := seqstore.Stream{Queue: "refunds", Group: "customer-42"}
 
 	// The sender reserves seqs and journals the bodies in one fsync.
-	rs, err := s.Reserve(ctx, []seqstore.ReserveRequest{{Stream: orders, N: 2, Journal: [][]byte{[]byte("created"), []byte("paid")}}})
+	// One call, one fsync, may reserve for many streams.
+	res, err := s.Reserve(ctx, []seqstore.ReserveRequest{
+		{Stream: orders, N: 2, Journal: [][]byte{[]byte("created"), []byte("paid")}},
+		{Stream: refunds, N: 1}, // fast mode: no journal
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	res := rs[0]
-	fmt.Println("first seq:", res.First)
+	fmt.Println("first seqs:", res[0].First, res[1].First)
 	// Once the queue accepted seq 1, it leaves the journal.
-	if err := s.Sent(ctx, []seqstore.SentMark{{Stream: orders, Seqs: []uint64{res.First}}}); err != nil {
+	if err := s.Sent(ctx, []seqstore.SentMark{{Stream: orders, Seqs: []uint64{res[0].First}}}); err != nil {
 		log.Fatal(err)
 	}
 	// The receiver moves its cursor past seq 1 with a compare-and-set.
 	err = s.Advance(ctx, []seqstore.Advance{{
 		Stream: orders,
-		To:     seqstore.Cursor{Epoch: res.Epoch, Next: 2},
+		To:     seqstore.Cursor{Epoch: res[0].Epoch, Next: 2},
 	}})
 	if err != nil {
 		log.Fatal(err)
@@ -57,11 +61,10 @@ func Example() {
 	for _, e := range pending {
 		fmt.Printf("pending: seq %d %q\n", e.Seq, e.Body)
 	}
-	cs, _ := s.Cursors(ctx, []seqstore.Stream{orders})
-	c := cs[0]
-	fmt.Println("cursor next:", c.Next)
+	c, _ := s.Cursors(ctx, []seqstore.Stream{orders})
+	fmt.Println("cursor next:", c[0].Next)
 	// Output:
-	// first seq: 1
+	// first seqs: 1 1
 	// pending: seq 2 "paid"
 	// cursor next: 2
 }

@@ -19,14 +19,27 @@ func appendFrame(log []byte, gen uint64, payload []byte) []byte {
 	return log
 }
 
+// appendLegacyReserve and appendLegacySent append records as releases
+// before the multi-stream contract wrote them: one stream each.
+func appendLegacyReserve(b []byte, s seqstore.Stream, epoch, first uint64, n int, journal [][]byte) []byte {
+	return appendReservation(append(b, recReserve), s, epoch, first, n, journal)
+}
+
+func appendLegacySent(b []byte, s seqstore.Stream, seqs []uint64) []byte {
+	return appendMark(append(b, recSent), s, seqs)
+}
+
 // FuzzRecord feeds arbitrary bytes to the decoders: as the payload of a
 // frame whose checksum verifies, as a snapshot payload with a valid
 // envelope, and as the tail of a log. Nothing may panic; every failure must
 // be ErrCorrupt; an accepted log must end where no valid frame follows.
 func FuzzRecord(f *testing.F) {
 	st := seqstore.Stream{Queue: "q", Group: "g"}
-	f.Add(appendReserve(nil, st, 7, 1, 2, [][]byte{[]byte("a"), []byte("bc")}))
-	f.Add(appendSent(nil, st, []uint64{1, 2}))
+	f.Add(appendReserves(nil, []seqstore.ReserveRequest{{Stream: st, N: 2, Journal: [][]byte{[]byte("a"), []byte("bc")}}, {Stream: st, N: 1}},
+		[]seqstore.Reservation{{Epoch: 7, First: 1}, {Epoch: 7, First: 3}}))
+	f.Add(appendSents(nil, []seqstore.SentMark{{Stream: st, Seqs: []uint64{1, 2}}, {Stream: seqstore.Stream{Queue: "r"}, Seqs: []uint64{5}}}))
+	f.Add(appendLegacyReserve(nil, st, 7, 1, 2, [][]byte{[]byte("a"), []byte("bc")}))
+	f.Add(appendLegacySent(nil, st, []uint64{1, 2}))
 	f.Add(appendAdvance(nil, []seqstore.Advance{{Stream: st, To: seqstore.Cursor{Epoch: 7, Next: 3, Skipped: []seqstore.Range{{Epoch: 7, First: 1, Last: 1}}}}}))
 	f.Add([]byte{recReserve, 1, 'q', 0, 1, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -96,7 +109,7 @@ func FuzzLog(f *testing.F) {
 			chunk := bodies[i*len(bodies)/frames : (i+1)*len(bodies)/frames]
 			j := [][]byte{chunk, bytes.ToUpper(chunk)}
 			starts = append(starts, len(log))
-			log = appendFrame(log, 1, appendReserve(nil, st, 9, next, len(j), j))
+			log = appendFrame(log, 1, appendReserves(nil, []seqstore.ReserveRequest{{Stream: st, N: len(j), Journal: j}}, []seqstore.Reservation{{Epoch: 9, First: next}}))
 			next += uint64(len(j))
 		}
 		clean := newState()

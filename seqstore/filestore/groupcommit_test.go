@@ -36,7 +36,7 @@ func TestGroupCommitCoalesces(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			st := seqstore.Stream{Queue: "q", Group: fmt.Sprint(i % 8)}
-			_, err := s.reserveOne(ctx, st, 1, [][]byte{make([]byte, 100)})
+			_, err := reserve(ctx, s, st, 1, [][]byte{make([]byte, 100)})
 			assert.NoError(t, err, "caller %d", i)
 		})
 	}
@@ -71,7 +71,7 @@ func TestGroupCommitFreeRunning(t *testing.T) {
 		wg.Go(func() {
 			st := seqstore.Stream{Queue: "q", Group: fmt.Sprint(i)}
 			for range 50 {
-				_, err := s.reserveOne(ctx, st, 1, [][]byte{make([]byte, 100)})
+				_, err := reserve(ctx, s, st, 1, [][]byte{make([]byte, 100)})
 				if !assert.NoError(t, err) {
 					return
 				}
@@ -94,10 +94,10 @@ func TestSentMarksAreLazy(t *testing.T) {
 	dir := t.TempDir()
 	s := openT(t, dir, &Options{SentFlushDelay: 10 * time.Millisecond})
 	st := seqstore.Stream{Queue: "q"}
-	res, err := s.reserveOne(ctx, st, 2, [][]byte{[]byte("a"), []byte("b")})
+	res, err := reserve(ctx, s, st, 2, [][]byte{[]byte("a"), []byte("b")})
 	require.NoError(t, err)
 	before := s.Stats()
-	require.NoError(t, s.sentOne(ctx, st, []uint64{res.First}))
+	require.NoError(t, sent(ctx, s, st, []uint64{res.First}))
 	assert.Equal(t, before.Fsyncs, s.Stats().Fsyncs, "Sent returned without an fsync")
 	require.Eventually(t, func() bool { return s.Stats().Commits == before.Commits+1 }, 5*time.Second, time.Millisecond,
 		"the mark is written on its own after SentFlushDelay")

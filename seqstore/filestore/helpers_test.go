@@ -43,7 +43,7 @@ func reserveN(t testing.TB, s *Store, st seqstore.Stream, k int) {
 		if next == 0 {
 			next = 1
 		}
-		res, err := s.reserveOne(context.Background(), st, 1, [][]byte{body(st, next)})
+		res, err := reserve(context.Background(), s, st, 1, [][]byte{body(st, next)})
 		require.NoError(t, err)
 		require.Equal(t, next, res.First, "reservation of %s", st)
 	}
@@ -67,4 +67,27 @@ func frameOffsets(t testing.TB, data []byte, gen uint64) []int {
 func writeFile(t testing.TB, path string, data []byte) {
 	t.Helper()
 	require.NoError(t, os.WriteFile(path, data, 0o600))
+}
+
+// reserve makes one single-request Reserve call.
+func reserve(ctx context.Context, s *Store, st seqstore.Stream, n int, journal [][]byte) (seqstore.Reservation, error) {
+	res, err := s.Reserve(ctx, []seqstore.ReserveRequest{{Stream: st, N: n, Journal: journal}})
+	if err != nil {
+		return seqstore.Reservation{}, err
+	}
+	return res[0], nil
+}
+
+// sent marks seqs of st sent in one Sent call.
+func sent(ctx context.Context, s *Store, st seqstore.Stream, seqs []uint64) error {
+	return s.Sent(ctx, []seqstore.SentMark{{Stream: st, Seqs: seqs}})
+}
+
+// cursor reads the cursor of st in one Cursors call.
+func cursor(ctx context.Context, s *Store, st seqstore.Stream) (seqstore.Cursor, error) {
+	cs, err := s.Cursors(ctx, []seqstore.Stream{st})
+	if err != nil {
+		return seqstore.Cursor{}, err
+	}
+	return cs[0], nil
 }

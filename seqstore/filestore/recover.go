@@ -3,6 +3,7 @@ package filestore
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,6 +31,25 @@ func parseLogName(name string) (uint64, bool) {
 	}
 	gen, err := strconv.ParseUint(hex, 16, 64)
 	return gen, err == nil
+}
+
+// readFile is os.ReadFile refusing a symbolic link.
+func readFile(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|oNoFollow, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func corruptf(format string, args ...any) error {
@@ -87,7 +107,7 @@ func (s *Store) recover() error {
 
 	st, nextGen := newState(), uint64(1)
 	snapPath := filepath.Join(s.dir, snapName)
-	data, err := os.ReadFile(snapPath)
+	data, err := readFile(snapPath)
 	haveSnapshot := err == nil
 	switch {
 	case err == nil:
@@ -128,20 +148,27 @@ func (s *Store) recover() error {
 			_ = f.Close()
 			return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 		}
-		s.st, w.f, w.gen, w.off = st, f, nextGen, logHeaderSize
+		s.st, w.f, w.gen, w.off, w.alloc = st, f, nextGen, logHeaderSize, logHeaderSize
 		return nil
 	}
 
 	for i, g := range gens {
 		path := filepath.Join(s.dir, logName(g))
 		last := i == len(gens)-1
-		data, err := os.ReadFile(path)
+		data, err := readFile(path)
 		if err != nil {
 			return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 		}
 		if !checkLogHeader(data, g) {
+			if haveSnapshot && g == nextGen {
+				// Its header was synced before the snapshot that
+				// names it was renamed into place: a short or bad
+				// header means the log was damaged, not torn.
+				return corruptf("%s: bad header (%d bytes) in the log the snapshot continues in", path, len(data))
+			}
 			if last && len(data) <= logHeaderSize {
-				// Created but its header never synced: no frame was
+				// Created by a snapshot (or a fresh Open) that did
+				// not finish, its header never synced: no frame was
 				// written to it.
 				if err := os.Remove(path); err != nil {
 					return fmt.Errorf("filestore: open %s: %w", s.dir, err)
@@ -155,7 +182,7 @@ func (s *Store) recover() error {
 					_ = f.Close()
 					return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 				}
-				s.st, w.f, w.gen, w.off = st, f, g, logHeaderSize
+				s.st, w.f, w.gen, w.off, w.alloc = st, f, g, logHeaderSize, logHeaderSize
 				return nil
 			}
 			return corruptf("%s: bad log header", path)
@@ -167,12 +194,18 @@ func (s *Store) recover() error {
 		if !last {
 			continue
 		}
-		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		f, err := os.OpenFile(path, os.O_RDWR|oNoFollow, 0)
 		if err != nil {
 			return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 		}
 		if end < len(data) {
-			s.log.Warn("filestore: truncating a torn log tail", "path", path, "offset", end, "dropped_bytes", len(data)-end)
+			if allZero(data[end:]) {
+				// The zeros the writer writes ahead of its frames: a
+				// crash, or a copy of an open store, leaves them.
+				s.log.Info("filestore: cutting the zeros written ahead of the log", "path", path, "offset", end, "dropped_bytes", len(data)-end)
+			} else {
+				s.log.Warn("filestore: truncating a torn log tail", "path", path, "offset", end, "dropped_bytes", len(data)-end)
+			}
 			err := f.Truncate(int64(end))
 			if err == nil {
 				err = s.sync(f)
@@ -182,7 +215,7 @@ func (s *Store) recover() error {
 				return fmt.Errorf("filestore: open %s: truncate torn tail: %w", s.dir, err)
 			}
 		}
-		s.st, w.f, w.gen, w.off = st, f, g, int64(end)
+		s.st, w.f, w.gen, w.off, w.alloc = st, f, g, int64(end), int64(end)
 		s.stats.logBytes.Store(w.off)
 	}
 	return nil

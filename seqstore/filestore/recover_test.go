@@ -217,14 +217,53 @@ func TestRecoverInterruptedSnapshot(t *testing.T) {
 	require.NoError(t, os.Remove(logPath(dir, gen)))
 	check("log of the snapshot missing")
 
-	// A crash while the new log's header was being written, with a
-	// temporary snapshot and an older log left behind.
-	writeFile(t, logPath(dir, gen), logHeader(gen)[:7])
+	// A crash while the next snapshot's log header was being written,
+	// before that snapshot was renamed into place, with a temporary
+	// snapshot and an older log left behind.
+	writeFile(t, logPath(dir, gen+1), logHeader(gen + 1)[:7])
 	writeFile(t, filepath.Join(dir, snapTmpName), []byte("half a snapshot"))
 	writeFile(t, logPath(dir, gen-1), []byte("stale"))
-	check("torn header and leftovers")
+	check("torn header of the next log and leftovers")
 	_, err = os.Stat(filepath.Join(dir, snapTmpName))
 	assert.ErrorIs(t, err, os.ErrNotExist, "temporary snapshot removed")
 	_, err = os.Stat(logPath(dir, gen-1))
 	assert.ErrorIs(t, err, os.ErrNotExist, "log older than the snapshot removed")
+	data, err := os.ReadFile(logPath(dir, gen+1))
+	require.NoError(t, err, "the next log, recreated")
+	assert.Equal(t, logHeader(gen+1), data, "the next log holds a whole header and nothing else")
+}
+
+// TestTornHeaderAfterSnapshot cuts the log a snapshot continues in to every
+// length short of its header, and damages the header. That header was
+// synced before the snapshot was renamed into place, so none of these is a
+// torn tail: each is ErrCorrupt, never a fresh log that would forget the
+// records written since the snapshot. (A cut to exactly the header leaves
+// a valid empty log, which, like a cut at any frame boundary, no log can
+// tell from one that was never longer.)
+func TestTornHeaderAfterSnapshot(t *testing.T) {
+	dir := snapshotDir(t)
+	s, err := Open(dir, nil)
+	require.NoError(t, err)
+	gen := s.w.gen
+	require.NoError(t, s.Close())
+	require.Greater(t, gen, uint64(1), "the log after a snapshot")
+	path := logPath(dir, gen)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Greater(t, len(data), logHeaderSize, "records written since the snapshot")
+	for cut := 0; cut < logHeaderSize; cut++ {
+		writeFile(t, path, data[:cut])
+		_, err := Open(dir, nil)
+		require.ErrorIs(t, err, seqstore.ErrCorrupt, "log after the snapshot cut to %d bytes", cut)
+		assert.Contains(t, err.Error(), "the snapshot continues in", "the error says why a short header is not torn")
+	}
+	bad := bytes.Clone(data)
+	bad[logHeaderSize-1] ^= 1
+	writeFile(t, path, bad)
+	_, err = Open(dir, nil)
+	require.ErrorIs(t, err, seqstore.ErrCorrupt, "bad header checksum in the log after the snapshot")
+	writeFile(t, path, data)
+	s = openT(t, dir, nil)
+	_, next := senderState(s, tornStream)
+	assert.Equal(t, uint64(13), next, "the intact log still opens")
 }

@@ -52,24 +52,44 @@ func (st *state) getOrCreate(s seqstore.Stream) *streamState {
 	return ss
 }
 
-// reserve allocates n seqs of s and journals bodies (copied). newEpoch is
-// called only for a stream without sender state.
-func (st *state) reserve(s seqstore.Stream, n int, journal [][]byte, newEpoch func() uint64) (seqstore.Reservation, error) {
-	ss := st.get(s)
-	var epoch, first uint64
-	if ss == nil || ss.next == 0 {
-		epoch, first = newEpoch(), 1
-	} else {
-		epoch, first = ss.epoch, ss.next
+// reserve allocates the seqs of one Reserve call, all or none, and writes
+// the reservations to res. Requests of one stream get consecutive ranges in
+// request order; newEpoch is called once per stream without sender state.
+// If a request would pass MaxSeq, nothing is applied and the result is the
+// call's *seqstore.BatchError.
+func (st *state) reserve(reqs []seqstore.ReserveRequest, res []seqstore.Reservation, newEpoch func() uint64) error {
+	var errs []error
+	var after map[seqstore.Stream]seqstore.Reservation // epoch and next seq after the earlier requests of the call
+	for i, r := range reqs {
+		var epoch, first uint64
+		if p, ok := after[r.Stream]; ok {
+			epoch, first = p.Epoch, p.First
+		} else if ss := st.get(r.Stream); ss != nil && ss.next != 0 {
+			epoch, first = ss.epoch, ss.next
+		} else {
+			epoch, first = newEpoch(), 1
+		}
+		if first > seqstore.MaxSeq || uint64(r.N-1) > seqstore.MaxSeq-first {
+			if errs == nil {
+				errs = make([]error, len(reqs))
+			}
+			errs[i] = fmt.Errorf("%w: %d seqs from %d of %s pass MaxSeq", seqstore.ErrOverflow, r.N, first, r.Stream)
+		}
+		res[i] = seqstore.Reservation{Epoch: epoch, First: first}
+		if len(reqs) > 1 {
+			if after == nil {
+				after = make(map[seqstore.Stream]seqstore.Reservation, len(reqs))
+			}
+			after[r.Stream] = seqstore.Reservation{Epoch: epoch, First: first + uint64(r.N)}
+		}
 	}
-	if first > seqstore.MaxSeq || uint64(n-1) > seqstore.MaxSeq-first {
-		return seqstore.Reservation{}, fmt.Errorf("%w: %d seqs from %d of %s pass MaxSeq", seqstore.ErrOverflow, n, first, s)
+	if errs != nil {
+		return seqstore.Abort(errs)
 	}
-	if ss == nil {
-		ss = st.getOrCreate(s)
+	for i, r := range reqs {
+		st.applyReserve(st.getOrCreate(r.Stream), res[i].Epoch, res[i].First, r.N, r.Journal)
 	}
-	st.applyReserve(ss, epoch, first, n, journal)
-	return seqstore.Reservation{Epoch: epoch, First: first}, nil
+	return nil
 }
 
 func (st *state) applyReserve(ss *streamState, epoch, first uint64, n int, journal [][]byte) {
@@ -96,8 +116,23 @@ func (st *state) applyReserve(ss *streamState, epoch, first uint64, n int, journ
 	st.journalBytes += int64(total)
 }
 
-// sent drops the journal entries of seqs and returns those that were held.
-func (st *state) sent(s seqstore.Stream, seqs []uint64) []uint64 {
+// sent drops the journal entries of marks and appends to held, in marks
+// of at most maxMarkSeqs seqs, those that were held.
+func (st *state) sent(marks []seqstore.SentMark, held []seqstore.SentMark) []seqstore.SentMark {
+	for _, m := range marks {
+		dropped := st.sentOne(m.Stream, m.Seqs)
+		for len(dropped) > 0 {
+			n := min(len(dropped), maxMarkSeqs)
+			held = append(held, seqstore.SentMark{Stream: m.Stream, Seqs: dropped[:n:n]})
+			dropped = dropped[n:]
+		}
+	}
+	return held
+}
+
+// sentOne drops the journal entries of seqs of s and returns those that
+// were held.
+func (st *state) sentOne(s seqstore.Stream, seqs []uint64) []uint64 {
 	ss := st.get(s)
 	if ss == nil || len(ss.journal) == 0 {
 		return nil
@@ -117,25 +152,38 @@ func (st *state) sent(s seqstore.Stream, seqs []uint64) []uint64 {
 	return dropped
 }
 
-// advance applies a batch of compare-and-set moves, all or none.
+// advance applies a batch of compare-and-set moves, all or none. If a
+// stored cursor differs from its From, nothing is applied and the result is
+// the call's *seqstore.BatchError: ErrConflict for the moves whose From
+// differs, ErrAborted for the others.
 func (st *state) advance(batch []seqstore.Advance) error {
-	errs := make([]error, len(batch))
+	var errs []error
 	for i, a := range batch {
-		var cur seqstore.Cursor
-		if ss := st.get(a.Stream); ss != nil {
-			cur = ss.cursor
-		}
+		cur := st.cursor(a.Stream)
 		if !cur.Same(a.From) {
-			errs[i] = fmt.Errorf("%w: %s", seqstore.ErrConflict, a.Stream)
+			if errs == nil {
+				errs = make([]error, len(batch))
+			}
+			errs[i] = fmt.Errorf("%w: cursor of %s is %d/%d (owner %d), not %d/%d (owner %d)",
+				seqstore.ErrConflict, a.Stream, cur.Epoch, cur.Next, cur.Owner, a.From.Epoch, a.From.Next, a.From.Owner)
 		}
 	}
-	if err := seqstore.Abort(errs); err != nil {
-		return err
+	if errs != nil {
+		return seqstore.Abort(errs)
 	}
 	for _, a := range batch {
 		st.setCursor(a.Stream, a.To)
 	}
 	return nil
+}
+
+// cursor returns the stored cursor of s, or the zero Cursor. Its Skipped
+// slice is shared with the state.
+func (st *state) cursor(s seqstore.Stream) seqstore.Cursor {
+	if ss := st.get(s); ss != nil {
+		return ss.cursor
+	}
+	return seqstore.Cursor{}
 }
 
 func (st *state) setCursor(s seqstore.Stream, c seqstore.Cursor) {
@@ -175,63 +223,85 @@ func (st *state) pending(queue string) []seqstore.Entry {
 func (st *state) replay(payload []byte) error {
 	d := decoder{b: payload}
 	for !d.empty() && d.err == nil {
+		var err error
 		switch typ := d.byte(); typ {
 		case recReserve:
-			s := d.stream()
-			epoch, first, n := d.uvarint(), d.uvarint(), d.uvarint()
-			hasJournal := d.byte()
-			if d.err != nil {
-				break
+			err = st.replayReservation(&d)
+		case recReserves:
+			for n := d.count(len(d.b)); n > 0 && err == nil && d.err == nil; n-- {
+				err = st.replayReservation(&d)
 			}
-			if epoch == 0 || epoch > seqstore.MaxSeq || n == 0 || first == 0 || first > seqstore.MaxSeq || n-1 > seqstore.MaxSeq-first || hasJournal > 1 {
-				return fmt.Errorf("reserve of %s: bad fields epoch %d first %d n %d", s, epoch, first, n)
-			}
-			ss := st.get(s)
-			if ss != nil && ss.next != 0 && (ss.epoch != epoch || ss.next != first) {
-				return fmt.Errorf("reserve of %s: epoch %d first %d, but state has epoch %d next %d", s, epoch, first, ss.epoch, ss.next)
-			}
-			if (ss == nil || ss.next == 0) && first != 1 {
-				return fmt.Errorf("reserve of %s: first %d for a new stream", s, first)
-			}
-			var journal [][]byte
-			if hasJournal == 1 {
-				if n > uint64(len(d.b)) { // every body takes at least one byte
-					return fmt.Errorf("reserve of %s: %d bodies in %d bytes: %w", s, n, len(d.b), errDecode)
-				}
-				journal = make([][]byte, n)
-				for i := range journal {
-					journal[i] = d.bytes(d.count(maxFrameBytes))
-				}
-				if d.err != nil {
-					break
-				}
-			}
-			st.applyReserve(st.getOrCreate(s), epoch, first, int(n), journal)
 		case recSent:
-			s := d.stream()
-			n := d.count(len(d.b))
-			seqs := make([]uint64, 0, n)
-			for range n {
-				seqs = append(seqs, d.uvarint())
-			}
-			if d.err == nil {
-				st.sent(s, seqs)
+			st.replayMark(&d)
+		case recSents:
+			for n := d.count(len(d.b)); n > 0 && d.err == nil; n-- {
+				st.replayMark(&d)
 			}
 		case recAdvance:
-			n := d.count(len(d.b))
-			for range n {
+			for n := d.count(len(d.b)); n > 0 && d.err == nil; n-- {
 				s := d.stream()
 				c := d.cursor()
-				if d.err != nil {
-					break
+				if d.err == nil {
+					st.setCursor(s, c)
 				}
-				st.setCursor(s, c)
 			}
 		default:
 			return fmt.Errorf("unknown record type %d: %w", typ, errDecode)
 		}
+		if err != nil {
+			return err
+		}
 	}
 	return d.err
+}
+
+// replayReservation decodes one reservation and applies it. It returns an
+// error if the reservation does not continue the stream's counter.
+func (st *state) replayReservation(d *decoder) error {
+	s := d.stream()
+	epoch, first, n := d.uvarint(), d.uvarint(), d.uvarint()
+	hasJournal := d.byte()
+	if d.err != nil {
+		return nil
+	}
+	if epoch == 0 || epoch > seqstore.MaxSeq || n == 0 || first == 0 || first > seqstore.MaxSeq || n-1 > seqstore.MaxSeq-first || hasJournal > 1 {
+		return fmt.Errorf("reserve of %s: bad fields epoch %d first %d n %d", s, epoch, first, n)
+	}
+	ss := st.get(s)
+	if ss != nil && ss.next != 0 && (ss.epoch != epoch || ss.next != first) {
+		return fmt.Errorf("reserve of %s: epoch %d first %d, but state has epoch %d next %d", s, epoch, first, ss.epoch, ss.next)
+	}
+	if (ss == nil || ss.next == 0) && first != 1 {
+		return fmt.Errorf("reserve of %s: first %d for a new stream", s, first)
+	}
+	var journal [][]byte
+	if hasJournal == 1 {
+		if n > uint64(len(d.b)) { // every body takes at least one byte
+			return fmt.Errorf("reserve of %s: %d bodies in %d bytes: %w", s, n, len(d.b), errDecode)
+		}
+		journal = make([][]byte, n)
+		for i := range journal {
+			journal[i] = d.bytes(d.count(maxFrameBytes))
+		}
+		if d.err != nil {
+			return nil
+		}
+	}
+	st.applyReserve(st.getOrCreate(s), epoch, first, int(n), journal)
+	return nil
+}
+
+// replayMark decodes one mark and applies it.
+func (st *state) replayMark(d *decoder) {
+	s := d.stream()
+	n := d.count(len(d.b))
+	seqs := make([]uint64, 0, n)
+	for range n {
+		seqs = append(seqs, d.uvarint())
+	}
+	if d.err == nil {
+		st.sentOne(s, seqs)
+	}
 }
 
 // encodeSnapshot returns the snapshot file content for st, whose log replay

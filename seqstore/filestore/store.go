@@ -3,6 +3,7 @@ package filestore
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +15,11 @@ import (
 
 	"github.com/inorder/inorder/seqstore"
 )
+
+// ErrUnsafeDir means the store directory or a file in it could be
+// controlled by another user: the directory is owned by another user or
+// writable by group or others, or the lock file is not a regular file.
+var ErrUnsafeDir = errors.New("filestore: unsafe directory")
 
 // Options configures a Store. The zero value (and a nil *Options) means the
 // defaults documented on each field.
@@ -33,7 +39,7 @@ type Options struct {
 
 	// CommitWait caps how long the writer, having found fewer requests
 	// waiting than the previous commit released, waits for those callers
-	// to come back before it writes. The wait is half the average fsync
+	// to come back before it writes. The wait is the average fsync
 	// time, at most CommitWait, and ends early once as many requests are
 	// waiting as were released. It keeps N concurrent callers in one commit
 	// instead of splitting them between two. Default 1ms; negative
@@ -94,6 +100,8 @@ func (o *Options) withDefaults() Options {
 type Stats struct {
 	Fsyncs       int64         // fsync or fdatasync calls: log commits, snapshots, directories
 	SyncTime     time.Duration // time spent in the log commits' fsyncs
+	WaitTime     time.Duration // time the writer waited for the callers of the previous commit (see Options.CommitWait)
+	WaitTimeouts int64         // waits that ended at their bound, not because the callers were back
 	Commits      int64         // frames written to the log, each followed by one fsync
 	Records      int64         // records in those frames (reserves, advances, sent marks)
 	Snapshots    int64         // snapshots written (each starts a fresh log)
@@ -121,6 +129,11 @@ type Store struct {
 	qclosed bool // Close began: no more requests
 	wake    chan struct{}
 
+	// requests recycles the requests of calls, with their done channels:
+	// two allocations a call fewer. Per store, so that a store used in a
+	// synctest bubble keeps its channels there.
+	requests sync.Pool
+
 	kick       chan struct{} // Sent marks are waiting
 	writerDone chan struct{}
 	isClosed   atomic.Bool // set at the start of Close, checked first by every call
@@ -130,20 +143,15 @@ type Store struct {
 
 	mu       sync.Mutex
 	st       *state
-	marks    []mark        // sent marks not yet written
-	inflight chan struct{} // closed when the frame being written is durable; nil if none
-	failed   error         // a write or sync failed: the store is unusable
+	marks    []seqstore.SentMark // sent marks not yet written
+	inflight chan struct{}       // closed when the frame being written is durable; nil if none
+	failed   error               // a write or sync failed: the store is unusable
 
 	w writer // owned by the writer goroutine (and Open before it starts)
 
 	stats struct {
-		fsyncs, syncNanos, commits, records, snapshots, reservations, advances, sentMarks, logBytes atomic.Int64
+		fsyncs, syncNanos, waitNanos, waitTimeouts, commits, records, snapshots, reservations, advances, sentMarks, logBytes atomic.Int64
 	}
-}
-
-type mark struct {
-	stream seqstore.Stream
-	seqs   []uint64
 }
 
 // Open opens the store in dir, creating dir (mode 0700) if needed, and
@@ -162,7 +170,14 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("filestore: open %s: %w", dir, err)
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, lockName), os.O_RDWR|os.O_CREATE, 0o600)
+	info, err := os.Stat(dir)
+	if err == nil {
+		err = checkPrivate(info)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("filestore: open %s: %w", dir, err)
+	}
+	lock, err := openLock(filepath.Join(dir, lockName))
 	if err != nil {
 		return nil, fmt.Errorf("filestore: open %s: %w", dir, err)
 	}
@@ -200,6 +215,21 @@ func Open(dir string, opts *Options) (*Store, error) {
 	return s, nil
 }
 
+// openLock opens (creating if needed) the lock file at path, refusing a
+// symbolic link or anything but a regular file. It is never removed: a
+// process holding a lock on the old file would not see a new one.
+func openLock(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|oNoFollow, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("%w (a symbolic link is refused)", err)
+	}
+	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
+		_ = f.Close()
+		return nil, fmt.Errorf("%w: %s is not a regular file", ErrUnsafeDir, path)
+	}
+	return f, nil
+}
+
 // Dir returns the directory the store keeps its files in.
 func (s *Store) Dir() string { return s.dir }
 
@@ -208,6 +238,8 @@ func (s *Store) Stats() Stats {
 	st := Stats{
 		Fsyncs:       s.stats.fsyncs.Load(),
 		SyncTime:     time.Duration(s.stats.syncNanos.Load()),
+		WaitTime:     time.Duration(s.stats.waitNanos.Load()),
+		WaitTimeouts: s.stats.waitTimeouts.Load(),
 		Commits:      s.stats.commits.Load(),
 		Records:      s.stats.records.Load(),
 		Snapshots:    s.stats.snapshots.Load(),
@@ -223,50 +255,69 @@ func (s *Store) Stats() Stats {
 }
 
 // Reserve implements seqstore.Store. It returns once the frame holding the
-// reservation (and its journal) is fsynced. A ctx that ends before the
-// writer takes the request makes Reserve return ctx's error with nothing
-// applied; once the writer has taken it, Reserve waits for the fsync (about
-// a millisecond) and reports its outcome, so an error never hides an applied
-// reservation, except when the log write itself fails (see Store errors in
-// the package documentation).
-func (s *Store) reserveOne(ctx context.Context, st seqstore.Stream, n int, journal [][]byte) (seqstore.Reservation, error) {
+// call's record (the reservations and their journal) is fsynced. A request
+// at fault (an invalid stream, N < 1, a journal of the wrong length, a
+// counter that would pass MaxSeq, a call whose encoding passes 64 MiB)
+// fails the call with a *seqstore.BatchError naming it, and nothing is
+// applied. A ctx that ends before the writer takes the call makes Reserve
+// return ctx's error with nothing applied; once the writer has taken it,
+// Reserve waits for the fsync (about a millisecond) and reports its
+// outcome, so an error never hides an applied reservation, except when the
+// log write itself fails (see Errors in the package documentation).
+func (s *Store) Reserve(ctx context.Context, reqs []seqstore.ReserveRequest) ([]seqstore.Reservation, error) {
 	if err := s.checkOpen(); err != nil {
-		return seqstore.Reservation{}, fmt.Errorf("filestore: reserve %s: %w", st, err)
+		return nil, fmt.Errorf("filestore: reserve: %w", err)
 	}
-	if err := st.Validate(); err != nil {
-		return seqstore.Reservation{}, fmt.Errorf("filestore: reserve: %w", err)
+	err := seqstore.CheckReserve(reqs)
+	size := 1 + binary.MaxVarintLen64
+	for i := 0; err == nil && i < len(reqs); i++ {
+		if size += reservationSize(reqs[i]); size > maxRequestBytes {
+			err = tooLarge(len(reqs), i, fmt.Errorf("%w: reserve %s: the call's encoding passes %d bytes here", seqstore.ErrInvalidArgument, reqs[i].Stream, maxRequestBytes))
+		}
 	}
-	if n < 1 {
-		return seqstore.Reservation{}, fmt.Errorf("filestore: reserve %s: n must be at least 1, got %d: %w", st, n, seqstore.ErrInvalidArgument)
+	if err != nil {
+		return nil, fmt.Errorf("filestore: reserve: %w", err)
 	}
-	if journal != nil && len(journal) != n {
-		return seqstore.Reservation{}, fmt.Errorf("filestore: reserve %s: %d journal bodies for %d seqs: %w", st, len(journal), n, seqstore.ErrInvalidArgument)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("filestore: reserve: %w", err)
 	}
-	size := reserveSize(st, journal)
-	if size > maxRequestBytes {
-		return seqstore.Reservation{}, fmt.Errorf("filestore: reserve %s: journal of %d bytes exceeds %d: %w", st, size, maxRequestBytes, seqstore.ErrInvalidArgument)
+	if len(reqs) == 0 {
+		return nil, nil
 	}
-	r := &request{kind: kindReserve, stream: st, n: n, journal: journal, size: size, done: make(chan struct{})}
+	res := make([]seqstore.Reservation, len(reqs))
+	r := s.newRequest()
+	r.kind, r.reserve, r.res, r.size = kindReserve, reqs, res, size
 	if err := s.do(ctx, r); err != nil {
-		return seqstore.Reservation{}, fmt.Errorf("filestore: reserve %s: %w", st, err)
+		return nil, fmt.Errorf("filestore: reserve: %w", err)
 	}
-	return r.res, nil
+	return res, nil
 }
 
-// Advance implements seqstore.Store. Cancellation works as for Reserve.
+// tooLarge is the error of a call of n requests whose encoding passes
+// maxRequestBytes at request i: request i is at fault, the others are
+// aborted.
+func tooLarge(n, i int, err error) error {
+	errs := make([]error, n)
+	errs[i] = err
+	return seqstore.Abort(errs)
+}
+
+// Advance implements seqstore.Store. Requests at fault (an invalid or
+// backward move, a stream twice, a call whose encoding passes 64 MiB, a
+// conflict) fail it as for Reserve, and cancellation works as for Reserve.
 func (s *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
 	if err := s.checkOpen(); err != nil {
 		return fmt.Errorf("filestore: advance: %w", err)
 	}
-	if err := seqstore.CheckAdvance(batch); err != nil {
+	err := seqstore.CheckAdvance(batch)
+	size := 1 + binary.MaxVarintLen64
+	for i := 0; err == nil && i < len(batch); i++ {
+		if size += advanceSize(batch[i]); size > maxRequestBytes {
+			err = tooLarge(len(batch), i, fmt.Errorf("%w: advance %s: the call's encoding passes %d bytes here", seqstore.ErrInvalidArgument, batch[i].Stream, maxRequestBytes))
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("filestore: advance: %w", err)
-	}
-	size := 1
-	for _, a := range batch {
-		size += 64 + len(a.Stream.Queue) + len(a.Stream.Group) + 30*len(a.To.Skipped)
-	}
-	if size > maxRequestBytes {
-		return fmt.Errorf("filestore: advance: batch of %d streams exceeds %d bytes: %w", len(batch), maxRequestBytes, seqstore.ErrInvalidArgument)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("filestore: advance: %w", err)
@@ -274,7 +325,8 @@ func (s *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	r := &request{kind: kindAdvance, batch: batch, size: size, done: make(chan struct{})}
+	r := s.newRequest()
+	r.kind, r.advance, r.size = kindAdvance, batch, size
 	if err := s.do(ctx, r); err != nil {
 		return fmt.Errorf("filestore: advance: %w", err)
 	}
@@ -282,30 +334,31 @@ func (s *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
 }
 
 // Sent implements seqstore.Store. The entries leave memory (and Pending) at
-// once; the mark reaches the log with the next commit, or on its own after
+// once; the marks reach the log with the next commit, or on their own after
 // Options.SentFlushDelay if no commit comes. Sent never waits for an fsync.
-func (s *Store) sentOne(ctx context.Context, st seqstore.Stream, seqs []uint64) error {
+// A mark with an invalid stream fails the call with a *seqstore.BatchError
+// and no mark of the call is applied.
+func (s *Store) Sent(ctx context.Context, marks []seqstore.SentMark) error {
 	if err := s.checkOpen(); err != nil {
-		return fmt.Errorf("filestore: sent %s: %w", st, err)
+		return fmt.Errorf("filestore: sent: %w", err)
 	}
-	if err := st.Validate(); err != nil {
+	if err := seqstore.CheckSent(marks); err != nil {
 		return fmt.Errorf("filestore: sent: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("filestore: sent %s: %w", st, err)
+		return fmt.Errorf("filestore: sent: %w", err)
 	}
 	s.mu.Lock()
 	if s.failed != nil {
 		err := s.failed
 		s.mu.Unlock()
-		return fmt.Errorf("filestore: sent %s: %w", st, err)
+		return fmt.Errorf("filestore: sent: %w", err)
 	}
-	dropped := s.st.sent(st, seqs)
-	marked := len(dropped)
-	for len(dropped) > 0 {
-		n := min(len(dropped), maxMarkSeqs)
-		s.marks = append(s.marks, mark{stream: st, seqs: dropped[:n:n]})
-		dropped = dropped[n:]
+	held := len(s.marks)
+	s.marks = s.st.sent(marks, s.marks)
+	marked := 0
+	for _, m := range s.marks[held:] {
+		marked += len(m.Seqs)
 	}
 	s.mu.Unlock()
 	if marked > 0 {
@@ -340,30 +393,40 @@ func (s *Store) Pending(ctx context.Context, queue string) ([]seqstore.Entry, er
 	return entries, nil
 }
 
-// Cursor implements seqstore.Store. It waits for a frame being written, as
-// Pending does.
-func (s *Store) cursorOne(ctx context.Context, st seqstore.Stream) (seqstore.Cursor, error) {
+// Cursors implements seqstore.Store. It waits for a frame being written, as
+// Pending does. An invalid stream fails alone: the error is a
+// *seqstore.BatchError and the other cursors are valid.
+func (s *Store) Cursors(ctx context.Context, streams []seqstore.Stream) ([]seqstore.Cursor, error) {
 	if err := s.checkOpen(); err != nil {
-		return seqstore.Cursor{}, fmt.Errorf("filestore: cursor %s: %w", st, err)
-	}
-	if err := st.Validate(); err != nil {
-		return seqstore.Cursor{}, fmt.Errorf("filestore: cursor: %w", err)
+		return nil, fmt.Errorf("filestore: cursors: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
-		return seqstore.Cursor{}, fmt.Errorf("filestore: cursor %s: %w", st, err)
+		return nil, fmt.Errorf("filestore: cursors: %w", err)
 	}
+	var errs []error
+	cursors := make([]seqstore.Cursor, len(streams))
 	s.mu.Lock()
-	var c seqstore.Cursor
-	if ss := s.st.get(st); ss != nil {
-		c = ss.cursor
+	for i, st := range streams {
+		if err := st.Validate(); err != nil {
+			if errs == nil {
+				errs = make([]error, len(streams))
+			}
+			errs[i] = err
+			continue
+		}
+		c := s.st.cursor(st)
 		c.Skipped = cloneRanges(c.Skipped)
+		cursors[i] = c
 	}
 	wait := s.inflight
 	s.mu.Unlock()
 	if err := s.awaitDurable(ctx, wait); err != nil {
-		return seqstore.Cursor{}, fmt.Errorf("filestore: cursor %s: %w", st, err)
+		return nil, fmt.Errorf("filestore: cursors: %w", err)
 	}
-	return c, nil
+	if errs != nil {
+		return cursors, fmt.Errorf("filestore: cursors: %w", &seqstore.BatchError{Errs: errs})
+	}
+	return cursors, nil
 }
 
 func cloneRanges(r []seqstore.Range) []seqstore.Range {
@@ -389,10 +452,18 @@ func (s *Store) Close() error {
 
 		var errs []error
 		s.mu.Lock()
-		if s.failed != nil {
-			errs = append(errs, s.failed)
-		}
+		failed := s.failed
 		s.mu.Unlock()
+		if failed != nil {
+			errs = append(errs, failed)
+		} else if s.w.alloc > s.w.off {
+			// Drop the zeros written ahead, so that a log closed
+			// cleanly ends with its last frame. Not synced: after a
+			// crash recovery cuts them like any torn tail.
+			if err := s.w.f.Truncate(s.w.off); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		if err := s.w.f.Close(); err != nil {
 			errs = append(errs, err)
 		}
@@ -450,29 +521,56 @@ func (s *Store) queued() int {
 	return len(s.queue)
 }
 
-// do hands r to the writer and waits for its outcome.
+// newRequest returns a request from the store's pool, queued and empty.
+func (s *Store) newRequest() *request {
+	r, _ := s.requests.Get().(*request)
+	if r == nil {
+		r = &request{done: make(chan struct{}, 1)}
+	}
+	r.state.Store(reqQueued)
+	return r
+}
+
+// recycle returns the outcome of r and puts r back in the pool. Only a
+// request the writer no longer holds may be recycled.
+func (s *Store) recycle(r *request) error {
+	err := r.err
+	r.reserve, r.advance, r.res, r.err = nil, nil, nil, nil
+	s.requests.Put(r)
+	return err
+}
+
+// do hands r (from newRequest) to the writer, waits for its outcome and
+// recycles r, unless its ctx ended while r was queued: the writer may still
+// hold r then, and skips it.
 func (s *Store) do(ctx context.Context, r *request) error {
 	if err := ctx.Err(); err != nil {
-		return err
+		r.err = err
+		return s.recycle(r)
 	}
 	s.qmu.Lock()
 	if s.qclosed {
 		s.qmu.Unlock()
-		return seqstore.ErrClosed
+		r.err = seqstore.ErrClosed
+		return s.recycle(r)
 	}
 	s.queue = append(s.queue, r)
 	if s.want > 0 && len(s.queue) >= s.want {
 		s.signalLocked()
 	}
 	s.qmu.Unlock()
+	done := ctx.Done()
+	if done == nil { // a ctx that never ends: a plain receive is cheaper than a select
+		<-r.done
+		return s.recycle(r)
+	}
 	select {
 	case <-r.done:
-		return r.err
-	case <-ctx.Done():
+	case <-done:
 		if r.state.CompareAndSwap(reqQueued, reqCancelled) {
 			return ctx.Err()
 		}
 		<-r.done
-		return r.err
 	}
+	return s.recycle(r)
 }

@@ -1,8 +1,10 @@
 package filestore
 
 import (
+	"bytes"
 	"context"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -23,18 +25,18 @@ func TestReserveSequenceAndReopen(t *testing.T) {
 	a := seqstore.Stream{Queue: "orders", Group: "a"}
 	b := seqstore.Stream{Queue: "orders", Group: "b/#;%"}
 
-	r1, err := s.reserveOne(ctx, a, 3, [][]byte{[]byte("1"), []byte("2"), []byte("3")})
+	r1, err := reserve(ctx, s, a, 3, [][]byte{[]byte("1"), []byte("2"), []byte("3")})
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), r1.First, "first reservation of a new stream")
 	assert.NotZero(t, r1.Epoch, "epoch of a new stream")
-	r2, err := s.reserveOne(ctx, a, 2, nil)
+	r2, err := reserve(ctx, s, a, 2, nil)
 	require.NoError(t, err)
 	assert.Equal(t, seqstore.Reservation{Epoch: r1.Epoch, First: 4}, r2, "second reservation continues the first")
-	rb, err := s.reserveOne(ctx, b, 1, [][]byte{{}})
+	rb, err := reserve(ctx, s, b, 1, [][]byte{{}})
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), rb.First, "other stream starts at 1")
 
-	require.NoError(t, s.sentOne(ctx, a, []uint64{2, 99}))
+	require.NoError(t, sent(ctx, s, a, []uint64{2, 99}))
 	require.NoError(t, s.Advance(ctx, []seqstore.Advance{{
 		Stream: a,
 		To:     seqstore.Cursor{Epoch: r1.Epoch, Next: 3, Skipped: []seqstore.Range{{Epoch: r1.Epoch, First: 1, Last: 1}}},
@@ -53,10 +55,10 @@ func TestReserveSequenceAndReopen(t *testing.T) {
 	got, err = s2.Pending(ctx, "orders")
 	require.NoError(t, err)
 	assert.Equal(t, wantPending, got, "pending after reopen: the lazy Sent mark was flushed by Close")
-	c, err := s2.cursorOne(ctx, a)
+	c, err := cursor(ctx, s2, a)
 	require.NoError(t, err)
 	assert.Equal(t, seqstore.Cursor{Epoch: r1.Epoch, Next: 3, Skipped: []seqstore.Range{{Epoch: r1.Epoch, First: 1, Last: 1}}}, c, "cursor after reopen")
-	r3, err := s2.reserveOne(ctx, a, 1, nil)
+	r3, err := reserve(ctx, s2, a, 1, nil)
 	require.NoError(t, err)
 	assert.Equal(t, seqstore.Reservation{Epoch: r1.Epoch, First: 6}, r3, "counter after reopen")
 	none, err := s2.Pending(ctx, "other")
@@ -77,9 +79,12 @@ func TestAdvanceCompareAndSet(t *testing.T) {
 		{Stream: b, From: seqstore.Cursor{Epoch: 7, Next: 1}, To: seqstore.Cursor{Epoch: 7, Next: 2}},
 	})
 	require.ErrorIs(t, err, seqstore.ErrConflict)
-	assert.ErrorIs(t, seqstore.Failed(err, 1, 2), seqstore.ErrConflict, "b conflicts")
-	assert.ErrorIs(t, seqstore.Failed(err, 0, 2), seqstore.ErrAborted, "a is aborted")
-	got, err := s.cursorOne(ctx, a)
+	var be *seqstore.BatchError
+	require.ErrorAs(t, err, &be)
+	require.Len(t, be.Errs, 2, "one error per request")
+	assert.ErrorIs(t, be.Errs[0], seqstore.ErrAborted, "a, whose From matched, is aborted")
+	assert.ErrorIs(t, be.Errs[1], seqstore.ErrConflict, "b, whose From is wrong, conflicts")
+	got, err := cursor(ctx, s, a)
 	require.NoError(t, err)
 	assert.Equal(t, c1, got, "a must not move when its batch conflicts")
 
@@ -97,7 +102,7 @@ func TestAdvanceCompareAndSet(t *testing.T) {
 		{Stream: a, From: c1, To: seqstore.Cursor{Epoch: 8, Next: 1}},
 		{Stream: b, To: seqstore.Cursor{Epoch: 3, Next: 2}},
 	}))
-	got, err = s.cursorOne(ctx, b)
+	got, err = cursor(ctx, s, b)
 	require.NoError(t, err)
 	assert.Equal(t, seqstore.Cursor{Epoch: 3, Next: 2}, got, "b after a good batch")
 	assert.Equal(t, int64(2), s.Stats().Advances, "successful Advance calls")
@@ -106,33 +111,33 @@ func TestAdvanceCompareAndSet(t *testing.T) {
 func TestValidationAndOverflow(t *testing.T) {
 	s := openT(t, t.TempDir(), nil)
 	st := seqstore.Stream{Queue: "q"}
-	_, err := s.reserveOne(ctx, seqstore.Stream{}, 1, nil)
+	_, err := reserve(ctx, s, seqstore.Stream{}, 1, nil)
 	assert.ErrorIs(t, err, seqstore.ErrInvalidStream, "empty queue name")
-	_, err = s.reserveOne(ctx, seqstore.Stream{Queue: "q", Group: "a\x00"}, 1, nil)
+	_, err = reserve(ctx, s, seqstore.Stream{Queue: "q", Group: "a\x00"}, 1, nil)
 	assert.ErrorIs(t, err, seqstore.ErrInvalidStream, "NUL in group")
-	_, err = s.reserveOne(ctx, st, 0, nil)
+	_, err = reserve(ctx, s, st, 0, nil)
 	assert.ErrorIs(t, err, seqstore.ErrInvalidArgument, "n = 0")
-	_, err = s.reserveOne(ctx, st, 2, [][]byte{nil})
+	_, err = reserve(ctx, s, st, 2, [][]byte{nil})
 	assert.ErrorIs(t, err, seqstore.ErrInvalidArgument, "journal shorter than n")
-	_, err = s.cursorOne(ctx, seqstore.Stream{Queue: string(make([]byte, seqstore.MaxQueueLen+1))})
+	_, err = cursor(ctx, s, seqstore.Stream{Queue: string(make([]byte, seqstore.MaxQueueLen+1))})
 	assert.ErrorIs(t, err, seqstore.ErrInvalidStream, "long queue name")
 	_, err = s.Pending(ctx, "")
 	assert.ErrorIs(t, err, seqstore.ErrInvalidStream, "pending of empty queue name")
 
-	res, err := s.reserveOne(ctx, st, seqstore.MaxSeq-1, nil)
+	res, err := reserve(ctx, s, st, seqstore.MaxSeq-1, nil)
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), res.First)
-	_, err = s.reserveOne(ctx, st, 2, nil)
+	_, err = reserve(ctx, s, st, 2, nil)
 	assert.ErrorIs(t, err, seqstore.ErrOverflow, "two seqs when one is left")
-	res, err = s.reserveOne(ctx, st, 1, nil)
+	res, err = reserve(ctx, s, st, 1, nil)
 	require.NoError(t, err, "the last seq")
 	assert.Equal(t, uint64(seqstore.MaxSeq), res.First, "the last seq is MaxSeq")
-	_, err = s.reserveOne(ctx, st, 1, nil)
+	_, err = reserve(ctx, s, st, 1, nil)
 	assert.ErrorIs(t, err, seqstore.ErrOverflow, "past MaxSeq")
 	require.NoError(t, s.Close())
 
 	s2 := openT(t, s.Dir(), nil)
-	_, err = s2.reserveOne(ctx, st, 1, nil)
+	_, err = reserve(ctx, s2, st, 1, nil)
 	assert.ErrorIs(t, err, seqstore.ErrOverflow, "past MaxSeq after reopen")
 }
 
@@ -142,12 +147,12 @@ func TestClosed(t *testing.T) {
 	require.NoError(t, s.Close())
 	assert.NoError(t, s.Close(), "second Close")
 	st := seqstore.Stream{Queue: "q"}
-	_, err = s.reserveOne(ctx, st, 1, nil)
+	_, err = reserve(ctx, s, st, 1, nil)
 	assert.ErrorIs(t, err, seqstore.ErrClosed, "Reserve")
-	assert.ErrorIs(t, s.sentOne(ctx, st, []uint64{1}), seqstore.ErrClosed, "Sent")
+	assert.ErrorIs(t, sent(ctx, s, st, []uint64{1}), seqstore.ErrClosed, "Sent")
 	_, err = s.Pending(ctx, "q")
 	assert.ErrorIs(t, err, seqstore.ErrClosed, "Pending")
-	_, err = s.cursorOne(ctx, st)
+	_, err = cursor(ctx, s, st)
 	assert.ErrorIs(t, err, seqstore.ErrClosed, "Cursor")
 	assert.ErrorIs(t, s.Advance(ctx, []seqstore.Advance{{Stream: st, To: seqstore.Cursor{Next: 1}}}), seqstore.ErrClosed, "Advance")
 }
@@ -162,7 +167,7 @@ func TestCloseDuringLoad(t *testing.T) {
 		wg.Go(func() {
 			st := seqstore.Stream{Queue: "q", Group: string(rune('a' + i))}
 			for {
-				_, err := s.reserveOne(ctx, st, 1, [][]byte{[]byte("x")})
+				_, err := reserve(ctx, s, st, 1, [][]byte{[]byte("x")})
 				mu.Lock()
 				if err != nil {
 					closed++
@@ -189,17 +194,17 @@ func TestCancelledContext(t *testing.T) {
 	st := seqstore.Stream{Queue: "q"}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	_, err := s.reserveOne(cctx, st, 1, [][]byte{[]byte("x")})
+	_, err := reserve(cctx, s, st, 1, [][]byte{[]byte("x")})
 	assert.ErrorIs(t, err, context.Canceled, "Reserve")
 	err = s.Advance(cctx, []seqstore.Advance{{Stream: st, To: seqstore.Cursor{Epoch: 1, Next: 2}}})
 	assert.ErrorIs(t, err, context.Canceled, "Advance")
-	_, err = s.cursorOne(cctx, st)
+	_, err = cursor(cctx, s, st)
 	assert.ErrorIs(t, err, context.Canceled, "Cursor")
 	assert.Equal(t, Stats{Fsyncs: s.Stats().Fsyncs, LogBytes: s.Stats().LogBytes}, s.Stats(), "nothing applied or written")
-	res, err := s.reserveOne(ctx, st, 1, nil)
+	res, err := reserve(ctx, s, st, 1, nil)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), res.First, "the cancelled reservation took no seq")
-	c, err := s.cursorOne(ctx, st)
+	c, err := cursor(ctx, s, st)
 	require.NoError(t, err)
 	assert.Zero(t, c, "the cancelled advance left no cursor")
 }
@@ -247,13 +252,13 @@ func TestSnapshotRecovery(t *testing.T) {
 	for _, st := range streams {
 		wg.Go(func() {
 			for i := range 200 {
-				res, err := s.reserveOne(ctx, st, 2, [][]byte{body(st, uint64(2*i+1)), body(st, uint64(2*i+2))})
+				res, err := reserve(ctx, s, st, 2, [][]byte{body(st, uint64(2*i+1)), body(st, uint64(2*i+2))})
 				if !assert.NoError(t, err) {
 					return
 				}
 				assert.Equal(t, uint64(2*i+1), res.First, "reservation %d of %s", i, st)
 				if i%3 != 0 {
-					assert.NoError(t, s.sentOne(ctx, st, []uint64{res.First}))
+					assert.NoError(t, sent(ctx, s, st, []uint64{res.First}))
 				}
 				next := uint64(2*i + 3)
 				from := seqstore.Cursor{Epoch: res.Epoch, Next: next - 2}
@@ -283,7 +288,7 @@ func TestSnapshotRecovery(t *testing.T) {
 	for _, st := range streams {
 		_, next := senderState(s2, st)
 		assert.Equal(t, uint64(401), next, "counter of %s", st)
-		c, err := s2.cursorOne(ctx, st)
+		c, err := cursor(ctx, s2, st)
 		require.NoError(t, err)
 		assert.Equal(t, uint64(401), c.Next, "cursor of %s", st)
 	}
@@ -313,7 +318,7 @@ func TestCancelWhileQueued(t *testing.T) {
 	}
 	resA := make(chan result, 1)
 	go func() {
-		r, err := s.reserveOne(ctxA, st, 1, [][]byte{[]byte("a")})
+		r, err := reserve(ctxA, s, st, 1, [][]byte{[]byte("a")})
 		resA <- result{r, err}
 	}()
 	<-blocked // A's frame is written, its fsync held
@@ -321,7 +326,7 @@ func TestCancelWhileQueued(t *testing.T) {
 	ctxB, cancelB := context.WithCancel(ctx)
 	resB := make(chan error, 1)
 	go func() {
-		_, err := s.reserveOne(ctxB, st, 1, [][]byte{[]byte("b")})
+		_, err := reserve(ctxB, s, st, 1, [][]byte{[]byte("b")})
 		resB <- err
 	}()
 	require.Eventually(t, func() bool { return s.queued() == 1 }, 5*time.Second, time.Millisecond, "B queued")
@@ -344,7 +349,7 @@ func TestCancelWhileQueued(t *testing.T) {
 	require.NoError(t, a.err, "A was in the commit when its ctx ended: its outcome is success")
 	assert.Equal(t, uint64(1), a.res.First, "A's seq")
 
-	c, err := s.reserveOne(ctx, st, 1, nil)
+	c, err := reserve(ctx, s, st, 1, nil)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(2), c.First, "B took no seq")
 	pending, err := s.Pending(ctx, "q")
@@ -355,7 +360,44 @@ func TestCancelWhileQueued(t *testing.T) {
 
 func TestRequestTooLarge(t *testing.T) {
 	s := openT(t, t.TempDir(), nil)
-	_, err := s.reserveOne(ctx, seqstore.Stream{Queue: "q"}, 1, [][]byte{make([]byte, maxRequestBytes)})
+	_, err := reserve(ctx, s, seqstore.Stream{Queue: "q"}, 1, [][]byte{make([]byte, maxRequestBytes)})
 	assert.ErrorIs(t, err, seqstore.ErrInvalidArgument, "a journal above the request bound")
 	assert.Zero(t, s.Stats().Reservations, "nothing reserved")
+}
+
+// TestLogWrittenOverZeros checks the log's preallocation: while the store
+// is open the log is longer than its frames (zeros written ahead), a clean
+// Close cuts it to its last frame, and reopening finds every frame.
+func TestLogWrittenOverZeros(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir, nil)
+	st := seqstore.Stream{Queue: "q"}
+	reserveN(t, s, st, 3)
+	frames := s.Stats().LogBytes
+	info, err := os.Stat(logPath(dir, 1))
+	require.NoError(t, err)
+	assert.Equal(t, int64(logHeaderSize+preallocBytes), info.Size(), "log size while open: the first commit wrote zeros %d bytes ahead (frames end at %d)", preallocBytes, frames)
+
+	// A crash leaves the zeros: recovery cuts them, and says so at Info,
+	// not as a torn tail.
+	crashed := t.TempDir()
+	data, err := os.ReadFile(logPath(dir, 1))
+	require.NoError(t, err)
+	writeFile(t, logPath(crashed, 1), data)
+	var logBuf bytes.Buffer
+	c, err := Open(crashed, &Options{Logger: slog.New(slog.NewTextHandler(&logBuf, nil))})
+	require.NoError(t, err)
+	_, next := senderState(c, st)
+	require.NoError(t, c.Close())
+	assert.Equal(t, uint64(4), next, "counter after a crash")
+	assert.Contains(t, logBuf.String(), "level=INFO msg=\"filestore: cutting the zeros written ahead of the log\"", "log of the cut")
+	assert.NotContains(t, logBuf.String(), "level=WARN", "no warning for zeros")
+
+	require.NoError(t, s.Close())
+	info, err = os.Stat(logPath(dir, 1))
+	require.NoError(t, err)
+	assert.Equal(t, frames, info.Size(), "log size after Close: the frames only")
+	s = openT(t, dir, nil)
+	_, next = senderState(s, st)
+	assert.Equal(t, uint64(4), next, "counter after reopening")
 }

@@ -23,11 +23,11 @@ func TestSentFlushDelay(t *testing.T) {
 		require.NoError(t, err)
 		defer s.Close()
 		st := seqstore.Stream{Queue: "q"}
-		res, err := s.reserveOne(ctx, st, 3, [][]byte{{1}, {2}, {3}})
+		res, err := reserve(ctx, s, st, 3, [][]byte{{1}, {2}, {3}})
 		require.NoError(t, err)
 		commits, records := s.Stats().Commits, s.Stats().Records
 
-		require.NoError(t, s.sentOne(ctx, st, []uint64{res.First}))
+		require.NoError(t, sent(ctx, s, st, []uint64{res.First}))
 		time.Sleep(delay - time.Millisecond)
 		synctest.Wait()
 		assert.Equal(t, commits, s.Stats().Commits, "no commit before SentFlushDelay")
@@ -36,8 +36,8 @@ func TestSentFlushDelay(t *testing.T) {
 		assert.Equal(t, commits+1, s.Stats().Commits, "the mark is committed at SentFlushDelay")
 
 		// A mark followed by a reservation rides on its commit.
-		require.NoError(t, s.sentOne(ctx, st, []uint64{res.First + 1}))
-		_, err = s.reserveOne(ctx, st, 1, nil)
+		require.NoError(t, sent(ctx, s, st, []uint64{res.First + 1}))
+		_, err = reserve(ctx, s, st, 1, nil)
 		require.NoError(t, err)
 		time.Sleep(2 * delay)
 		synctest.Wait()
@@ -63,21 +63,22 @@ func TestCommitWaitBounded(t *testing.T) {
 		require.NoError(t, err)
 		defer s.Close()
 		// Inside the bubble an fsync takes no time, so fake a slow one
-		// for the wait formula (half the average sync time).
+		// for the wait formula (the average sync time, at most
+		// CommitWait).
 		s.w.syncAvg = time.Hour
 
 		// A first commit is held in its fsync while eight callers queue;
 		// they then share the next commit, so the writer expects eight.
 		done := make(chan struct{})
-		reserve := func(g string) {
-			_, err := s.reserveOne(ctx, seqstore.Stream{Queue: "q", Group: g}, 1, nil)
+		reserveG := func(g string) {
+			_, err := reserve(ctx, s, seqstore.Stream{Queue: "q", Group: g}, 1, nil)
 			assert.NoError(t, err)
 			done <- struct{}{}
 		}
-		go reserve("first")
+		go reserveG("first")
 		synctest.Wait()
 		for i := range 8 {
-			go reserve(string(rune('a' + i)))
+			go reserveG(string(rune('a' + i)))
 		}
 		synctest.Wait()
 		require.Equal(t, 8, s.queued(), "callers queued behind the held commit")
@@ -87,13 +88,34 @@ func TestCommitWaitBounded(t *testing.T) {
 		}
 		// One caller comes back alone: its commit waits CommitWait for
 		// the others, then goes ahead.
+		before := s.Stats()
 		start := time.Now()
-		_, err = s.reserveOne(ctx, seqstore.Stream{Queue: "q"}, 1, nil)
+		_, err = reserve(ctx, s, seqstore.Stream{Queue: "q"}, 1, nil)
 		require.NoError(t, err)
 		assert.Equal(t, wait, time.Since(start), "a lone caller waits exactly CommitWait")
+		after := s.Stats()
+		assert.Equal(t, wait, after.WaitTime-before.WaitTime, "Stats.WaitTime counts the wait")
+		assert.Equal(t, int64(1), after.WaitTimeouts-before.WaitTimeouts, "Stats.WaitTimeouts counts a wait that ended at its bound")
 		start = time.Now()
-		_, err = s.reserveOne(ctx, seqstore.Stream{Queue: "q"}, 1, nil)
+		_, err = reserve(ctx, s, seqstore.Stream{Queue: "q"}, 1, nil)
 		require.NoError(t, err)
 		assert.Zero(t, time.Since(start), "after a commit of one the writer expects one and does not wait")
 	})
+}
+
+// TestCommitWaitFormula checks the bound of the wait for returning
+// callers: one average fsync, at most CommitWait, none when disabled.
+func TestCommitWaitFormula(t *testing.T) {
+	for _, c := range []struct {
+		syncAvg, commitWait, want time.Duration
+	}{
+		{300 * time.Microsecond, 0, 300 * time.Microsecond}, // default CommitWait 1ms
+		{3 * time.Millisecond, 0, time.Millisecond},
+		{3 * time.Millisecond, 5 * time.Millisecond, 3 * time.Millisecond},
+		{3 * time.Millisecond, -1, 0},
+	} {
+		s := openT(t, t.TempDir(), &Options{CommitWait: c.commitWait})
+		s.w.syncAvg = c.syncAvg // the writer is idle: no call was made
+		assert.Equal(t, c.want, s.commitWait(), "wait bound with an average fsync of %v and CommitWait %v", c.syncAvg, c.commitWait)
+	}
 }

@@ -1,7 +1,10 @@
 package filestore
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -28,16 +31,14 @@ const (
 // request is one Reserve or Advance call on its way through the writer.
 type request struct {
 	kind    reqKind
-	stream  seqstore.Stream
-	n       int
-	journal [][]byte
-	batch   []seqstore.Advance
-	size    int // encoded size estimate, for bounding a frame
+	reserve []seqstore.ReserveRequest
+	advance []seqstore.Advance
+	size    int // encoded size bound, for bounding a frame
 
 	state atomic.Int32
-	done  chan struct{} // closed by the writer once res and err are set
-	res   seqstore.Reservation
-	err   error
+	done  chan struct{}          // capacity 1: the writer sends once res and err are set
+	res   []seqstore.Reservation // one per reserve request
+	err   error                  // a *seqstore.BatchError, or the store failed
 }
 
 // Limits of one commit: it stops taking requests once it holds this many or
@@ -47,6 +48,12 @@ const (
 	batchBytes       = 4 << 20
 )
 
+// applyChunk is how many arrivals the writer lets queue, while it waits for
+// the callers of the previous commit, before it applies and encodes them:
+// the calls that came first are encoded while the others are still on
+// their way, so little is left to do once the last one arrives.
+const applyChunk = 16
+
 // writer is the state of the writer goroutine; only that goroutine (or Open
 // before starting it) touches it.
 type writer struct {
@@ -54,8 +61,20 @@ type writer struct {
 	gen   uint64 // generation of f
 	first uint64 // oldest log generation still on disk
 	off   int64  // end of the last frame in f
-	frame []byte
-	batch []*request
+	alloc int64  // size of f: zeros from off on, written ahead (see preallocBytes)
+	// noPrealloc: writing zeros ahead failed (a full disk); frames are
+	// appended until the next log.
+	noPrealloc bool
+	batch      []*request
+
+	// The commit being built: calls taken, applied to the state and
+	// encoded into frame, waiting for their fsync.
+	frame              []byte
+	taken              []*request
+	size               int   // sum of the taken calls' size bounds
+	records            int64 // records in frame
+	reserved, advanced int64 // calls of each kind applied
+	durable            chan struct{}
 
 	syncAvg      time.Duration // moving average of the sync time
 	lastReleased int           // requests answered by the previous commit
@@ -71,6 +90,7 @@ func (w *writer) init(s *Store) {
 	w.markTimer = time.NewTimer(time.Hour)
 	w.markTimer.Stop()
 	w.nextSnapshot = s.opts.SnapshotBytes
+	w.frame = make([]byte, frameHeaderSize, 4096)
 }
 
 // run is the writer goroutine: it takes every request waiting, applies them
@@ -81,10 +101,10 @@ func (s *Store) run() {
 	defer w.waitTimer.Stop()
 	defer w.markTimer.Stop()
 	for {
-		batch, closed := s.take(w.batch[:0], 1)
+		batch, closed := s.take(w.batch, 1)
 		if len(batch) == 0 {
 			if closed {
-				s.commit(nil) // flush Sent marks
+				s.commit() // flush Sent marks
 				return
 			}
 			select {
@@ -96,92 +116,110 @@ func (s *Store) run() {
 				}
 			case <-w.markTimer.C:
 				w.markArmed = false
-				s.commit(nil)
+				s.commit()
 			}
 			continue
 		}
+		s.apply(batch)
 		// Fewer requests than the previous commit answered: wait a little
 		// for those callers to come back, so that N callers in a loop
 		// share one fsync rather than alternating between two half-full
-		// ones.
-		if want := w.lastReleased; !closed && len(batch) < want && len(batch) < maxBatchRequests {
+		// ones. Those that come are applied in chunks as they arrive.
+		if want := w.lastReleased; !closed && len(w.taken) < want {
 			if wait := s.commitWait(); wait > 0 {
-				if batch, closed = s.take(batch, want); len(batch) < want && !closed {
-					w.waitTimer.Reset(wait)
+				start := time.Now()
+				w.waitTimer.Reset(wait)
+			wait:
+				for len(w.taken) < want && !s.full() {
+					batch, closed = s.take(batch[:0], min(want-len(w.taken), applyChunk))
+					if len(batch) > 0 {
+						s.apply(batch)
+						continue
+					}
+					if closed {
+						break
+					}
 					select {
 					case <-s.wake:
 					case <-w.waitTimer.C:
+						s.stats.waitTimeouts.Add(1)
+						break wait
 					}
-					w.waitTimer.Stop()
-					batch, _ = s.take(batch, 0)
 				}
+				w.waitTimer.Stop()
+				batch, _ = s.take(batch[:0], 0)
+				s.apply(batch)
+				s.stats.waitNanos.Add(int64(time.Since(start)))
 			}
 		}
-		w.batch = batch
-		s.commit(batch)
-		clear(batch)
+		s.commit()
+		clear(batch[:cap(batch)]) // every chunk used the same array
+		w.batch = batch[:0]
 	}
 }
 
-// take moves waiting requests to batch, up to the limits of one commit. If
-// batch then holds fewer than min, it asks submitters to wake the writer
-// once enough are queued. It also reports whether Close has begun.
+// full reports whether the commit being built takes no more calls.
+func (s *Store) full() bool {
+	return len(s.w.taken) >= maxBatchRequests || s.w.size >= batchBytes
+}
+
+// take moves waiting requests to batch, up to the limits of one commit
+// (counting those the commit being built holds), if at least min are
+// waiting; if fewer are, it takes none and asks submitters to wake the
+// writer once min are queued. It also reports whether Close has begun.
 func (s *Store) take(batch []*request, min int) ([]*request, bool) {
 	s.qmu.Lock()
 	defer s.qmu.Unlock()
-	size := 0
-	for _, r := range batch {
-		size += r.size
+	s.want = 0
+	if len(s.queue) < min && !s.qclosed {
+		s.want = min
+		select { // drop a stale wake-up
+		case <-s.wake:
+		default:
+		}
+		return batch, false
 	}
+	count, size := len(s.w.taken), s.w.size
 	n := 0
 	for _, r := range s.queue {
-		if len(batch) >= maxBatchRequests || len(batch) > 0 && size+r.size > batchBytes {
+		if count >= maxBatchRequests || count > 0 && size+r.size > batchBytes {
 			break // one request alone may pass batchBytes, up to maxRequestBytes
 		}
 		batch = append(batch, r)
 		size += r.size
+		count++
 		n++
 	}
 	rest := copy(s.queue, s.queue[n:])
 	clear(s.queue[rest:])
 	s.queue = s.queue[:rest]
-	s.want = 0
-	if len(batch) < min {
-		s.want = min - len(batch)
-		select { // drop a stale wake-up
-		case <-s.wake:
-		default:
-		}
-		if s.qclosed {
-			s.wake <- struct{}{}
-		}
-	}
 	return batch, s.qclosed
 }
 
+// commitWait bounds the writer's wait for the callers of the previous
+// commit: one average fsync, at most Options.CommitWait. While they all
+// come back within an fsync, waiting for them costs each caller less than
+// the fsync it would wait for if left out; with half an fsync, 64 callers
+// on a fast disk missed it in one commit out of ten.
 func (s *Store) commitWait() time.Duration {
 	if s.opts.CommitWait < 0 {
 		return 0
 	}
-	return min(s.w.syncAvg/2, s.opts.CommitWait)
+	return min(s.w.syncAvg, s.opts.CommitWait)
 }
 
-// commit applies batch and the waiting Sent marks to the state, writes them
-// as one frame, syncs, and answers the callers. Requests that fail
-// validation against the state (overflow, conflict) are answered with their
-// error and leave no record.
-func (s *Store) commit(batch []*request) {
-	w := &s.w
-	if w.markArmed {
-		w.markTimer.Stop()
-		w.markArmed = false
+// apply adds batch to the commit being built: each call whose caller has
+// not given up is applied to the state and encoded into the frame. Calls
+// that fail against the state (overflow, conflict) get their error and
+// leave no record. From the first record on, reads wait for the commit's
+// fsync (s.inflight).
+func (s *Store) apply(batch []*request) {
+	if len(batch) == 0 {
+		return
 	}
-	frame := append(w.frame[:0], make([]byte, frameHeaderSize)...)
-	records := int64(0)
-	taken := batch[:0:0]
-	var reserved, advanced int64
-
+	w := &s.w
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	failed := s.failed
 	now := time.Now()
 	newEpoch := func() uint64 { return seqstore.NewEpoch(now) }
@@ -189,43 +227,62 @@ func (s *Store) commit(batch []*request) {
 		if !r.state.CompareAndSwap(reqQueued, reqTaken) {
 			continue // the caller's ctx ended first
 		}
-		taken = append(taken, r)
+		w.taken = append(w.taken, r)
+		w.size += r.size
 		if failed != nil {
 			r.err = failed
 			continue
 		}
 		switch r.kind {
 		case kindReserve:
-			res, err := s.st.reserve(r.stream, r.n, r.journal, newEpoch)
-			if err != nil {
-				r.err = err
+			if r.err = s.st.reserve(r.reserve, r.res, newEpoch); r.err != nil {
 				continue
 			}
-			r.res = res
-			frame = appendReserve(frame, r.stream, res.Epoch, res.First, r.n, r.journal)
-			reserved++
+			w.frame = appendReserves(w.frame, r.reserve, r.res)
+			w.reserved++
 		case kindAdvance:
-			if err := s.st.advance(r.batch); err != nil {
-				r.err = err
+			if r.err = s.st.advance(r.advance); r.err != nil {
 				continue
 			}
-			frame = appendAdvance(frame, r.batch)
-			advanced++
+			w.frame = appendAdvance(w.frame, r.advance)
+			w.advanced++
 		}
-		records++
+		w.records++
 	}
-	marks := 0
-	if failed == nil {
-		for _, m := range s.marks {
-			if len(frame) > maxFrameBytes-2*maxRequestBytes {
-				break // the rest goes in the next frame
+	s.markInflight()
+}
+
+// markInflight makes reads wait for the commit being built, once it holds
+// a record; s.mu is held.
+func (s *Store) markInflight() {
+	if w := &s.w; w.records > 0 && w.durable == nil {
+		w.durable = make(chan struct{})
+		s.inflight = w.durable
+	}
+}
+
+// commit adds the waiting Sent marks to the commit being built, writes it
+// as one frame, syncs, and answers its callers.
+func (s *Store) commit() {
+	w := &s.w
+	if w.markArmed {
+		w.markTimer.Stop()
+		w.markArmed = false
+	}
+	s.mu.Lock()
+	marks := len(s.marks)
+	if s.failed == nil && marks > 0 {
+		// The marks that fit below the frame bound; the rest goes in
+		// the next frame.
+		size := len(w.frame) + 1 + binary.MaxVarintLen64
+		for i, m := range s.marks {
+			if size += markSize(m); size > maxFrameBytes+frameHeaderSize {
+				marks = i
+				break
 			}
-			frame = appendSent(frame, m.stream, m.seqs)
-			records++
-			marks++
 		}
-	} else {
-		marks = len(s.marks)
+		w.frame = appendSents(w.frame, s.marks[:marks])
+		w.records++
 	}
 	rest := copy(s.marks, s.marks[marks:])
 	clear(s.marks[rest:])
@@ -236,25 +293,22 @@ func (s *Store) commit(batch []*request) {
 		default:
 		}
 	}
-	var durable chan struct{}
-	if records > 0 {
-		durable = make(chan struct{})
-		s.inflight = durable
-	}
+	s.markInflight()
 	s.mu.Unlock()
 
+	records, reserved, advanced := w.records, w.reserved, w.advanced
 	if records > 0 {
-		err := s.writeFrame(frame, records)
+		err := s.writeFrame(w.frame, records)
 		s.mu.Lock()
 		if err != nil && s.failed == nil {
 			s.failed = err
 			s.log.Error("filestore: log write failed; the store refuses further calls", "dir", s.dir, "err", err)
 		}
 		s.inflight = nil
-		close(durable)
+		close(w.durable)
 		s.mu.Unlock()
 		if err != nil {
-			for _, r := range taken {
+			for _, r := range w.taken {
 				r.err = err
 			}
 			reserved, advanced = 0, 0
@@ -265,16 +319,18 @@ func (s *Store) commit(batch []*request) {
 	}
 	s.stats.reservations.Add(reserved)
 	s.stats.advances.Add(advanced)
-	for _, r := range taken {
-		close(r.done)
+	for _, r := range w.taken {
+		r.done <- struct{}{} // the caller may recycle r from here on
 	}
-	if len(batch) > 0 {
-		w.lastReleased = len(taken)
+	if len(w.taken) > 0 {
+		w.lastReleased = len(w.taken)
 	}
-	if cap(frame) <= 2*batchBytes {
-		w.frame = frame[:0]
+	clear(w.taken)
+	w.taken, w.size, w.records, w.reserved, w.advanced, w.durable = w.taken[:0], 0, 0, 0, 0, nil
+	if cap(w.frame) <= 2*batchBytes {
+		w.frame = w.frame[:frameHeaderSize]
 	} else {
-		w.frame = nil
+		w.frame = make([]byte, frameHeaderSize, 4096)
 	}
 	if records > 0 && w.off >= w.nextSnapshot {
 		s.mu.Lock()
@@ -293,10 +349,42 @@ func (s *Store) commit(batch []*request) {
 	}
 }
 
+// preallocBytes is how far past the last frame the writer fills the log with
+// zeros before writing frames there. A frame appended to a file makes
+// fdatasync commit the file system's journal too (new size, new blocks); a
+// frame written over zeros already on disk needs only its own blocks
+// written. On ext4 that halves the fsync time of 2 to 8 KiB frames, the size
+// of a commit of 16 to 64 reservations, and brings it below that of a small
+// append. The zeros cost one more write of the same size as the frames.
+const preallocBytes = 1 << 20
+
+var zeros [64 << 10]byte
+
+// extend writes zeros to the log from its current size to at least end and
+// preallocBytes more, unless it is already that long. They become durable
+// with the next sync. It is an optimisation only: when it fails (a full
+// disk), the frames are appended as they come, until the next log.
+func (w *writer) extend(end int64) {
+	if end <= w.alloc || w.noPrealloc {
+		return
+	}
+	end = max(end, w.off+preallocBytes)
+	for off := w.alloc; off < end; {
+		n, err := w.f.WriteAt(zeros[:min(int64(len(zeros)), end-off)], off)
+		off += int64(n)
+		w.alloc = off
+		if err != nil {
+			w.noPrealloc = true
+			return
+		}
+	}
+}
+
 // writeFrame seals frame for the current end of the log, writes it and syncs.
 func (s *Store) writeFrame(frame []byte, records int64) error {
 	w := &s.w
 	sealFrame(frame, w.gen, uint64(w.off))
+	w.extend(w.off + int64(len(frame)))
 	var err error
 	if h := s.opts.hooks.write; h != nil {
 		err = h(w.f, frame, w.off)
@@ -335,10 +423,10 @@ func (s *Store) observeSync(d time.Duration) {
 }
 
 // snapshot saves the state to a new snapshot that names a fresh log, switches
-// to that log and deletes the old ones. Crash safety: the new log is created
-// and synced first, the snapshot is written to a temporary file, synced and
-// renamed, and the directory is synced before anything is written to the new
-// log. Recovery of any prefix of these steps finds either the old snapshot
+// to that log and deletes the old ones. Crash safety: the current log is cut
+// to its last frame and synced, the new log is created and synced, the
+// snapshot is written to a temporary file, synced and renamed, and the
+// directory is synced before anything is written to the new log. Recovery of any prefix of these steps finds either the old snapshot
 // with every old log, or the new snapshot (and creates the new log if its
 // directory entry was lost). A failure before the rename leaves the old log
 // in use and is only logged; after the rename the store must not write the
@@ -351,6 +439,17 @@ func (s *Store) snapshot() error {
 		w.nextSnapshot = w.off + s.opts.SnapshotBytes
 		s.log.Warn("filestore: snapshot failed; continuing with the current log", "dir", s.dir, "err", err)
 		return nil
+	}
+	// A log that is not the last must end with its last frame: cut the
+	// zeros written ahead, durably, before the next log exists.
+	if w.alloc > w.off {
+		if err := w.f.Truncate(w.off); err != nil {
+			return retryLater(err)
+		}
+		w.alloc = w.off
+		if err := s.sync(w.f); err != nil {
+			return retryLater(err)
+		}
 	}
 	nf, err := s.createLog(newPath, newGen)
 	if err != nil {
@@ -373,7 +472,7 @@ func (s *Store) snapshot() error {
 		return retryLater(err)
 	}
 	old := w.f
-	w.f, w.gen, w.off = nf, newGen, logHeaderSize
+	w.f, w.gen, w.off, w.alloc, w.noPrealloc = nf, newGen, logHeaderSize, logHeaderSize, false
 	w.nextSnapshot = s.opts.SnapshotBytes
 	s.stats.logBytes.Store(w.off)
 	_ = old.Close()
@@ -393,7 +492,7 @@ func (s *Store) snapshot() error {
 
 // createLog creates log gen at path with its header, synced.
 func (s *Store) createLog(path string, gen uint64) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := createFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -408,9 +507,20 @@ func (s *Store) createLog(path string, gen uint64) (*os.File, error) {
 	return f, nil
 }
 
-// writeSynced writes data to a new file at path (0600) and syncs it.
+// createFile creates a file (0600) that must not exist yet: whatever is at
+// path, a symbolic link included, makes it fail rather than open it.
+func createFile(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|oNoFollow, 0o600)
+}
+
+// writeSynced writes data to a new file at path (0600) and syncs it. A
+// file left at path is removed first; whatever is there then (a link
+// planted since) makes it fail rather than write through it.
 func (s *Store) writeSynced(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	f, err := createFile(path)
 	if err != nil {
 		return err
 	}
