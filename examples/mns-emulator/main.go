@@ -28,7 +28,9 @@
 //	-error5xx p              probability of a 500 InternalError answer (0..1)
 //	-drop p                  probability of a connection closed without answer (0..1)
 //	-latency d, -jitter d    added delay of message operations (e.g. 2ms)
-//	-loss p                  probability a sent message is lost (0..1)
+//	-lose-acked-sends p      probability a message whose send succeeded is thrown away
+//	                         (0..1, default 0): the service never does this; it makes
+//	                         holes that never fill, to test a receiver's gap policy
 //	-early-empty p           probability a receive answers "no message" at once (0..1)
 //	-stats d                 print request and message counts every d (0: never; default 10s)
 //	-v                       log every request
@@ -103,7 +105,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&opts.Faults.Drop, "drop", 0, "probability a connection is closed without an answer")
 	fs.DurationVar(&opts.Faults.Latency, "latency", 0, "added delay of message operations")
 	fs.DurationVar(&opts.Faults.Jitter, "jitter", 0, "random extra delay, up to this")
-	fs.Float64Var(&opts.Faults.Loss, "loss", 0, "probability a sent message is lost")
+	fs.Float64Var(&opts.Faults.LoseAckedSends, "lose-acked-sends", 0,
+		"probability a message whose send succeeded is thrown away (the service never does this)")
 	fs.Float64Var(&opts.Faults.EarlyEmpty, "early-empty", 0, "probability a receive answers no message at once")
 	fs.DurationVar(&every, "stats", 10*time.Second, "print counts this often (0: never)")
 	fs.BoolVar(&verbose, "v", false, "log every request")
@@ -129,10 +132,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "MNS emulator listening on %s (shards %d, seed %d)\n", srv.Addr(), opts.Shards, opts.Seed)
+	eff := srv.Options() // what the server uses: -shards 0 means its default
+	fmt.Fprintf(stdout, "MNS emulator listening on %s (shards %d, reorder window %d, seed %d)\n",
+		srv.Addr(), eff.Shards, eff.ReorderWindow, eff.Seed)
 	if f := srv.Faults(); f != (mnstest.Faults{}) {
-		fmt.Fprintf(stdout, "faults: redeliver %g, error5xx %g, drop %g, latency %v+%v, loss %g, early-empty %g\n",
-			f.Redeliver, f.Error5xx, f.Drop, f.Latency, f.Jitter, f.Loss, f.EarlyEmpty)
+		fmt.Fprintf(stdout, "faults: redeliver %g, error5xx %g, drop %g, latency %v+%v, early-empty %g\n",
+			f.Redeliver, f.Error5xx, f.Drop, f.Latency, f.Jitter, f.EarlyEmpty)
+		if f.LoseAckedSends > 0 {
+			fmt.Fprintf(stdout, "WARNING: -lose-acked-sends %g throws away messages whose send succeeded, which the service never does\n",
+				f.LoseAckedSends)
+		}
 	}
 	if len(queues) > 0 {
 		fmt.Fprintf(stdout, "queues: %s\n", strings.Join(queues, ", "))
@@ -184,9 +193,9 @@ func summary(st mnstest.Stats) string {
 	}
 	fmt.Fprintf(&b, "; messages sent %d received %d deleted %d expired %d; now active %d inactive %d delayed %d",
 		st.Sent, st.Received, st.Deleted, st.Expired, st.Active, st.Inactive, st.Delayed)
-	if st.Lost+st.Redelivered+st.Errors5xx+st.Drops+st.EarlyEmpty > 0 {
-		fmt.Fprintf(&b, "; faults lost %d redelivered %d 5xx %d drops %d early-empty %d",
-			st.Lost, st.Redelivered, st.Errors5xx, st.Drops, st.EarlyEmpty)
+	if st.LostAckedSends+st.Redelivered+st.Errors5xx+st.Drops+st.EarlyEmpty > 0 {
+		fmt.Fprintf(&b, "; faults lost-acked-sends %d redelivered %d 5xx %d drops %d early-empty %d",
+			st.LostAckedSends, st.Redelivered, st.Errors5xx, st.Drops, st.EarlyEmpty)
 	}
 	return b.String()
 }

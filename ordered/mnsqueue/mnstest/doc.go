@@ -57,8 +57,9 @@
 // that this server did not issue for this queue gets 400 ReceiptHandleError.
 // Dequeue counts, first dequeue times, message and queue delays (a message
 // DelaySeconds of 0, which the SDK always sends, means the queue's delay),
-// retention expiry and the maximum message size behave as documented by the
-// service.
+// retention expiry (in flight or not) and the maximum message size behave as
+// documented by the service. Message ids are 32 upper-case hex digits and
+// receipt handles are URL-safe, as the service's are.
 //
 // State is in memory, one mutex per queue. Server.Advance moves the server's
 // clock forward so that tests of visibility, delay and retention do not
@@ -69,8 +70,10 @@
 // Options.Faults (and SetFaults at run time) inject seeded failures: extra
 // redeliveries, 500 InternalError answers before or after the operation took
 // effect (and partial batch failures), connections closed without an answer,
-// latency with jitter, message loss, and receives answered empty at once. With the same Seed and the same
-// sequence of requests, the same faults fire.
+// latency with jitter, and receives answered empty at once. With the same
+// Seed and the same sequence of requests, the same faults fire. One fault
+// does what the service never does, throwing away a message whose send
+// succeeded (Faults.LoseAckedSends); it is off unless a test asks for it.
 //
 // # Shutdown
 //

@@ -241,6 +241,26 @@ func (c *call) param(name string) string {
 	return ""
 }
 
+// handleParam returns the ReceiptHandle query parameter with '+' taken
+// literally. Handles are URL-safe, yet the Python and Node.js SDKs put them
+// in the query string without escaping, and a handle in the standard base64
+// alphabet (some services issue those) would lose its '+' to the form
+// decoding of url.ParseQuery, which reads '+' as a space. Percent escapes,
+// as the Go SDK sends them, are decoded.
+func (c *call) handleParam() string {
+	for _, kv := range strings.Split(c.r.URL.RawQuery, "&") {
+		k, v, _ := strings.Cut(kv, "=")
+		if !strings.EqualFold(k, "ReceiptHandle") {
+			continue
+		}
+		if u, err := url.PathUnescape(v); err == nil {
+			return u
+		}
+		return v
+	}
+	return ""
+}
+
 func (c *call) has(name string) bool {
 	if _, ok := c.query[name]; ok {
 		return true
@@ -329,7 +349,8 @@ func (c *call) authenticate() *apiError {
 		return newAPIError(http.StatusBadRequest, "InvalidDateHeader", "The Date header you provided is not valid.")
 	}
 	if d := time.Since(t); d > maxClockSkew || d < -maxClockSkew {
-		return newAPIError(http.StatusForbidden, CodeTimeExpired, "The request date is more than 15 minutes off the server time.")
+		// 408, as the service answers (not 403): the SDK maps the code only.
+		return newAPIError(http.StatusRequestTimeout, CodeTimeExpired, "The http request you sent is expired.")
 	}
 	return nil
 }

@@ -37,10 +37,11 @@ func TestQueueModel(t *testing.T) {
 		var handles []string        // every handle ever issued
 		nextBody := 0
 
-		// settle applies what advance does: due messages come back or expire.
+		// settle applies what advance does: due messages come back, and
+		// messages past retention are deleted, in flight or not.
 		settle := func() {
 			for _, m := range model {
-				if m.state != stateActive && m.visible <= now {
+				if m.state != stateActive && min(m.visible, m.expires) <= now {
 					if m.expires <= now {
 						delete(model, m.body)
 						continue

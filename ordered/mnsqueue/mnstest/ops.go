@@ -12,7 +12,9 @@ import (
 
 func (c *call) createQueue() *apiError {
 	var qb queueBody
-	var a QueueAttributes
+	// An attribute the body leaves out takes its default; one it gives is
+	// checked as given (VisibilityTimeout 0 is refused, not defaulted).
+	a := QueueAttributes{}.withDefaults()
 	if len(strings.TrimSpace(string(c.body))) > 0 {
 		if err := decode(c.body, &qb, &qb.XMLName, "Queue"); err != nil {
 			return err
@@ -21,7 +23,7 @@ func (c *call) createQueue() *apiError {
 			return err
 		}
 	}
-	created, err := c.s.createQueue(c.qname, a.withDefaults())
+	created, err := c.s.createQueue(c.qname, a)
 	if err != nil {
 		return err
 	}
@@ -213,7 +215,7 @@ func (c *call) sendMessage() *apiError {
 		q.mu.Unlock()
 		return e.err
 	}
-	lost := c.faults.Loss > 0 && q.rng.Float64() < c.faults.Loss
+	lost := c.faults.LoseAckedSends > 0 && q.rng.Float64() < c.faults.LoseAckedSends
 	e.id, e.handle = q.send(e.body, e.md5, e.delay, e.priority, now, lost)
 	q.mu.Unlock()
 	b := append(c.out, xmlHeader...)
@@ -270,7 +272,7 @@ func (c *call) batchSendMessage() *apiError {
 			failed++
 			continue
 		}
-		lost := c.faults.Loss > 0 && q.rng.Float64() < c.faults.Loss
+		lost := c.faults.LoseAckedSends > 0 && q.rng.Float64() < c.faults.LoseAckedSends
 		e.id, _ = q.send(e.body, e.md5, e.delay, e.priority, now, lost)
 	}
 	q.mu.Unlock()
@@ -420,7 +422,7 @@ func (c *call) writeDeliveries(out []delivery) {
 }
 
 func (c *call) deleteMessage() *apiError {
-	handle := c.param("ReceiptHandle")
+	handle := c.handleParam()
 	if handle == "" {
 		return errMissingHandle
 	}
@@ -495,7 +497,7 @@ func (c *call) batchDeleteMessage() *apiError {
 }
 
 func (c *call) changeVisibility() *apiError {
-	handle := c.param("ReceiptHandle")
+	handle := c.handleParam()
 	if handle == "" {
 		return errMissingHandle
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"math/rand/v2"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -21,8 +20,9 @@ type QueueAttributes struct {
 	// (1024..65536, default 65536).
 	MaximumMessageSize int
 	// MessageRetentionPeriod is how long, in seconds, a message lives after
-	// it was sent before it expires unreceived or undeleted
-	// (60..1296000, default 345600).
+	// it was sent: then it is deleted, received or not, in flight or not
+	// (60..604800, default 345600; older service documents allowed up to
+	// 1296000, the current ones 7 days).
 	MessageRetentionPeriod int
 	// VisibilityTimeout is how long, in seconds, a received message stays
 	// invisible before it is delivered again (1..43200, default 30).
@@ -39,7 +39,7 @@ const (
 	defaultRetention       = 345600
 	defaultVisibility      = 30
 	maxDelaySeconds        = 604800
-	maxRetentionSeconds    = 1296000
+	maxRetentionSeconds    = 604800
 	maxVisibilitySeconds   = 43200
 	maxPollingWaitSeconds  = 30
 	minMaxMessageSize      = 1024
@@ -50,8 +50,8 @@ const (
 	maxQueueNameLen        = 120
 	redeliverCutMax        = time.Second
 	defaultReorderWindow   = 16
-	handleRawLen           = 20
-	handleLen              = (handleRawLen + 2) / 3 * 4
+	handleRawLen           = 21 // queue id, seq, generation, MAC: a multiple of 3, so no padding
+	handleLen              = handleRawLen / 3 * 4
 	millisecond            = int64(time.Millisecond)
 	second                 = int64(time.Second)
 	maxShards              = 64
@@ -123,6 +123,7 @@ type message struct {
 	enqueued int64 // server clock, ns
 	visible  int64 // when a delayed or in-flight message becomes visible, ns
 	expires  int64 // enqueued + retention, ns
+	due      int64 // min(visible, expires): when the timer heap must look at it
 	firstDeq int64 // first receive, ns; 0 before
 	dequeues int64
 	gen      uint32 // bumped by every receive and visibility change: older handles go stale
@@ -174,13 +175,13 @@ func lessKey(a, b *message) bool {
 }
 
 // timerHeap holds delayed and in-flight messages by the time they become
-// visible.
+// visible or expire, whichever comes first.
 type timerHeap []*message
 
 func (h timerHeap) Len() int { return len(h) }
 func (h timerHeap) Less(i, j int) bool {
-	if h[i].visible != h[j].visible {
-		return h[i].visible < h[j].visible
+	if h[i].due != h[j].due {
+		return h[i].due < h[j].due
 	}
 	return h[i].seq < h[j].seq
 }
@@ -251,9 +252,12 @@ func (q *queue) wake() {
 	}
 }
 
-// pushTimer schedules m; a new earliest deadline wakes the long polls so that
-// they shorten their sleep.
-func (q *queue) pushTimer(m *message) {
+// pushTimer schedules m to become visible at visible (or to expire before);
+// a new earliest deadline wakes the long polls so that they shorten their
+// sleep.
+func (q *queue) pushTimer(m *message, visible int64) {
+	m.visible = visible
+	m.due = min(visible, m.expires)
 	heap.Push(&q.timers, m)
 	if m.tidx == 0 {
 		q.wake()
@@ -261,10 +265,12 @@ func (q *queue) pushTimer(m *message) {
 }
 
 // advance moves every delayed or in-flight message whose time has come back
-// to its shard, dropping those past retention. The caller holds q.mu.
+// to its shard, and deletes those past retention: the service deletes a
+// message at the end of its retention period whether it was received or
+// not, so an in-flight one goes too. The caller holds q.mu.
 func (q *queue) advance(now int64) {
 	woke := false
-	for len(q.timers) > 0 && q.timers[0].visible <= now {
+	for len(q.timers) > 0 && q.timers[0].due <= now {
 		m := heap.Pop(&q.timers).(*message)
 		if m.state == stateInflight {
 			q.inflight--
@@ -287,12 +293,12 @@ func (q *queue) advance(now int64) {
 }
 
 // nextDue is the earliest time a delayed or in-flight message becomes
-// visible, or 0.
+// visible or expires, or 0.
 func (q *queue) nextDue() int64 {
 	if len(q.timers) == 0 {
 		return 0
 	}
-	return q.timers[0].visible
+	return q.timers[0].due
 }
 
 // pick removes and returns the next visible message, or nil. It behaves like
@@ -346,7 +352,7 @@ func (q *queue) send(body, md5 string, delay int64, priority int, now int64, los
 	if len(q.shards) > 1 {
 		shard = q.rng.IntN(len(q.shards))
 	}
-	id = q.srv.messageID(q.id, shard, now, seq)
+	id = q.srv.messageID(q.id, seq)
 	if delay < 0 {
 		delay = int64(q.attrs.DelaySeconds)
 	}
@@ -373,9 +379,8 @@ func (q *queue) send(body, md5 string, delay int64, priority int, now int64, los
 	q.srv.stats.sent.Add(1)
 	if delay > 0 {
 		m.state = stateDelayed
-		m.visible = now + delay*second
 		q.delayed++
-		q.pushTimer(m)
+		q.pushTimer(m, now+delay*second)
 		return id, q.srv.encodeHandle(q.id, seq, 0)
 	}
 	m.state = stateActive
@@ -401,12 +406,12 @@ func (q *queue) receive(n int, now int64, redeliver float64, out []delivery) []d
 		if m.firstDeq == 0 {
 			m.firstDeq = now
 		}
-		m.visible = now + vt
+		visible := now + vt
 		if redeliver > 0 && q.rng.Float64() < redeliver {
-			m.visible = now + q.rng.Int64N(min(vt, int64(redeliverCutMax)))
+			visible = now + q.rng.Int64N(min(vt, int64(redeliverCutMax)))
 			q.srv.stats.redelivered.Add(1)
 		}
-		q.pushTimer(m)
+		q.pushTimer(m, visible)
 		q.srv.stats.received.Add(1)
 		out = append(out, q.deliveryOf(m, true))
 	}
@@ -490,6 +495,7 @@ func (q *queue) changeVisibility(handle string, vt int64, now int64) (string, in
 	}
 	m.gen++
 	m.visible = now + vt*second
+	m.due = min(m.visible, m.expires)
 	heap.Fix(&q.timers, m.tidx)
 	if m.tidx == 0 {
 		q.wake()
@@ -527,45 +533,44 @@ type QueueInfo struct {
 
 // encodeHandle builds a receipt handle: queue id, message seq and generation,
 // authenticated with a per-server keyed hash so that handles from another
-// server, or made up, are told apart from stale ones. Base64 (standard
-// alphabet, with '+', '/' and '=') exercises the SDK's query escaping.
+// server, or made up, are told apart from stale ones. Like the service's
+// (1-ODU4OTkzNDU5My0xNDM1MTk3NjAwLTItNg==) they are URL-safe: the URL-safe
+// base64 alphabet without padding, so a client that puts the handle in a
+// query string unescaped (the Python and Node.js SDKs do) sends it intact.
 func (s *Server) encodeHandle(qid uint32, seq uint64, gen uint32) string {
 	var raw [handleRawLen]byte
 	binary.BigEndian.PutUint32(raw[0:], qid)
 	binary.BigEndian.PutUint64(raw[4:], seq)
 	binary.BigEndian.PutUint32(raw[12:], gen)
-	binary.BigEndian.PutUint32(raw[16:], uint32(maphash.Bytes(s.handleSeed, raw[:16])))
-	return base64.StdEncoding.EncodeToString(raw[:])
+	mac := maphash.Bytes(s.handleSeed, raw[:16])
+	raw[16], raw[17], raw[18], raw[19], raw[20] = byte(mac>>32), byte(mac>>24), byte(mac>>16), byte(mac>>8), byte(mac)
+	return base64.RawURLEncoding.EncodeToString(raw[:])
 }
 
 func (s *Server) decodeHandle(h string) (qid uint32, seq uint64, gen uint32, ok bool) {
 	if len(h) != handleLen {
 		return 0, 0, 0, false
 	}
-	var raw [handleRawLen + 2]byte
-	n, err := base64.StdEncoding.Decode(raw[:], []byte(h))
+	var raw [handleRawLen]byte
+	n, err := base64.RawURLEncoding.Decode(raw[:], []byte(h))
 	if err != nil || n != handleRawLen {
 		return 0, 0, 0, false
 	}
-	if binary.BigEndian.Uint32(raw[16:]) != uint32(maphash.Bytes(s.handleSeed, raw[:16])) {
-		return 0, 0, 0, false
+	if s.encodeHandle(binary.BigEndian.Uint32(raw[0:]), binary.BigEndian.Uint64(raw[4:]), binary.BigEndian.Uint32(raw[12:])) != h {
+		return 0, 0, 0, false // a wrong MAC, or a spelling the server never issues
 	}
 	return binary.BigEndian.Uint32(raw[0:]), binary.BigEndian.Uint64(raw[4:]), binary.BigEndian.Uint32(raw[12:]), true
 }
 
-// messageID builds an id shaped like the service's
-// (5F290C926D472878-2-14D9529A8FA-200000001): server tag and queue, shard,
-// enqueue time in ms, sequence.
-func (s *Server) messageID(qid uint32, shard int, now int64, seq uint64) string {
-	b := make([]byte, 0, 48)
+// messageID builds an id in the service's current shape: 32 upper-case hex
+// digits (the REST documentation's older example,
+// 5F290C926D472878-2-14D9529A8FA-200000001, is no longer what it issues).
+// Server tag, queue or topic id and sequence make it unique.
+func (s *Server) messageID(entity uint32, seq uint64) string {
+	b := make([]byte, 0, 32)
 	b = append(b, s.tag...)
-	b = appendHex(b, uint64(qid), 8)
-	b = append(b, '-')
-	b = strconv.AppendInt(b, int64(shard), 10)
-	b = append(b, '-')
-	b = appendHex(b, uint64(now/millisecond), 11)
-	b = append(b, '-')
-	b = appendHex(b, seq, 9)
+	b = appendHex(b, uint64(entity), 8)
+	b = appendHex(b, seq, 16)
 	return string(b)
 }
 

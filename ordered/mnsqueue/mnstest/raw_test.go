@@ -137,7 +137,7 @@ func TestRawDateSkew(t *testing.T) {
 		r.Header.Set("Date", time.Now().Add(-time.Hour).UTC().Format(http.TimeFormat))
 		resign(r, s) // correctly signed, but an hour old
 	})
-	assert.Equal(t, 403, a.status, a.body)
+	assert.Equal(t, 408, a.status, "a Date an hour off is answered 408 as the service does: %s", a.body)
 	assert.Equal(t, CodeTimeExpired, a.err.Code, a.body)
 }
 
@@ -305,4 +305,52 @@ func FuzzFastXML(f *testing.F) {
 			assert.Equal(t, sh.Handles, fh.Handles, "handles of %q", body)
 		}
 	})
+}
+
+// TestRawVisibilityTimeoutZero: a CreateQueue body that gives
+// VisibilityTimeout 0 is refused (1..43200), not taken as the default; an
+// attribute left out still takes its default.
+func TestRawVisibilityTimeoutZero(t *testing.T) {
+	s := newRawServer(t)
+	for _, body := range []string{
+		"<Queue><VisibilityTimeout>0</VisibilityTimeout></Queue>",
+		"<Queue><MaximumMessageSize>0</MaximumMessageSize></Queue>",
+		"<Queue><MessageRetentionPeriod>0</MessageRetentionPeriod></Queue>",
+	} {
+		a := do(t, s, "PUT", "/queues/zero", body, nil)
+		assert.Equal(t, 400, a.status, "%s: %s", body, a.body)
+		assert.Equal(t, CodeInvalidArgument, a.err.Code, "%s: %s", body, a.body)
+	}
+	a := do(t, s, "PUT", "/queues/zero", "<Queue><DelaySeconds>0</DelaySeconds></Queue>", nil)
+	require.Equal(t, 201, a.status, a.body)
+	info, err := s.Queue("zero")
+	require.NoError(t, err)
+	assert.Equal(t, 30, info.Attributes.VisibilityTimeout, "left out: the default")
+}
+
+// TestRawReceiptHandlePlusLiteral: the ReceiptHandle parameter keeps a '+'
+// as a '+' (clients that do not escape handles send it so) and decodes
+// percent escapes (the Go SDK escapes), where form decoding would turn '+'
+// into a space.
+func TestRawReceiptHandlePlusLiteral(t *testing.T) {
+	for _, tc := range []struct{ query, want string }{
+		{"ReceiptHandle=a+b/c==", "a+b/c=="},
+		{"ReceiptHandle=a%2Bb%2Fc%3D%3D", "a+b/c=="},
+		{"receipthandle=x-y_z&VisibilityTimeout=5", "x-y_z"},
+		{"VisibilityTimeout=5&ReceiptHandle=a%20b", "a b"},
+		{"VisibilityTimeout=5", ""},
+	} {
+		c := &call{r: httptest.NewRequest("PUT", "/queues/q/messages?"+tc.query, nil)}
+		assert.Equal(t, tc.want, c.handleParam(), "query %q", tc.query)
+	}
+	// End to end: a handle sent without escaping deletes its message.
+	s := newRawServer(t)
+	a := do(t, s, "POST", "/queues/raw/messages", "<Message><MessageBody>x</MessageBody></Message>", nil)
+	require.Equal(t, 201, a.status, a.body)
+	a = do(t, s, "GET", "/queues/raw/messages", "", nil)
+	require.Equal(t, 200, a.status, a.body)
+	var m struct{ ReceiptHandle string }
+	require.NoError(t, xml.Unmarshal([]byte(a.body), &m))
+	a = do(t, s, "DELETE", "/queues/raw/messages?ReceiptHandle="+m.ReceiptHandle, "", nil)
+	assert.Equal(t, 204, a.status, "delete with the handle as issued, unescaped: %s", a.body)
 }

@@ -71,9 +71,12 @@ type Faults struct {
 	// Latency delays every message operation, plus a uniform random part
 	// up to Jitter.
 	Latency, Jitter time.Duration
-	// Loss is the probability that a sent message is lost, as if it had
-	// expired at once; the send still succeeds.
-	Loss float64
+	// LoseAckedSends is the probability that a sent message is thrown away
+	// although its send succeeds. The service never does this (an
+	// acknowledged send is stored); it stands for what nothing else
+	// produces, a hole that never fills, to test a receiver's gap policy.
+	// Keep it off (0) unless that is the point of the test.
+	LoseAckedSends float64
 	// EarlyEmpty is the probability that a receive answers 404
 	// MessageNotExist at once, without looking or waiting, as the service
 	// does when its long-poll limit is exceeded.
@@ -84,7 +87,7 @@ func (f *Faults) validate() error {
 	for _, p := range []struct {
 		name string
 		v    float64
-	}{{"Redeliver", f.Redeliver}, {"Error5xx", f.Error5xx}, {"Drop", f.Drop}, {"Loss", f.Loss}, {"EarlyEmpty", f.EarlyEmpty}} {
+	}{{"Redeliver", f.Redeliver}, {"Error5xx", f.Error5xx}, {"Drop", f.Drop}, {"LoseAckedSends", f.LoseAckedSends}, {"EarlyEmpty", f.EarlyEmpty}} {
 		if !(p.v >= 0 && p.v <= 1) {
 			return fmt.Errorf("mnstest: fault %s %v not in 0..1: %w", p.name, p.v, ErrInvalidArgument)
 		}
@@ -192,7 +195,7 @@ func NewServer(opts *Options) (*Server, error) {
 	}
 	f := o.Faults
 	s.faults.Store(&f)
-	s.tag = string(appendHex(nil, rand.Uint64(), 8))
+	s.tag = string(appendHex(nil, uint64(rand.Uint32()), 8))
 	addr := ln.Addr().(*net.TCPAddr)
 	host := addr.IP.String()
 	if addr.IP.IsUnspecified() {
@@ -224,6 +227,10 @@ func (s *Server) Endpoint() string { return s.endpoint }
 
 // Addr returns the address the server listens on.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Options returns the options in force, defaults filled in. Faults are the
+// ones given at start; Faults returns those in force now.
+func (s *Server) Options() Options { return s.opts.Options }
 
 // AccessKeyID returns the accepted access key id.
 func (s *Server) AccessKeyID() string { return s.opts.AccessKeyID }

@@ -87,10 +87,10 @@ type Stats struct {
 	// again), Deleted messages deleted, Expired messages dropped past
 	// retention.
 	Sent, Received, Deleted, Expired int64
-	// Injected faults: messages lost, deliveries cut short, 500 answers
-	// (whole or partial batch failures), dropped connections, receives
-	// answered empty at once.
-	Lost, Redelivered, Errors5xx, Drops, EarlyEmpty int64
+	// Injected faults: acknowledged sends thrown away (LoseAckedSends),
+	// deliveries cut short, 500 answers (whole or partial batch failures),
+	// dropped connections, receives answered empty at once.
+	LostAckedSends, Redelivered, Errors5xx, Drops, EarlyEmpty int64
 	// Active, Inactive and Delayed count the messages of all queues by state.
 	Active, Inactive, Delayed int
 }
@@ -99,17 +99,17 @@ type Stats struct {
 func (s *Server) Stats() Stats {
 	c := &s.stats
 	st := Stats{
-		Requests:    make(map[string]int64),
-		Errors:      make(map[string]int64),
-		Sent:        c.sent.Load(),
-		Received:    c.received.Load(),
-		Deleted:     c.deleted.Load(),
-		Expired:     c.expired.Load(),
-		Lost:        c.lost.Load(),
-		Redelivered: c.redelivered.Load(),
-		Errors5xx:   c.errors5xx.Load(),
-		Drops:       c.drops.Load(),
-		EarlyEmpty:  c.earlyEmpty.Load(),
+		Requests:       make(map[string]int64),
+		Errors:         make(map[string]int64),
+		Sent:           c.sent.Load(),
+		Received:       c.received.Load(),
+		Deleted:        c.deleted.Load(),
+		Expired:        c.expired.Load(),
+		LostAckedSends: c.lost.Load(),
+		Redelivered:    c.redelivered.Load(),
+		Errors5xx:      c.errors5xx.Load(),
+		Drops:          c.drops.Load(),
+		EarlyEmpty:     c.earlyEmpty.Load(),
 	}
 	for i := range c.requests {
 		if n := c.requests[i].Load(); n > 0 {

@@ -1,0 +1,113 @@
+package mnstest_test
+
+import (
+	"net/url"
+	"regexp"
+	"testing"
+	"time"
+
+	ali_mns "github.com/aliyun/aliyun-mns-go-sdk"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inorder/inorder/ordered/mnsqueue/mnstest"
+)
+
+// Tests of what issue 14 found the emulator doing differently from the
+// service, each against the real SDK.
+
+// TestMessageIDShape: message ids are 32 upper-case hex digits, as the
+// service issues them today, and unique.
+func TestMessageIDShape(t *testing.T) {
+	srv := newServer(t, nil)
+	_, q := newQueue(t, srv, nil)
+	_, q2 := newQueue(t, srv, nil)
+	shape := regexp.MustCompile(`^[0-9A-F]{32}$`)
+	seen := map[string]bool{}
+	for _, q := range []ali_mns.AliMNSQueue{q, q2} {
+		for range 4 {
+			resp, err := q.BatchSendMessage(msgs("id", 16)...)
+			require.NoError(t, err)
+			for _, m := range resp.Messages {
+				assert.Regexp(t, shape, m.MessageId, "message id shape")
+				assert.False(t, seen[m.MessageId], "message id %s issued twice", m.MessageId)
+				seen[m.MessageId] = true
+			}
+		}
+	}
+	got, err := batchReceive(q, 16)
+	require.NoError(t, err)
+	for _, m := range got {
+		assert.True(t, seen[m.MessageId], "received id %s is the id the send answered", m.MessageId)
+	}
+}
+
+// TestReceiptHandlesURLSafe: the service's handles need no escaping in a
+// query string; the emulator's did (standard base64: 20 of 200 had a '+',
+// which clients that do not escape turned into a space). Every handle of
+// 400 deliveries is URL-safe, and deleting with it unescaped works.
+func TestReceiptHandlesURLSafe(t *testing.T) {
+	srv := newServer(t, nil)
+	_, q := newQueue(t, srv, nil)
+	for range 25 {
+		_, err := q.BatchSendMessage(msgs("h", 16)...)
+		require.NoError(t, err)
+	}
+	var handles []string
+	for len(handles) < 400 {
+		got, err := batchReceive(q, 16)
+		require.NoError(t, err, "receive %d of 400", len(handles))
+		for _, m := range got {
+			handles = append(handles, m.ReceiptHandle)
+		}
+	}
+	urlSafe := regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+	for _, h := range handles {
+		require.Regexp(t, urlSafe, h, "handle %q must be URL-safe", h)
+		require.Equal(t, h, url.QueryEscape(h), "handle %q must need no escaping", h)
+	}
+	// ChangeVisibility's new handle too.
+	resp, err := q.ChangeMessageVisibility(handles[0], 60)
+	require.NoError(t, err)
+	assert.Regexp(t, urlSafe, resp.ReceiptHandle, "handle from ChangeVisibility")
+}
+
+// TestRetentionDeletesInFlight: the service deletes a message when its
+// retention period ends, "regardless of whether received"; the emulator
+// used to keep an in-flight one until its visibility lapsed.
+func TestRetentionDeletesInFlight(t *testing.T) {
+	srv := newServer(t, nil)
+	name, q := newQueue(t, srv, &mnstest.QueueAttributes{MessageRetentionPeriod: 60, VisibilityTimeout: 3600})
+	_, err := q.BatchSendMessage(msg("held"), msg("extended"))
+	require.NoError(t, err)
+	got, err := batchReceive(q, 2)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	srv.Advance(30 * time.Second)
+	// One is held by its first receive, the other by a visibility change.
+	_, err = q.ChangeMessageVisibility(got[1].ReceiptHandle, 3600)
+	require.NoError(t, err, "still held within retention")
+	info, err := srv.Queue(name)
+	require.NoError(t, err)
+	require.Equal(t, 2, info.Inactive, "in flight before retention ends")
+
+	srv.Advance(31 * time.Second)
+	info, err = srv.Queue(name)
+	require.NoError(t, err)
+	assert.Equal(t, 0, info.Active+info.Inactive+info.Delayed, "deleted at the end of retention although in flight for an hour")
+	assert.EqualValues(t, 2, srv.Stats().Expired, "counted as expired")
+	requireCode(t, codeMessageNotExist, q.DeleteMessage(got[0].ReceiptHandle), "delete after retention ended")
+}
+
+// TestQueueAttributeRanges: VisibilityTimeout 0 is refused (1..43200, not
+// "the default"), and MessageRetentionPeriod stops at 604800 (7 days) as
+// the service documents today.
+func TestQueueAttributeRanges(t *testing.T) {
+	srv := newServer(t, nil)
+	assert.ErrorIs(t, srv.CreateQueue("r1", &mnstest.QueueAttributes{MessageRetentionPeriod: 604801}), mnstest.ErrInvalidArgument,
+		"retention one second over 7 days")
+	assert.NoError(t, srv.CreateQueue("r2", &mnstest.QueueAttributes{MessageRetentionPeriod: 604800}), "retention of 7 days")
+	mgr := ali_mns.NewMNSQueueManager(newClient(srv))
+	requireCode(t, codeInvalidArgument, mgr.SetQueueAttributesWithOptions("r2", ali_mns.WithMessageRetentionPeriod(1296000)),
+		"the SDK allows 15 days; the service no longer does")
+}
