@@ -111,3 +111,56 @@ func TestQueueAttributeRanges(t *testing.T) {
 	requireCode(t, codeInvalidArgument, mgr.SetQueueAttributesWithOptions("r2", ali_mns.WithMessageRetentionPeriod(1296000)),
 		"the SDK allows 15 days; the service no longer does")
 }
+
+// TestDeadLetterPolicy: a queue with a dead-letter policy moves a message
+// that was received MaxReceiveCount times, instead of delivering it again,
+// to its dead-letter queue, with the same id and body.
+func TestDeadLetterPolicy(t *testing.T) {
+	srv := newServer(t, nil)
+	require.NoError(t, srv.CreateQueue("dlq", nil))
+	require.NoError(t, srv.CreateQueue("src", &mnstest.QueueAttributes{VisibilityTimeout: 1, DeadLetterQueue: "dlq", MaxReceiveCount: 2}))
+	src := ali_mns.NewMNSQueue("src", newClient(srv))
+	dlq := ali_mns.NewMNSQueue("dlq", newClient(srv))
+	sent, err := src.SendMessage(msg("poison"))
+	require.NoError(t, err)
+	for i := 1; i <= 2; i++ {
+		m, err := receive(src)
+		require.NoError(t, err, "receive %d of 2 is allowed", i)
+		assert.EqualValues(t, i, m.DequeueCount)
+		srv.Advance(2 * time.Second) // not deleted: its visibility lapses
+	}
+	_, err = receive(src)
+	requireCode(t, codeMessageNotExist, err, "the third receive finds it moved")
+	m, err := receive(dlq)
+	require.NoError(t, err, "the message is in the dead-letter queue")
+	assert.Equal(t, "poison", m.MessageBody)
+	assert.Equal(t, sent.MessageId, m.MessageId, "same message id")
+	assert.EqualValues(t, 1, m.DequeueCount, "received afresh from the dead-letter queue")
+	st := srv.Stats()
+	assert.EqualValues(t, 1, st.DeadLettered)
+	assert.Zero(t, st.DeadLetterDropped)
+	info, err := srv.Queue("src")
+	require.NoError(t, err)
+	assert.Zero(t, info.Active+info.Inactive+info.Delayed, "nothing left in the source queue")
+
+	// A dead-letter queue deleted after the policy was set: the message
+	// goes nowhere, and is counted.
+	require.NoError(t, srv.DeleteQueue("dlq"))
+	_, err = src.SendMessage(msg("orphan"))
+	require.NoError(t, err)
+	for range 2 {
+		_, err := receive(src)
+		require.NoError(t, err)
+		srv.Advance(2 * time.Second)
+	}
+	_, err = receive(src)
+	requireCode(t, codeMessageNotExist, err, "moved out although its dead-letter queue is gone")
+	assert.EqualValues(t, 1, srv.Stats().DeadLetterDropped, "counted as dropped")
+
+	assert.ErrorIs(t, srv.CreateQueue("self", &mnstest.QueueAttributes{DeadLetterQueue: "self", MaxReceiveCount: 3}), mnstest.ErrInvalidArgument,
+		"a queue cannot be its own dead-letter queue")
+	assert.ErrorIs(t, srv.CreateQueue("orphan", &mnstest.QueueAttributes{DeadLetterQueue: "missing", MaxReceiveCount: 3}), mnstest.ErrInvalidArgument,
+		"the dead-letter queue must exist")
+	assert.ErrorIs(t, srv.CreateQueue("half", &mnstest.QueueAttributes{DeadLetterQueue: "src"}), mnstest.ErrInvalidArgument,
+		"a policy needs a MaxReceiveCount")
+}

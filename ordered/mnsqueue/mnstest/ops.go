@@ -45,6 +45,15 @@ func (c *call) setQueueAttributes() *apiError {
 	if q == nil {
 		return errQueueNotExist
 	}
+	if p := qb.DlqPolicy; p != nil {
+		// Checked before q.mu is taken: the server lock comes first.
+		c.s.mu.RLock()
+		err := c.s.checkDeadLetterQueue(c.qname, strings.TrimSpace(p.DeadLetterTargetQueue))
+		c.s.mu.RUnlock()
+		if err != nil {
+			return err
+		}
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.deleted {
@@ -325,6 +334,7 @@ func (c *call) receiveMessage() *apiError {
 		wait = w
 	}
 	out := make([]delivery, 0, n)
+	var dead []*message
 	deadline := int64(0)
 	waiting := false
 	for {
@@ -344,8 +354,20 @@ func (c *call) receiveMessage() *apiError {
 			}
 			deadline = now + wait*second
 		}
-		out = q.receive(n, now, c.faults.Redeliver, out[:0])
-		if len(out) > 0 || now >= deadline {
+		out, dead = q.receive(n, now, c.faults.Redeliver, out[:0], dead[:0])
+		done := len(out) > 0 || now >= deadline
+		if len(dead) > 0 {
+			// Moved with q unlocked: the dead-letter queue has its own lock.
+			dlq := q.attrs.DeadLetterQueue
+			q.mu.Unlock()
+			c.s.deadLetter(dlq, dead, now)
+			if done {
+				break
+			}
+			waiting = false
+			continue // look again: q may have changed meanwhile
+		}
+		if done {
 			q.mu.Unlock()
 			break
 		}

@@ -32,6 +32,22 @@ type QueueAttributes struct {
 	PollingWaitSeconds int
 	// LoggingEnabled is stored and reported; it has no other effect.
 	LoggingEnabled bool
+	// DeadLetterQueue and MaxReceiveCount are the queue's dead-letter
+	// policy, as the service offers it ("Dead-letter queue" in its
+	// documentation): a message that was received MaxReceiveCount times and
+	// is due to be received again is moved to DeadLetterQueue instead,
+	// with its id, body, priority and retention deadline ("the total
+	// retention time is the sum of the time spent in both"). Both empty:
+	// no policy. MaxReceiveCount is 1..1000 (a range of our choosing: the
+	// service documents none); the dead-letter queue must exist when the
+	// policy is set and must not be the queue itself. If it is deleted
+	// later, moved messages are dropped and counted
+	// (Stats.DeadLetterDropped). Over REST the policy is the element
+	// <DlqPolicy> with <Enabled>, <DeadLetterTargetQueue> and
+	// <MaxReceiveCount>, the names of the service's OpenAPI; the Go SDK
+	// v1.0.11 cannot send it.
+	DeadLetterQueue string
+	MaxReceiveCount int
 }
 
 const (
@@ -42,6 +58,7 @@ const (
 	maxRetentionSeconds    = 604800
 	maxVisibilitySeconds   = 43200
 	maxPollingWaitSeconds  = 30
+	maxReceiveCountLimit   = 1000
 	minMaxMessageSize      = 1024
 	maxBatch               = 16
 	maxBatchBytes          = 65536
@@ -85,6 +102,10 @@ func (a QueueAttributes) check() *apiError {
 		return rangeError("VisibilityTimeout", 1, maxVisibilitySeconds, "seconds")
 	case a.PollingWaitSeconds < 0 || a.PollingWaitSeconds > maxPollingWaitSeconds:
 		return rangeError("PollingWaitSeconds", 0, maxPollingWaitSeconds, "seconds")
+	case (a.DeadLetterQueue == "") != (a.MaxReceiveCount == 0):
+		return invalidArgument("A dead-letter policy needs both DeadLetterTargetQueue and MaxReceiveCount.")
+	case a.MaxReceiveCount < 0 || a.MaxReceiveCount > maxReceiveCountLimit:
+		return rangeError("MaxReceiveCount", 1, maxReceiveCountLimit, "")
 	}
 	return nil
 }
@@ -392,12 +413,20 @@ func (q *queue) send(body, md5 string, delay int64, priority int, now int64, los
 
 // receive hands out up to n visible messages, making them invisible for the
 // queue's visibility timeout (or less, when the Redeliver fault fires).
-func (q *queue) receive(n int, now int64, redeliver float64, out []delivery) []delivery {
+// Under a dead-letter policy, a message already received MaxReceiveCount
+// times is removed instead and returned in dead, for the caller to move to
+// the dead-letter queue once it has released q.mu.
+func (q *queue) receive(n int, now int64, redeliver float64, out []delivery, dead []*message) ([]delivery, []*message) {
 	vt := int64(q.attrs.VisibilityTimeout) * second
 	for len(out) < n {
 		m := q.pick(now)
 		if m == nil {
 			break
+		}
+		if q.attrs.MaxReceiveCount > 0 && m.dequeues >= int64(q.attrs.MaxReceiveCount) {
+			delete(q.msgs, m.seq)
+			dead = append(dead, m)
+			continue
 		}
 		m.state = stateInflight
 		q.inflight++
@@ -415,7 +444,38 @@ func (q *queue) receive(n int, now int64, redeliver float64, out []delivery) []d
 		q.srv.stats.received.Add(1)
 		out = append(out, q.deliveryOf(m, true))
 	}
-	return out
+	return out, dead
+}
+
+// adopt stores messages moved from another queue by its dead-letter policy:
+// same id, body, priority and retention deadline, received afresh.
+func (q *queue) adopt(moved []*message, now int64) {
+	for _, old := range moved {
+		if old.expires <= now {
+			q.srv.stats.expired.Add(1)
+			continue
+		}
+		q.nextSeq++
+		m := &message{
+			seq:      q.nextSeq,
+			id:       old.id,
+			body:     old.body,
+			md5:      old.md5,
+			priority: old.priority,
+			enqueued: old.enqueued,
+			expires:  old.expires,
+			state:    stateActive,
+			vidx:     -1,
+			tidx:     -1,
+		}
+		if len(q.shards) > 1 {
+			m.shard = q.rng.IntN(len(q.shards))
+		}
+		q.msgs[m.seq] = m
+		q.active++
+		heap.Push(&q.shards[m.shard], m)
+	}
+	q.wake()
 }
 
 // peek returns up to n visible messages without changing their state.

@@ -354,3 +354,28 @@ func TestRawReceiptHandlePlusLiteral(t *testing.T) {
 	a = do(t, s, "DELETE", "/queues/raw/messages?ReceiptHandle="+m.ReceiptHandle, "", nil)
 	assert.Equal(t, 204, a.status, "delete with the handle as issued, unescaped: %s", a.body)
 }
+
+// TestRawDeadLetterPolicy: the policy travels as <DlqPolicy> in CreateQueue,
+// SetQueueAttributes and GetQueueAttributes.
+func TestRawDeadLetterPolicy(t *testing.T) {
+	s := newRawServer(t)
+	a := do(t, s, "PUT", "/queues/src", `<Queue><DlqPolicy><Enabled>true</Enabled><DeadLetterTargetQueue>raw</DeadLetterTargetQueue><MaxReceiveCount>4</MaxReceiveCount></DlqPolicy></Queue>`, nil)
+	require.Equal(t, 201, a.status, a.body)
+	a = do(t, s, "GET", "/queues/src", "", nil)
+	require.Equal(t, 200, a.status, a.body)
+	assert.Contains(t, a.body, "<DlqPolicy><Enabled>true</Enabled><DeadLetterTargetQueue>raw</DeadLetterTargetQueue><MaxReceiveCount>4</MaxReceiveCount></DlqPolicy>")
+	for _, body := range []string{
+		`<Queue><DlqPolicy><Enabled>true</Enabled><DeadLetterTargetQueue>src</DeadLetterTargetQueue><MaxReceiveCount>4</MaxReceiveCount></DlqPolicy></Queue>`,
+		`<Queue><DlqPolicy><Enabled>true</Enabled><DeadLetterTargetQueue>nope</DeadLetterTargetQueue><MaxReceiveCount>4</MaxReceiveCount></DlqPolicy></Queue>`,
+		`<Queue><DlqPolicy><Enabled>true</Enabled><DeadLetterTargetQueue>raw</DeadLetterTargetQueue><MaxReceiveCount>0</MaxReceiveCount></DlqPolicy></Queue>`,
+		`<Queue><DlqPolicy><Enabled>maybe</Enabled></DlqPolicy></Queue>`,
+	} {
+		a = do(t, s, "PUT", "/queues/src?metaoverride=true", body, nil)
+		assert.Equal(t, CodeInvalidArgument, a.err.Code, "%s: %s", body, a.body)
+	}
+	a = do(t, s, "PUT", "/queues/src?metaoverride=true", `<Queue><DlqPolicy><Enabled>false</Enabled></DlqPolicy></Queue>`, nil)
+	require.Equal(t, 204, a.status, a.body)
+	info, err := s.Queue("src")
+	require.NoError(t, err)
+	assert.Zero(t, info.Attributes.MaxReceiveCount, "Enabled false removes the policy")
+}

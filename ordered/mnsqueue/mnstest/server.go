@@ -331,6 +331,9 @@ func (s *Server) createQueue(name string, a QueueAttributes) (created bool, _ *a
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.checkDeadLetterQueue(name, a.DeadLetterQueue); err != nil {
+		return false, err
+	}
 	if q, ok := s.queues[name]; ok {
 		q.mu.Lock()
 		same := q.attrs == a
@@ -343,6 +346,42 @@ func (s *Server) createQueue(name string, a QueueAttributes) (created bool, _ *a
 	s.queueID++
 	s.queues[name] = newQueue(s, name, s.queueID, a, s.now())
 	return true, nil
+}
+
+// checkDeadLetterQueue refuses a dead-letter queue that is the queue itself
+// or does not exist. The caller holds s.mu.
+func (s *Server) checkDeadLetterQueue(name, dlq string) *apiError {
+	switch {
+	case dlq == "":
+		return nil
+	case dlq == name:
+		return invalidArgument("A queue cannot be its own dead-letter queue.")
+	case s.queues[dlq] == nil:
+		return invalidArgument("The dead-letter queue " + dlq + " does not exist.")
+	}
+	return nil
+}
+
+// deadLetter moves messages removed by name's dead-letter policy into the
+// dead-letter queue dlq; if it no longer exists they are dropped, and
+// counted. The caller holds no queue lock.
+func (s *Server) deadLetter(dlq string, moved []*message, now int64) {
+	if len(moved) == 0 {
+		return
+	}
+	s.stats.deadLettered.Add(int64(len(moved)))
+	d := s.queue(dlq)
+	if d != nil {
+		d.mu.Lock()
+		if !d.deleted {
+			d.advance(now)
+			d.adopt(moved, now)
+			d.mu.Unlock()
+			return
+		}
+		d.mu.Unlock()
+	}
+	s.stats.deadLetterDropped.Add(int64(len(moved)))
 }
 
 // DeleteQueue deletes a queue and its messages; waiting long polls on it

@@ -63,6 +63,9 @@ type counters struct {
 	drops       atomic.Int64
 	earlyEmpty  atomic.Int64
 
+	deadLettered      atomic.Int64
+	deadLetterDropped atomic.Int64
+
 	errMu  sync.Mutex
 	errors map[string]int64
 }
@@ -91,6 +94,9 @@ type Stats struct {
 	// deliveries cut short, 500 answers (whole or partial batch failures),
 	// dropped connections, receives answered empty at once.
 	LostAckedSends, Redelivered, Errors5xx, Drops, EarlyEmpty int64
+	// DeadLettered counts messages moved by a queue's dead-letter policy,
+	// DeadLetterDropped those of them whose dead-letter queue was gone.
+	DeadLettered, DeadLetterDropped int64
 	// Active, Inactive and Delayed count the messages of all queues by state.
 	Active, Inactive, Delayed int
 }
@@ -110,6 +116,9 @@ func (s *Server) Stats() Stats {
 		Errors5xx:      c.errors5xx.Load(),
 		Drops:          c.drops.Load(),
 		EarlyEmpty:     c.earlyEmpty.Load(),
+
+		DeadLettered:      c.deadLettered.Load(),
+		DeadLetterDropped: c.deadLetterDropped.Load(),
 	}
 	for i := range c.requests {
 		if n := c.requests[i].Load(); n > 0 {
