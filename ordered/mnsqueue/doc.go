@@ -63,9 +63,13 @@
 //     visibility lapsed, or it was deleted);
 //   - ReceiptHandleError is driver.ErrBadReceipt;
 //   - QueueNotExist is driver.ErrQueueNotFound;
-//   - network errors and timeouts, InternalError, QpsLimitExceeded and
-//     answers that do not parse are retryable (IsRetryable); anything else,
-//     InvalidArgument for one, is not.
+//   - throttling, 429 TooManyRequests (the service's answer today, past
+//     its request rate or to a consumer that receives without deleting)
+//     and 400 QpsLimitExceeded (older versions), is driver.ErrThrottled,
+//     and retryable: the portable layer backs off;
+//   - network errors and timeouts, InternalError and answers that do not
+//     parse are retryable (IsRetryable); anything else, InvalidArgument
+//     for one, is not.
 //
 // A batch in which some entries failed returns a *driver.BatchError whose
 // entries are classified the same way.

@@ -224,8 +224,9 @@ func (q *Queue) Name() string { return q.name }
 func (q *Queue) Limits() driver.Limits { return q.limits }
 
 // IsRetryable implements driver.Queue: network errors and timeouts, answers
-// that do not parse, InternalError and QpsLimitExceeded are transient; a
-// *driver.BatchError is retryable when every failed entry is.
+// that do not parse, InternalError and throttling (driver.ErrThrottled:
+// TooManyRequests, QpsLimitExceeded) are transient; a *driver.BatchError is
+// retryable when every failed entry is.
 func (q *Queue) IsRetryable(err error) bool { return isRetryable(err) }
 
 // result is the outcome of an SDK call.

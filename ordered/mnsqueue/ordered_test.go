@@ -203,3 +203,40 @@ func BenchmarkOrderedVsRaw(b *testing.B) {
 		})
 	}
 }
+
+// TestOrderedUnderThrottling runs package ordered over the emulator with a
+// request rate limit, answered 429 TooManyRequests and, in the legacy form,
+// 400 QpsLimitExceeded: the driver reports both as retryable
+// driver.ErrThrottled, so the portable layer backs off and retries, and
+// every group still sees 1..n in order.
+func TestOrderedUnderThrottling(t *testing.T) {
+	for _, legacy := range []bool{false, true} {
+		t.Run(fmt.Sprintf("legacy=%v", legacy), func(t *testing.T) {
+			srv := newServer(t, &mnstest.Options{Throttle: mnstest.Throttle{RequestRate: 400, Legacy: legacy, Hold: 20 * time.Millisecond}})
+			tx, rx := orderedPair(t, srv, &mnsqueue.QueueAttributes{Visibility: 5 * time.Second},
+				func(string) seqstore.Store { return memstore.New() },
+				ordered.ReceiveOptions{Wait: time.Second, Concurrency: 16, Fetchers: 4})
+			const groups, n = 10, 40
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			rec := newGroupRecorder(groups * n)
+			runErr := make(chan error, 1)
+			go func() { runErr <- runUntil(rx, rec, 50*time.Second) }()
+			sendGroups(t, ctx, tx, groups, n, 8)
+			require.NoError(t, <-runErr, "receiving every message")
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			assert.Empty(t, rec.bad, "out-of-order, duplicate or unordered deliveries")
+			for g, last := range rec.next {
+				assert.Equal(t, n, last, "last body of group %s", g)
+			}
+			st := srv.Stats()
+			code := mnstest.CodeTooManyRequests
+			if legacy {
+				code = mnstest.CodeQpsLimitExceeded
+			}
+			assert.Positive(t, st.Errors[code], "the emulator throttled requests (%s): the test must exercise the backoff", code)
+			t.Logf("throttled %d requests; requests %v", st.Throttled, st.Requests)
+		})
+	}
+}

@@ -32,6 +32,8 @@ const (
 	CodeReceiptHandleError         = "ReceiptHandleError"
 	CodeSignatureDoesNotMatch      = "SignatureDoesNotMatch"
 	CodeTimeExpired                = "TimeExpired"
+	CodeTooManyRequests            = "TooManyRequests"
+	CodeQpsLimitExceeded           = "QpsLimitExceeded"
 )
 
 // Sentinel errors of the Go API (CreateQueue, DeleteQueue, Queue, SetFaults).

@@ -66,6 +66,9 @@ type call struct {
 	status int
 	code   string // error code answered, for the log
 	out    []byte
+	// admitted: the request passed the throttles (charged once, even when
+	// a long poll looks at its queue many times).
+	admitted bool
 }
 
 // Request and response buffers are reused: a batch is up to ~1 MiB of XML.
@@ -98,6 +101,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	err := c.serve(inBuf)
 	s.stats.requests[c.op].Add(1)
 	if err != nil {
+		if isThrottle(err) {
+			// The service holds a throttled request before it answers.
+			c.wait(nil, s.opts.Throttle.Hold)
+		}
 		c.fail(err)
 	}
 	c.finish()

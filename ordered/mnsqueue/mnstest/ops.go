@@ -194,8 +194,11 @@ func checkEntry(body *string, delayText, prioText string, maxSize int) entry {
 	return entry{body: *body, md5: strings.ToUpper(hex.EncodeToString(sum[:])), delay: delay, priority: int(prio)}
 }
 
-// messageQueue returns the request's queue, locked, with its timers advanced.
-func (c *call) messageQueue() (*queue, int64, *apiError) {
+// messageQueue returns the request's queue, locked, with its timers
+// advanced. The first call of a request charges it cost against the queue's
+// request rate and, for a receive, checks the consumption throttle
+// (Options.Throttle); a refusal leaves the queue unlocked.
+func (c *call) messageQueue(cost int) (*queue, int64, *apiError) {
 	q := c.s.queue(c.qname)
 	if q == nil {
 		return nil, 0, errQueueNotExist
@@ -207,6 +210,14 @@ func (c *call) messageQueue() (*queue, int64, *apiError) {
 	}
 	now := c.s.now()
 	q.advance(now)
+	if !c.admitted {
+		c.admitted = true
+		receive := c.op == opReceiveMessage || c.op == opBatchReceiveMessage
+		if err := q.admit(now, &c.s.opts.Throttle, cost, receive); err != nil {
+			q.mu.Unlock()
+			return nil, 0, err
+		}
+	}
 	return q, now, nil
 }
 
@@ -215,7 +226,7 @@ func (c *call) sendMessage() *apiError {
 	if err := decodeSend(c.body, &sb, "Message"); err != nil {
 		return err
 	}
-	q, now, err := c.messageQueue()
+	q, now, err := c.messageQueue(1)
 	if err != nil {
 		return err
 	}
@@ -257,7 +268,7 @@ func (c *call) batchSendMessage() *apiError {
 	if total > maxBatchBytes {
 		return rangeError("total size of MessageBody in batch request", 1, maxBatchBytes, "bytes")
 	}
-	q, now, err := c.messageQueue()
+	q, now, err := c.messageQueue(n)
 	if err != nil {
 		return err
 	}
@@ -338,7 +349,7 @@ func (c *call) receiveMessage() *apiError {
 	deadline := int64(0)
 	waiting := false
 	for {
-		q, now, err := c.messageQueue()
+		q, now, err := c.messageQueue(n)
 		if err != nil {
 			if waiting {
 				return errMessageNotExist // the queue went away during the wait
@@ -415,7 +426,7 @@ func (c *call) peekMessage() *apiError {
 	if err != nil {
 		return err
 	}
-	q, now, err := c.messageQueue()
+	q, now, err := c.messageQueue(n)
 	if err != nil {
 		return err
 	}
@@ -448,7 +459,7 @@ func (c *call) deleteMessage() *apiError {
 	if handle == "" {
 		return errMissingHandle
 	}
-	q, _, err := c.messageQueue()
+	q, _, err := c.messageQueue(1)
 	if err != nil {
 		return err
 	}
@@ -482,7 +493,7 @@ func (c *call) batchDeleteMessage() *apiError {
 			}
 		}
 	}
-	q, _, err := c.messageQueue()
+	q, _, err := c.messageQueue(n)
 	if err != nil {
 		return err
 	}
@@ -531,7 +542,7 @@ func (c *call) changeVisibility() *apiError {
 	if perr != nil || vt < 1 || vt > maxVisibilitySeconds {
 		return rangeError("VisibilityTimeout", 1, maxVisibilitySeconds, "seconds")
 	}
-	q, now, err := c.messageQueue()
+	q, now, err := c.messageQueue(1)
 	if err != nil {
 		return err
 	}

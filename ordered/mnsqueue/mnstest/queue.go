@@ -135,22 +135,23 @@ const (
 
 // message is one stored message. Its fields are guarded by its queue's mutex.
 type message struct {
-	seq      uint64 // enqueue order within the queue, also the handle's key
-	id       string
-	body     string
-	md5      string
-	priority int
-	shard    int
-	enqueued int64 // server clock, ns
-	visible  int64 // when a delayed or in-flight message becomes visible, ns
-	expires  int64 // enqueued + retention, ns
-	due      int64 // min(visible, expires): when the timer heap must look at it
-	firstDeq int64 // first receive, ns; 0 before
-	dequeues int64
-	gen      uint32 // bumped by every receive and visibility change: older handles go stale
-	state    uint8
-	vidx     int // index in the shard heap, -1 when not in it
-	tidx     int // index in the timer heap, -1 when not in it
+	seq       uint64 // enqueue order within the queue, also the handle's key
+	id        string
+	body      string
+	md5       string
+	priority  int
+	shard     int
+	enqueued  int64 // server clock, ns
+	visible   int64 // when a delayed or in-flight message becomes visible, ns
+	expires   int64 // enqueued + retention, ns
+	due       int64 // min(visible, expires): when the timer heap must look at it
+	firstDeq  int64 // first receive, ns; 0 before
+	heldSince int64 // when the receive that made it in flight happened, ns
+	dequeues  int64
+	gen       uint32 // bumped by every receive and visibility change: older handles go stale
+	state     uint8
+	vidx      int // index in the shard heap, -1 when not in it
+	tidx      int // index in the timer heap, -1 when not in it
 }
 
 // delivery is what a receive or peek answers for one message, copied out of
@@ -246,6 +247,8 @@ type queue struct {
 	delayed           int
 	waitCh            chan struct{}
 	waiters           int
+	rate              bucket      // Throttle.RequestRate
+	cons              consumption // Throttle.Consumption
 }
 
 func newQueue(s *Server, name string, id uint32, attrs QueueAttributes, now int64) *queue {
@@ -293,7 +296,8 @@ func (q *queue) advance(now int64) {
 	woke := false
 	for len(q.timers) > 0 && q.timers[0].due <= now {
 		m := heap.Pop(&q.timers).(*message)
-		if m.state == stateInflight {
+		inflight := m.state == stateInflight
+		if inflight {
 			q.inflight--
 		} else {
 			q.delayed--
@@ -302,6 +306,11 @@ func (q *queue) advance(now int64) {
 			delete(q.msgs, m.seq)
 			q.srv.stats.expired.Add(1)
 			continue
+		}
+		if inflight {
+			// A receipt ended without a delete.
+			q.cons.lapse(now)
+			q.srv.stats.lapsed.Add(1)
 		}
 		m.state = stateActive
 		q.active++
@@ -430,6 +439,8 @@ func (q *queue) receive(n int, now int64, redeliver float64, out []delivery, dea
 		}
 		m.state = stateInflight
 		q.inflight++
+		q.cons.peak = max(q.cons.peak, q.inflight)
+		m.heldSince = now
 		m.dequeues++
 		m.gen++
 		if m.firstDeq == 0 {
@@ -571,6 +582,8 @@ func (q *queue) info() QueueInfo {
 		Active:         q.active,
 		Inactive:       q.inflight,
 		Delayed:        q.delayed,
+		PeakInactive:   q.cons.peak,
+		Throttled:      q.cons.reason,
 		CreateTime:     time.Unix(0, q.created),
 		LastModifyTime: time.Unix(0, q.modified),
 	}
@@ -587,7 +600,15 @@ type QueueInfo struct {
 	// visibility timeout ends.
 	Inactive int
 	// Delayed messages wait for their delay to end.
-	Delayed                    int
+	Delayed int
+	// PeakInactive is the most messages that were ever in flight at once:
+	// received and not deleted, the figure the service's
+	// abnormal-consumption throttle watches.
+	PeakInactive int
+	// Throttled says why the queue's receives are throttled now
+	// (AbnormalUndeleted, AbnormalRate, AbnormalHold) as of the last
+	// receive, or "" (Throttle.Consumption).
+	Throttled                  string
 	CreateTime, LastModifyTime time.Time
 }
 

@@ -45,6 +45,9 @@ type Options struct {
 	Seed int64
 	// Faults injects failures from the start; SetFaults changes them later.
 	Faults Faults
+	// Throttle makes the server throttle requests and abnormal consumption
+	// as the service does; the zero value throttles nothing.
+	Throttle Throttle
 	// Logger receives one debug line per request and errors (nil: discard).
 	Logger *slog.Logger
 }
@@ -133,6 +136,9 @@ func (o *Options) validate() error {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := o.Throttle.validate(); err != nil {
+		return err
 	}
 	return o.Faults.validate()
 }

@@ -66,8 +66,23 @@ type counters struct {
 	deadLettered      atomic.Int64
 	deadLetterDropped atomic.Int64
 
+	throttled            atomic.Int64
+	consumptionThrottled atomic.Int64
+	lapsed               atomic.Int64
+	trips                [3]atomic.Int64 // AbnormalUndeleted, AbnormalRate, AbnormalHold
+
 	errMu  sync.Mutex
 	errors map[string]int64
+}
+
+var tripReasons = [3]string{AbnormalUndeleted, AbnormalRate, AbnormalHold}
+
+func (c *counters) countTrip(reason string) {
+	for i, r := range tripReasons {
+		if r == reason {
+			c.trips[i].Add(1)
+		}
+	}
 }
 
 func (c *counters) countError(code string) {
@@ -94,6 +109,17 @@ type Stats struct {
 	// deliveries cut short, 500 answers (whole or partial batch failures),
 	// dropped connections, receives answered empty at once.
 	LostAckedSends, Redelivered, Errors5xx, Drops, EarlyEmpty int64
+	// Throttled counts requests refused by Throttle.RequestRate,
+	// ConsumptionThrottled receives refused by Throttle.Consumption.
+	Throttled, ConsumptionThrottled int64
+	// ConsumptionTrips counts how often a queue's consumption turned
+	// abnormal, by reason (AbnormalUndeleted, AbnormalRate, AbnormalHold);
+	// counted only with Throttle.Consumption on.
+	ConsumptionTrips map[string]int64
+	// Lapsed counts receipts that ended without a delete: the visibility
+	// timeout lapsed and the message became visible again. Received minus
+	// Lapsed is what receivers deleted or still hold.
+	Lapsed int64
 	// DeadLettered counts messages moved by a queue's dead-letter policy,
 	// DeadLetterDropped those of them whose dead-letter queue was gone.
 	DeadLettered, DeadLetterDropped int64
@@ -119,6 +145,16 @@ func (s *Server) Stats() Stats {
 
 		DeadLettered:      c.deadLettered.Load(),
 		DeadLetterDropped: c.deadLetterDropped.Load(),
+
+		Throttled:            c.throttled.Load(),
+		ConsumptionThrottled: c.consumptionThrottled.Load(),
+		ConsumptionTrips:     make(map[string]int64),
+		Lapsed:               c.lapsed.Load(),
+	}
+	for i, r := range tripReasons {
+		if n := c.trips[i].Load(); n > 0 {
+			st.ConsumptionTrips[r] = n
+		}
 	}
 	for i := range c.requests {
 		if n := c.requests[i].Load(); n > 0 {
