@@ -17,7 +17,10 @@
 //
 // Flags:
 //
-//	-addr host:port          listen address (default 127.0.0.1:8931; IPv4 only)
+//	-addr host:port          listen address (default 127.0.0.1:8931; IPv4 only). An
+//	                         address that is not loopback needs -access-key-secret
+//	                         other than the published default
+//	-read-timeout d          longest time to read a request, headers and body (default 30s)
 //	-access-key-id id        accepted access key id (default inorder)
 //	-access-key-secret s     accepted access key secret (default inorder-secret)
 //	-shards n                internal shards per queue: 1 is FIFO, more reorder (default 4)
@@ -36,7 +39,9 @@
 //	-v                       log every request
 //
 // It stops cleanly on SIGINT or SIGTERM: open long polls are answered, and
-// the final counts are printed. State lives in memory only.
+// the final counts are printed. State lives in memory only, within caps: 1,000
+// queues, 1,000 topics, 100 subscriptions per topic (the service's limits), and
+// 1,000,000 messages or 1 GiB of bodies stored in all.
 package main
 
 import (
@@ -96,6 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&opts.Addr, "addr", "127.0.0.1:8931", "listen address (IPv4 host:port)")
 	fs.StringVar(&opts.AccessKeyID, "access-key-id", mnstest.DefaultAccessKeyID, "accepted access key id")
 	fs.StringVar(&opts.AccessKeySecret, "access-key-secret", mnstest.DefaultAccessKeySecret, "accepted access key secret")
+	fs.DurationVar(&opts.ReadTimeout, "read-timeout", 30*time.Second, "longest time to read a request, headers and body")
 	fs.IntVar(&opts.Shards, "shards", 4, "internal shards per queue (1 = FIFO)")
 	fs.IntVar(&opts.ReorderWindow, "reorder-window", 16, "how many later sends may overtake a message")
 	fs.Int64Var(&opts.Seed, "seed", 0, "seed of shard choice and faults (0: fixed default)")

@@ -81,6 +81,8 @@ func TestRun(t *testing.T) {
 func TestRunRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-addr", "localhost:0"},
+		{"-addr", "0.0.0.0:0"},
+		{"-addr", "0.0.0.0:0", "-access-key-secret", "inorder-secret"},
 		{"-shards", "65"},
 		{"-shards", "-1"},
 		{"-drop", "1.5"},

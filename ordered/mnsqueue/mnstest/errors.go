@@ -34,6 +34,10 @@ const (
 	CodeTimeExpired                = "TimeExpired"
 	CodeTooManyRequests            = "TooManyRequests"
 	CodeQpsLimitExceeded           = "QpsLimitExceeded"
+	// Limits of the emulator, in codes of our choosing (see Options).
+	CodeQueueNumExceededLimit   = "QueueNumExceededLimit"
+	CodeTopicNumExceededLimit   = "TopicNumExceededLimit"
+	CodeMessageNumExceededLimit = "MessageNumExceededLimit"
 )
 
 // Sentinel errors of the Go API (CreateQueue, DeleteQueue, Queue, SetFaults).
@@ -47,6 +51,9 @@ var (
 	// ErrInvalidArgument means a name, an attribute or an option is out of
 	// the range the service accepts.
 	ErrInvalidArgument = errors.New("mnstest: invalid argument")
+	// ErrLimitExceeded means a cap of Options (MaxQueues, MaxTopics,
+	// subscriptions per topic) is reached.
+	ErrLimitExceeded = errors.New("mnstest: limit exceeded")
 )
 
 // apiError is an error answer: HTTP status, MNS code and message text.
@@ -74,6 +81,9 @@ var (
 	errQueueExists     = newAPIError(http.StatusConflict, CodeQueueAlreadyExist, "The queue you want to create is already exist.")
 	errMissingHandle   = newAPIError(http.StatusBadRequest, CodeMissingReceiptHandle, "ReceiptHandle is required.")
 	errMissingVisTime  = newAPIError(http.StatusBadRequest, CodeMissingVisibilityTimeout, "VisibilityTimeout is required.")
+	errQueueLimit      = newAPIError(http.StatusBadRequest, CodeQueueNumExceededLimit, "The number of queues exceeds the limit.")
+	errMessageLimit    = newAPIError(http.StatusBadRequest, CodeMessageNumExceededLimit,
+		"The emulator holds as many messages as its MaxMessages or MaxMessageBytes allow.")
 )
 
 func invalidArgument(message string) *apiError {

@@ -3,6 +3,7 @@ package mnstest_test
 import (
 	"net/url"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -163,4 +164,55 @@ func TestDeadLetterPolicy(t *testing.T) {
 		"the dead-letter queue must exist")
 	assert.ErrorIs(t, srv.CreateQueue("half", &mnstest.QueueAttributes{DeadLetterQueue: "src"}), mnstest.ErrInvalidArgument,
 		"a policy needs a MaxReceiveCount")
+}
+
+// TestCaps: the emulator's memory is bounded: queues (the service's quota
+// of 1,000 by default) and stored messages and bytes. Refused creates and
+// sends store nothing; deletes and DeleteQueue give room back.
+func TestCaps(t *testing.T) {
+	srv := newServer(t, &mnstest.Options{MaxQueues: 2, MaxMessages: 20, MaxMessageBytes: 2000})
+	mgr := ali_mns.NewMNSQueueManager(newClient(srv))
+	require.NoError(t, mgr.CreateSimpleQueue("c1"))
+	require.NoError(t, mgr.CreateSimpleQueue("c2"))
+	err := mgr.CreateSimpleQueue("c3")
+	require.Error(t, err, "a third queue over MaxQueues 2")
+	assert.Contains(t, err.Error(), "code: QueueNumExceededLimit,")
+	assert.ErrorIs(t, srv.CreateQueue("c3", nil), mnstest.ErrLimitExceeded, "the Go API says so too")
+	requireCode(t, codeSameAttr, mgr.CreateSimpleQueue("c1"), "re-creating an existing queue is not a new one")
+
+	q1 := ali_mns.NewMNSQueue("c1", newClient(srv))
+	q2 := ali_mns.NewMNSQueue("c2", newClient(srv))
+	_, err = q1.BatchSendMessage(msgs("m", 16)...)
+	require.NoError(t, err)
+	resp, err := q2.BatchSendMessage(msgs("n", 8)...)
+	requireCode(t, codeBatchOpFail, err, "a batch that crosses MaxMessages 20 across queues")
+	accepted := 0
+	for _, e := range resp.Messages {
+		if e.ErrorCode == "" {
+			accepted++
+		} else {
+			assert.Equal(t, "MessageNumExceededLimit", e.ErrorCode)
+		}
+	}
+	assert.Equal(t, 4, accepted, "the entries that fit are stored")
+	_, err = q2.SendMessage(msg("over"))
+	require.Error(t, err, "a single send when full")
+	assert.Contains(t, err.Error(), "code: MessageNumExceededLimit,")
+
+	got, err := batchReceive(q1, 16)
+	require.NoError(t, err)
+	var hs []string
+	for _, m := range got {
+		hs = append(hs, m.ReceiptHandle)
+	}
+	_, err = q1.BatchDeleteMessage(hs...)
+	require.NoError(t, err)
+	_, err = q2.SendMessage(msg("room again"))
+	assert.NoError(t, err, "deletes gave room back")
+	require.NoError(t, mgr.DeleteQueue("c2"))
+	_, err = q1.SendMessage(ali_mns.MessageSendRequest{MessageBody: strings.Repeat("b", 1999), Priority: 8})
+	assert.NoError(t, err, "DeleteQueue gave its messages' room back")
+	_, err = q1.SendMessage(msg("xx"))
+	require.Error(t, err, "over MaxMessageBytes 2000")
+	assert.Contains(t, err.Error(), "code: MessageNumExceededLimit,")
 }

@@ -246,6 +246,11 @@ func TestQueueModel(t *testing.T) {
 					require.NotEqual(rt, stateActive, m.state)
 				}
 				require.Equal(rt, len(q.msgs), q.active+q.inflight+q.delayed, "every stored message in exactly one place")
+				var bytes int64
+				for _, m := range q.msgs {
+					bytes += int64(len(m.body))
+				}
+				require.Equal(rt, bytes, q.bytes, "stored bytes")
 				// Visible messages not yet expired are stored (expired ones
 				// may or may not be: their expiry is lazy).
 				for _, m := range model {

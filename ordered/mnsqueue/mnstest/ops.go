@@ -194,6 +194,18 @@ func checkEntry(body *string, delayText, prioText string, maxSize int) entry {
 	return entry{body: *body, md5: strings.ToUpper(hex.EncodeToString(sum[:])), delay: delay, priority: int(prio)}
 }
 
+// store sends e to q, within the server's caps (Options.MaxMessages,
+// MaxMessageBytes): a send beyond them fails e with MessageNumExceededLimit.
+// The LoseAckedSends fault may throw e away. The caller holds q.mu.
+func (c *call) store(q *queue, e *entry, now int64) {
+	lost := c.faults.LoseAckedSends > 0 && q.rng.Float64() < c.faults.LoseAckedSends
+	if !lost && !c.s.reserve(1, int64(len(e.body)), false) {
+		e.err = errMessageLimit
+		return
+	}
+	e.id, e.handle = q.send(e.body, e.md5, e.delay, e.priority, now, lost)
+}
+
 // messageQueue returns the request's queue, locked, with its timers
 // advanced. The first call of a request charges it cost against the queue's
 // request rate and, for a receive, checks the consumption throttle
@@ -235,9 +247,11 @@ func (c *call) sendMessage() *apiError {
 		q.mu.Unlock()
 		return e.err
 	}
-	lost := c.faults.LoseAckedSends > 0 && q.rng.Float64() < c.faults.LoseAckedSends
-	e.id, e.handle = q.send(e.body, e.md5, e.delay, e.priority, now, lost)
+	c.store(q, &e, now)
 	q.mu.Unlock()
+	if e.err != nil {
+		return e.err
+	}
 	b := append(c.out, xmlHeader...)
 	b = append(b, "<Message"+xmlNS+">"...)
 	b = appendElem(b, "MessageId", e.id)
@@ -292,8 +306,9 @@ func (c *call) batchSendMessage() *apiError {
 			failed++
 			continue
 		}
-		lost := c.faults.LoseAckedSends > 0 && q.rng.Float64() < c.faults.LoseAckedSends
-		e.id, _ = q.send(e.body, e.md5, e.delay, e.priority, now, lost)
+		if c.store(q, e, now); e.err != nil {
+			failed++
+		}
 	}
 	q.mu.Unlock()
 	b := append(c.out, xmlHeader...)

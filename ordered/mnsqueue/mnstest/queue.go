@@ -249,6 +249,22 @@ type queue struct {
 	waiters           int
 	rate              bucket      // Throttle.RequestRate
 	cons              consumption // Throttle.Consumption
+	bytes             int64       // sum of the stored bodies
+}
+
+// store adds m to the queue's messages and to the server's totals, which
+// Options.MaxMessages and MaxMessageBytes bound (the caller reserved room
+// with Server.reserve).
+func (q *queue) store(m *message) {
+	q.msgs[m.seq] = m
+	q.bytes += int64(len(m.body))
+}
+
+// unstore removes m from the queue's messages and releases its room.
+func (q *queue) unstore(m *message) {
+	delete(q.msgs, m.seq)
+	q.bytes -= int64(len(m.body))
+	q.srv.release(1, int64(len(m.body)))
 }
 
 func newQueue(s *Server, name string, id uint32, attrs QueueAttributes, now int64) *queue {
@@ -303,7 +319,7 @@ func (q *queue) advance(now int64) {
 			q.delayed--
 		}
 		if m.expires <= now {
-			delete(q.msgs, m.seq)
+			q.unstore(m)
 			q.srv.stats.expired.Add(1)
 			continue
 		}
@@ -365,7 +381,7 @@ func (q *queue) pick(now int64) *message {
 		m := heap.Pop(&q.shards[shard]).(*message)
 		q.active--
 		if m.expires <= now {
-			delete(q.msgs, m.seq)
+			q.unstore(m)
 			q.srv.stats.expired.Add(1)
 			continue
 		}
@@ -405,7 +421,7 @@ func (q *queue) send(body, md5 string, delay int64, priority int, now int64, los
 		vidx:     -1,
 		tidx:     -1,
 	}
-	q.msgs[seq] = m
+	q.store(m)
 	q.srv.stats.sent.Add(1)
 	if delay > 0 {
 		m.state = stateDelayed
@@ -433,7 +449,7 @@ func (q *queue) receive(n int, now int64, redeliver float64, out []delivery, dea
 			break
 		}
 		if q.attrs.MaxReceiveCount > 0 && m.dequeues >= int64(q.attrs.MaxReceiveCount) {
-			delete(q.msgs, m.seq)
+			q.unstore(m)
 			dead = append(dead, m)
 			continue
 		}
@@ -482,7 +498,7 @@ func (q *queue) adopt(moved []*message, now int64) {
 		if len(q.shards) > 1 {
 			m.shard = q.rng.IntN(len(q.shards))
 		}
-		q.msgs[m.seq] = m
+		q.store(m)
 		q.active++
 		heap.Push(&q.shards[m.shard], m)
 	}
@@ -552,7 +568,7 @@ func (q *queue) remove(handle string) *apiError {
 	} else {
 		q.delayed--
 	}
-	delete(q.msgs, m.seq)
+	q.unstore(m)
 	q.srv.stats.deleted.Add(1)
 	return nil
 }

@@ -26,11 +26,33 @@ type Options struct {
 	// Addr is the TCP address to listen on (default "127.0.0.1:0", a free
 	// loopback port). The host must be an IPv4 literal: the SDK accepts only
 	// endpoints with exactly four dots. An unspecified host (0.0.0.0)
-	// listens everywhere and is advertised as 127.0.0.1.
+	// listens everywhere and is advertised as 127.0.0.1. A host that is
+	// not loopback is refused unless AccessKeySecret is set to something
+	// other than the published DefaultAccessKeySecret: anyone who can reach
+	// the port could otherwise use the server.
 	Addr string
 	// AccessKeyID and AccessKeySecret are the one credential the server
 	// accepts (defaults DefaultAccessKeyID and DefaultAccessKeySecret).
 	AccessKeyID, AccessKeySecret string
+	// ReadTimeout bounds the reading of a request, headers and body
+	// (default 30s); a client that sends slower gets an error answer or a
+	// closed connection. Reading the headers alone is bounded by the
+	// smaller of it and 10s. Long polls are not affected.
+	ReadTimeout time.Duration
+	// MaxQueues and MaxTopics cap how many queues and topics may exist
+	// (default 1,000 each, the service's quota per region); CreateQueue and
+	// CreateTopic beyond them answer 400 QueueNumExceededLimit and
+	// TopicNumExceededLimit (codes of our choosing, after the MNS .NET
+	// SDK's QueueNumExceededLimitException: the service documents none).
+	// Subscriptions are capped at the service's 100 per topic.
+	MaxQueues, MaxTopics int
+	// MaxMessages and MaxMessageBytes cap the messages stored in all queues
+	// together, and the sum of their bodies (defaults 1,000,000 and 1 GiB;
+	// the service has no such limit, the emulator's memory does). A send
+	// beyond them answers 400 MessageNumExceededLimit (our code) and
+	// stores nothing.
+	MaxMessages     int
+	MaxMessageBytes int64
 	// Shards is the number of internal shards per queue (default 4, at most
 	// 64). A message goes to a random shard; receives take from shards at
 	// random, so delivery is "basically ordered" like the service's
@@ -109,9 +131,32 @@ func (o *Options) validate() error {
 	if err != nil {
 		return fmt.Errorf("mnstest: address %q: %w", o.Addr, err)
 	}
-	if ip := net.ParseIP(host); ip == nil || ip.To4() == nil {
+	ip := net.ParseIP(host)
+	if ip == nil || ip.To4() == nil {
 		return fmt.Errorf("mnstest: address %q: host must be an IPv4 literal (the SDK rejects other endpoints): %w",
 			o.Addr, ErrInvalidArgument)
+	}
+	if !ip.IsLoopback() && (o.AccessKeySecret == "" || o.AccessKeySecret == DefaultAccessKeySecret) {
+		return fmt.Errorf("mnstest: address %q is not loopback: set AccessKeyID and an AccessKeySecret other than the published default, "+
+			"or anyone who reaches the port can use the server: %w", o.Addr, ErrInvalidArgument)
+	}
+	if o.ReadTimeout == 0 {
+		o.ReadTimeout = defaultReadTimeout
+	}
+	if o.MaxQueues == 0 {
+		o.MaxQueues = defaultMaxQueues
+	}
+	if o.MaxTopics == 0 {
+		o.MaxTopics = defaultMaxTopics
+	}
+	if o.MaxMessages == 0 {
+		o.MaxMessages = defaultMaxMessages
+	}
+	if o.MaxMessageBytes == 0 {
+		o.MaxMessageBytes = defaultMaxMessageBytes
+	}
+	if o.ReadTimeout < 0 || o.MaxQueues < 0 || o.MaxTopics < 0 || o.MaxMessages < 0 || o.MaxMessageBytes < 0 {
+		return fmt.Errorf("mnstest: negative ReadTimeout or cap: %w", ErrInvalidArgument)
 	}
 	if o.AccessKeyID == "" {
 		o.AccessKeyID = DefaultAccessKeyID
@@ -143,6 +188,16 @@ func (o *Options) validate() error {
 	return o.Faults.validate()
 }
 
+// Defaults of the hardening options.
+const (
+	defaultReadTimeout     = 30 * time.Second
+	maxReadHeaderTimeout   = 10 * time.Second
+	defaultMaxQueues       = 1000
+	defaultMaxTopics       = 1000
+	defaultMaxMessages     = 1_000_000
+	defaultMaxMessageBytes = 1 << 30
+)
+
 // options is Options after validation, with the window in the type the
 // queues compare with.
 type options struct {
@@ -165,6 +220,9 @@ type Server struct {
 	reqSeq     atomic.Uint64
 	macs       signers
 	stats      counters
+	// stored and storedBytes count the messages of all queues and their
+	// bodies, against MaxMessages and MaxMessageBytes.
+	stored, storedBytes atomic.Int64
 
 	mu      sync.RWMutex
 	queues  map[string]*queue
@@ -212,8 +270,12 @@ func NewServer(opts *Options) (*Server, error) {
 	// SDK's HTTP client normalises "/./queues/..." to "/queues/...".
 	s.endpoint = "http://" + net.JoinHostPort(host, fmt.Sprint(addr.Port)) + "/."
 	s.http = &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler: s,
+		// ReadTimeout bounds headers and body; net/http lifts it once the
+		// body is read, so long polls last their wait. No WriteTimeout:
+		// it would cut them.
+		ReadTimeout:       o.ReadTimeout,
+		ReadHeaderTimeout: min(o.ReadTimeout, maxReadHeaderTimeout),
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelDebug),
 	}
@@ -321,6 +383,8 @@ func (s *Server) CreateQueue(name string, attrs *QueueAttributes) error {
 		return nil
 	case aerr == errQueueExists:
 		return fmt.Errorf("mnstest: create queue %q: %w", name, ErrQueueExists)
+	case aerr == errQueueLimit:
+		return fmt.Errorf("mnstest: create queue %q: %d queues exist: %w", name, s.opts.MaxQueues, ErrLimitExceeded)
 	default:
 		return fmt.Errorf("mnstest: create queue %q: %s: %w", name, aerr.message, ErrInvalidArgument)
 	}
@@ -348,6 +412,9 @@ func (s *Server) createQueue(name string, a QueueAttributes) (created bool, _ *a
 			return false, nil
 		}
 		return false, errQueueExists
+	}
+	if len(s.queues) >= s.opts.MaxQueues {
+		return false, errQueueLimit
 	}
 	s.queueID++
 	s.queues[name] = newQueue(s, name, s.queueID, a, s.now())
@@ -381,6 +448,11 @@ func (s *Server) deadLetter(dlq string, moved []*message, now int64) {
 		d.mu.Lock()
 		if !d.deleted {
 			d.advance(now)
+			var bytes int64
+			for _, m := range moved {
+				bytes += int64(len(m.body))
+			}
+			s.reserve(int64(len(moved)), bytes, true)
 			d.adopt(moved, now)
 			d.mu.Unlock()
 			return
@@ -410,8 +482,27 @@ func (s *Server) deleteQueue(name string) bool {
 	q.mu.Lock()
 	q.deleted = true
 	q.wake()
+	s.release(int64(len(q.msgs)), q.bytes)
 	q.mu.Unlock()
 	return true
+}
+
+// reserve makes room for n messages of bytes in all, within MaxMessages and
+// MaxMessageBytes unless force (a move between queues, which frees as much
+// as it takes). It reports whether it did.
+func (s *Server) reserve(n, bytes int64, force bool) bool {
+	c, b := s.stored.Add(n), s.storedBytes.Add(bytes)
+	if !force && (c > int64(s.opts.MaxMessages) || b > s.opts.MaxMessageBytes) {
+		s.release(n, bytes)
+		return false
+	}
+	return true
+}
+
+// release gives back the room of n messages of bytes in all.
+func (s *Server) release(n, bytes int64) {
+	s.stored.Add(-n)
+	s.storedBytes.Add(-bytes)
 }
 
 func (s *Server) queue(name string) *queue {
