@@ -86,43 +86,71 @@ func (c *call) getQueueAttributes() *apiError {
 	return nil
 }
 
-// listQueues answers ListQueue: names in order, from x-mns-marker (inclusive),
-// at most x-mns-ret-number (1..1000, default 1000), filtered by x-mns-prefix,
-// with attributes when x-mns-with-meta is true.
-func (c *call) listQueues() *apiError {
+// listing is the paging of a list request (ListQueue, ListTopic,
+// ListSubscriptionByTopic): names in order from x-mns-marker (inclusive),
+// at most x-mns-ret-number (1..1000, default 1000), filtered by
+// x-mns-prefix, with attributes when x-mns-with-meta is true.
+type listing struct {
+	marker, prefix string
+	limit          int
+	withMeta       bool
+}
+
+func (c *call) listing() (listing, *apiError) {
 	h := c.r.Header
-	marker := h.Get("X-Mns-Marker")
-	prefix := h.Get("X-Mns-Prefix")
-	withMeta := strings.EqualFold(h.Get("X-Mns-With-Meta"), "true")
-	limit := 1000
+	l := listing{
+		marker:   h.Get("X-Mns-Marker"),
+		prefix:   h.Get("X-Mns-Prefix"),
+		withMeta: strings.EqualFold(h.Get("X-Mns-With-Meta"), "true"),
+		limit:    1000,
+	}
 	if v := h.Get("X-Mns-Ret-Number"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
-			return rangeError("x-mns-ret-number", 1, 1000, "")
+			return l, rangeError("x-mns-ret-number", 1, 1000, "")
 		}
-		limit = n
+		l.limit = n
 	}
-	infos := c.s.Queues()
-	i := sort.Search(len(infos), func(i int) bool { return infos[i].Name >= marker })
-	b := append(c.out, xmlHeader...)
-	b = append(b, "<Queues"+xmlNS+">"...)
-	n := 0
-	next := ""
-	for ; i < len(infos); i++ {
-		info := &infos[i]
-		if !strings.HasPrefix(info.Name, prefix) {
+	return l, nil
+}
+
+// page returns the indexes of sorted names on this page, and the marker of
+// the next page ("" on the last: the answer then has no NextMarker, which
+// some SDKs cannot parse empty).
+func (l listing) page(names []string) (idx []int, next string) {
+	i := sort.SearchStrings(names, l.marker)
+	for ; i < len(names); i++ {
+		if !strings.HasPrefix(names[i], l.prefix) {
 			continue
 		}
-		if n == limit {
-			next = info.Name
-			break
+		if len(idx) == l.limit {
+			return idx, names[i]
 		}
-		n++
-		if withMeta {
-			b = appendQueueAttrs(b, info, false)
+		idx = append(idx, i)
+	}
+	return idx, ""
+}
+
+// listQueues answers ListQueue.
+func (c *call) listQueues() *apiError {
+	l, err := c.listing()
+	if err != nil {
+		return err
+	}
+	infos := c.s.Queues()
+	names := make([]string, len(infos))
+	for i := range infos {
+		names[i] = infos[i].Name
+	}
+	idx, next := l.page(names)
+	b := append(c.out, xmlHeader...)
+	b = append(b, "<Queues"+xmlNS+">"...)
+	for _, i := range idx {
+		if l.withMeta {
+			b = appendQueueAttrs(b, &infos[i], false)
 		} else {
 			b = append(b, "<Queue>"...)
-			b = appendElem(b, "QueueURL", "http://"+c.r.Host+"/queues/"+info.Name)
+			b = appendElem(b, "QueueURL", "http://"+c.r.Host+"/queues/"+infos[i].Name)
 			b = append(b, "</Queue>"...)
 		}
 	}
@@ -203,7 +231,11 @@ func (c *call) store(q *queue, e *entry, now int64) {
 		e.err = errMessageLimit
 		return
 	}
-	e.id, e.handle = q.send(e.body, e.md5, e.delay, e.priority, now, lost)
+	delay := e.delay // seconds, or -1
+	if delay > 0 {
+		delay *= second
+	}
+	e.id, e.handle = q.send(e.body, e.md5, delay, e.priority, now, lost)
 }
 
 // messageQueue returns the request's queue, locked, with its timers

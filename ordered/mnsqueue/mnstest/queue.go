@@ -250,6 +250,58 @@ type queue struct {
 	rate              bucket      // Throttle.RequestRate
 	cons              consumption // Throttle.Consumption
 	bytes             int64       // sum of the stored bodies
+	incoming          arrivals    // topic pushes on their way
+	arrivalSeq        uint64
+}
+
+// arrival is a topic push on its way to the queue: it becomes a message when
+// it lands, so that it takes its place in the queue's order then.
+type arrival struct {
+	due  int64 // server clock, ns
+	n    uint64
+	body string
+}
+
+// arrivals is a heap of arrivals by landing time.
+type arrivals []arrival
+
+func (h arrivals) Len() int { return len(h) }
+func (h arrivals) Less(i, j int) bool {
+	if h[i].due != h[j].due {
+		return h[i].due < h[j].due
+	}
+	return h[i].n < h[j].n
+}
+func (h arrivals) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *arrivals) Push(x any)   { *h = append(*h, x.(arrival)) }
+func (h *arrivals) Pop() any {
+	old := *h
+	a := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return a
+}
+
+// expect schedules a topic push to land at due; advance lands it.
+func (q *queue) expect(body string, due int64) {
+	q.arrivalSeq++
+	heap.Push(&q.incoming, arrival{due: due, n: q.arrivalSeq, body: body})
+	if q.incoming[0].n == q.arrivalSeq {
+		q.wake() // a new earliest deadline: long polls shorten their sleep
+	}
+}
+
+// land makes the pushes due by now messages of the queue, in the order they
+// arrive, with the queue's delay. One that finds the emulator full fails.
+func (q *queue) land(now int64) {
+	for len(q.incoming) > 0 && q.incoming[0].due <= now {
+		a := heap.Pop(&q.incoming).(arrival)
+		if !q.srv.reserve(1, int64(len(a.body)), false) {
+			q.srv.stats.pushFailed.Add(1)
+			continue
+		}
+		q.send(a.body, md5Hex(a.body), -1, defaultPriority, a.due, false)
+		q.srv.stats.pushed.Add(1)
+	}
 }
 
 // store adds m to the queue's messages and to the server's totals, which
@@ -309,6 +361,7 @@ func (q *queue) pushTimer(m *message, visible int64) {
 // message at the end of its retention period whether it was received or
 // not, so an in-flight one goes too. The caller holds q.mu.
 func (q *queue) advance(now int64) {
+	q.land(now)
 	woke := false
 	for len(q.timers) > 0 && q.timers[0].due <= now {
 		m := heap.Pop(&q.timers).(*message)
@@ -339,12 +392,16 @@ func (q *queue) advance(now int64) {
 }
 
 // nextDue is the earliest time a delayed or in-flight message becomes
-// visible or expires, or 0.
+// visible or expires, or a push lands, or 0.
 func (q *queue) nextDue() int64 {
-	if len(q.timers) == 0 {
-		return 0
+	var due int64
+	if len(q.timers) > 0 {
+		due = q.timers[0].due
 	}
-	return q.timers[0].due
+	if len(q.incoming) > 0 && (due == 0 || q.incoming[0].due < due) {
+		due = q.incoming[0].due
+	}
+	return due
 }
 
 // pick removes and returns the next visible message, or nil. It behaves like
@@ -389,8 +446,8 @@ func (q *queue) pick(now int64) *message {
 	}
 }
 
-// send stores one message. delay < 0 means the queue's delay. lost drops it
-// at once, as if it had expired.
+// send stores one message. delay is in ns; < 0 means the queue's
+// DelaySeconds. lost throws it away (Faults.LoseAckedSends).
 func (q *queue) send(body, md5 string, delay int64, priority int, now int64, lost bool) (id, handle string) {
 	q.nextSeq++
 	seq := q.nextSeq
@@ -400,7 +457,7 @@ func (q *queue) send(body, md5 string, delay int64, priority int, now int64, los
 	}
 	id = q.srv.messageID(q.id, seq)
 	if delay < 0 {
-		delay = int64(q.attrs.DelaySeconds)
+		delay = int64(q.attrs.DelaySeconds) * second
 	}
 	if lost {
 		q.srv.stats.lost.Add(1)
@@ -426,7 +483,7 @@ func (q *queue) send(body, md5 string, delay int64, priority int, now int64, los
 	if delay > 0 {
 		m.state = stateDelayed
 		q.delayed++
-		q.pushTimer(m, now+delay*second)
+		q.pushTimer(m, now+delay)
 		return id, q.srv.encodeHandle(q.id, seq, 0)
 	}
 	m.state = stateActive

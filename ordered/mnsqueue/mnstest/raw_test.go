@@ -191,7 +191,13 @@ func TestRawProtocolVariants(t *testing.T) {
 		{"PUT", "/queues/raw/messages?ReceiptHandle=abc", "", CodeMissingVisibilityTimeout},
 		{"GET", "/queues/raw/messages?waitseconds=31", "", CodeInvalidArgument},
 		{"GET", "/queues/raw/messages?numOfMessages=0", "", CodeInvalidArgument},
-		{"GET", "/topics/t", "", CodeInvalidRequestURL},
+		{"GET", "/topics/t", "", CodeTopicNotExist},
+		{"GET", "/other", "", CodeInvalidRequestURL},
+		{"GET", "/topics/t/other", "", CodeInvalidRequestURL},
+		{"POST", "/topics/t", "", CodeInvalidRequestURL},
+		{"PUT", "/topics/t", "<Topic><MaximumMessageSize>big</MaximumMessageSize></Topic>", CodeInvalidArgument},
+		{"PUT", "/topics/t/subscriptions/s", "<Subscription><Endpoint>", CodeMalformedXML},
+		{"POST", "/topics/t/messages", "<Message><MessageBody>x</MessageBody></Message>", CodeTopicNotExist},
 		{"PUT", "/queues/raw", "<Queue><VisibilityTimeout>0x</VisibilityTimeout></Queue>", CodeInvalidArgument},
 		{"PUT", "/queues/raw?metaoverride=true", "<Queue><PollingWaitSeconds>31</PollingWaitSeconds></Queue>", CodeInvalidArgument},
 		{"GET", "/queues/bad_name/messages", "", CodeQueueNotExist},
@@ -225,6 +231,13 @@ func FuzzRequest(f *testing.F) {
 		{3, "/queues/fz?metaoverride=true", "<Queue><PollingWaitSeconds>1</PollingWaitSeconds></Queue>"},
 		{1, "/queues", ""},
 		{1, "/queues/fz", ""},
+		{3, "/topics/tz", "<Topic><MaximumMessageSize>65536</MaximumMessageSize><LoggingEnabled>false</LoggingEnabled></Topic>"},
+		{3, "/topics/tz/subscriptions/s", "<Subscription><Endpoint>acs:mns:0:127:queues/fz</Endpoint><NotifyContentFormat>JSON</NotifyContentFormat></Subscription>"},
+		{3, "/topics/tz/subscriptions/s?metaoverride=true", "<Subscription><NotifyStrategy>EXPONENTIAL_DECAY_RETRY</NotifyStrategy></Subscription>"},
+		{0, "/topics/tz/messages", "<Message><MessageBody>#1#x</MessageBody><MessageTag>t</MessageTag></Message>"},
+		{1, "/topics/tz/subscriptions", ""},
+		{2, "/topics/tz/subscriptions/s", ""},
+		{1, "/topics", ""},
 	}
 	for _, sd := range seeds {
 		f.Add(sd.method, sd.uri, []byte(sd.body))
@@ -238,6 +251,9 @@ func FuzzRequest(f *testing.F) {
 		if runs.Add(1)%512 == 0 {
 			for _, q := range s.Queues() {
 				_ = s.DeleteQueue(q.Name)
+			}
+			for _, tp := range s.Topics() {
+				_ = s.DeleteTopic(tp.Name)
 			}
 			require.NoError(t, s.CreateQueue("fz", nil))
 		}

@@ -34,6 +34,9 @@ type Options struct {
 	// AccessKeyID and AccessKeySecret are the one credential the server
 	// accepts (defaults DefaultAccessKeyID and DefaultAccessKeySecret).
 	AccessKeyID, AccessKeySecret string
+	// AccountID is the account the server reports as the owner of topics
+	// and the subscriber of subscriptions (default DefaultAccountID).
+	AccountID string
 	// ReadTimeout bounds the reading of a request, headers and body
 	// (default 30s); a client that sends slower gets an error answer or a
 	// closed connection. Reading the headers alone is bounded by the
@@ -106,18 +109,28 @@ type Faults struct {
 	// MessageNotExist at once, without looking or waiting, as the service
 	// does when its long-poll limit is exceeded.
 	EarlyEmpty float64
+	// Faults of the pushes a topic makes to its subscribed queues, which
+	// the service makes "at least once" and in no guaranteed order:
+	// PushDelay delays each push by a uniform random time up to it (so
+	// pushes overtake each other), PushDuplicate is the probability that
+	// a push arrives twice, PushDrop the probability that it never
+	// arrives, as when the service's retries fail. Dropped pushes are
+	// counted (Stats.PushDropped): they are the holes a test may expect.
+	PushDelay               time.Duration
+	PushDuplicate, PushDrop float64
 }
 
 func (f *Faults) validate() error {
 	for _, p := range []struct {
 		name string
 		v    float64
-	}{{"Redeliver", f.Redeliver}, {"Error5xx", f.Error5xx}, {"Drop", f.Drop}, {"LoseAckedSends", f.LoseAckedSends}, {"EarlyEmpty", f.EarlyEmpty}} {
+	}{{"Redeliver", f.Redeliver}, {"Error5xx", f.Error5xx}, {"Drop", f.Drop}, {"LoseAckedSends", f.LoseAckedSends}, {"EarlyEmpty", f.EarlyEmpty},
+		{"PushDuplicate", f.PushDuplicate}, {"PushDrop", f.PushDrop}} {
 		if !(p.v >= 0 && p.v <= 1) {
 			return fmt.Errorf("mnstest: fault %s %v not in 0..1: %w", p.name, p.v, ErrInvalidArgument)
 		}
 	}
-	if f.Latency < 0 || f.Jitter < 0 {
+	if f.Latency < 0 || f.Jitter < 0 || f.PushDelay < 0 {
 		return fmt.Errorf("mnstest: negative latency %v or jitter %v: %w", f.Latency, f.Jitter, ErrInvalidArgument)
 	}
 	return nil
@@ -163,6 +176,9 @@ func (o *Options) validate() error {
 	}
 	if o.AccessKeySecret == "" {
 		o.AccessKeySecret = DefaultAccessKeySecret
+	}
+	if o.AccountID == "" {
+		o.AccountID = DefaultAccountID
 	}
 	if o.Shards == 0 {
 		o.Shards = 4
@@ -224,9 +240,10 @@ type Server struct {
 	// bodies, against MaxMessages and MaxMessageBytes.
 	stored, storedBytes atomic.Int64
 
-	mu      sync.RWMutex
-	queues  map[string]*queue
-	queueID uint32
+	mu       sync.RWMutex
+	queues   map[string]*queue
+	topics   map[string]*topic
+	entityID uint32 // the last id given to a queue or a topic
 
 	done      chan struct{} // closed by Close: long polls and latency sleeps end
 	closeOnce sync.Once
@@ -254,6 +271,7 @@ func NewServer(opts *Options) (*Server, error) {
 		handleSeed: maphash.MakeSeed(),
 		faultRng:   rand.New(rand.NewPCG(uint64(o.Seed), 0xfa017)),
 		queues:     make(map[string]*queue),
+		topics:     make(map[string]*topic),
 		done:       make(chan struct{}),
 		serveDone:  make(chan struct{}),
 	}
@@ -416,8 +434,8 @@ func (s *Server) createQueue(name string, a QueueAttributes) (created bool, _ *a
 	if len(s.queues) >= s.opts.MaxQueues {
 		return false, errQueueLimit
 	}
-	s.queueID++
-	s.queues[name] = newQueue(s, name, s.queueID, a, s.now())
+	s.entityID++
+	s.queues[name] = newQueue(s, name, s.entityID, a, s.now())
 	return true, nil
 }
 
@@ -483,6 +501,7 @@ func (s *Server) deleteQueue(name string) bool {
 	q.deleted = true
 	q.wake()
 	s.release(int64(len(q.msgs)), q.bytes)
+	s.stats.pushFailed.Add(int64(len(q.incoming)))
 	q.mu.Unlock()
 	return true
 }

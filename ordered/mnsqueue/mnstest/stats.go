@@ -24,31 +24,56 @@ const (
 	opDeleteMessage
 	opBatchDeleteMessage
 	opChangeMessageVisibility
+	opCreateTopic
+	opSetTopicAttributes
+	opGetTopicAttributes
+	opDeleteTopic
+	opListTopic
+	opPublishMessage
+	opSubscribe
+	opSetSubscriptionAttributes
+	opGetSubscriptionAttributes
+	opUnsubscribe
+	opListSubscriptionByTopic
 	numOps
 )
 
 var opNames = [numOps]string{
-	opUnknown:                 "Unknown",
-	opCreateQueue:             "CreateQueue",
-	opSetQueueAttributes:      "SetQueueAttributes",
-	opGetQueueAttributes:      "GetQueueAttributes",
-	opDeleteQueue:             "DeleteQueue",
-	opListQueue:               "ListQueue",
-	opSendMessage:             "SendMessage",
-	opBatchSendMessage:        "BatchSendMessage",
-	opReceiveMessage:          "ReceiveMessage",
-	opBatchReceiveMessage:     "BatchReceiveMessage",
-	opPeekMessage:             "PeekMessage",
-	opBatchPeekMessage:        "BatchPeekMessage",
-	opDeleteMessage:           "DeleteMessage",
-	opBatchDeleteMessage:      "BatchDeleteMessage",
-	opChangeMessageVisibility: "ChangeMessageVisibility",
+	opUnknown:                   "Unknown",
+	opCreateQueue:               "CreateQueue",
+	opSetQueueAttributes:        "SetQueueAttributes",
+	opGetQueueAttributes:        "GetQueueAttributes",
+	opDeleteQueue:               "DeleteQueue",
+	opListQueue:                 "ListQueue",
+	opSendMessage:               "SendMessage",
+	opBatchSendMessage:          "BatchSendMessage",
+	opReceiveMessage:            "ReceiveMessage",
+	opBatchReceiveMessage:       "BatchReceiveMessage",
+	opPeekMessage:               "PeekMessage",
+	opBatchPeekMessage:          "BatchPeekMessage",
+	opDeleteMessage:             "DeleteMessage",
+	opBatchDeleteMessage:        "BatchDeleteMessage",
+	opChangeMessageVisibility:   "ChangeMessageVisibility",
+	opCreateTopic:               "CreateTopic",
+	opSetTopicAttributes:        "SetTopicAttributes",
+	opGetTopicAttributes:        "GetTopicAttributes",
+	opDeleteTopic:               "DeleteTopic",
+	opListTopic:                 "ListTopic",
+	opPublishMessage:            "PublishMessage",
+	opSubscribe:                 "Subscribe",
+	opSetSubscriptionAttributes: "SetSubscriptionAttributes",
+	opGetSubscriptionAttributes: "GetSubscriptionAttributes",
+	opUnsubscribe:               "Unsubscribe",
+	opListSubscriptionByTopic:   "ListSubscriptionByTopic",
 }
 
 func (o op) String() string { return opNames[o] }
 
-// faultable reports whether injected errors, drops and latency apply.
-func (o op) faultable() bool { return o >= opSendMessage }
+// faultable reports whether injected errors, drops and latency apply:
+// message operations, publishing included, never management.
+func (o op) faultable() bool {
+	return o >= opSendMessage && o <= opChangeMessageVisibility || o == opPublishMessage
+}
 
 // counters are the server's running totals.
 type counters struct {
@@ -70,6 +95,8 @@ type counters struct {
 	consumptionThrottled atomic.Int64
 	lapsed               atomic.Int64
 	trips                [3]atomic.Int64 // AbnormalUndeleted, AbnormalRate, AbnormalHold
+
+	published, pushed, pushDropped, pushDuplicated, pushFailed atomic.Int64
 
 	errMu  sync.Mutex
 	errors map[string]int64
@@ -120,6 +147,12 @@ type Stats struct {
 	// timeout lapsed and the message became visible again. Received minus
 	// Lapsed is what receivers deleted or still hold.
 	Lapsed int64
+	// Published counts topic messages published; Pushed the messages their
+	// pushes made in subscribed queues (duplicates included);
+	// PushDuplicated and PushDropped the pushes that Faults.PushDuplicate
+	// and PushDrop doubled and dropped; PushFailed those that found their
+	// queue gone, too small for the body or the emulator full.
+	Published, Pushed, PushDuplicated, PushDropped, PushFailed int64
 	// DeadLettered counts messages moved by a queue's dead-letter policy,
 	// DeadLetterDropped those of them whose dead-letter queue was gone.
 	DeadLettered, DeadLetterDropped int64
@@ -150,6 +183,12 @@ func (s *Server) Stats() Stats {
 		ConsumptionThrottled: c.consumptionThrottled.Load(),
 		ConsumptionTrips:     make(map[string]int64),
 		Lapsed:               c.lapsed.Load(),
+
+		Published:      c.published.Load(),
+		Pushed:         c.pushed.Load(),
+		PushDuplicated: c.pushDuplicated.Load(),
+		PushDropped:    c.pushDropped.Load(),
+		PushFailed:     c.pushFailed.Load(),
 	}
 	for i, r := range tripReasons {
 		if n := c.trips[i].Load(); n > 0 {

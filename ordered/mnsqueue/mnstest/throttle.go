@@ -222,15 +222,24 @@ func (q *queue) oldestHeld(now int64) int64 {
 	return c.oldestHeld
 }
 
+// admitRate charges cost against a queue's or topic's request rate
+// (Throttle.RequestRate). The caller holds the lock of b's owner.
+func admitRate(b *bucket, now int64, t *Throttle, cost int, st *counters) *apiError {
+	if t.RequestRate > 0 && !b.take(now, t.RequestRate, t.RequestRate, float64(cost)) {
+		st.throttled.Add(1)
+		return t.throttled()
+	}
+	return nil
+}
+
 // admit applies the request-rate limit (cost tokens) and, for receives,
 // the consumption throttle. nil means go ahead. The caller holds q.mu and
 // has advanced q to now.
 func (q *queue) admit(now int64, t *Throttle, cost int, receive bool) *apiError {
-	l := t.limits()
-	if l.rate > 0 && !q.rate.take(now, l.rate, l.rate, float64(cost)) {
-		q.srv.stats.throttled.Add(1)
-		return t.throttled()
+	if err := admitRate(&q.rate, now, t, cost, &q.srv.stats); err != nil {
+		return err
 	}
+	l := t.limits()
 	if !receive || !l.consumption {
 		return nil
 	}
