@@ -76,7 +76,7 @@ func admin(ctx context.Context, endpoint string, cred Credentials, name, op stri
 		return err
 	}
 	defer q.Close()
-	r, err := run(q, ctx, op, func(ali_mns.AliMNSQueue) error {
+	r, err := run(q.session, ctx, op, func() error {
 		return fn(ali_mns.NewMNSQueueManager(q.client))
 	}, nil)
 	if err != nil {
