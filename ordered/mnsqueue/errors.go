@@ -38,6 +38,11 @@ const (
 	sdkQPSLimit           = 134 // QpsLimitExceeded
 	sdkUnknownCode        = 135 // a service code the SDK does not map
 	sdkBatchFailed        = 136 // some entries of a batch failed
+	sdkTopicNotExist      = 202 // TopicNotExist
+	sdkTopicExists        = 203 // TopicAlreadyExist: exists with other attributes
+	sdkSubscriptionExists = 206 // SubscriptionAlreadyExist: exists with other attributes
+	sdkTopicSameAttrs     = 209 // CreateTopic answered 204: exists with the same attributes
+	sdkSubSameAttrs       = 210 // Subscribe answered 204: exists with the same attributes
 )
 
 // sdkCoded is what the SDK's errors (github.com/gogap/errors) implement.
@@ -116,7 +121,7 @@ func classify(op string, kind opKind, err error) *Error {
 		if kind == opReceipt {
 			e.sentinel = driver.ErrStaleReceipt
 		}
-	case sdkQueueNotExist:
+	case sdkQueueNotExist, sdkTopicNotExist:
 		e.sentinel = driver.ErrQueueNotFound
 	case sdkReceiptHandleError:
 		e.sentinel = driver.ErrBadReceipt

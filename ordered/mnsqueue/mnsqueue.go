@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -140,7 +141,6 @@ func (q *Queue) Name() string { return q.name }
 
 // Limits implements driver.Queue.
 func (q *Queue) Limits() driver.Limits { return q.limits }
-
 
 // result is the outcome of an SDK call.
 type result[T any] struct {
@@ -321,17 +321,27 @@ func (q *Queue) ReceiveBatch(ctx context.Context, maxN int, wait time.Duration) 
 	return msgs, nil
 }
 
-// decode returns the body of m. In base64 mode a body that is not valid
-// base64 (sent by a text-only peer) is returned as it came rather than lost;
+// decode returns the body of m. A topic notification (what a queue
+// subscribed in the XML or JSON format receives) is unwrapped to the
+// published body first, unless Options.KeepNotifications. Then, in base64
+// mode, a body that starts with '#' is a raw envelope (base64 never does)
+// and is taken as it is; any other is base64-decoded, or, when it is not
+// base64 (sent by a text-only peer), returned as it came rather than lost:
 // package ordered then sees it as untagged.
 func (q *Queue) decode(m *ali_mns.MessageReceiveResponse) []byte {
-	if q.opts.Raw {
-		return []byte(m.MessageBody)
+	body := m.MessageBody
+	if !q.opts.KeepNotifications {
+		if inner, ok := unwrapNotification(body); ok {
+			body = inner
+		}
 	}
-	b, err := base64.StdEncoding.DecodeString(m.MessageBody)
+	if q.opts.Raw || strings.HasPrefix(body, "#") {
+		return []byte(body)
+	}
+	b, err := base64.StdEncoding.DecodeString(body)
 	if err != nil {
 		q.log.Warn("mnsqueue: body is not base64, delivered as received", "id", m.MessageId, "err", err)
-		return []byte(m.MessageBody)
+		return []byte(body)
 	}
 	return b
 }

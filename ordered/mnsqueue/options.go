@@ -133,6 +133,20 @@ type Options struct {
 	// Logger receives warnings (bodies that fail to decode, released
 	// messages); nil discards them.
 	Logger *slog.Logger
+	// MessageTag, for a Topic, is the tag of every message it publishes
+	// (at most 16 characters; default none). A subscription whose
+	// FilterTag equals it receives them all; one with another FilterTag
+	// none. A filter makes holes in an ordered stream by design, so give
+	// each tag its own publisher and stream names.
+	MessageTag string
+	// KeepNotifications, for a Queue subscribed to a topic, delivers the
+	// XML or JSON notification of each message as it came instead of the
+	// published body inside it. By default a body that is a topic
+	// notification (a <Notification> document or a JSON object with the
+	// service's keys, which a subscription in the XML or JSON format
+	// writes) is unwrapped first; see the package documentation, section
+	// Topics.
+	KeepNotifications bool
 }
 
 // withDefaults returns a validated copy of o (which may be nil) with the
@@ -173,6 +187,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("mnsqueue: MaxConns %d must be positive", o.MaxConns)
 	case o.CloseTimeout < 0:
 		return fmt.Errorf("mnsqueue: negative CloseTimeout %v", o.CloseTimeout)
+	case len(o.MessageTag) > maxTagLen:
+		return fmt.Errorf("mnsqueue: MessageTag %q longer than %d characters", o.MessageTag, maxTagLen)
 	}
 	return nil
 }

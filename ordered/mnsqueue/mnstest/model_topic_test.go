@@ -114,11 +114,16 @@ func TestTopicModel(t *testing.T) {
 					require.LessOrEqual(rt, got[name], 2, "at most two copies to %s", name)
 					copies += got[name]
 				}
-				require.Equal(rt, len(want)-out.dropped+out.duplicated, copies, "copies = reached - dropped + duplicated")
-				if faults == (Faults{}) {
-					require.Zero(rt, out.dropped+out.duplicated, "no faults, no drops or duplicates")
+				require.Equal(rt, len(want)-len(out.dropped)+out.duplicated, copies, "copies = reached - dropped + duplicated")
+				for _, d := range out.dropped {
+					require.Contains(rt, want, d.sub, "a drop for %s, which tag %q does not reach", d.sub, tag)
+					require.Zero(rt, got[d.sub], "%s got a copy of a push that was dropped", d.sub)
 				}
-				srv.deliver(out.pushes, now)
+				if faults == (Faults{}) {
+					require.Zero(rt, len(out.dropped)+out.duplicated, "no faults, no drops or duplicates")
+				}
+				failed, _ := srv.deliver(out.pushes, now)
+				require.Empty(rt, failed, "the queues exist and are large enough")
 			},
 			"receive": func(rt *rapid.T) {
 				qn := rapid.SampledFrom(queues).Draw(rt, "queue")

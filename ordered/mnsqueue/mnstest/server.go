@@ -75,6 +75,11 @@ type Options struct {
 	Throttle Throttle
 	// Logger receives one debug line per request and errors (nil: discard).
 	Logger *slog.Logger
+	// OnPushLost, if set, is called for each topic push that never reaches
+	// its queue (Faults.PushDrop, or a queue gone or too small), so that a
+	// test knows the holes to expect. It is called synchronously from the
+	// publish request, outside the server's locks, and must not block.
+	OnPushLost func(LostPush)
 }
 
 // Faults are probabilities (0..1) and delays of injected failures. They

@@ -213,10 +213,10 @@ type chaos struct {
 	drawN func(n int64) int64
 }
 
-// pushOutcome counts what a publish did with its pushes.
+// pushOutcome is what a publish did with its pushes.
 type pushOutcome struct {
-	pushes               []push
-	dropped, duplicated  int
+	pushes, dropped      []push
+	duplicated           int
 	skipped              int // subscriptions to endpoints that are not queues
 	matched, filteredOut int
 }
@@ -245,8 +245,9 @@ func (t *topic) publish(p *published, account string, f *Faults, c chaos) pushOu
 			out.skipped++
 			continue
 		}
+		body := notification(t.name, s, p, account)
 		if c.draw(f.PushDrop) {
-			out.dropped++
+			out.dropped = append(out.dropped, push{queue: s.queue, body: body, sub: s.name})
 			continue
 		}
 		copies := 1
@@ -254,7 +255,6 @@ func (t *topic) publish(p *published, account string, f *Faults, c chaos) pushOu
 			copies = 2
 			out.duplicated++
 		}
-		body := notification(t.name, s, p, account)
 		for range copies {
 			out.pushes = append(out.pushes, push{queue: s.queue, body: body, delay: c.drawN(int64(f.PushDelay)), sub: s.name})
 		}
@@ -327,6 +327,18 @@ func (t *topic) info() TopicInfo {
 		ti.Subscriptions[n] = s.Subscription
 	}
 	return ti
+}
+
+// LostPush is a push that never reached its queue, as Options.OnPushLost
+// reports it.
+type LostPush struct {
+	Topic, Subscription, Queue string
+	// MessageID and Body are the topic message's id and published body.
+	MessageID, Body string
+	// Reason is "dropped" (Faults.PushDrop), "no queue" (the queue was
+	// deleted) or "too large" (the notification exceeds the queue's
+	// MaximumMessageSize).
+	Reason string
 }
 
 // TopicInfo describes a topic and its subscriptions.

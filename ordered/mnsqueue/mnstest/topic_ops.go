@@ -222,24 +222,43 @@ func (s *Server) unsubscribe(topicName, name string) *apiError {
 
 // deliver sends the pushes of a publish on their way: each lands in its
 // queue after its delay and becomes a new message there, with the queue's
-// delay (queue.land). A queue that is gone, a body over the queue's
-// MaximumMessageSize or a full emulator fails the push (counted in
-// Stats.PushFailed), as the service drops a push whose retries fail.
-func (s *Server) deliver(pushes []push, now int64) {
+// delay (queue.land). A queue that is gone or a body over the queue's
+// MaximumMessageSize fails the push, and so does a full emulator when it
+// lands (counted in Stats.PushFailed), as the service drops a push whose
+// retries fail. It returns the pushes that failed at once.
+func (s *Server) deliver(pushes []push, now int64) (failed []push, reasons []string) {
 	for _, p := range pushes {
 		q := s.queue(p.queue)
-		if q == nil {
-			s.stats.pushFailed.Add(1)
-			continue
+		reason := "no queue"
+		if q != nil {
+			q.mu.Lock()
+			switch {
+			case q.deleted:
+			case len(p.body) > q.attrs.MaximumMessageSize:
+				reason = "too large"
+			default:
+				reason = ""
+				q.expect(p.body, now+p.delay)
+				q.advance(now)
+			}
+			q.mu.Unlock()
 		}
-		q.mu.Lock()
-		if q.deleted || len(p.body) > q.attrs.MaximumMessageSize {
+		if reason != "" {
 			s.stats.pushFailed.Add(1)
-		} else {
-			q.expect(p.body, now+p.delay)
-			q.advance(now)
+			failed, reasons = append(failed, p), append(reasons, reason)
 		}
-		q.mu.Unlock()
+	}
+	return failed, reasons
+}
+
+// lost reports pushes that never reached their queue to Options.OnPushLost.
+// The caller holds no lock.
+func (s *Server) lost(topicName string, p *published, pushes []push, reason func(i int) string) {
+	if s.opts.OnPushLost == nil {
+		return
+	}
+	for i, ps := range pushes {
+		s.opts.OnPushLost(LostPush{Topic: topicName, Subscription: ps.sub, Queue: ps.queue, MessageID: p.id, Body: p.body, Reason: reason(i)})
 	}
 }
 
@@ -522,9 +541,11 @@ func (c *call) publishMessage() *apiError {
 	out := t.publish(&p, c.s.opts.AccountID, c.faults, chaos{draw: c.s.draw, drawN: c.s.drawN})
 	t.mu.Unlock()
 	c.s.stats.published.Add(1)
-	c.s.stats.pushDropped.Add(int64(out.dropped))
+	c.s.stats.pushDropped.Add(int64(len(out.dropped)))
 	c.s.stats.pushDuplicated.Add(int64(out.duplicated))
-	c.s.deliver(out.pushes, now)
+	failed, reasons := c.s.deliver(out.pushes, now)
+	c.s.lost(t.name, &p, out.dropped, func(int) string { return "dropped" })
+	c.s.lost(t.name, &p, failed, func(i int) string { return reasons[i] })
 
 	b := append(c.out, xmlHeader...)
 	b = append(b, "<Message"+xmlNS+">"...)

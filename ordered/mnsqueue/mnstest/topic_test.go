@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -255,9 +256,13 @@ func TestFanOutFormats(t *testing.T) {
 // how many, and a seed replays the same faults.
 func TestPushChaos(t *testing.T) {
 	const n = 300
+	var mu sync.Mutex
+	var lost []mnstest.LostPush
 	run := func(seed int64) (bodies []string, st mnstest.Stats) {
+		lost = nil
 		srv := newServer(t, &mnstest.Options{Seed: seed, Shards: 1, Faults: mnstest.Faults{
-			PushDelay: 2 * time.Second, PushDuplicate: 0.1, PushDrop: 0.1}})
+			PushDelay: 2 * time.Second, PushDuplicate: 0.1, PushDrop: 0.1},
+			OnPushLost: func(l mnstest.LostPush) { mu.Lock(); lost = append(lost, l); mu.Unlock() }})
 		client := newClient(srv)
 		require.NoError(t, srv.CreateTopic("t", nil))
 		require.NoError(t, srv.CreateQueue("q", nil))
@@ -308,8 +313,34 @@ func TestPushChaos(t *testing.T) {
 		}
 	}
 	assert.EqualValues(t, st.PushDuplicated, dups)
+	mu.Lock()
+	assert.EqualValues(t, st.PushDropped, len(lost), "OnPushLost called once per dropped push")
+	for _, l := range lost {
+		assert.Zero(t, seen[l.Body], "body %s reported lost was received", l.Body)
+		assert.Equal(t, "dropped", l.Reason)
+		assert.Equal(t, "q", l.Queue)
+		assert.Equal(t, "s", l.Subscription)
+		assert.Regexp(t, `^[0-9A-F]{32}$`, l.MessageID)
+		seen[l.Body]++
+	}
+	mu.Unlock()
+	assert.Len(t, seen, n, "every published body was received or reported lost")
 	assert.Positive(t, inversions, "delayed pushes overtake each other (one shard: only the push delay reorders)")
 	again, _ := run(7)
+	// A push to a queue deleted since the subscription is lost too.
+	srv := newServer(t, &mnstest.Options{OnPushLost: func(l mnstest.LostPush) { mu.Lock(); lost = append(lost, l); mu.Unlock() }})
+	require.NoError(t, srv.CreateTopic("t", nil))
+	require.NoError(t, srv.CreateQueue("gone", nil))
+	require.NoError(t, srv.Subscribe("t", "s", mnstest.Subscription{Endpoint: srv.QueueEndpoint("gone")}))
+	require.NoError(t, srv.DeleteQueue("gone"))
+	lost = nil
+	_, err := ali_mns.NewMNSTopic("t", newClient(srv)).PublishMessage(ali_mns.MessagePublishRequest{MessageBody: "x"})
+	require.NoError(t, err)
+	mu.Lock()
+	require.Len(t, lost, 1, "the push to the deleted queue is reported")
+	assert.Equal(t, "no queue", lost[0].Reason)
+	mu.Unlock()
+	assert.EqualValues(t, 1, srv.Stats().PushFailed)
 	slices.Sort(bodies)
 	slices.Sort(again)
 	assert.Equal(t, bodies, again, "the same seed drops and duplicates the same pushes (their order follows the wall clock)")
