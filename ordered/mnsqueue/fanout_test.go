@@ -16,6 +16,7 @@ import (
 
 	"github.com/inorder/inorder/internal/envelope"
 	"github.com/inorder/inorder/ordered"
+	"github.com/inorder/inorder/ordered/mnsqueue"
 	"github.com/inorder/inorder/ordered/mnsqueue/mnstest"
 	"github.com/inorder/inorder/seqstore/memstore"
 )
@@ -223,4 +224,66 @@ func nonNil(s []uint64) []uint64 {
 		return nil
 	}
 	return s
+}
+
+// TestSubscriberJoinsMidStream: a queue subscribed after the publisher has
+// begun gets only what is published from then on (the service pushes "from
+// the latest message at subscription time"), so its groups start past seq
+// 1. A receiver with ordered.StartLowest starts each group at the first seq
+// that reached its queue and hands out the rest in order.
+func TestSubscriberJoinsMidStream(t *testing.T) {
+	const groups, before, after = 10, 30, 30
+	srv := newServer(t, &mnstest.Options{Seed: 3, Faults: mnstest.Faults{PushDelay: 100 * time.Millisecond, PushDuplicate: 0.05}})
+	cred := serverCred(srv)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	topic := uniqueName("topic")
+	require.NoError(t, mnsqueue.CreateTopic(ctx, srv.Endpoint(), cred, topic, 0))
+	tp, err := mnsqueue.NewTopic(ctx, srv.Endpoint(), topic, cred, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, tp.Close()) })
+	pub, err := ordered.New(ctx, tp, memstore.New(), &ordered.Options{Name: topic, Send: ordered.SendOptions{Concurrency: 4}})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, pub.Close(context.Background())) })
+	publish := func(from, to int) {
+		for seq := from; seq <= to; seq++ {
+			for g := range groups {
+				require.NoError(t, pub.Send(ctx, "g"+strconv.Itoa(g), []byte(strconv.Itoa(seq))), "Send")
+			}
+		}
+	}
+	publish(1, before)
+
+	q := uniqueName("late")
+	require.NoError(t, mnsqueue.CreateQueue(ctx, srv.Endpoint(), cred, q, nil))
+	require.NoError(t, mnsqueue.Subscribe(ctx, srv.Endpoint(), cred, topic, "late", q, nil))
+	drv, err := mnsqueue.New(ctx, srv.Endpoint(), q, cred, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, drv.Close()) })
+	log := newStreamLog()
+	rx, err := ordered.New(ctx, drv, memstore.New(), &ordered.Options{Name: q,
+		Receive: ordered.ReceiveOptions{Wait: time.Second, Start: ordered.StartLowest, StartSettle: time.Second}})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, rx.Close(context.Background())) })
+	rctx, stop := context.WithCancel(ctx)
+	runErr := make(chan error, 1)
+	go func() { runErr <- rx.Run(rctx, log.handle) }()
+
+	publish(before+1, before+after)
+	for log.total.Load() < groups*after && ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // let a wrong extra show
+	stop()
+	require.NoError(t, <-runErr, "Run")
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	assert.Empty(t, log.bad, "out of order, duplicate, unordered or wrong deliveries")
+	for g := range groups {
+		var want []uint64
+		for s := before + 1; s <= before+after; s++ {
+			want = append(want, uint64(s))
+		}
+		assert.Equal(t, want, log.delivered["g"+strconv.Itoa(g)], "group g%d: from the first seq published after the subscription", g)
+	}
 }
