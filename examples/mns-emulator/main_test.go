@@ -153,3 +153,16 @@ func TestLoseAckedSendsWarns(t *testing.T) {
 	err := run(context.Background(), []string{"-loss", "0.1"}, io.Discard, io.Discard)
 	assert.Error(t, err, "the old name -loss is gone")
 }
+
+// TestChaosFlag: -chaos turns on the preset's faults and the consumption
+// throttle; an explicit flag still wins.
+func TestChaosFlag(t *testing.T) {
+	banner, stop := startRun(t, "-addr", "127.0.0.1:0", "-stats", "0", "-chaos", "-redeliver", "0.5", "-topic", "orders")
+	text := strings.Join(banner, "\n")
+	assert.Contains(t, text, "faults: redeliver 0.5, error5xx 0.02", "the preset, with -redeliver overriding it:\n%s", text)
+	assert.Contains(t, text, "pushes delayed up to 200ms, duplicated 0.02, dropped 0", text)
+	assert.Contains(t, text, "consumption throttle true", text)
+	assert.Contains(t, text, "topics: orders", text)
+	assert.NotContains(t, text, "WARNING", "the preset loses nothing")
+	require.NoError(t, stop())
+}

@@ -258,3 +258,20 @@ var (
 
 // isThrottle reports whether err is a throttling answer, which is held.
 func isThrottle(err *apiError) bool { return err == errTooManyRequests || err == errQPSLimit }
+
+// Chaos returns the chaos preset: the faults and throttling of a hostile but
+// realistic service, for end-to-end tests and the mns-emulator's -chaos.
+// Deliveries are repeated early (2%), requests answered 500 (2%) or cut
+// (1%), latency 1..4ms, receives answered empty at once (5%), topic pushes
+// delayed up to 200ms and made twice (2%), and the service's
+// abnormal-consumption throttle is on at its real thresholds. Nothing is
+// lost: LoseAckedSends and PushDrop are 0, so that a test of "no loss" can
+// use it as it is.
+func Chaos() (Faults, Throttle) {
+	return Faults{
+			Redeliver: 0.02, Error5xx: 0.02, Drop: 0.01, Latency: time.Millisecond, Jitter: 3 * time.Millisecond,
+			EarlyEmpty: 0.05, PushDelay: 200 * time.Millisecond, PushDuplicate: 0.02,
+		}, Throttle{
+			Consumption: true,
+		}
+}

@@ -205,3 +205,30 @@ func TestConsumptionThrottleNormalConsumer(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 32, info.PeakInactive, "two batches held at most")
 }
+
+// TestTopicRequestRate: a topic has its own request rate, like a queue.
+func TestTopicRequestRate(t *testing.T) {
+	srv := newServer(t, &mnstest.Options{Throttle: mnstest.Throttle{RequestRate: 1, Hold: time.Millisecond}})
+	require.NoError(t, srv.CreateTopic("t", nil))
+	require.NoError(t, srv.CreateTopic("u", nil))
+	topic := ali_mns.NewMNSTopic("t", newClient(srv))
+	_, err := topic.PublishMessage(ali_mns.MessagePublishRequest{MessageBody: "1"})
+	require.NoError(t, err)
+	_, err = topic.PublishMessage(ali_mns.MessagePublishRequest{MessageBody: "2"})
+	requireCode(t, codeUnknownCode, err, "the second publish within the second")
+	assert.Contains(t, err.Error(), "code: TooManyRequests,")
+	_, err = ali_mns.NewMNSTopic("u", newClient(srv)).PublishMessage(ali_mns.MessagePublishRequest{MessageBody: "1"})
+	assert.NoError(t, err, "another topic has its own rate")
+	assert.EqualValues(t, 1, srv.Stats().Throttled)
+}
+
+// TestChaosPreset: the preset is valid, loses nothing, and throttles
+// abnormal consumption.
+func TestChaosPreset(t *testing.T) {
+	f, th := mnstest.Chaos()
+	srv := newServer(t, &mnstest.Options{Faults: f, Throttle: th})
+	assert.Zero(t, srv.Faults().LoseAckedSends, "nothing lost")
+	assert.Zero(t, srv.Faults().PushDrop, "no push dropped")
+	assert.True(t, srv.Options().Throttle.Consumption, "the consumption throttle is on")
+	assert.Positive(t, srv.Faults().Redeliver)
+}
