@@ -92,6 +92,9 @@
 // Seed and the same sequence of requests, the same faults fire. One fault
 // does what the service never does, throwing away a message whose send
 // succeeded (Faults.LoseAckedSends); it is off unless a test asks for it.
+// Chaos returns a preset of faults and throttling for a hostile but
+// lossless service; Options.OnPushLost reports each topic push that never
+// reached its queue.
 //
 // # Throttling
 //
