@@ -143,23 +143,36 @@ func (c *call) listQueues() *apiError {
 		names[i] = infos[i].Name
 	}
 	idx, next := l.page(names)
-	b := append(c.out, xmlHeader...)
-	b = append(b, "<Queues"+xmlNS+">"...)
-	for _, i := range idx {
+	c.writeList("Queues", idx, next, func(b []byte, i int) []byte {
 		if l.withMeta {
-			b = appendQueueAttrs(b, &infos[i], false)
-		} else {
-			b = append(b, "<Queue>"...)
-			b = appendElem(b, "QueueURL", "http://"+c.r.Host+"/queues/"+infos[i].Name)
-			b = append(b, "</Queue>"...)
+			return appendQueueAttrs(b, &infos[i], false)
 		}
+		return appendURLItem(b, "Queue", "QueueURL", "http://"+c.r.Host+"/queues/"+infos[i].Name)
+	})
+	return nil
+}
+
+// writeList answers a list request: the root element, one item per index,
+// written by item, and NextMarker when more remain.
+func (c *call) writeList(root string, idx []int, next string, item func(b []byte, i int) []byte) {
+	b := append(c.out, xmlHeader...)
+	b = append(b, "<"+root+xmlNS+">"...)
+	for _, i := range idx {
+		b = item(b, i)
 	}
 	if next != "" {
 		b = appendElem(b, "NextMarker", next)
 	}
-	c.out = append(b, "</Queues>"...)
+	c.out = append(b, "</"+root+">"...)
 	c.status = http.StatusOK
-	return nil
+}
+
+// appendURLItem appends <item><urlElem>url</urlElem></item>, a list entry
+// without attributes.
+func appendURLItem(b []byte, item, urlElem, url string) []byte {
+	b = append(b, "<"+item+">"...)
+	b = appendElem(b, urlElem, url)
+	return append(b, "</"+item+">"...)
 }
 
 // decodeSend decodes a send body whose root must be root, by the fast path

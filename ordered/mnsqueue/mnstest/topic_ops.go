@@ -379,22 +379,12 @@ func (c *call) listTopics() *apiError {
 		names[i] = infos[i].Name
 	}
 	idx, next := l.page(names)
-	b := append(c.out, xmlHeader...)
-	b = append(b, "<Topics"+xmlNS+">"...)
-	for _, i := range idx {
+	c.writeList("Topics", idx, next, func(b []byte, i int) []byte {
 		if l.withMeta {
-			b = appendTopicAttrs(b, &infos[i], false)
-		} else {
-			b = append(b, "<Topic>"...)
-			b = appendElem(b, "TopicURL", "http://"+c.r.Host+"/topics/"+infos[i].Name)
-			b = append(b, "</Topic>"...)
+			return appendTopicAttrs(b, &infos[i], false)
 		}
-	}
-	if next != "" {
-		b = appendElem(b, "NextMarker", next)
-	}
-	c.out = append(b, "</Topics>"...)
-	c.status = http.StatusOK
+		return appendURLItem(b, "Topic", "TopicURL", "http://"+c.r.Host+"/topics/"+infos[i].Name)
+	})
 	return nil
 }
 
@@ -490,22 +480,12 @@ func (c *call) listSubscriptions() *apiError {
 	}
 	sort.Strings(names)
 	idx, next := l.page(names)
-	b := append(c.out, xmlHeader...)
-	b = append(b, "<Subscriptions"+xmlNS+">"...)
-	for _, i := range idx {
+	c.writeList("Subscriptions", idx, next, func(b []byte, i int) []byte {
 		if l.withMeta {
-			b = appendSubscriptionAttrs(b, t.name, t.subs[names[i]], c.s.opts.AccountID, false)
-		} else {
-			b = append(b, "<Subscription>"...)
-			b = appendElem(b, "SubscriptionURL", "http://"+c.r.Host+"/topics/"+t.name+"/subscriptions/"+names[i])
-			b = append(b, "</Subscription>"...)
+			return appendSubscriptionAttrs(b, t.name, t.subs[names[i]], c.s.opts.AccountID, false)
 		}
-	}
-	if next != "" {
-		b = appendElem(b, "NextMarker", next)
-	}
-	c.out = append(b, "</Subscriptions>"...)
-	c.status = http.StatusOK
+		return appendURLItem(b, "Subscription", "SubscriptionURL", "http://"+c.r.Host+"/topics/"+t.name+"/subscriptions/"+names[i])
+	})
 	return nil
 }
 
