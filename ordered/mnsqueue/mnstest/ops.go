@@ -1,8 +1,6 @@
 package mnstest
 
 import (
-	"crypto/md5"
-	"encoding/hex"
 	"net/http"
 	"sort"
 	"strconv"
@@ -231,8 +229,7 @@ func checkEntry(body *string, delayText, prioText string, maxSize int) entry {
 	if prio > maxPriority {
 		return entry{err: rangeError("Priority", 1, maxPriority, "")}
 	}
-	sum := md5.Sum([]byte(*body))
-	return entry{body: *body, md5: strings.ToUpper(hex.EncodeToString(sum[:])), delay: delay, priority: int(prio)}
+	return entry{body: *body, md5: md5Hex(*body), delay: delay, priority: int(prio)}
 }
 
 // store sends e to q, within the server's caps (Options.MaxMessages,

@@ -532,13 +532,11 @@ func (q *queue) receive(n int, now int64, redeliver float64, out []delivery, dea
 }
 
 // adopt stores messages moved from another queue by its dead-letter policy:
-// same id, body, priority and retention deadline, received afresh.
-func (q *queue) adopt(moved []*message, now int64) {
-	for _, old := range moved {
-		if old.expires <= now {
-			q.srv.stats.expired.Add(1)
-			continue
-		}
+// same id, body, priority and retention deadline, received afresh. The
+// move takes the room it freed (forced: it cannot fail).
+func (q *queue) adopt(moved []*message) {
+	for _, old := range moved { // not expired: pick dropped those
+		q.srv.reserve(1, int64(len(old.body)), true)
 		q.nextSeq++
 		m := &message{
 			seq:      q.nextSeq,

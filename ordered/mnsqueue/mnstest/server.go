@@ -471,12 +471,7 @@ func (s *Server) deadLetter(dlq string, moved []*message, now int64) {
 		d.mu.Lock()
 		if !d.deleted {
 			d.advance(now)
-			var bytes int64
-			for _, m := range moved {
-				bytes += int64(len(m.body))
-			}
-			s.reserve(int64(len(moved)), bytes, true)
-			d.adopt(moved, now)
+			d.adopt(moved)
 			d.mu.Unlock()
 			return
 		}
