@@ -23,7 +23,8 @@ type QueueAttributes struct {
 	// MaxMessageSize is the largest body in bytes after encoding
 	// (1024..65536, default 65536).
 	MaxMessageSize int
-	// Retention is how long a message lives (60s..7 days, default 4 days; older service documents said 15 days).
+	// Retention is how long a message lives (60s..7 days, default 4 days;
+	// older service documents said 15 days).
 	Retention time.Duration
 	// Visibility is the visibility timeout (1s..12h, default 30s).
 	Visibility time.Duration
