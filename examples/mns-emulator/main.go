@@ -17,24 +17,44 @@
 //
 // Flags:
 //
-//	-addr host:port          listen address (default 127.0.0.1:8931; IPv4 only)
+//	-addr host:port          listen address (default 127.0.0.1:8931; IPv4 only). An
+//	                         address that is not loopback needs -access-key-secret
+//	                         other than the published default
+//	-read-timeout d          longest time to read a request, headers and body (default 30s)
 //	-access-key-id id        accepted access key id (default inorder)
 //	-access-key-secret s     accepted access key secret (default inorder-secret)
 //	-shards n                internal shards per queue: 1 is FIFO, more reorder (default 4)
 //	-reorder-window n        how far a message can be overtaken (default 16)
 //	-seed n                  seed of shard choice and faults (default: fixed)
 //	-queue name              create this queue at start (repeatable or comma-separated)
+//	-topic name              create this topic at start (repeatable or comma-separated);
+//	                         subscribe queues to it with the SDK (Subscribe)
+//	-chaos                   the chaos preset (mnstest.Chaos): the fault flags below and
+//	                         -consumption-throttle default to a hostile but lossless service
 //	-redeliver p             probability a received message comes back early (0..1)
 //	-error5xx p              probability of a 500 InternalError answer (0..1)
 //	-drop p                  probability of a connection closed without answer (0..1)
 //	-latency d, -jitter d    added delay of message operations (e.g. 2ms)
-//	-loss p                  probability a sent message is lost (0..1)
+//	-lose-acked-sends p      probability a message whose send succeeded is thrown away
+//	                         (0..1, default 0): the service never does this; it makes
+//	                         holes that never fill, to test a receiver's gap policy
 //	-early-empty p           probability a receive answers "no message" at once (0..1)
+//	-push-delay d            delay each topic push by up to d, so pushes overtake each other
+//	-push-duplicate p        probability a topic push arrives twice (0..1)
+//	-push-drop p             probability a topic push never arrives (0..1)
+//	-request-rate n          requests a second each queue and topic accepts, batches
+//	                         counting per message (0: no limit); beyond, 429 TooManyRequests
+//	-legacy-throttle         answer throttled requests 400 QpsLimitExceeded instead
+//	-consumption-throttle    throttle receives of a queue whose client does not delete, as the
+//	                         service does (5,000 held, 1,000/s lapsing, 30 min held)
+//	-consumption-scale f     scale those thresholds (0..1, default 1)
 //	-stats d                 print request and message counts every d (0: never; default 10s)
 //	-v                       log every request
 //
 // It stops cleanly on SIGINT or SIGTERM: open long polls are answered, and
-// the final counts are printed. State lives in memory only.
+// the final counts are printed. State lives in memory only, within caps: 1,000
+// queues, 1,000 topics, 100 subscriptions per topic (the service's limits), and
+// 1,000,000 messages or 1 GiB of bodies stored in all.
 package main
 
 import (
@@ -88,23 +108,43 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
 		opts    mnstest.Options
 		queues  queueList
+		topics  queueList
 		every   time.Duration
 		verbose bool
 	)
+	// -chaos changes the defaults of the fault flags, so it is looked for
+	// before they are defined; explicit fault flags still win.
+	var preset mnstest.Options
+	if slices.ContainsFunc(args, func(a string) bool { a = strings.TrimLeft(a, "-"); return a == "chaos" || a == "chaos=true" }) {
+		preset.Faults, preset.Throttle = mnstest.Chaos()
+	}
+	pf := preset.Faults
 	fs.StringVar(&opts.Addr, "addr", "127.0.0.1:8931", "listen address (IPv4 host:port)")
 	fs.StringVar(&opts.AccessKeyID, "access-key-id", mnstest.DefaultAccessKeyID, "accepted access key id")
 	fs.StringVar(&opts.AccessKeySecret, "access-key-secret", mnstest.DefaultAccessKeySecret, "accepted access key secret")
+	fs.DurationVar(&opts.ReadTimeout, "read-timeout", 30*time.Second, "longest time to read a request, headers and body")
 	fs.IntVar(&opts.Shards, "shards", 4, "internal shards per queue (1 = FIFO)")
 	fs.IntVar(&opts.ReorderWindow, "reorder-window", 16, "how many later sends may overtake a message")
 	fs.Int64Var(&opts.Seed, "seed", 0, "seed of shard choice and faults (0: fixed default)")
 	fs.Var(&queues, "queue", "queue to create at start (repeatable, or comma-separated)")
-	fs.Float64Var(&opts.Faults.Redeliver, "redeliver", 0, "probability a received message comes back early")
-	fs.Float64Var(&opts.Faults.Error5xx, "error5xx", 0, "probability of a 500 InternalError answer")
-	fs.Float64Var(&opts.Faults.Drop, "drop", 0, "probability a connection is closed without an answer")
-	fs.DurationVar(&opts.Faults.Latency, "latency", 0, "added delay of message operations")
-	fs.DurationVar(&opts.Faults.Jitter, "jitter", 0, "random extra delay, up to this")
-	fs.Float64Var(&opts.Faults.Loss, "loss", 0, "probability a sent message is lost")
-	fs.Float64Var(&opts.Faults.EarlyEmpty, "early-empty", 0, "probability a receive answers no message at once")
+	fs.Var(&topics, "topic", "topic to create at start (repeatable, or comma-separated)")
+	fs.Bool("chaos", false, "the chaos preset: a hostile but lossless service (fault flags default to it)")
+	fs.Float64Var(&opts.Faults.Redeliver, "redeliver", pf.Redeliver, "probability a received message comes back early")
+	fs.Float64Var(&opts.Faults.Error5xx, "error5xx", pf.Error5xx, "probability of a 500 InternalError answer")
+	fs.Float64Var(&opts.Faults.Drop, "drop", pf.Drop, "probability a connection is closed without an answer")
+	fs.DurationVar(&opts.Faults.Latency, "latency", pf.Latency, "added delay of message operations")
+	fs.DurationVar(&opts.Faults.Jitter, "jitter", pf.Jitter, "random extra delay, up to this")
+	fs.Float64Var(&opts.Faults.LoseAckedSends, "lose-acked-sends", 0,
+		"probability a message whose send succeeded is thrown away (the service never does this)")
+	fs.Float64Var(&opts.Faults.EarlyEmpty, "early-empty", pf.EarlyEmpty, "probability a receive answers no message at once")
+	fs.DurationVar(&opts.Faults.PushDelay, "push-delay", pf.PushDelay, "delay each topic push by up to this")
+	fs.Float64Var(&opts.Faults.PushDuplicate, "push-duplicate", pf.PushDuplicate, "probability a topic push arrives twice")
+	fs.Float64Var(&opts.Faults.PushDrop, "push-drop", pf.PushDrop, "probability a topic push never arrives")
+	fs.Float64Var(&opts.Throttle.RequestRate, "request-rate", 0, "requests a second per queue and topic (0: no limit)")
+	fs.BoolVar(&opts.Throttle.Legacy, "legacy-throttle", false, "answer throttled requests 400 QpsLimitExceeded, not 429")
+	fs.BoolVar(&opts.Throttle.Consumption, "consumption-throttle", preset.Throttle.Consumption,
+		"throttle receives of a queue whose client does not delete, as the service does")
+	fs.Float64Var(&opts.Throttle.ConsumptionScale, "consumption-scale", 1, "scale the consumption thresholds (0..1)")
 	fs.DurationVar(&every, "stats", 10*time.Second, "print counts this often (0: never)")
 	fs.BoolVar(&verbose, "v", false, "log every request")
 	if err := fs.Parse(args); err != nil {
@@ -129,13 +169,33 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "MNS emulator listening on %s (shards %d, seed %d)\n", srv.Addr(), opts.Shards, opts.Seed)
+	for _, t := range topics {
+		if err := srv.CreateTopic(t, nil); err != nil {
+			_ = srv.Close()
+			return err
+		}
+	}
+	eff := srv.Options() // what the server uses: -shards 0 means its default
+	fmt.Fprintf(stdout, "MNS emulator listening on %s (shards %d, reorder window %d, seed %d)\n",
+		srv.Addr(), eff.Shards, eff.ReorderWindow, eff.Seed)
 	if f := srv.Faults(); f != (mnstest.Faults{}) {
-		fmt.Fprintf(stdout, "faults: redeliver %g, error5xx %g, drop %g, latency %v+%v, loss %g, early-empty %g\n",
-			f.Redeliver, f.Error5xx, f.Drop, f.Latency, f.Jitter, f.Loss, f.EarlyEmpty)
+		fmt.Fprintf(stdout, "faults: redeliver %g, error5xx %g, drop %g, latency %v+%v, early-empty %g; "+
+			"pushes delayed up to %v, duplicated %g, dropped %g\n",
+			f.Redeliver, f.Error5xx, f.Drop, f.Latency, f.Jitter, f.EarlyEmpty, f.PushDelay, f.PushDuplicate, f.PushDrop)
+		if f.LoseAckedSends > 0 {
+			fmt.Fprintf(stdout, "WARNING: -lose-acked-sends %g throws away messages whose send succeeded, which the service never does\n",
+				f.LoseAckedSends)
+		}
+	}
+	if th := eff.Throttle; th.RequestRate > 0 || th.Consumption {
+		fmt.Fprintf(stdout, "throttle: %g requests/s per queue and topic (0: none), legacy answers %v, consumption throttle %v (scale %g)\n",
+			th.RequestRate, th.Legacy, th.Consumption, th.ConsumptionScale)
 	}
 	if len(queues) > 0 {
 		fmt.Fprintf(stdout, "queues: %s\n", strings.Join(queues, ", "))
+	}
+	if len(topics) > 0 {
+		fmt.Fprintf(stdout, "topics: %s\n", strings.Join(topics, ", "))
 	}
 	fmt.Fprintf(stdout, "endpoint: %s\n\n", srv.Endpoint())
 	fmt.Fprintf(stdout, "export MNS_ENDPOINT=%s\n", srv.Endpoint())
@@ -184,9 +244,16 @@ func summary(st mnstest.Stats) string {
 	}
 	fmt.Fprintf(&b, "; messages sent %d received %d deleted %d expired %d; now active %d inactive %d delayed %d",
 		st.Sent, st.Received, st.Deleted, st.Expired, st.Active, st.Inactive, st.Delayed)
-	if st.Lost+st.Redelivered+st.Errors5xx+st.Drops+st.EarlyEmpty > 0 {
-		fmt.Fprintf(&b, "; faults lost %d redelivered %d 5xx %d drops %d early-empty %d",
-			st.Lost, st.Redelivered, st.Errors5xx, st.Drops, st.EarlyEmpty)
+	if st.Published > 0 {
+		fmt.Fprintf(&b, "; topics published %d pushed %d (duplicated %d, dropped %d, failed %d)",
+			st.Published, st.Pushed, st.PushDuplicated, st.PushDropped, st.PushFailed)
+	}
+	if st.Throttled+st.ConsumptionThrottled > 0 || len(st.ConsumptionTrips) > 0 {
+		fmt.Fprintf(&b, "; throttled %d requests, %d receives (consumption trips %v)", st.Throttled, st.ConsumptionThrottled, st.ConsumptionTrips)
+	}
+	if st.LostAckedSends+st.Redelivered+st.Errors5xx+st.Drops+st.EarlyEmpty > 0 {
+		fmt.Fprintf(&b, "; faults lost-acked-sends %d redelivered %d 5xx %d drops %d early-empty %d",
+			st.LostAckedSends, st.Redelivered, st.Errors5xx, st.Drops, st.EarlyEmpty)
 	}
 	return b.String()
 }

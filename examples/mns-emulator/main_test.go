@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -80,6 +81,8 @@ func TestRun(t *testing.T) {
 func TestRunRejectsBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-addr", "localhost:0"},
+		{"-addr", "0.0.0.0:0"},
+		{"-addr", "0.0.0.0:0", "-access-key-secret", "inorder-secret"},
 		{"-shards", "65"},
 		{"-shards", "-1"},
 		{"-drop", "1.5"},
@@ -92,4 +95,74 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		cancel()
 		assert.Error(t, err, "args %q", args)
 	}
+}
+
+// startRun starts the program with args and returns the lines it printed up
+// to "Ctrl-C to stop." and a stop function that cancels it and returns its
+// result.
+func startRun(t *testing.T, args ...string) (banner []string, stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := run(ctx, args, pw, io.Discard)
+		_ = pw.Close()
+		done <- err
+	}()
+	lines := bufio.NewScanner(pr)
+	for lines.Scan() {
+		banner = append(banner, lines.Text())
+		if strings.HasPrefix(lines.Text(), "Ctrl-C") {
+			break
+		}
+	}
+	go func() {
+		for lines.Scan() { // keep the pipe drained until run returns
+		}
+	}()
+	return banner, func() error {
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(10 * time.Second):
+			return errors.New("run did not stop within 10 s of cancel")
+		}
+	}
+}
+
+// TestBannerShowsEffectiveOptions: "-shards 0" means the default, 4 shards,
+// and the banner says 4, not 0.
+func TestBannerShowsEffectiveOptions(t *testing.T) {
+	banner, stop := startRun(t, "-addr", "127.0.0.1:0", "-stats", "0", "-shards", "0")
+	require.NotEmpty(t, banner, "a banner is printed")
+	assert.Contains(t, banner[0], "(shards 4,", "the banner gives the shards in use: %q", banner[0])
+	require.NoError(t, stop())
+}
+
+// TestLoseAckedSendsWarns: the fault that does what the service never does
+// is off by default, named for what it does, and announced when on.
+func TestLoseAckedSendsWarns(t *testing.T) {
+	banner, stop := startRun(t, "-addr", "127.0.0.1:0", "-stats", "0")
+	assert.NotContains(t, strings.Join(banner, "\n"), "lose-acked-sends", "off by default")
+	require.NoError(t, stop())
+	banner, stop = startRun(t, "-addr", "127.0.0.1:0", "-stats", "0", "-lose-acked-sends", "0.1")
+	assert.Contains(t, strings.Join(banner, "\n"), "WARNING: -lose-acked-sends 0.1", "announced when on")
+	require.NoError(t, stop())
+	err := run(context.Background(), []string{"-loss", "0.1"}, io.Discard, io.Discard)
+	assert.Error(t, err, "the old name -loss is gone")
+}
+
+// TestChaosFlag: -chaos turns on the preset's faults and the consumption
+// throttle; an explicit flag still wins.
+func TestChaosFlag(t *testing.T) {
+	banner, stop := startRun(t, "-addr", "127.0.0.1:0", "-stats", "0", "-chaos", "-redeliver", "0.5", "-topic", "orders")
+	text := strings.Join(banner, "\n")
+	assert.Contains(t, text, "faults: redeliver 0.5, error5xx 0.02", "the preset, with -redeliver overriding it:\n%s", text)
+	assert.Contains(t, text, "pushes delayed up to 200ms, duplicated 0.02, dropped 0", text)
+	assert.Contains(t, text, "consumption throttle true", text)
+	assert.Contains(t, text, "topics: orders", text)
+	assert.NotContains(t, text, "WARNING", "the preset loses nothing")
+	require.NoError(t, stop())
 }

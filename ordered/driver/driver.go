@@ -46,6 +46,14 @@ var (
 	// ErrTooLarge means a body exceeds Limits.MaxBody, or a batch exceeds
 	// Limits.MaxBatch.
 	ErrTooLarge = errors.New("driver: message or batch too large")
+	// ErrThrottled means the service refused the call for its rate: too
+	// many requests (MNS: 429 TooManyRequests, or 400 QpsLimitExceeded in
+	// older versions), or, for a receive, a consumer that receives
+	// messages and does not delete them (MNS throttles such "abnormal
+	// consumption"). A driver wraps it in an error that IsRetryable
+	// reports retryable: the call may succeed later, after a backoff
+	// longer than for other transient errors.
+	ErrThrottled = errors.New("driver: throttled by the service")
 )
 
 // Message is a message as received from the queue.

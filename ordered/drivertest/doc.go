@@ -29,7 +29,8 @@
 // the visibility timeout up is tested with the value it really uses.
 // Capabilities a driver lacks ([Harness.NoStaleReceipts],
 // [Harness.NoVisibility]) turn the tests that need them into skips with a
-// reason; [Harness.Slow] marks a remote service, for which the suite sends
+// reason, and so does a harness without [Harness.NewThrottled] for the test
+// that a throttling answer wraps [driver.ErrThrottled] and is retryable; [Harness.Slow] marks a remote service, for which the suite sends
 // fewer messages and waits longer.
 //
 // [RunBenchmarks] measures a driver's raw send-receive-delete throughput.

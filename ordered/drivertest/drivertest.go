@@ -28,6 +28,9 @@ type Harness struct {
 	NoVisibility    bool // ChangeVisibility is unsupported
 	// Slow marks a remote service: the suite uses fewer messages and longer waits.
 	Slow bool
+	// NewThrottled, when set, returns a driver over a fresh queue that the service throttles at a few
+	// requests per second, so that a burst of sends meets throttling. Nil skips the Throttled test.
+	NewThrottled func(t *testing.T) driver.Queue
 }
 
 // timing holds the sizes and durations of one run of the suite.
@@ -101,6 +104,7 @@ func RunConformanceTests(t *testing.T, h Harness) {
 		{"Closed", s.testClosed},
 		{"Concurrent", s.testConcurrent},
 		{"IsRetryable", s.testIsRetryable},
+		{"Throttled", s.testThrottled},
 	}
 	t.Run("Conformance", func(t *testing.T) {
 		for _, tc := range tests {
@@ -935,4 +939,35 @@ func (s *suite) testIsRetryable(t *testing.T) {
 		assert.False(t, q.IsRetryable(err), "IsRetryable(%v)", err)
 		assert.False(t, q.IsRetryable(fmt.Errorf("wrapped: %w", err)), "IsRetryable(wrapped %v)", err)
 	}
+}
+
+// testThrottled: a throttling answer wraps driver.ErrThrottled and is
+// retryable, and the same call succeeds once the rate allows it.
+func (s *suite) testThrottled(t *testing.T) {
+	if s.h.NewThrottled == nil {
+		t.Skip("Harness.NewThrottled is nil: the driver's service cannot be made to throttle")
+	}
+	ctx := s.ctx(t)
+	q := s.h.NewThrottled(t)
+	require.NotNil(t, q, "Harness.NewThrottled returned a nil driver")
+	t.Cleanup(func() { assert.NoError(t, q.Close(), "Close at the end of the test") })
+	var err error
+	sent := 0
+	for i := 0; i < 100 && err == nil; i++ {
+		if err = q.SendBatch(ctx, [][]byte{[]byte(fmt.Sprint("burst ", i))}); err == nil {
+			sent++
+		}
+	}
+	require.Error(t, err, "100 sends in a burst to a queue throttled at a few per second: want a throttling error")
+	assert.ErrorIs(t, err, driver.ErrThrottled, "the error of a throttled send")
+	assert.True(t, q.IsRetryable(err), "IsRetryable(%v): throttling is transient", err)
+	deadline := time.Now().Add(s.tm.deadline)
+	for {
+		err = q.SendBatch(ctx, [][]byte{[]byte("after the burst")})
+		if err == nil || !errors.Is(err, driver.ErrThrottled) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(s.tm.poll)
+	}
+	require.NoError(t, err, "a send after backing off (after %d sends in the burst)", sent)
 }

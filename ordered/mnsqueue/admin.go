@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	ali_mns "github.com/aliyun/aliyun-mns-go-sdk"
@@ -22,7 +23,8 @@ type QueueAttributes struct {
 	// MaxMessageSize is the largest body in bytes after encoding
 	// (1024..65536, default 65536).
 	MaxMessageSize int
-	// Retention is how long a message lives (60s..15 days, default 4 days).
+	// Retention is how long a message lives (60s..7 days, default 4 days;
+	// older service documents said 15 days).
 	Retention time.Duration
 	// Visibility is the visibility timeout (1s..12h, default 30s).
 	Visibility time.Duration
@@ -65,24 +67,44 @@ func (a *QueueAttributes) options() ([]ali_mns.QueueOption, error) {
 	return opts, nil
 }
 
-// admin runs one queue-management call through a short-lived client.
-func admin(ctx context.Context, endpoint string, cred Credentials, name, op string, fn func(ali_mns.AliQueueManager) error) error {
+// admin runs one management call through a short-lived client; kind and
+// name ("queue", "orders") are checked first.
+func admin(ctx context.Context, endpoint string, cred Credentials, kind, name, op string, fn func(ali_mns.MNSClient) error) error {
+	if err := checkName(kind, name); err != nil {
+		return err
+	}
 	o, err := (*Options)(nil).withDefaults()
 	if err != nil {
 		return err
 	}
-	q, err := open(endpoint, name, cred, o)
+	s, err := newSession(endpoint, cred, o, kind, name)
 	if err != nil {
 		return err
 	}
-	defer q.Close()
-	r, err := run(q, ctx, op, func(ali_mns.AliMNSQueue) error {
-		return fn(ali_mns.NewMNSQueueManager(q.client))
-	}, nil)
+	defer s.close()
+	r, err := run(s, ctx, op, func() error { return fn(s.client) }, nil)
 	if err != nil {
 		return err
 	}
 	return r
+}
+
+// outcome turns the SDK's answer to a create or delete into the driver's:
+// nil for success and for the codes in ok, a wrap of exists for the code
+// meaning "exists with other attributes", else the classified error.
+func outcome(op, name string, err error, exists error, existsCode uint64, ok ...uint64) error {
+	code := sdkCode(err)
+	switch {
+	case err == nil:
+		return nil
+	case code == 0:
+		return fmt.Errorf("mnsqueue: %s %s: %w", op, name, err)
+	case slices.Contains(ok, code):
+		return nil
+	case exists != nil && code == existsCode:
+		return fmt.Errorf("mnsqueue: %s %s: %w: %w", op, name, exists, err)
+	}
+	return classify(op, opOther, err)
 }
 
 // CreateQueue creates the queue name with attrs (nil: the service's
@@ -93,39 +115,130 @@ func CreateQueue(ctx context.Context, endpoint string, cred Credentials, name st
 	if err != nil {
 		return err
 	}
-	return admin(ctx, endpoint, cred, name, "CreateQueue", func(m ali_mns.AliQueueManager) error {
-		err := m.CreateQueueWithOptions(name, opts...)
-		switch sdkCode(err) {
-		case 0:
-			if err != nil {
-				return fmt.Errorf("mnsqueue: CreateQueue %s: %w", name, err)
-			}
-			return nil
-		case sdkSameAttributes:
-			return nil
-		case sdkQueueExists:
-			return fmt.Errorf("mnsqueue: CreateQueue %s: %w: %w", name, ErrQueueExists, err)
-		default:
-			return classify("CreateQueue", opOther, err)
-		}
+	return admin(ctx, endpoint, cred, "queue", name, "CreateQueue", func(c ali_mns.MNSClient) error {
+		err := ali_mns.NewMNSQueueManager(c).CreateQueueWithOptions(name, opts...)
+		return outcome("CreateQueue", name, err, ErrQueueExists, sdkQueueExists, sdkSameAttributes)
 	})
 }
 
 // DeleteQueue deletes the queue name and its messages. A queue that does not
 // exist is success.
 func DeleteQueue(ctx context.Context, endpoint string, cred Credentials, name string) error {
-	return admin(ctx, endpoint, cred, name, "DeleteQueue", func(m ali_mns.AliQueueManager) error {
-		err := m.DeleteQueue(name)
-		switch sdkCode(err) {
-		case 0:
-			if err != nil {
-				return fmt.Errorf("mnsqueue: DeleteQueue %s: %w", name, err)
-			}
-			return nil
-		case sdkQueueNotExist:
-			return nil
-		default:
-			return classify("DeleteQueue", opOther, err)
-		}
+	return admin(ctx, endpoint, cred, "queue", name, "DeleteQueue", func(c ali_mns.MNSClient) error {
+		err := ali_mns.NewMNSQueueManager(c).DeleteQueue(name)
+		return outcome("DeleteQueue", name, err, nil, 0, sdkQueueNotExist)
+	})
+}
+
+// ErrTopicExists means CreateTopic found a topic of that name with another
+// MaximumMessageSize; ErrSubscriptionExists means Subscribe found a
+// subscription of that name with other settings.
+var (
+	ErrTopicExists        = errors.New("mnsqueue: topic exists with other attributes")
+	ErrSubscriptionExists = errors.New("mnsqueue: subscription exists with other settings")
+)
+
+// CreateTopic creates the topic name whose messages have at most
+// maxMessageSize bytes after encoding (1024..65536; 0: the service's
+// default, 65536). It is idempotent: a topic that exists with the same size
+// is success; one with another fails with ErrTopicExists.
+func CreateTopic(ctx context.Context, endpoint string, cred Credentials, name string, maxMessageSize int) error {
+	if maxMessageSize != 0 && (maxMessageSize < 1024 || maxMessageSize > MaxMessageSize) {
+		return fmt.Errorf("mnsqueue: topic MaximumMessageSize %d out of range 1024..%d", maxMessageSize, MaxMessageSize)
+	}
+	return admin(ctx, endpoint, cred, "topic", name, "CreateTopic", func(c ali_mns.MNSClient) error {
+		err := ali_mns.NewMNSTopicManager(c).CreateTopic(name, int32(maxMessageSize), false)
+		return outcome("CreateTopic", name, err, ErrTopicExists, sdkTopicExists, sdkTopicSameAttrs)
+	})
+}
+
+// DeleteTopic deletes the topic name and its subscriptions. A topic that
+// does not exist is success.
+func DeleteTopic(ctx context.Context, endpoint string, cred Credentials, name string) error {
+	return admin(ctx, endpoint, cred, "topic", name, "DeleteTopic", func(c ali_mns.MNSClient) error {
+		err := ali_mns.NewMNSTopicManager(c).DeleteTopic(name)
+		return outcome("DeleteTopic", name, err, nil, 0, sdkTopicNotExist)
+	})
+}
+
+// Notify content formats of a subscription: what its queue receives for
+// each message (see the package documentation, section Topics).
+const (
+	// FormatSimplified: the published body itself. The envelope's header
+	// stays at the front of the body: the format to choose.
+	FormatSimplified = "SIMPLIFIED"
+	// FormatXML, the service's default: an XML <Notification> around the
+	// body. A Queue unwraps it.
+	FormatXML = "XML"
+	// FormatJSON: a JSON object around the body. A Queue unwraps it.
+	FormatJSON = "JSON"
+)
+
+// Subscription is how Subscribe subscribes a queue to a topic.
+type Subscription struct {
+	// Format is FormatSimplified (the default here; the service's own
+	// default is FormatXML, which the SDK falls back to when the field is
+	// left empty), FormatXML or FormatJSON.
+	Format string
+	// FilterTag, if set, makes the subscription receive only the messages
+	// published with this MessageTag (at most 16 characters).
+	FilterTag string
+	// BackoffRetry selects the service's BACKOFF_RETRY strategy for pushes
+	// that fail (3 retries 10 to 20 seconds apart, then the push is
+	// dropped) instead of the default here, EXPONENTIAL_DECAY_RETRY (176
+	// retries over a day), which loses a push only after a day of failures.
+	BackoffRetry bool
+}
+
+// Subscribe subscribes the queue to the topic under the subscription name,
+// with sub's settings (nil: SIMPLIFIED, no filter, exponential decay
+// retry). The queue must exist, with a MaximumMessageSize at least the
+// topic's. It is idempotent: the same subscription is success; one with
+// other settings fails with ErrSubscriptionExists. The service starts
+// pushing with the messages published after the subscription exists.
+func Subscribe(ctx context.Context, endpoint string, cred Credentials, topic, name, queue string, sub *Subscription) error {
+	var s Subscription
+	if sub != nil {
+		s = *sub
+	}
+	if s.Format == "" {
+		s.Format = FormatSimplified
+	}
+	switch {
+	case s.Format != FormatSimplified && s.Format != FormatXML && s.Format != FormatJSON:
+		return fmt.Errorf("mnsqueue: subscription format %q: want SIMPLIFIED, XML or JSON", s.Format)
+	case len(s.FilterTag) > maxTagLen:
+		return fmt.Errorf("mnsqueue: FilterTag %q longer than %d characters", s.FilterTag, maxTagLen)
+	}
+	if err := errors.Join(checkName("subscription", name), checkName("queue", queue)); err != nil {
+		return err
+	}
+	strategy := ali_mns.EXPONENTIAL_DECAY_RETRY
+	if s.BackoffRetry {
+		strategy = ali_mns.BACKOFF_RETRY
+	}
+	return admin(ctx, endpoint, cred, "topic", topic, "Subscribe", func(c ali_mns.MNSClient) error {
+		t := ali_mns.NewMNSTopic(topic, c)
+		err := t.Subscribe(name, ali_mns.MessageSubsribeRequest{
+			// The SDK derives region and account from the endpoint
+			// string, as the service wants them for a service endpoint.
+			Endpoint:            t.GenerateQueueEndpoint(queue),
+			FilterTag:           s.FilterTag,
+			NotifyStrategy:      strategy,
+			NotifyContentFormat: ali_mns.NotifyContentFormatType(s.Format),
+		})
+		return outcome("Subscribe", topic+"/"+name, err, ErrSubscriptionExists, sdkSubscriptionExists, sdkSubSameAttrs)
+	})
+}
+
+// Unsubscribe removes the subscription name from the topic. One that does
+// not exist is success, as in the service.
+func Unsubscribe(ctx context.Context, endpoint string, cred Credentials, topic, name string) error {
+	if err := checkName("subscription", name); err != nil {
+		return err
+	}
+	return admin(ctx, endpoint, cred, "topic", topic, "Unsubscribe", func(c ali_mns.MNSClient) error {
+		err := ali_mns.NewMNSTopic(topic, c).Unsubscribe(name)
+		return outcome("Unsubscribe", topic+"/"+name, err, nil, 0)
 	})
 }

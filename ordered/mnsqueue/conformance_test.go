@@ -71,7 +71,13 @@ func harness(endpoint string, cred mnsqueue.Credentials, slow bool) drivertest.H
 
 func TestConformance(t *testing.T) {
 	srv := newServer(t, nil)
-	drivertest.RunConformanceTests(t, harness(srv.Endpoint(), serverCred(srv), false))
+	h := harness(srv.Endpoint(), serverCred(srv), false)
+	h.NewThrottled = func(t *testing.T) driver.Queue {
+		// A server of its own: 2 requests a second per queue.
+		slow := newServer(t, &mnstest.Options{Throttle: mnstest.Throttle{RequestRate: 2, Hold: 20 * time.Millisecond}})
+		return harness(slow.Endpoint(), serverCred(slow), false).New(t, 30*time.Second)
+	}
+	drivertest.RunConformanceTests(t, h)
 }
 
 // TestConformanceRealMNS runs the suite against the real service when

@@ -52,6 +52,37 @@
 // corrupted. In base64 mode, a received body that is not valid base64 is
 // delivered as it came (and logged), never dropped.
 //
+// # Topics
+//
+// NewTopic returns a send-only driver that publishes to a topic: an
+// ordered.Queue over it sends each group's messages with the same header,
+// pipelining and durable journal as over a queue, one PublishMessage per
+// message (the service has no batch publish). Every queue subscribed to the
+// topic receives its own copy of each group's stream: read it with New and
+// an ordered.Queue of its own, whose cursors (its store, or its
+// Options.Name) are its own. CreateTopic, Subscribe, Unsubscribe and
+// DeleteTopic set them up.
+//
+// What a subscribed queue receives depends on the subscription's notify
+// content format: SIMPLIFIED writes the published body itself; XML (the
+// service's default, which the SDK falls back to when the format is left
+// empty) and JSON wrap it in a notification. A Queue unwraps notifications
+// (Options.KeepNotifications keeps them) and tells the cases apart by the
+// body's first byte: '#' is an envelope, '<' an XML notification, '{' a
+// JSON one, anything else base64; so a subscription left at the default
+// works. Subscribe subscribes in SIMPLIFIED unless told otherwise.
+//
+// The service pushes at least once and in no guaranteed order, starting
+// with the messages published after the subscription exists, and drops a
+// push whose retries fail (Subscribe's default strategy here,
+// EXPONENTIAL_DECAY_RETRY, retries for a day). So a receiver on a queue
+// subscribed to a stream already running starts with ordered.StartLowest;
+// a dropped push is a hole in its group, which the gap policy handles
+// (GapSkip skips it after GapTimeout and reports it through Hooks.OnSkip).
+// A FilterTag makes holes by design: give each tag its own publisher
+// (Options.MessageTag) and stream names. See TOPICS.md beside this file for
+// the service's facts and their sources.
+//
 // # Errors
 //
 // Errors are *Error values that wrap the SDK's error, reachable with
@@ -63,9 +94,13 @@
 //     visibility lapsed, or it was deleted);
 //   - ReceiptHandleError is driver.ErrBadReceipt;
 //   - QueueNotExist is driver.ErrQueueNotFound;
-//   - network errors and timeouts, InternalError, QpsLimitExceeded and
-//     answers that do not parse are retryable (IsRetryable); anything else,
-//     InvalidArgument for one, is not.
+//   - throttling, 429 TooManyRequests (the service's answer today, past
+//     its request rate or to a consumer that receives without deleting)
+//     and 400 QpsLimitExceeded (older versions), is driver.ErrThrottled,
+//     and retryable: the portable layer backs off;
+//   - network errors and timeouts, InternalError and answers that do not
+//     parse are retryable (IsRetryable); anything else, InvalidArgument
+//     for one, is not.
 //
 // A batch in which some entries failed returns a *driver.BatchError whose
 // entries are classified the same way.

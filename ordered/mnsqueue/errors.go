@@ -20,6 +20,7 @@ const (
 	CodeQueueNotExist      = "QueueNotExist"
 	CodeInternalError      = "InternalError"
 	CodeQPSLimitExceeded   = "QpsLimitExceeded"
+	CodeTooManyRequests    = "TooManyRequests"
 )
 
 // SDK error codes (namespace "MNS") of github.com/aliyun/aliyun-mns-go-sdk.
@@ -37,6 +38,11 @@ const (
 	sdkQPSLimit           = 134 // QpsLimitExceeded
 	sdkUnknownCode        = 135 // a service code the SDK does not map
 	sdkBatchFailed        = 136 // some entries of a batch failed
+	sdkTopicNotExist      = 202 // TopicNotExist
+	sdkTopicExists        = 203 // TopicAlreadyExist: exists with other attributes
+	sdkSubscriptionExists = 206 // SubscriptionAlreadyExist: exists with other attributes
+	sdkTopicSameAttrs     = 209 // CreateTopic answered 204: exists with the same attributes
+	sdkSubSameAttrs       = 210 // Subscribe answered 204: exists with the same attributes
 )
 
 // sdkCoded is what the SDK's errors (github.com/gogap/errors) implement.
@@ -58,7 +64,7 @@ func sdkCode(err error) uint64 {
 // Error is a failed call. It wraps the SDK's error (reach it with errors.As
 // and an interface{ Code() uint64; Namespace() string }) and, when the
 // failure has a meaning for the portable layer, a sentinel of package driver
-// (ErrStaleReceipt, ErrBadReceipt, ErrQueueNotFound).
+// (ErrStaleReceipt, ErrBadReceipt, ErrQueueNotFound, ErrThrottled).
 type Error struct {
 	// Op is the driver method or SDK operation that failed.
 	Op string
@@ -107,20 +113,29 @@ func classify(op string, kind opKind, err error) *Error {
 		e.Code = fmt.Sprintf("MNS#%d", code)
 	}
 	switch code {
-	case sdkSendFailed, sdkReadBodyFailed, sdkBadErrorResponse, sdkBadResponse, sdkInternalError, sdkQPSLimit:
+	case sdkSendFailed, sdkReadBodyFailed, sdkBadErrorResponse, sdkBadResponse, sdkInternalError:
 		e.retryable = true
+	case sdkQPSLimit:
+		e.retryable, e.sentinel = true, driver.ErrThrottled
 	case sdkMessageNotExist:
 		if kind == opReceipt {
 			e.sentinel = driver.ErrStaleReceipt
 		}
-	case sdkQueueNotExist:
+	case sdkQueueNotExist, sdkTopicNotExist:
 		e.sentinel = driver.ErrQueueNotFound
 	case sdkReceiptHandleError:
 		e.sentinel = driver.ErrBadReceipt
 	case sdkUnknownCode:
-		// Codes the SDK does not know; the service's 5xx family is transient.
+		// Codes the SDK does not know: the service's 5xx family is
+		// transient, and 429 TooManyRequests (today's throttling answer,
+		// which the SDK's table predates) is throttling.
 		msg := err.Error()
-		e.retryable = strings.Contains(msg, "code: InternalServerError,") || strings.Contains(msg, "code: ServiceUnavailable,")
+		switch {
+		case strings.Contains(msg, "code: "+CodeTooManyRequests+","):
+			e.retryable, e.sentinel = true, driver.ErrThrottled
+		default:
+			e.retryable = strings.Contains(msg, "code: InternalServerError,") || strings.Contains(msg, "code: ServiceUnavailable,")
+		}
 	}
 	return e
 }
@@ -130,8 +145,10 @@ func classify(op string, kind opKind, err error) *Error {
 func entryError(op string, kind opKind, code, message string) *Error {
 	e := &Error{Op: op, Code: code, Err: fmt.Errorf("service error %s: %s", code, message)}
 	switch code {
-	case CodeInternalError, CodeQPSLimitExceeded, "InternalServerError", "ServiceUnavailable":
+	case CodeInternalError, "InternalServerError", "ServiceUnavailable":
 		e.retryable = true
+	case CodeQPSLimitExceeded, CodeTooManyRequests:
+		e.retryable, e.sentinel = true, driver.ErrThrottled
 	case CodeMessageNotExist:
 		if kind == opReceipt {
 			e.sentinel = driver.ErrStaleReceipt

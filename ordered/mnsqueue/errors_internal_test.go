@@ -31,7 +31,9 @@ func TestClassify(t *testing.T) {
 		{"error answer not XML", sdkErr(ali_mns.ERR_UNMARSHAL_ERROR_RESPONSE_FAILED, ""), opOther, nil, true},
 		{"answer not XML", sdkErr(ali_mns.ERR_UNMARSHAL_RESPONSE_FAILED, ""), opOther, nil, true},
 		{"internal error", sdkErr(ali_mns.ERR_MNS_INTERNAL_ERROR, "InternalError"), opOther, nil, true},
-		{"qps limit", sdkErr(ali_mns.ERR_MNS_QPS_LIMIT_EXCEEDED, "QpsLimitExceeded"), opOther, nil, true},
+		{"qps limit", sdkErr(ali_mns.ERR_MNS_QPS_LIMIT_EXCEEDED, "QpsLimitExceeded"), opOther, driver.ErrThrottled, true},
+		{"too many requests", sdkErr(ali_mns.ERR_MNS_UNKNOWN_CODE, "TooManyRequests"), opOther, driver.ErrThrottled, true},
+		{"too many requests on delete", sdkErr(ali_mns.ERR_MNS_UNKNOWN_CODE, "TooManyRequests"), opReceipt, driver.ErrThrottled, true},
 		{"unknown 5xx code", sdkErr(ali_mns.ERR_MNS_UNKNOWN_CODE, "InternalServerError"), opOther, nil, true},
 		{"unknown code", sdkErr(ali_mns.ERR_MNS_UNKNOWN_CODE, "FifoMissingMessageGroupId"), opOther, nil, false},
 		{"invalid argument", sdkErr(ali_mns.ERR_MNS_INVALID_ARGUMENT, "InvalidArgument"), opOther, nil, false},
@@ -44,7 +46,7 @@ func TestClassify(t *testing.T) {
 		{"queue not exist", sdkErr(ali_mns.ERR_MNS_QUEUE_NOT_EXIST, "QueueNotExist"), opOther, driver.ErrQueueNotFound, false},
 		{"not an SDK error", errors.New("credential refresh failed"), opOther, nil, false},
 	}
-	sentinels := []error{driver.ErrStaleReceipt, driver.ErrBadReceipt, driver.ErrQueueNotFound, driver.ErrClosed, driver.ErrTooLarge}
+	sentinels := []error{driver.ErrStaleReceipt, driver.ErrBadReceipt, driver.ErrQueueNotFound, driver.ErrClosed, driver.ErrTooLarge, driver.ErrThrottled}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := classify("Op", tc.kind, tc.err)
@@ -72,7 +74,8 @@ func TestEntryError(t *testing.T) {
 		retryable bool
 	}{
 		{CodeInternalError, opOther, nil, true},
-		{CodeQPSLimitExceeded, opOther, nil, true},
+		{CodeQPSLimitExceeded, opOther, driver.ErrThrottled, true},
+		{CodeTooManyRequests, opReceipt, driver.ErrThrottled, true},
 		{"InvalidArgument", opOther, nil, false},
 		{CodeMessageNotExist, opReceipt, driver.ErrStaleReceipt, false},
 		{CodeReceiptHandleError, opReceipt, driver.ErrBadReceipt, false},

@@ -5,9 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -35,21 +33,11 @@ const (
 // Queue is a driver.Queue over one MNS queue, through the Alibaba Cloud MNS Go
 // SDK v1.0.11. It is safe for concurrent use. Create it with New.
 type Queue struct {
+	*session
 	name      string
-	opts      Options
-	log       *slog.Logger
-	client    ali_mns.MNSClient
-	tr        *transport
 	queues    sync.Pool // of ali_mns.AliMNSQueue: one is used by one goroutine at a time
-	sem       chan struct{}
 	limits    driver.Limits
 	shortPoll bool // the queue's PollingWaitSeconds is known to be 0
-
-	mu     sync.RWMutex // guards closed against calls.Add
-	closed bool
-	calls  sync.WaitGroup // goroutines running SDK calls
-	once   sync.Once
-	cerr   error
 }
 
 var _ driver.Queue = (*Queue)(nil)
@@ -75,7 +63,7 @@ func New(ctx context.Context, endpoint, queue string, cred Credentials, opts *Op
 	}
 	vis, pollWait, maxSize := o.Visibility, -1, MaxMessageSize
 	if vis == 0 {
-		attr, err := run(q, ctx, "GetQueueAttributes", func(ali_mns.AliMNSQueue) result[ali_mns.QueueAttribute] {
+		attr, err := run(q.session, ctx, "GetQueueAttributes", func() result[ali_mns.QueueAttribute] {
 			a, err := ali_mns.NewMNSQueueManager(q.client).GetQueueAttributes(q.name)
 			return result[ali_mns.QueueAttribute]{a, err}
 		}, nil)
@@ -99,7 +87,7 @@ func New(ctx context.Context, endpoint, queue string, cred Credentials, opts *Op
 	batchBytes := q.batchBytes()
 	q.limits = driver.Limits{
 		MaxBatch:      MaxBatch,
-		MaxBody:       min(q.decodedSize(maxSize), batchBytes),
+		MaxBody:       min(decodedSize(maxSize, q.opts.Raw), batchBytes),
 		MaxBatchBytes: batchBytes,
 		MaxWait:       MaxWait,
 		Visibility:    vis,
@@ -111,31 +99,14 @@ func New(ctx context.Context, endpoint, queue string, cred Credentials, opts *Op
 
 // open builds the SDK client and the Queue, without any request.
 func open(endpoint, queue string, cred Credentials, o Options) (*Queue, error) {
-	endpoint, err := checkEndpoint(endpoint)
+	if err := checkName("queue", queue); err != nil {
+		return nil, err
+	}
+	s, err := newSession(endpoint, cred, o, "queue", queue)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkQueueName(queue); err != nil {
-		return nil, err
-	}
-	cred, err = cred.resolve()
-	if err != nil {
-		return nil, err
-	}
-	client, err := newClient(endpoint, cred, o.Timeout)
-	if err != nil {
-		return nil, err
-	}
-	tr := newTransport(o.Timeout, o.MaxConns, userAgent)
-	client.SetTransport(tr)
-	q := &Queue{
-		name:   queue,
-		opts:   o,
-		log:    o.Logger.With("queue", queue),
-		client: client,
-		tr:     tr,
-		sem:    make(chan struct{}, o.MaxConns),
-	}
+	q := &Queue{session: s, name: queue}
 	q.queues.New = func() any {
 		// The SDK's client-side QPS throttle counts per queue object, so with
 		// a pool it throttles nothing useful; it is set out of reach and the
@@ -145,62 +116,10 @@ func open(endpoint, queue string, cred Credentials, o Options) (*Queue, error) {
 	return q, nil
 }
 
-// userAgent is what the SDK sends; the driver keeps it.
-var userAgent = "aliyun-sdk-go/" + ali_mns.Version + " inorder-mnsqueue"
-
-// newClient calls the SDK's constructor, turning its panics into an error.
-func newClient(endpoint string, cred Credentials, timeout time.Duration) (c ali_mns.MNSClient, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			c, err = nil, fmt.Errorf("mnsqueue: SDK rejected the configuration: %v", r)
-		}
-	}()
-	return ali_mns.NewAliMNSClientWithConfig(ali_mns.AliMNSClientConfig{
-		EndPoint:        endpoint,
-		AccessKeyId:     cred.AccessKeyID,
-		AccessKeySecret: cred.AccessKeySecret,
-		Token:           cred.SecurityToken,
-		TimeoutSecond:   int64(timeout / time.Second),
-	}), nil
-}
-
-// checkEndpoint validates endpoint as the SDK will and returns it without a
-// trailing slash.
-func checkEndpoint(endpoint string) (string, error) {
-	endpoint = strings.TrimSuffix(endpoint, "/")
-	u, err := url.Parse(endpoint)
-	if err != nil {
-		return "", fmt.Errorf("mnsqueue: bad endpoint %q: %w", endpoint, err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return "", fmt.Errorf("mnsqueue: bad endpoint %q: want http(s)://host[:port] with no user, query or fragment", endpoint)
-	}
-	if n := strings.Count(endpoint, "."); n != 4 {
-		return "", fmt.Errorf("mnsqueue: bad endpoint %q: the SDK requires exactly four dots, it has %d "+
-			"(http://<account>.mns.<region>.aliyuncs.com; for an IPv4 host append \"/.\")", endpoint, n)
-	}
-	return endpoint, nil
-}
-
-// checkQueueName accepts what the service documents: letters, digits and
-// hyphens, starting with a letter or digit. The name goes into request paths
-// unescaped, so nothing else is let through.
-func checkQueueName(name string) error {
-	if name == "" || len(name) > 256 {
-		return fmt.Errorf("mnsqueue: queue name %q must have 1..256 characters", name)
-	}
-	for i, r := range name {
-		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' && i > 0
-		if !ok {
-			return fmt.Errorf("mnsqueue: queue name %q: want letters, digits and hyphens, starting with a letter or digit", name)
-		}
-	}
-	return nil
-}
-
-// decodedSize is the largest body that encodes to at most n bytes.
-func (q *Queue) decodedSize(n int) int {
-	if q.opts.Raw {
+// decodedSize is the largest body that encodes to at most n bytes, in raw
+// mode or with base64.
+func decodedSize(n int, raw bool) int {
+	if raw {
 		return n
 	}
 	return n / 4 * 3
@@ -223,98 +142,20 @@ func (q *Queue) Name() string { return q.name }
 // Limits implements driver.Queue.
 func (q *Queue) Limits() driver.Limits { return q.limits }
 
-// IsRetryable implements driver.Queue: network errors and timeouts, answers
-// that do not parse, InternalError and QpsLimitExceeded are transient; a
-// *driver.BatchError is retryable when every failed entry is.
-func (q *Queue) IsRetryable(err error) bool { return isRetryable(err) }
-
 // result is the outcome of an SDK call.
 type result[T any] struct {
 	v   T
 	err error
 }
 
-// run runs fn, a blocking SDK call, with a queue object of the pool. The SDK
-// has no context, so fn runs in a goroutine owned by q and ctx only ends the
-// wait: run then returns ctx's error while the call goes on, and abandon (if
-// not nil) gets its result. Close ends calls in progress by closing their
-// connections and waits for the goroutines.
-func run[T any](q *Queue, ctx context.Context, op string, fn func(ali_mns.AliMNSQueue) T, abandon func(ali_mns.AliMNSQueue, T)) (T, error) {
-	var zero T
-	if err := ctx.Err(); err != nil {
-		return zero, fmt.Errorf("mnsqueue: %s: %w", op, err)
-	}
-	q.mu.RLock()
-	if q.closed {
-		q.mu.RUnlock()
-		return zero, fmt.Errorf("mnsqueue: %s: %w", op, driver.ErrClosed)
-	}
-	q.calls.Add(1)
-	q.mu.RUnlock()
-	select {
-	case q.sem <- struct{}{}:
-	case <-ctx.Done():
-		q.calls.Done()
-		return zero, fmt.Errorf("mnsqueue: %s: %w", op, ctx.Err())
-	}
-	call := func() (T, ali_mns.AliMNSQueue) {
+// queueCall runs fn with a queue object of the pool: the SDK's queue objects
+// are not safe for concurrent use.
+func queueCall[T any](q *Queue, fn func(ali_mns.AliMNSQueue) T) func() T {
+	return func() T {
 		aq := q.queues.Get().(ali_mns.AliMNSQueue)
-		return fn(aq), aq
+		defer q.queues.Put(aq)
+		return fn(aq)
 	}
-	finish := func(aq ali_mns.AliMNSQueue) {
-		q.queues.Put(aq)
-		<-q.sem
-		q.calls.Done()
-	}
-	if ctx.Done() == nil {
-		v, aq := call()
-		finish(aq)
-		return v, nil
-	}
-	done := make(chan T)
-	abandoned := make(chan struct{})
-	go func() {
-		v, aq := call()
-		defer finish(aq)
-		select {
-		case done <- v:
-		case <-abandoned:
-			if abandon != nil {
-				abandon(aq, v)
-			}
-		}
-	}()
-	select {
-	case v := <-done:
-		return v, nil
-	case <-ctx.Done():
-		// A call that has already finished is not abandoned: its outcome
-		// is known, and throwing it away would hide messages received or
-		// make a send look failed.
-		select {
-		case v := <-done:
-			return v, nil
-		default:
-		}
-		close(abandoned)
-		return zero, fmt.Errorf("mnsqueue: %s: %w", op, ctx.Err())
-	}
-}
-
-// isClosed reports whether Close was called.
-func (q *Queue) isClosed() bool {
-	q.mu.RLock()
-	defer q.mu.RUnlock()
-	return q.closed
-}
-
-// sdkError classifies err, an SDK error of op; after Close it reports
-// driver.ErrClosed, since Close is what cut the request.
-func (q *Queue) sdkError(op string, kind opKind, err error) error {
-	if q.isClosed() {
-		return fmt.Errorf("mnsqueue: %s: %w (%v)", op, driver.ErrClosed, err)
-	}
-	return classify(op, kind, err)
 }
 
 // SendBatch implements driver.Queue. Bodies are base64-encoded unless
@@ -353,10 +194,10 @@ func (q *Queue) SendBatch(ctx context.Context, bodies [][]byte) error {
 	if total > q.limits.MaxBatchBytes {
 		return fmt.Errorf("mnsqueue: %s: %d bytes in all, at most %d: %w", op, total, q.limits.MaxBatchBytes, driver.ErrTooLarge)
 	}
-	r, err := run(q, ctx, op, func(aq ali_mns.AliMNSQueue) result[ali_mns.BatchMessageSendResponse] {
+	r, err := run(q.session, ctx, op, queueCall(q, func(aq ali_mns.AliMNSQueue) result[ali_mns.BatchMessageSendResponse] {
 		resp, err := aq.BatchSendMessage(reqs...)
 		return result[ali_mns.BatchMessageSendResponse]{resp, err}
-	}, nil)
+	}), nil)
 	if err != nil {
 		return err
 	}
@@ -441,7 +282,7 @@ func (q *Queue) ReceiveBatch(ctx context.Context, maxN int, wait time.Duration) 
 	}
 	ws := q.waitSeconds(wait)
 	type recv = result[ali_mns.BatchMessageReceiveResponse]
-	r, err := run(q, ctx, op, func(aq ali_mns.AliMNSQueue) recv {
+	r, err := run(q.session, ctx, op, queueCall(q, func(aq ali_mns.AliMNSQueue) recv {
 		// Buffered: the SDK sends its result before returning.
 		respc := make(chan ali_mns.BatchMessageReceiveResponse, 1)
 		errc := make(chan error, 1)
@@ -454,7 +295,7 @@ func (q *Queue) ReceiveBatch(ctx context.Context, maxN int, wait time.Duration) 
 		default:
 			return recv{err: errors.New("the SDK returned neither messages nor an error")}
 		}
-	}, q.release)
+	}), q.release)
 	if err != nil {
 		return nil, err
 	}
@@ -480,27 +321,39 @@ func (q *Queue) ReceiveBatch(ctx context.Context, maxN int, wait time.Duration) 
 	return msgs, nil
 }
 
-// decode returns the body of m. In base64 mode a body that is not valid
-// base64 (sent by a text-only peer) is returned as it came rather than lost;
+// decode returns the body of m. A topic notification (what a queue
+// subscribed in the XML or JSON format receives) is unwrapped to the
+// published body first, unless Options.KeepNotifications. Then, in base64
+// mode, a body that starts with '#' is a raw envelope (base64 never does)
+// and is taken as it is; any other is base64-decoded, or, when it is not
+// base64 (sent by a text-only peer), returned as it came rather than lost:
 // package ordered then sees it as untagged.
 func (q *Queue) decode(m *ali_mns.MessageReceiveResponse) []byte {
-	if q.opts.Raw {
-		return []byte(m.MessageBody)
+	body := m.MessageBody
+	if !q.opts.KeepNotifications {
+		if inner, ok := unwrapNotification(body); ok {
+			body = inner
+		}
 	}
-	b, err := base64.StdEncoding.DecodeString(m.MessageBody)
+	if q.opts.Raw || strings.HasPrefix(body, "#") {
+		return []byte(body)
+	}
+	b, err := base64.StdEncoding.DecodeString(body)
 	if err != nil {
 		q.log.Warn("mnsqueue: body is not base64, delivered as received", "id", m.MessageId, "err", err)
-		return []byte(m.MessageBody)
+		return []byte(body)
 	}
 	return b
 }
 
 // release makes the messages of an abandoned receive visible again soon,
 // rather than after the queue's whole visibility timeout.
-func (q *Queue) release(aq ali_mns.AliMNSQueue, r result[ali_mns.BatchMessageReceiveResponse]) {
+func (q *Queue) release(r result[ali_mns.BatchMessageReceiveResponse]) {
 	if r.err != nil || q.isClosed() {
 		return
 	}
+	aq := q.queues.Get().(ali_mns.AliMNSQueue)
+	defer q.queues.Put(aq)
 	for _, m := range r.v.Messages {
 		if _, err := aq.ChangeMessageVisibility(m.ReceiptHandle, int64(MinVisibility/time.Second)); err != nil {
 			q.log.Warn("mnsqueue: could not release a message of an abandoned receive", "id", m.MessageId, "err", err)
@@ -522,10 +375,10 @@ func (q *Queue) DeleteBatch(ctx context.Context, receipts []string) error {
 	}
 	handles := make([]string, len(receipts))
 	copy(handles, receipts)
-	r, err := run(q, ctx, op, func(aq ali_mns.AliMNSQueue) result[ali_mns.BatchMessageDeleteErrorResponse] {
+	r, err := run(q.session, ctx, op, queueCall(q, func(aq ali_mns.AliMNSQueue) result[ali_mns.BatchMessageDeleteErrorResponse] {
 		resp, err := aq.BatchDeleteMessage(handles...)
 		return result[ali_mns.BatchMessageDeleteErrorResponse]{resp, err}
-	}, nil)
+	}), nil)
 	if err != nil {
 		return err
 	}
@@ -586,10 +439,10 @@ func (q *Queue) ChangeVisibility(ctx context.Context, receipt string, timeout ti
 		return "", fmt.Errorf("mnsqueue: %s: timeout %v out of range %v..%v", op, timeout, MinVisibility, MaxVisibility)
 	}
 	secs := int64((timeout + time.Second - 1) / time.Second)
-	r, err := run(q, ctx, op, func(aq ali_mns.AliMNSQueue) result[ali_mns.MessageVisibilityChangeResponse] {
+	r, err := run(q.session, ctx, op, queueCall(q, func(aq ali_mns.AliMNSQueue) result[ali_mns.MessageVisibilityChangeResponse] {
 		resp, err := aq.ChangeMessageVisibility(receipt, secs)
 		return result[ali_mns.MessageVisibilityChangeResponse]{resp, err}
-	}, nil)
+	}), nil)
 	if err != nil {
 		return "", err
 	}
@@ -605,24 +458,4 @@ func (q *Queue) ChangeVisibility(ctx context.Context, receipt string, timeout ti
 // Close implements driver.Queue. It closes the connections, which ends the
 // requests in progress (they report driver.ErrClosed), and waits for their
 // goroutines for at most Options.CloseTimeout. It is idempotent.
-func (q *Queue) Close() error {
-	q.once.Do(func() {
-		q.mu.Lock()
-		q.closed = true
-		q.mu.Unlock()
-		q.tr.close()
-		done := make(chan struct{})
-		go func() {
-			q.calls.Wait()
-			close(done)
-		}()
-		t := time.NewTimer(q.opts.CloseTimeout)
-		defer t.Stop()
-		select {
-		case <-done:
-		case <-t.C:
-			q.cerr = fmt.Errorf("mnsqueue: close: requests still in progress after %v", q.opts.CloseTimeout)
-		}
-	})
-	return q.cerr
-}
+func (q *Queue) Close() error { return q.close() }

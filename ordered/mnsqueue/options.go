@@ -39,10 +39,50 @@ const (
 // environment (EnvAccessKeyID, EnvAccessKeySecret and EnvSecurityToken), as
 // the SDK's NewClient does; other providers of the Alibaba Cloud credential
 // chain (profile files, instance roles) are not consulted.
+//
+// Credentials never print their secret or token: String, GoString (%v, %+v,
+// %#v, %s) and LogValue (log/slog) show the key id and "[REDACTED]" in
+// their place.
 type Credentials struct {
 	AccessKeyID, AccessKeySecret string
 	// SecurityToken, when set, makes the credentials STS credentials.
 	SecurityToken string
+}
+
+// redacted stands for a secret in printed Credentials.
+const redacted = "[REDACTED]"
+
+// redact returns redacted for a set secret and "" for an empty one, so that
+// a printout still tells a missing secret from a present one.
+func redact(secret string) string {
+	if secret == "" {
+		return ""
+	}
+	return redacted
+}
+
+// String implements fmt.Stringer (the verbs %v, %+v and %s) without the
+// secret and the token.
+func (c Credentials) String() string {
+	return fmt.Sprintf("{AccessKeyID:%s AccessKeySecret:%s SecurityToken:%s}",
+		c.AccessKeyID, redact(c.AccessKeySecret), redact(c.SecurityToken))
+}
+
+// GoString implements fmt.GoStringer (the verb %#v) without the secret and
+// the token.
+func (c Credentials) GoString() string {
+	return fmt.Sprintf("mnsqueue.Credentials{AccessKeyID:%q, AccessKeySecret:%q, SecurityToken:%q}",
+		c.AccessKeyID, redact(c.AccessKeySecret), redact(c.SecurityToken))
+}
+
+// LogValue implements slog.LogValuer: a group of the key id and the
+// redacted secret and token.
+func (c Credentials) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("access_key_id", c.AccessKeyID),
+		slog.String("access_key_secret", redact(c.AccessKeySecret)),
+		slog.String("security_token", redact(c.SecurityToken)),
+	)
 }
 
 // resolve returns c, or the environment's credentials when c has no key id.
@@ -93,6 +133,20 @@ type Options struct {
 	// Logger receives warnings (bodies that fail to decode, released
 	// messages); nil discards them.
 	Logger *slog.Logger
+	// MessageTag, for a Topic, is the tag of every message it publishes
+	// (at most 16 characters; default none). A subscription whose
+	// FilterTag equals it receives them all; one with another FilterTag
+	// none. A filter makes holes in an ordered stream by design, so give
+	// each tag its own publisher and stream names.
+	MessageTag string
+	// KeepNotifications, for a Queue subscribed to a topic, delivers the
+	// XML or JSON notification of each message as it came instead of the
+	// published body inside it. By default a body that is a topic
+	// notification (a <Notification> document or a JSON object with the
+	// service's keys, which a subscription in the XML or JSON format
+	// writes) is unwrapped first; see the package documentation, section
+	// Topics.
+	KeepNotifications bool
 }
 
 // withDefaults returns a validated copy of o (which may be nil) with the
@@ -133,6 +187,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("mnsqueue: MaxConns %d must be positive", o.MaxConns)
 	case o.CloseTimeout < 0:
 		return fmt.Errorf("mnsqueue: negative CloseTimeout %v", o.CloseTimeout)
+	case len(o.MessageTag) > maxTagLen:
+		return fmt.Errorf("mnsqueue: MessageTag %q longer than %d characters", o.MessageTag, maxTagLen)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package mnsqueue_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -109,18 +110,23 @@ func (r *groupRecorder) handle(_ context.Context, m *ordered.Message) error {
 }
 
 // runUntil runs q.Run with rec until it has seen its messages or d passed.
-func runUntil(tb testing.TB, q *ordered.Queue, rec *groupRecorder, d time.Duration) {
-	tb.Helper()
+// It may run in its own goroutine: it reports through its result, never
+// through a testing.TB (require may only stop the test's own goroutine).
+func runUntil(q *ordered.Queue, rec *groupRecorder, d time.Duration) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- q.Run(ctx, rec.handle) }()
+	var late error
 	select {
 	case <-rec.done:
 	case <-time.After(d):
-		tb.Errorf("handled %d of %d messages within %v", rec.total.Load(), rec.doneAt, d)
+		late = fmt.Errorf("handled %d of %d messages within %v", rec.total.Load(), rec.doneAt, d)
 	}
 	cancel()
-	require.NoError(tb, <-errc, "Run")
+	if err := <-errc; err != nil {
+		return errors.Join(late, fmt.Errorf("Run: %w", err))
+	}
+	return late
 }
 
 // TestOrderedOverEmulator runs package ordered end to end over this driver
@@ -137,10 +143,10 @@ func TestOrderedOverEmulator(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
 			rec := newGroupRecorder(int64(tc.groups * tc.n))
-			var wg sync.WaitGroup
-			wg.Go(func() { runUntil(t, rx, rec, 50*time.Second) })
+			runErr := make(chan error, 1)
+			go func() { runErr <- runUntil(rx, rec, 50*time.Second) }()
 			sendGroups(t, ctx, tx, tc.groups, tc.n, 4)
-			wg.Wait()
+			require.NoError(t, <-runErr, "receiving every message")
 			rec.mu.Lock()
 			defer rec.mu.Unlock()
 			assert.Empty(t, rec.bad, "out-of-order, duplicate or unordered deliveries")
@@ -177,10 +183,10 @@ func BenchmarkOrderedVsRaw(b *testing.B) {
 			total := per * groups
 			rec := newGroupRecorder(int64(total))
 			b.ResetTimer()
-			var wg sync.WaitGroup
-			wg.Go(func() { runUntil(b, rx, rec, 10*time.Minute) })
+			runErr := make(chan error, 1)
+			go func() { runErr <- runUntil(rx, rec, 10*time.Minute) }()
 			sendGroups(b, context.Background(), tx, groups, per, 8)
-			wg.Wait()
+			require.NoError(b, <-runErr, "receiving every message")
 			b.StopTimer()
 			if len(rec.bad) > 0 {
 				b.Fatalf("%d bad deliveries, first: %s", len(rec.bad), rec.bad[0])
@@ -194,6 +200,43 @@ func BenchmarkOrderedVsRaw(b *testing.B) {
 			b.ReportMetric(float64(reqs)/float64(total), "reqs/msg")
 			rs := rx.Stats()
 			b.Logf("%v: receive %+v requests %+v; server %+v", b.Elapsed(), rs.Receive, rs.Requests, st)
+		})
+	}
+}
+
+// TestOrderedUnderThrottling runs package ordered over the emulator with a
+// request rate limit, answered 429 TooManyRequests and, in the legacy form,
+// 400 QpsLimitExceeded: the driver reports both as retryable
+// driver.ErrThrottled, so the portable layer backs off and retries, and
+// every group still sees 1..n in order.
+func TestOrderedUnderThrottling(t *testing.T) {
+	for _, legacy := range []bool{false, true} {
+		t.Run(fmt.Sprintf("legacy=%v", legacy), func(t *testing.T) {
+			srv := newServer(t, &mnstest.Options{Throttle: mnstest.Throttle{RequestRate: 400, Legacy: legacy, Hold: 20 * time.Millisecond}})
+			tx, rx := orderedPair(t, srv, &mnsqueue.QueueAttributes{Visibility: 5 * time.Second},
+				func(string) seqstore.Store { return memstore.New() },
+				ordered.ReceiveOptions{Wait: time.Second, Concurrency: 16, Fetchers: 4})
+			const groups, n = 10, 40
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			rec := newGroupRecorder(groups * n)
+			runErr := make(chan error, 1)
+			go func() { runErr <- runUntil(rx, rec, 50*time.Second) }()
+			sendGroups(t, ctx, tx, groups, n, 8)
+			require.NoError(t, <-runErr, "receiving every message")
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			assert.Empty(t, rec.bad, "out-of-order, duplicate or unordered deliveries")
+			for g, last := range rec.next {
+				assert.Equal(t, n, last, "last body of group %s", g)
+			}
+			st := srv.Stats()
+			code := mnstest.CodeTooManyRequests
+			if legacy {
+				code = mnstest.CodeQpsLimitExceeded
+			}
+			assert.Positive(t, st.Errors[code], "the emulator throttled requests (%s): the test must exercise the backoff", code)
+			t.Logf("throttled %d requests; requests %v", st.Throttled, st.Requests)
 		})
 	}
 }

@@ -106,7 +106,7 @@ func TestChaos(t *testing.T) {
 	}
 	st := srv.Stats()
 	assert.Equal(t, st.Sent, st.Deleted+st.Expired, "stored = deleted + expired once drained: %+v", st)
-	assert.Zero(t, st.Lost)
+	assert.Zero(t, st.LostAckedSends)
 	assert.Positive(t, st.Redelivered, "redelivery fault fired")
 	assert.Positive(t, st.Errors5xx, "5xx fault fired")
 	assert.Positive(t, st.EarlyEmpty, "early-empty fault fired")

@@ -34,6 +34,24 @@
 // peek, delete and batch delete (per-entry failures as an <Errors> list),
 // and change visibility.
 //
+// The topic operations too: create (201, 204 when it exists with the same
+// attributes, 409 TopicAlreadyExist otherwise, with a Location header), get
+// and set attributes, delete, list; subscribe (same rules, 409
+// SubscriptionAlreadyExist), get and set subscription attributes (only the
+// NotifyStrategy can change, as in the service), unsubscribe (204 even when
+// there was no such subscription), list subscriptions; and publish. A
+// publish answers 201 with the topic message's id and body MD5 and then
+// pushes to every subscription whose FilterTag is empty or equals the
+// message's tag and whose endpoint is a queue
+// (acs:mns:{region}:{account}:queues/{name}; region and account are not
+// checked, see Subscription): one new message of that queue per push, whose
+// body is, by the subscription's NotifyContentFormat, the published body
+// itself (SIMPLIFIED), a <Notification> XML document (XML, the service's
+// default) or a JSON object (JSON), laid out as the service writes them. A
+// push takes its place in the queue's order when it lands. Faults.PushDelay,
+// PushDuplicate and PushDrop make pushes late, double or lost, as the
+// service's at-least-once, unordered pushes can be; Stats counts each.
+//
 // Every request must carry a valid signature (HMAC-SHA1 as the SDK computes
 // it) for the configured access key: an unknown key is answered 403
 // InvalidAccessKeyId, a wrong signature 403 SignatureDoesNotMatch. A
@@ -57,8 +75,9 @@
 // that this server did not issue for this queue gets 400 ReceiptHandleError.
 // Dequeue counts, first dequeue times, message and queue delays (a message
 // DelaySeconds of 0, which the SDK always sends, means the queue's delay),
-// retention expiry and the maximum message size behave as documented by the
-// service.
+// retention expiry (in flight or not) and the maximum message size behave as
+// documented by the service. Message ids are 32 upper-case hex digits and
+// receipt handles are URL-safe, as the service's are.
 //
 // State is in memory, one mutex per queue. Server.Advance moves the server's
 // clock forward so that tests of visibility, delay and retention do not
@@ -69,8 +88,34 @@
 // Options.Faults (and SetFaults at run time) inject seeded failures: extra
 // redeliveries, 500 InternalError answers before or after the operation took
 // effect (and partial batch failures), connections closed without an answer,
-// latency with jitter, message loss, and receives answered empty at once. With the same Seed and the same
-// sequence of requests, the same faults fire.
+// latency with jitter, and receives answered empty at once. With the same
+// Seed and the same sequence of requests, the same faults fire. One fault
+// does what the service never does, throwing away a message whose send
+// succeeded (Faults.LoseAckedSends); it is off unless a test asks for it.
+// Chaos returns a preset of faults and throttling for a hostile but
+// lossless service; Options.OnPushLost reports each topic push that never
+// reached its queue.
+//
+// # Throttling
+//
+// Options.Throttle, off by default, throttles as the service's "Throttling
+// policy" describes it: a request rate per queue and per topic (429
+// TooManyRequests after a hold of about 500ms, or the older 400
+// QpsLimitExceeded), and the abnormal-consumption throttle of a queue whose
+// client receives messages and does not delete them (5,000 held, 1,000
+// receipts a second ending without a delete, or one message held for 30
+// minutes; the thresholds scale for tests). Stats and QueueInfo report
+// both.
+//
+// # Limits
+//
+// A queue may carry a dead-letter policy (QueueAttributes.DeadLetterQueue,
+// MaxReceiveCount): a message received that many times moves to the
+// dead-letter queue. The server reads a request for at most
+// Options.ReadTimeout, and keeps at most MaxQueues queues, MaxTopics topics,
+// 100 subscriptions per topic and MaxMessages messages of MaxMessageBytes in
+// all, so that it is safe to leave running. It refuses to listen beyond
+// loopback with the published default credentials.
 //
 // # Shutdown
 //

@@ -129,7 +129,7 @@ func TestFaultLatency(t *testing.T) {
 func TestFaultLoss(t *testing.T) {
 	const n = 160
 	checkSeeded(t, func(t *testing.T, seed int64) string {
-		srv := newServer(t, &mnstest.Options{Seed: seed, Faults: mnstest.Faults{Loss: 0.25}})
+		srv := newServer(t, &mnstest.Options{Seed: seed, Faults: mnstest.Faults{LoseAckedSends: 0.25}})
 		_, q := newQueue(t, srv, nil)
 		for i := 0; i < n; i += 16 {
 			batch := make([]ali_mns.MessageSendRequest, 16)
@@ -158,8 +158,8 @@ func TestFaultLoss(t *testing.T) {
 			}
 		}
 		st := srv.Stats()
-		assert.EqualValues(t, n, int64(received)+st.Lost, "every message either received or lost")
-		assert.InDelta(t, 0.25*n, st.Lost, 0.12*n, "about a quarter lost")
+		assert.EqualValues(t, n, int64(received)+st.LostAckedSends, "every message either received or lost")
+		assert.InDelta(t, 0.25*n, st.LostAckedSends, 0.12*n, "about a quarter lost")
 		return string(got)
 	})
 }

@@ -58,7 +58,9 @@ type call struct {
 	r      *http.Request
 	op     op
 	reqID  string
-	qname  string
+	qname  string // queue of a queue operation
+	tname  string // topic of a topic operation
+	sname  string // subscription of a subscription operation
 	query  url.Values
 	body   []byte
 	faults *Faults
@@ -66,6 +68,9 @@ type call struct {
 	status int
 	code   string // error code answered, for the log
 	out    []byte
+	// admitted: the request passed the throttles (charged once, even when
+	// a long poll looks at its queue many times).
+	admitted bool
 }
 
 // Request and response buffers are reused: a batch is up to ~1 MiB of XML.
@@ -98,6 +103,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	err := c.serve(inBuf)
 	s.stats.requests[c.op].Add(1)
 	if err != nil {
+		if isThrottle(err) {
+			// The service holds a throttled request before it answers.
+			c.wait(nil, s.opts.Throttle.Hold)
+		}
 		c.fail(err)
 	}
 	c.finish()
@@ -144,18 +153,22 @@ func (c *call) serve(inBuf *bytes.Buffer) *apiError {
 	return c.dispatch()
 }
 
-// route finds the operation and the queue from the method, path and query.
+// route finds the operation and its queue, or topic and subscription, from
+// the method, path and query.
 func (c *call) route() *apiError {
 	r := c.r
-	rest, ok := strings.CutPrefix(r.URL.Path, "/queues")
-	if !ok {
-		return newAPIError(http.StatusBadRequest, CodeInvalidRequestURL, "The request URL is not valid.")
-	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return newAPIError(http.StatusBadRequest, CodeInvalidQueryString, "The query string is not valid.")
 	}
 	c.query = q
+	if rest, ok := strings.CutPrefix(r.URL.Path, "/topics"); ok {
+		return c.routeTopic(rest)
+	}
+	rest, ok := strings.CutPrefix(r.URL.Path, "/queues")
+	if !ok {
+		return errBadURL
+	}
 	if rest == "" || rest == "/" {
 		if r.Method == http.MethodGet {
 			c.op = opListQueue
@@ -164,7 +177,7 @@ func (c *call) route() *apiError {
 		return badMethod()
 	}
 	if rest[0] != '/' {
-		return newAPIError(http.StatusBadRequest, CodeInvalidRequestURL, "The request URL is not valid.")
+		return errBadURL
 	}
 	name, sub, _ := strings.Cut(rest[1:], "/")
 	c.qname = name
@@ -211,7 +224,7 @@ func (c *call) route() *apiError {
 			return badMethod()
 		}
 	default:
-		return newAPIError(http.StatusBadRequest, CodeInvalidRequestURL, "The request URL is not valid.")
+		return errBadURL
 	}
 	if c.op != opCreateQueue {
 		// Any other operation on a name that cannot exist is QueueNotExist,
@@ -222,6 +235,59 @@ func (c *call) route() *apiError {
 	}
 	return nil
 }
+
+// routeTopic routes /topics[/{t}[/messages|/subscriptions[/{s}]]].
+func (c *call) routeTopic(rest string) *apiError {
+	m := c.r.Method
+	override := strings.EqualFold(c.param("metaoverride"), "true")
+	if rest == "" || rest == "/" {
+		if m != http.MethodGet {
+			return badMethod()
+		}
+		c.op = opListTopic
+		return nil
+	}
+	if rest[0] != '/' {
+		return errBadURL
+	}
+	parts := strings.Split(rest[1:], "/")
+	c.tname = parts[0]
+	switch {
+	case len(parts) == 1:
+		c.op = pick(m, map[string]op{http.MethodGet: opGetTopicAttributes, http.MethodDelete: opDeleteTopic,
+			http.MethodPut: opCreateTopic})
+		if c.op == opCreateTopic && override {
+			c.op = opSetTopicAttributes
+		}
+	case len(parts) == 2 && parts[1] == "messages":
+		c.op = pick(m, map[string]op{http.MethodPost: opPublishMessage})
+	case len(parts) == 2 && parts[1] == "subscriptions":
+		c.op = pick(m, map[string]op{http.MethodGet: opListSubscriptionByTopic})
+	case len(parts) == 3 && parts[1] == "subscriptions":
+		c.sname = parts[2]
+		c.op = pick(m, map[string]op{http.MethodGet: opGetSubscriptionAttributes, http.MethodDelete: opUnsubscribe,
+			http.MethodPut: opSubscribe})
+		if c.op == opSubscribe && override {
+			c.op = opSetSubscriptionAttributes
+		}
+		if c.op != opSubscribe && checkSubscriptionName(c.sname) != nil {
+			return errSubNotExist
+		}
+	default:
+		return errBadURL
+	}
+	if c.op == opUnknown {
+		return badMethod()
+	}
+	if c.op != opCreateTopic && checkTopicName(c.tname) != nil {
+		// Any other operation on a name that cannot exist.
+		return errTopicNotExist
+	}
+	return nil
+}
+
+// pick returns the operation of method, or opUnknown.
+func pick(method string, ops map[string]op) op { return ops[method] }
 
 func badMethod() *apiError {
 	return newAPIError(http.StatusBadRequest, CodeInvalidRequestURL, "The request method is not allowed here.")
@@ -237,6 +303,26 @@ func (c *call) param(name string) string {
 		if strings.EqualFold(k, name) && len(v) > 0 {
 			return v[0]
 		}
+	}
+	return ""
+}
+
+// handleParam returns the ReceiptHandle query parameter with '+' taken
+// literally. Handles are URL-safe, yet the Python and Node.js SDKs put them
+// in the query string without escaping, and a handle in the standard base64
+// alphabet (some services issue those) would lose its '+' to the form
+// decoding of url.ParseQuery, which reads '+' as a space. Percent escapes,
+// as the Go SDK sends them, are decoded.
+func (c *call) handleParam() string {
+	for _, kv := range strings.Split(c.r.URL.RawQuery, "&") {
+		k, v, _ := strings.Cut(kv, "=")
+		if !strings.EqualFold(k, "ReceiptHandle") {
+			continue
+		}
+		if u, err := url.PathUnescape(v); err == nil {
+			return u
+		}
+		return v
 	}
 	return ""
 }
@@ -329,7 +415,8 @@ func (c *call) authenticate() *apiError {
 		return newAPIError(http.StatusBadRequest, "InvalidDateHeader", "The Date header you provided is not valid.")
 	}
 	if d := time.Since(t); d > maxClockSkew || d < -maxClockSkew {
-		return newAPIError(http.StatusForbidden, CodeTimeExpired, "The request date is more than 15 minutes off the server time.")
+		// 408, as the service answers (not 403): the SDK maps the code only.
+		return newAPIError(http.StatusRequestTimeout, CodeTimeExpired, "The http request you sent is expired.")
 	}
 	return nil
 }
@@ -435,8 +522,34 @@ func (c *call) dispatch() *apiError {
 		return c.batchDeleteMessage()
 	case opChangeMessageVisibility:
 		return c.changeVisibility()
+	case opCreateTopic:
+		return c.createTopic()
+	case opSetTopicAttributes:
+		return c.setTopicAttributes()
+	case opGetTopicAttributes:
+		return c.getTopicAttributes()
+	case opDeleteTopic:
+		if !c.s.deleteTopic(c.tname) {
+			return errTopicNotExist
+		}
+		c.status = http.StatusNoContent
+		return nil
+	case opListTopic:
+		return c.listTopics()
+	case opPublishMessage:
+		return c.publishMessage()
+	case opSubscribe:
+		return c.subscribe()
+	case opSetSubscriptionAttributes:
+		return c.setSubscriptionAttributes()
+	case opGetSubscriptionAttributes:
+		return c.getSubscriptionAttributes()
+	case opUnsubscribe:
+		return c.unsubscribe()
+	case opListSubscriptionByTopic:
+		return c.listSubscriptions()
 	}
-	return newAPIError(http.StatusBadRequest, CodeInvalidRequestURL, "The request URL is not valid.")
+	return errBadURL
 }
 
 // fail turns err into the answer.

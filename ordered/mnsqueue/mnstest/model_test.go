@@ -18,7 +18,11 @@ func TestQueueModel(t *testing.T) {
 	require.NoError(t, err)
 	defer srv.Close()
 	rapid.Check(t, func(rt *rapid.T) {
+		maxReceive := rapid.SampledFrom([]int{0, 2}).Draw(rt, "maxReceive")
 		attrs := QueueAttributes{VisibilityTimeout: 2, MessageRetentionPeriod: 6, DelaySeconds: rapid.IntRange(0, 1).Draw(rt, "queueDelay")}.withDefaults()
+		if maxReceive > 0 {
+			attrs.DeadLetterQueue, attrs.MaxReceiveCount = "dlq", maxReceive
+		}
 		q := newQueue(srv, "model", 1, attrs, 0)
 		redeliver := rapid.SampledFrom([]float64{0, 0.5}).Draw(rt, "redeliver")
 		now := int64(time.Hour)
@@ -37,10 +41,11 @@ func TestQueueModel(t *testing.T) {
 		var handles []string        // every handle ever issued
 		nextBody := 0
 
-		// settle applies what advance does: due messages come back or expire.
+		// settle applies what advance does: due messages come back, and
+		// messages past retention are deleted, in flight or not.
 		settle := func() {
 			for _, m := range model {
-				if m.state != stateActive && m.visible <= now {
+				if m.state != stateActive && min(m.visible, m.expires) <= now {
 					if m.expires <= now {
 						delete(model, m.body)
 						continue
@@ -60,7 +65,7 @@ func TestQueueModel(t *testing.T) {
 				nextBody++
 				body := string(rune('a'+nextBody%26)) + time.Duration(nextBody).String()
 				q.advance(now)
-				_, h := q.send(body, "md5", delay, prio, now, false)
+				_, h := q.send(body, "md5", max(delay*second, -1), prio, now, false)
 				m := &mmsg{body: body, expires: now + 6*second, priority: prio, seq: q.nextSeq}
 				d := delay
 				if d < 0 {
@@ -80,24 +85,56 @@ func TestQueueModel(t *testing.T) {
 				settle()
 				n := rapid.IntRange(1, 4).Draw(rt, "n")
 				q.advance(now)
-				got := q.receive(n, now, redeliver, nil)
-				var liveCount int
-				best := 100
+				got, dead := q.receive(n, now, redeliver, nil, nil)
+				// Messages moved by the dead-letter policy: each had been
+				// received MaxReceiveCount times already.
+				moved := map[string]bool{}
+				for _, dm := range dead {
+					m := model[dm.body]
+					require.NotNil(rt, m, "dead-lettered %s, which the model does not hold", dm.body)
+					require.True(rt, live(m), "dead-lettered %s in state %d", dm.body, m.state)
+					require.Positive(rt, maxReceive, "dead-lettered %s without a policy", dm.body)
+					require.GreaterOrEqual(rt, m.dequeues, int64(maxReceive), "dead-lettered %s after %d receives", dm.body, m.dequeues)
+					moved[dm.body] = true
+				}
+				under := func(m *mmsg) bool { return maxReceive == 0 || m.dequeues < int64(maxReceive) }
+				// best and minSeq describe what a pick may take: live and
+				// not moved (a moved message may have been picked first;
+				// leaving it out only loosens the window bound).
+				var best int
 				minSeq := map[int]uint64{}
-				for _, m := range model {
-					if live(m) {
-						liveCount++
-						best = min(best, m.priority)
-						if s, ok := minSeq[m.priority]; !ok || m.seq < s {
-							minSeq[m.priority] = m.seq
+				recompute := func() {
+					best = 100
+					clear(minSeq)
+					for _, o := range model {
+						if live(o) && !moved[o.body] {
+							best = min(best, o.priority)
+							if s, ok := minSeq[o.priority]; !ok || o.seq < s {
+								minSeq[o.priority] = o.seq
+							}
 						}
 					}
 				}
-				require.Equal(rt, min(n, liveCount), len(got), "received count with %d receivable", liveCount)
+				recompute()
+				var receivable, over int
+				for _, m := range model {
+					if live(m) {
+						if under(m) {
+							receivable++
+						} else {
+							over++
+						}
+					}
+				}
+				require.Equal(rt, min(n, receivable), len(got), "received count with %d receivable", receivable)
+				if len(got) < n {
+					require.Equal(rt, over, len(dead), "a receive that ran out of messages moves every one over MaxReceiveCount")
+				}
 				for _, d := range got {
 					m := model[d.body]
 					require.NotNil(rt, m, "received %s, which the model does not hold", d.body)
 					require.True(rt, live(m), "received %s in state %d", d.body, m.state)
+					require.True(rt, under(m), "received %s after %d receives, MaxReceiveCount %d", d.body, m.dequeues, maxReceive)
 					require.Equal(rt, best, m.priority, "received priority %d while %d was receivable", m.priority, best)
 					require.LessOrEqual(rt, m.seq, minSeq[m.priority]+4, "received seq %d beyond the window of %d", m.seq, minSeq[m.priority])
 					m.dequeues++
@@ -111,16 +148,10 @@ func TestQueueModel(t *testing.T) {
 					handles = append(handles, d.handle)
 					// What was just received is no longer receivable: the
 					// next pick looks at the rest.
-					best = 100
-					clear(minSeq)
-					for _, o := range model {
-						if live(o) {
-							best = min(best, o.priority)
-							if s, ok := minSeq[o.priority]; !ok || o.seq < s {
-								minSeq[o.priority] = o.seq
-							}
-						}
-					}
+					recompute()
+				}
+				for body := range moved {
+					delete(model, body)
 				}
 			},
 			"peek": func(rt *rapid.T) {
@@ -215,6 +246,11 @@ func TestQueueModel(t *testing.T) {
 					require.NotEqual(rt, stateActive, m.state)
 				}
 				require.Equal(rt, len(q.msgs), q.active+q.inflight+q.delayed, "every stored message in exactly one place")
+				var bytes int64
+				for _, m := range q.msgs {
+					bytes += int64(len(m.body))
+				}
+				require.Equal(rt, bytes, q.bytes, "stored bytes")
 				// Visible messages not yet expired are stored (expired ones
 				// may or may not be: their expiry is lazy).
 				for _, m := range model {

@@ -1,8 +1,6 @@
 package mnstest
 
 import (
-	"crypto/md5"
-	"encoding/hex"
 	"net/http"
 	"sort"
 	"strconv"
@@ -12,7 +10,9 @@ import (
 
 func (c *call) createQueue() *apiError {
 	var qb queueBody
-	var a QueueAttributes
+	// An attribute the body leaves out takes its default; one it gives is
+	// checked as given (VisibilityTimeout 0 is refused, not defaulted).
+	a := QueueAttributes{}.withDefaults()
 	if len(strings.TrimSpace(string(c.body))) > 0 {
 		if err := decode(c.body, &qb, &qb.XMLName, "Queue"); err != nil {
 			return err
@@ -21,7 +21,7 @@ func (c *call) createQueue() *apiError {
 			return err
 		}
 	}
-	created, err := c.s.createQueue(c.qname, a.withDefaults())
+	created, err := c.s.createQueue(c.qname, a)
 	if err != nil {
 		return err
 	}
@@ -42,6 +42,15 @@ func (c *call) setQueueAttributes() *apiError {
 	q := c.s.queue(c.qname)
 	if q == nil {
 		return errQueueNotExist
+	}
+	if p := qb.DlqPolicy; p != nil {
+		// Checked before q.mu is taken: the server lock comes first.
+		c.s.mu.RLock()
+		err := c.s.checkDeadLetterQueue(c.qname, strings.TrimSpace(p.DeadLetterTargetQueue))
+		c.s.mu.RUnlock()
+		if err != nil {
+			return err
+		}
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -75,52 +84,93 @@ func (c *call) getQueueAttributes() *apiError {
 	return nil
 }
 
-// listQueues answers ListQueue: names in order, from x-mns-marker (inclusive),
-// at most x-mns-ret-number (1..1000, default 1000), filtered by x-mns-prefix,
-// with attributes when x-mns-with-meta is true.
-func (c *call) listQueues() *apiError {
+// listing is the paging of a list request (ListQueue, ListTopic,
+// ListSubscriptionByTopic): names in order from x-mns-marker (inclusive),
+// at most x-mns-ret-number (1..1000, default 1000), filtered by
+// x-mns-prefix, with attributes when x-mns-with-meta is true.
+type listing struct {
+	marker, prefix string
+	limit          int
+	withMeta       bool
+}
+
+func (c *call) listing() (listing, *apiError) {
 	h := c.r.Header
-	marker := h.Get("X-Mns-Marker")
-	prefix := h.Get("X-Mns-Prefix")
-	withMeta := strings.EqualFold(h.Get("X-Mns-With-Meta"), "true")
-	limit := 1000
+	l := listing{
+		marker:   h.Get("X-Mns-Marker"),
+		prefix:   h.Get("X-Mns-Prefix"),
+		withMeta: strings.EqualFold(h.Get("X-Mns-With-Meta"), "true"),
+		limit:    1000,
+	}
 	if v := h.Get("X-Mns-Ret-Number"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
-			return rangeError("x-mns-ret-number", 1, 1000, "")
+			return l, rangeError("x-mns-ret-number", 1, 1000, "")
 		}
-		limit = n
+		l.limit = n
 	}
-	infos := c.s.Queues()
-	i := sort.Search(len(infos), func(i int) bool { return infos[i].Name >= marker })
-	b := append(c.out, xmlHeader...)
-	b = append(b, "<Queues"+xmlNS+">"...)
-	n := 0
-	next := ""
-	for ; i < len(infos); i++ {
-		info := &infos[i]
-		if !strings.HasPrefix(info.Name, prefix) {
+	return l, nil
+}
+
+// page returns the indexes of sorted names on this page, and the marker of
+// the next page ("" on the last: the answer then has no NextMarker, which
+// some SDKs cannot parse empty).
+func (l listing) page(names []string) (idx []int, next string) {
+	i := sort.SearchStrings(names, l.marker)
+	for ; i < len(names); i++ {
+		if !strings.HasPrefix(names[i], l.prefix) {
 			continue
 		}
-		if n == limit {
-			next = info.Name
-			break
+		if len(idx) == l.limit {
+			return idx, names[i]
 		}
-		n++
-		if withMeta {
-			b = appendQueueAttrs(b, info, false)
-		} else {
-			b = append(b, "<Queue>"...)
-			b = appendElem(b, "QueueURL", "http://"+c.r.Host+"/queues/"+info.Name)
-			b = append(b, "</Queue>"...)
+		idx = append(idx, i)
+	}
+	return idx, ""
+}
+
+// listQueues answers ListQueue.
+func (c *call) listQueues() *apiError {
+	l, err := c.listing()
+	if err != nil {
+		return err
+	}
+	infos := c.s.Queues()
+	names := make([]string, len(infos))
+	for i := range infos {
+		names[i] = infos[i].Name
+	}
+	idx, next := l.page(names)
+	c.writeList("Queues", idx, next, func(b []byte, i int) []byte {
+		if l.withMeta {
+			return appendQueueAttrs(b, &infos[i], false)
 		}
+		return appendURLItem(b, "Queue", "QueueURL", "http://"+c.r.Host+"/queues/"+infos[i].Name)
+	})
+	return nil
+}
+
+// writeList answers a list request: the root element, one item per index,
+// written by item, and NextMarker when more remain.
+func (c *call) writeList(root string, idx []int, next string, item func(b []byte, i int) []byte) {
+	b := append(c.out, xmlHeader...)
+	b = append(b, "<"+root+xmlNS+">"...)
+	for _, i := range idx {
+		b = item(b, i)
 	}
 	if next != "" {
 		b = appendElem(b, "NextMarker", next)
 	}
-	c.out = append(b, "</Queues>"...)
+	c.out = append(b, "</"+root+">"...)
 	c.status = http.StatusOK
-	return nil
+}
+
+// appendURLItem appends <item><urlElem>url</urlElem></item>, a list entry
+// without attributes.
+func appendURLItem(b []byte, item, urlElem, url string) []byte {
+	b = append(b, "<"+item+">"...)
+	b = appendElem(b, urlElem, url)
+	return append(b, "</"+item+">"...)
 }
 
 // decodeSend decodes a send body whose root must be root, by the fast path
@@ -179,12 +229,30 @@ func checkEntry(body *string, delayText, prioText string, maxSize int) entry {
 	if prio > maxPriority {
 		return entry{err: rangeError("Priority", 1, maxPriority, "")}
 	}
-	sum := md5.Sum([]byte(*body))
-	return entry{body: *body, md5: strings.ToUpper(hex.EncodeToString(sum[:])), delay: delay, priority: int(prio)}
+	return entry{body: *body, md5: md5Hex(*body), delay: delay, priority: int(prio)}
 }
 
-// messageQueue returns the request's queue, locked, with its timers advanced.
-func (c *call) messageQueue() (*queue, int64, *apiError) {
+// store sends e to q, within the server's caps (Options.MaxMessages,
+// MaxMessageBytes): a send beyond them fails e with MessageNumExceededLimit.
+// The LoseAckedSends fault may throw e away. The caller holds q.mu.
+func (c *call) store(q *queue, e *entry, now int64) {
+	lost := c.faults.LoseAckedSends > 0 && q.rng.Float64() < c.faults.LoseAckedSends
+	if !lost && !c.s.reserve(1, int64(len(e.body)), false) {
+		e.err = errMessageLimit
+		return
+	}
+	delay := e.delay // seconds, or -1
+	if delay > 0 {
+		delay *= second
+	}
+	e.id, e.handle = q.send(e.body, e.md5, delay, e.priority, now, lost)
+}
+
+// messageQueue returns the request's queue, locked, with its timers
+// advanced. The first call of a request charges it cost against the queue's
+// request rate and, for a receive, checks the consumption throttle
+// (Options.Throttle); a refusal leaves the queue unlocked.
+func (c *call) messageQueue(cost int) (*queue, int64, *apiError) {
 	q := c.s.queue(c.qname)
 	if q == nil {
 		return nil, 0, errQueueNotExist
@@ -196,6 +264,14 @@ func (c *call) messageQueue() (*queue, int64, *apiError) {
 	}
 	now := c.s.now()
 	q.advance(now)
+	if !c.admitted {
+		c.admitted = true
+		receive := c.op == opReceiveMessage || c.op == opBatchReceiveMessage
+		if err := q.admit(now, &c.s.opts.Throttle, cost, receive); err != nil {
+			q.mu.Unlock()
+			return nil, 0, err
+		}
+	}
 	return q, now, nil
 }
 
@@ -204,7 +280,7 @@ func (c *call) sendMessage() *apiError {
 	if err := decodeSend(c.body, &sb, "Message"); err != nil {
 		return err
 	}
-	q, now, err := c.messageQueue()
+	q, now, err := c.messageQueue(1)
 	if err != nil {
 		return err
 	}
@@ -213,9 +289,11 @@ func (c *call) sendMessage() *apiError {
 		q.mu.Unlock()
 		return e.err
 	}
-	lost := c.faults.Loss > 0 && q.rng.Float64() < c.faults.Loss
-	e.id, e.handle = q.send(e.body, e.md5, e.delay, e.priority, now, lost)
+	c.store(q, &e, now)
 	q.mu.Unlock()
+	if e.err != nil {
+		return e.err
+	}
 	b := append(c.out, xmlHeader...)
 	b = append(b, "<Message"+xmlNS+">"...)
 	b = appendElem(b, "MessageId", e.id)
@@ -246,7 +324,7 @@ func (c *call) batchSendMessage() *apiError {
 	if total > maxBatchBytes {
 		return rangeError("total size of MessageBody in batch request", 1, maxBatchBytes, "bytes")
 	}
-	q, now, err := c.messageQueue()
+	q, now, err := c.messageQueue(n)
 	if err != nil {
 		return err
 	}
@@ -270,8 +348,9 @@ func (c *call) batchSendMessage() *apiError {
 			failed++
 			continue
 		}
-		lost := c.faults.Loss > 0 && q.rng.Float64() < c.faults.Loss
-		e.id, _ = q.send(e.body, e.md5, e.delay, e.priority, now, lost)
+		if c.store(q, e, now); e.err != nil {
+			failed++
+		}
 	}
 	q.mu.Unlock()
 	b := append(c.out, xmlHeader...)
@@ -323,10 +402,11 @@ func (c *call) receiveMessage() *apiError {
 		wait = w
 	}
 	out := make([]delivery, 0, n)
+	var dead []*message
 	deadline := int64(0)
 	waiting := false
 	for {
-		q, now, err := c.messageQueue()
+		q, now, err := c.messageQueue(n)
 		if err != nil {
 			if waiting {
 				return errMessageNotExist // the queue went away during the wait
@@ -342,8 +422,20 @@ func (c *call) receiveMessage() *apiError {
 			}
 			deadline = now + wait*second
 		}
-		out = q.receive(n, now, c.faults.Redeliver, out[:0])
-		if len(out) > 0 || now >= deadline {
+		out, dead = q.receive(n, now, c.faults.Redeliver, out[:0], dead[:0])
+		done := len(out) > 0 || now >= deadline
+		if len(dead) > 0 {
+			// Moved with q unlocked: the dead-letter queue has its own lock.
+			dlq := q.attrs.DeadLetterQueue
+			q.mu.Unlock()
+			c.s.deadLetter(dlq, dead, now)
+			if done {
+				break
+			}
+			waiting = false
+			continue // look again: q may have changed meanwhile
+		}
+		if done {
 			q.mu.Unlock()
 			break
 		}
@@ -391,7 +483,7 @@ func (c *call) peekMessage() *apiError {
 	if err != nil {
 		return err
 	}
-	q, now, err := c.messageQueue()
+	q, now, err := c.messageQueue(n)
 	if err != nil {
 		return err
 	}
@@ -420,11 +512,11 @@ func (c *call) writeDeliveries(out []delivery) {
 }
 
 func (c *call) deleteMessage() *apiError {
-	handle := c.param("ReceiptHandle")
+	handle := c.handleParam()
 	if handle == "" {
 		return errMissingHandle
 	}
-	q, _, err := c.messageQueue()
+	q, _, err := c.messageQueue(1)
 	if err != nil {
 		return err
 	}
@@ -458,7 +550,7 @@ func (c *call) batchDeleteMessage() *apiError {
 			}
 		}
 	}
-	q, _, err := c.messageQueue()
+	q, _, err := c.messageQueue(n)
 	if err != nil {
 		return err
 	}
@@ -495,7 +587,7 @@ func (c *call) batchDeleteMessage() *apiError {
 }
 
 func (c *call) changeVisibility() *apiError {
-	handle := c.param("ReceiptHandle")
+	handle := c.handleParam()
 	if handle == "" {
 		return errMissingHandle
 	}
@@ -507,7 +599,7 @@ func (c *call) changeVisibility() *apiError {
 	if perr != nil || vt < 1 || vt > maxVisibilitySeconds {
 		return rangeError("VisibilityTimeout", 1, maxVisibilitySeconds, "seconds")
 	}
-	q, now, err := c.messageQueue()
+	q, now, err := c.messageQueue(1)
 	if err != nil {
 		return err
 	}

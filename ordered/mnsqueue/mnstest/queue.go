@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"math/rand/v2"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -21,8 +20,9 @@ type QueueAttributes struct {
 	// (1024..65536, default 65536).
 	MaximumMessageSize int
 	// MessageRetentionPeriod is how long, in seconds, a message lives after
-	// it was sent before it expires unreceived or undeleted
-	// (60..1296000, default 345600).
+	// it was sent: then it is deleted, received or not, in flight or not
+	// (60..604800, default 345600; older service documents allowed up to
+	// 1296000, the current ones 7 days).
 	MessageRetentionPeriod int
 	// VisibilityTimeout is how long, in seconds, a received message stays
 	// invisible before it is delivered again (1..43200, default 30).
@@ -32,6 +32,22 @@ type QueueAttributes struct {
 	PollingWaitSeconds int
 	// LoggingEnabled is stored and reported; it has no other effect.
 	LoggingEnabled bool
+	// DeadLetterQueue and MaxReceiveCount are the queue's dead-letter
+	// policy, as the service offers it ("Dead-letter queue" in its
+	// documentation): a message that was received MaxReceiveCount times and
+	// is due to be received again is moved to DeadLetterQueue instead,
+	// with its id, body, priority and retention deadline ("the total
+	// retention time is the sum of the time spent in both"). Both empty:
+	// no policy. MaxReceiveCount is 1..1000 (a range of our choosing: the
+	// service documents none); the dead-letter queue must exist when the
+	// policy is set and must not be the queue itself. If it is deleted
+	// later, moved messages are dropped and counted
+	// (Stats.DeadLetterDropped). Over REST the policy is the element
+	// <DlqPolicy> with <Enabled>, <DeadLetterTargetQueue> and
+	// <MaxReceiveCount>, the names of the service's OpenAPI; the Go SDK
+	// v1.0.11 cannot send it.
+	DeadLetterQueue string
+	MaxReceiveCount int
 }
 
 const (
@@ -39,9 +55,10 @@ const (
 	defaultRetention       = 345600
 	defaultVisibility      = 30
 	maxDelaySeconds        = 604800
-	maxRetentionSeconds    = 1296000
+	maxRetentionSeconds    = 604800
 	maxVisibilitySeconds   = 43200
 	maxPollingWaitSeconds  = 30
+	maxReceiveCountLimit   = 1000
 	minMaxMessageSize      = 1024
 	maxBatch               = 16
 	maxBatchBytes          = 65536
@@ -50,8 +67,8 @@ const (
 	maxQueueNameLen        = 120
 	redeliverCutMax        = time.Second
 	defaultReorderWindow   = 16
-	handleRawLen           = 20
-	handleLen              = (handleRawLen + 2) / 3 * 4
+	handleRawLen           = 21 // queue id, seq, generation, MAC: a multiple of 3, so no padding
+	handleLen              = handleRawLen / 3 * 4
 	millisecond            = int64(time.Millisecond)
 	second                 = int64(time.Second)
 	maxShards              = 64
@@ -85,6 +102,10 @@ func (a QueueAttributes) check() *apiError {
 		return rangeError("VisibilityTimeout", 1, maxVisibilitySeconds, "seconds")
 	case a.PollingWaitSeconds < 0 || a.PollingWaitSeconds > maxPollingWaitSeconds:
 		return rangeError("PollingWaitSeconds", 0, maxPollingWaitSeconds, "seconds")
+	case (a.DeadLetterQueue == "") != (a.MaxReceiveCount == 0):
+		return invalidArgument("A dead-letter policy needs both DeadLetterTargetQueue and MaxReceiveCount.")
+	case a.MaxReceiveCount < 0 || a.MaxReceiveCount > maxReceiveCountLimit:
+		return rangeError("MaxReceiveCount", 1, maxReceiveCountLimit, "")
 	}
 	return nil
 }
@@ -114,21 +135,23 @@ const (
 
 // message is one stored message. Its fields are guarded by its queue's mutex.
 type message struct {
-	seq      uint64 // enqueue order within the queue, also the handle's key
-	id       string
-	body     string
-	md5      string
-	priority int
-	shard    int
-	enqueued int64 // server clock, ns
-	visible  int64 // when a delayed or in-flight message becomes visible, ns
-	expires  int64 // enqueued + retention, ns
-	firstDeq int64 // first receive, ns; 0 before
-	dequeues int64
-	gen      uint32 // bumped by every receive and visibility change: older handles go stale
-	state    uint8
-	vidx     int // index in the shard heap, -1 when not in it
-	tidx     int // index in the timer heap, -1 when not in it
+	seq       uint64 // enqueue order within the queue, also the handle's key
+	id        string
+	body      string
+	md5       string
+	priority  int
+	shard     int
+	enqueued  int64 // server clock, ns
+	visible   int64 // when a delayed or in-flight message becomes visible, ns
+	expires   int64 // enqueued + retention, ns
+	due       int64 // min(visible, expires): when the timer heap must look at it
+	firstDeq  int64 // first receive, ns; 0 before
+	heldSince int64 // when the receive that made it in flight happened, ns
+	dequeues  int64
+	gen       uint32 // bumped by every receive and visibility change: older handles go stale
+	state     uint8
+	vidx      int // index in the shard heap, -1 when not in it
+	tidx      int // index in the timer heap, -1 when not in it
 }
 
 // delivery is what a receive or peek answers for one message, copied out of
@@ -174,13 +197,13 @@ func lessKey(a, b *message) bool {
 }
 
 // timerHeap holds delayed and in-flight messages by the time they become
-// visible.
+// visible or expire, whichever comes first.
 type timerHeap []*message
 
 func (h timerHeap) Len() int { return len(h) }
 func (h timerHeap) Less(i, j int) bool {
-	if h[i].visible != h[j].visible {
-		return h[i].visible < h[j].visible
+	if h[i].due != h[j].due {
+		return h[i].due < h[j].due
 	}
 	return h[i].seq < h[j].seq
 }
@@ -224,6 +247,76 @@ type queue struct {
 	delayed           int
 	waitCh            chan struct{}
 	waiters           int
+	rate              bucket      // Throttle.RequestRate
+	cons              consumption // Throttle.Consumption
+	bytes             int64       // sum of the stored bodies
+	incoming          arrivals    // topic pushes on their way
+	arrivalSeq        uint64
+}
+
+// arrival is a topic push on its way to the queue: it becomes a message when
+// it lands, so that it takes its place in the queue's order then.
+type arrival struct {
+	due  int64 // server clock, ns
+	n    uint64
+	body string
+}
+
+// arrivals is a heap of arrivals by landing time.
+type arrivals []arrival
+
+func (h arrivals) Len() int { return len(h) }
+func (h arrivals) Less(i, j int) bool {
+	if h[i].due != h[j].due {
+		return h[i].due < h[j].due
+	}
+	return h[i].n < h[j].n
+}
+func (h arrivals) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *arrivals) Push(x any)   { *h = append(*h, x.(arrival)) }
+func (h *arrivals) Pop() any {
+	old := *h
+	a := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return a
+}
+
+// expect schedules a topic push to land at due; advance lands it.
+func (q *queue) expect(body string, due int64) {
+	q.arrivalSeq++
+	heap.Push(&q.incoming, arrival{due: due, n: q.arrivalSeq, body: body})
+	if q.incoming[0].n == q.arrivalSeq {
+		q.wake() // a new earliest deadline: long polls shorten their sleep
+	}
+}
+
+// land makes the pushes due by now messages of the queue, in the order they
+// arrive, with the queue's delay. One that finds the emulator full fails.
+func (q *queue) land(now int64) {
+	for len(q.incoming) > 0 && q.incoming[0].due <= now {
+		a := heap.Pop(&q.incoming).(arrival)
+		if !q.srv.reserve(1, int64(len(a.body)), false) {
+			q.srv.stats.pushFailed.Add(1)
+			continue
+		}
+		q.send(a.body, md5Hex(a.body), -1, defaultPriority, a.due, false)
+		q.srv.stats.pushed.Add(1)
+	}
+}
+
+// store adds m to the queue's messages and to the server's totals, which
+// Options.MaxMessages and MaxMessageBytes bound (the caller reserved room
+// with Server.reserve).
+func (q *queue) store(m *message) {
+	q.msgs[m.seq] = m
+	q.bytes += int64(len(m.body))
+}
+
+// unstore removes m from the queue's messages and releases its room.
+func (q *queue) unstore(m *message) {
+	delete(q.msgs, m.seq)
+	q.bytes -= int64(len(m.body))
+	q.srv.release(1, int64(len(m.body)))
 }
 
 func newQueue(s *Server, name string, id uint32, attrs QueueAttributes, now int64) *queue {
@@ -251,9 +344,12 @@ func (q *queue) wake() {
 	}
 }
 
-// pushTimer schedules m; a new earliest deadline wakes the long polls so that
-// they shorten their sleep.
-func (q *queue) pushTimer(m *message) {
+// pushTimer schedules m to become visible at visible (or to expire before);
+// a new earliest deadline wakes the long polls so that they shorten their
+// sleep.
+func (q *queue) pushTimer(m *message, visible int64) {
+	m.visible = visible
+	m.due = min(visible, m.expires)
 	heap.Push(&q.timers, m)
 	if m.tidx == 0 {
 		q.wake()
@@ -261,20 +357,29 @@ func (q *queue) pushTimer(m *message) {
 }
 
 // advance moves every delayed or in-flight message whose time has come back
-// to its shard, dropping those past retention. The caller holds q.mu.
+// to its shard, and deletes those past retention: the service deletes a
+// message at the end of its retention period whether it was received or
+// not, so an in-flight one goes too. The caller holds q.mu.
 func (q *queue) advance(now int64) {
+	q.land(now)
 	woke := false
-	for len(q.timers) > 0 && q.timers[0].visible <= now {
+	for len(q.timers) > 0 && q.timers[0].due <= now {
 		m := heap.Pop(&q.timers).(*message)
-		if m.state == stateInflight {
+		inflight := m.state == stateInflight
+		if inflight {
 			q.inflight--
 		} else {
 			q.delayed--
 		}
 		if m.expires <= now {
-			delete(q.msgs, m.seq)
+			q.unstore(m)
 			q.srv.stats.expired.Add(1)
 			continue
+		}
+		if inflight {
+			// A receipt ended without a delete.
+			q.cons.lapse(now)
+			q.srv.stats.lapsed.Add(1)
 		}
 		m.state = stateActive
 		q.active++
@@ -287,12 +392,16 @@ func (q *queue) advance(now int64) {
 }
 
 // nextDue is the earliest time a delayed or in-flight message becomes
-// visible, or 0.
+// visible or expires, or a push lands, or 0.
 func (q *queue) nextDue() int64 {
-	if len(q.timers) == 0 {
-		return 0
+	var due int64
+	if len(q.timers) > 0 {
+		due = q.timers[0].due
 	}
-	return q.timers[0].visible
+	if len(q.incoming) > 0 && (due == 0 || q.incoming[0].due < due) {
+		due = q.incoming[0].due
+	}
+	return due
 }
 
 // pick removes and returns the next visible message, or nil. It behaves like
@@ -329,7 +438,7 @@ func (q *queue) pick(now int64) *message {
 		m := heap.Pop(&q.shards[shard]).(*message)
 		q.active--
 		if m.expires <= now {
-			delete(q.msgs, m.seq)
+			q.unstore(m)
 			q.srv.stats.expired.Add(1)
 			continue
 		}
@@ -337,8 +446,8 @@ func (q *queue) pick(now int64) *message {
 	}
 }
 
-// send stores one message. delay < 0 means the queue's delay. lost drops it
-// at once, as if it had expired.
+// send stores one message. delay is in ns; < 0 means the queue's
+// DelaySeconds. lost throws it away (Faults.LoseAckedSends).
 func (q *queue) send(body, md5 string, delay int64, priority int, now int64, lost bool) (id, handle string) {
 	q.nextSeq++
 	seq := q.nextSeq
@@ -346,9 +455,9 @@ func (q *queue) send(body, md5 string, delay int64, priority int, now int64, los
 	if len(q.shards) > 1 {
 		shard = q.rng.IntN(len(q.shards))
 	}
-	id = q.srv.messageID(q.id, shard, now, seq)
+	id = q.srv.messageID(q.id, seq)
 	if delay < 0 {
-		delay = int64(q.attrs.DelaySeconds)
+		delay = int64(q.attrs.DelaySeconds) * second
 	}
 	if lost {
 		q.srv.stats.lost.Add(1)
@@ -369,13 +478,12 @@ func (q *queue) send(body, md5 string, delay int64, priority int, now int64, los
 		vidx:     -1,
 		tidx:     -1,
 	}
-	q.msgs[seq] = m
+	q.store(m)
 	q.srv.stats.sent.Add(1)
 	if delay > 0 {
 		m.state = stateDelayed
-		m.visible = now + delay*second
 		q.delayed++
-		q.pushTimer(m)
+		q.pushTimer(m, now+delay)
 		return id, q.srv.encodeHandle(q.id, seq, 0)
 	}
 	m.state = stateActive
@@ -387,30 +495,69 @@ func (q *queue) send(body, md5 string, delay int64, priority int, now int64, los
 
 // receive hands out up to n visible messages, making them invisible for the
 // queue's visibility timeout (or less, when the Redeliver fault fires).
-func (q *queue) receive(n int, now int64, redeliver float64, out []delivery) []delivery {
+// Under a dead-letter policy, a message already received MaxReceiveCount
+// times is removed instead and returned in dead, for the caller to move to
+// the dead-letter queue once it has released q.mu.
+func (q *queue) receive(n int, now int64, redeliver float64, out []delivery, dead []*message) ([]delivery, []*message) {
 	vt := int64(q.attrs.VisibilityTimeout) * second
 	for len(out) < n {
 		m := q.pick(now)
 		if m == nil {
 			break
 		}
+		if q.attrs.MaxReceiveCount > 0 && m.dequeues >= int64(q.attrs.MaxReceiveCount) {
+			q.unstore(m)
+			dead = append(dead, m)
+			continue
+		}
 		m.state = stateInflight
 		q.inflight++
+		q.cons.peak = max(q.cons.peak, q.inflight)
+		m.heldSince = now
 		m.dequeues++
 		m.gen++
 		if m.firstDeq == 0 {
 			m.firstDeq = now
 		}
-		m.visible = now + vt
+		visible := now + vt
 		if redeliver > 0 && q.rng.Float64() < redeliver {
-			m.visible = now + q.rng.Int64N(min(vt, int64(redeliverCutMax)))
+			visible = now + q.rng.Int64N(min(vt, int64(redeliverCutMax)))
 			q.srv.stats.redelivered.Add(1)
 		}
-		q.pushTimer(m)
+		q.pushTimer(m, visible)
 		q.srv.stats.received.Add(1)
 		out = append(out, q.deliveryOf(m, true))
 	}
-	return out
+	return out, dead
+}
+
+// adopt stores messages moved from another queue by its dead-letter policy:
+// same id, body, priority and retention deadline, received afresh. The
+// move takes the room it freed (forced: it cannot fail).
+func (q *queue) adopt(moved []*message) {
+	for _, old := range moved { // not expired: pick dropped those
+		q.srv.reserve(1, int64(len(old.body)), true)
+		q.nextSeq++
+		m := &message{
+			seq:      q.nextSeq,
+			id:       old.id,
+			body:     old.body,
+			md5:      old.md5,
+			priority: old.priority,
+			enqueued: old.enqueued,
+			expires:  old.expires,
+			state:    stateActive,
+			vidx:     -1,
+			tidx:     -1,
+		}
+		if len(q.shards) > 1 {
+			m.shard = q.rng.IntN(len(q.shards))
+		}
+		q.store(m)
+		q.active++
+		heap.Push(&q.shards[m.shard], m)
+	}
+	q.wake()
 }
 
 // peek returns up to n visible messages without changing their state.
@@ -476,7 +623,7 @@ func (q *queue) remove(handle string) *apiError {
 	} else {
 		q.delayed--
 	}
-	delete(q.msgs, m.seq)
+	q.unstore(m)
 	q.srv.stats.deleted.Add(1)
 	return nil
 }
@@ -490,6 +637,7 @@ func (q *queue) changeVisibility(handle string, vt int64, now int64) (string, in
 	}
 	m.gen++
 	m.visible = now + vt*second
+	m.due = min(m.visible, m.expires)
 	heap.Fix(&q.timers, m.tidx)
 	if m.tidx == 0 {
 		q.wake()
@@ -505,6 +653,8 @@ func (q *queue) info() QueueInfo {
 		Active:         q.active,
 		Inactive:       q.inflight,
 		Delayed:        q.delayed,
+		PeakInactive:   q.cons.peak,
+		Throttled:      q.cons.reason,
 		CreateTime:     time.Unix(0, q.created),
 		LastModifyTime: time.Unix(0, q.modified),
 	}
@@ -521,51 +671,58 @@ type QueueInfo struct {
 	// visibility timeout ends.
 	Inactive int
 	// Delayed messages wait for their delay to end.
-	Delayed                    int
+	Delayed int
+	// PeakInactive is the most messages that were ever in flight at once:
+	// received and not deleted, the figure the service's
+	// abnormal-consumption throttle watches.
+	PeakInactive int
+	// Throttled says why the queue's receives are throttled now
+	// (AbnormalUndeleted, AbnormalRate, AbnormalHold) as of the last
+	// receive, or "" (Throttle.Consumption).
+	Throttled                  string
 	CreateTime, LastModifyTime time.Time
 }
 
 // encodeHandle builds a receipt handle: queue id, message seq and generation,
 // authenticated with a per-server keyed hash so that handles from another
-// server, or made up, are told apart from stale ones. Base64 (standard
-// alphabet, with '+', '/' and '=') exercises the SDK's query escaping.
+// server, or made up, are told apart from stale ones. Like the service's
+// (1-ODU4OTkzNDU5My0xNDM1MTk3NjAwLTItNg==) they are URL-safe: the URL-safe
+// base64 alphabet without padding, so a client that puts the handle in a
+// query string unescaped (the Python and Node.js SDKs do) sends it intact.
 func (s *Server) encodeHandle(qid uint32, seq uint64, gen uint32) string {
 	var raw [handleRawLen]byte
 	binary.BigEndian.PutUint32(raw[0:], qid)
 	binary.BigEndian.PutUint64(raw[4:], seq)
 	binary.BigEndian.PutUint32(raw[12:], gen)
-	binary.BigEndian.PutUint32(raw[16:], uint32(maphash.Bytes(s.handleSeed, raw[:16])))
-	return base64.StdEncoding.EncodeToString(raw[:])
+	mac := maphash.Bytes(s.handleSeed, raw[:16])
+	raw[16], raw[17], raw[18], raw[19], raw[20] = byte(mac>>32), byte(mac>>24), byte(mac>>16), byte(mac>>8), byte(mac)
+	return base64.RawURLEncoding.EncodeToString(raw[:])
 }
 
 func (s *Server) decodeHandle(h string) (qid uint32, seq uint64, gen uint32, ok bool) {
 	if len(h) != handleLen {
 		return 0, 0, 0, false
 	}
-	var raw [handleRawLen + 2]byte
-	n, err := base64.StdEncoding.Decode(raw[:], []byte(h))
+	var raw [handleRawLen]byte
+	n, err := base64.RawURLEncoding.Decode(raw[:], []byte(h))
 	if err != nil || n != handleRawLen {
 		return 0, 0, 0, false
 	}
-	if binary.BigEndian.Uint32(raw[16:]) != uint32(maphash.Bytes(s.handleSeed, raw[:16])) {
-		return 0, 0, 0, false
+	if s.encodeHandle(binary.BigEndian.Uint32(raw[0:]), binary.BigEndian.Uint64(raw[4:]), binary.BigEndian.Uint32(raw[12:])) != h {
+		return 0, 0, 0, false // a wrong MAC, or a spelling the server never issues
 	}
 	return binary.BigEndian.Uint32(raw[0:]), binary.BigEndian.Uint64(raw[4:]), binary.BigEndian.Uint32(raw[12:]), true
 }
 
-// messageID builds an id shaped like the service's
-// (5F290C926D472878-2-14D9529A8FA-200000001): server tag and queue, shard,
-// enqueue time in ms, sequence.
-func (s *Server) messageID(qid uint32, shard int, now int64, seq uint64) string {
-	b := make([]byte, 0, 48)
+// messageID builds an id in the service's current shape: 32 upper-case hex
+// digits (the REST documentation's older example,
+// 5F290C926D472878-2-14D9529A8FA-200000001, is no longer what it issues).
+// Server tag, queue or topic id and sequence make it unique.
+func (s *Server) messageID(entity uint32, seq uint64) string {
+	b := make([]byte, 0, 32)
 	b = append(b, s.tag...)
-	b = appendHex(b, uint64(qid), 8)
-	b = append(b, '-')
-	b = strconv.AppendInt(b, int64(shard), 10)
-	b = append(b, '-')
-	b = appendHex(b, uint64(now/millisecond), 11)
-	b = append(b, '-')
-	b = appendHex(b, seq, 9)
+	b = appendHex(b, uint64(entity), 8)
+	b = appendHex(b, seq, 16)
 	return string(b)
 }
 

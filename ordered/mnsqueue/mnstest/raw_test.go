@@ -137,7 +137,7 @@ func TestRawDateSkew(t *testing.T) {
 		r.Header.Set("Date", time.Now().Add(-time.Hour).UTC().Format(http.TimeFormat))
 		resign(r, s) // correctly signed, but an hour old
 	})
-	assert.Equal(t, 403, a.status, a.body)
+	assert.Equal(t, 408, a.status, "a Date an hour off is answered 408 as the service does: %s", a.body)
 	assert.Equal(t, CodeTimeExpired, a.err.Code, a.body)
 }
 
@@ -191,7 +191,13 @@ func TestRawProtocolVariants(t *testing.T) {
 		{"PUT", "/queues/raw/messages?ReceiptHandle=abc", "", CodeMissingVisibilityTimeout},
 		{"GET", "/queues/raw/messages?waitseconds=31", "", CodeInvalidArgument},
 		{"GET", "/queues/raw/messages?numOfMessages=0", "", CodeInvalidArgument},
-		{"GET", "/topics/t", "", CodeInvalidRequestURL},
+		{"GET", "/topics/t", "", CodeTopicNotExist},
+		{"GET", "/other", "", CodeInvalidRequestURL},
+		{"GET", "/topics/t/other", "", CodeInvalidRequestURL},
+		{"POST", "/topics/t", "", CodeInvalidRequestURL},
+		{"PUT", "/topics/t", "<Topic><MaximumMessageSize>big</MaximumMessageSize></Topic>", CodeInvalidArgument},
+		{"PUT", "/topics/t/subscriptions/s", "<Subscription><Endpoint>", CodeMalformedXML},
+		{"POST", "/topics/t/messages", "<Message><MessageBody>x</MessageBody></Message>", CodeTopicNotExist},
 		{"PUT", "/queues/raw", "<Queue><VisibilityTimeout>0x</VisibilityTimeout></Queue>", CodeInvalidArgument},
 		{"PUT", "/queues/raw?metaoverride=true", "<Queue><PollingWaitSeconds>31</PollingWaitSeconds></Queue>", CodeInvalidArgument},
 		{"GET", "/queues/bad_name/messages", "", CodeQueueNotExist},
@@ -225,6 +231,13 @@ func FuzzRequest(f *testing.F) {
 		{3, "/queues/fz?metaoverride=true", "<Queue><PollingWaitSeconds>1</PollingWaitSeconds></Queue>"},
 		{1, "/queues", ""},
 		{1, "/queues/fz", ""},
+		{3, "/topics/tz", "<Topic><MaximumMessageSize>65536</MaximumMessageSize><LoggingEnabled>false</LoggingEnabled></Topic>"},
+		{3, "/topics/tz/subscriptions/s", "<Subscription><Endpoint>acs:mns:0:127:queues/fz</Endpoint><NotifyContentFormat>JSON</NotifyContentFormat></Subscription>"},
+		{3, "/topics/tz/subscriptions/s?metaoverride=true", "<Subscription><NotifyStrategy>EXPONENTIAL_DECAY_RETRY</NotifyStrategy></Subscription>"},
+		{0, "/topics/tz/messages", "<Message><MessageBody>#1#x</MessageBody><MessageTag>t</MessageTag></Message>"},
+		{1, "/topics/tz/subscriptions", ""},
+		{2, "/topics/tz/subscriptions/s", ""},
+		{1, "/topics", ""},
 	}
 	for _, sd := range seeds {
 		f.Add(sd.method, sd.uri, []byte(sd.body))
@@ -238,6 +251,9 @@ func FuzzRequest(f *testing.F) {
 		if runs.Add(1)%512 == 0 {
 			for _, q := range s.Queues() {
 				_ = s.DeleteQueue(q.Name)
+			}
+			for _, tp := range s.Topics() {
+				_ = s.DeleteTopic(tp.Name)
 			}
 			require.NoError(t, s.CreateQueue("fz", nil))
 		}
@@ -305,4 +321,77 @@ func FuzzFastXML(f *testing.F) {
 			assert.Equal(t, sh.Handles, fh.Handles, "handles of %q", body)
 		}
 	})
+}
+
+// TestRawVisibilityTimeoutZero: a CreateQueue body that gives
+// VisibilityTimeout 0 is refused (1..43200), not taken as the default; an
+// attribute left out still takes its default.
+func TestRawVisibilityTimeoutZero(t *testing.T) {
+	s := newRawServer(t)
+	for _, body := range []string{
+		"<Queue><VisibilityTimeout>0</VisibilityTimeout></Queue>",
+		"<Queue><MaximumMessageSize>0</MaximumMessageSize></Queue>",
+		"<Queue><MessageRetentionPeriod>0</MessageRetentionPeriod></Queue>",
+	} {
+		a := do(t, s, "PUT", "/queues/zero", body, nil)
+		assert.Equal(t, 400, a.status, "%s: %s", body, a.body)
+		assert.Equal(t, CodeInvalidArgument, a.err.Code, "%s: %s", body, a.body)
+	}
+	a := do(t, s, "PUT", "/queues/zero", "<Queue><DelaySeconds>0</DelaySeconds></Queue>", nil)
+	require.Equal(t, 201, a.status, a.body)
+	info, err := s.Queue("zero")
+	require.NoError(t, err)
+	assert.Equal(t, 30, info.Attributes.VisibilityTimeout, "left out: the default")
+}
+
+// TestRawReceiptHandlePlusLiteral: the ReceiptHandle parameter keeps a '+'
+// as a '+' (clients that do not escape handles send it so) and decodes
+// percent escapes (the Go SDK escapes), where form decoding would turn '+'
+// into a space.
+func TestRawReceiptHandlePlusLiteral(t *testing.T) {
+	for _, tc := range []struct{ query, want string }{
+		{"ReceiptHandle=a+b/c==", "a+b/c=="},
+		{"ReceiptHandle=a%2Bb%2Fc%3D%3D", "a+b/c=="},
+		{"receipthandle=x-y_z&VisibilityTimeout=5", "x-y_z"},
+		{"VisibilityTimeout=5&ReceiptHandle=a%20b", "a b"},
+		{"VisibilityTimeout=5", ""},
+	} {
+		c := &call{r: httptest.NewRequest("PUT", "/queues/q/messages?"+tc.query, nil)}
+		assert.Equal(t, tc.want, c.handleParam(), "query %q", tc.query)
+	}
+	// End to end: a handle sent without escaping deletes its message.
+	s := newRawServer(t)
+	a := do(t, s, "POST", "/queues/raw/messages", "<Message><MessageBody>x</MessageBody></Message>", nil)
+	require.Equal(t, 201, a.status, a.body)
+	a = do(t, s, "GET", "/queues/raw/messages", "", nil)
+	require.Equal(t, 200, a.status, a.body)
+	var m struct{ ReceiptHandle string }
+	require.NoError(t, xml.Unmarshal([]byte(a.body), &m))
+	a = do(t, s, "DELETE", "/queues/raw/messages?ReceiptHandle="+m.ReceiptHandle, "", nil)
+	assert.Equal(t, 204, a.status, "delete with the handle as issued, unescaped: %s", a.body)
+}
+
+// TestRawDeadLetterPolicy: the policy travels as <DlqPolicy> in CreateQueue,
+// SetQueueAttributes and GetQueueAttributes.
+func TestRawDeadLetterPolicy(t *testing.T) {
+	s := newRawServer(t)
+	a := do(t, s, "PUT", "/queues/src", `<Queue><DlqPolicy><Enabled>true</Enabled><DeadLetterTargetQueue>raw</DeadLetterTargetQueue><MaxReceiveCount>4</MaxReceiveCount></DlqPolicy></Queue>`, nil)
+	require.Equal(t, 201, a.status, a.body)
+	a = do(t, s, "GET", "/queues/src", "", nil)
+	require.Equal(t, 200, a.status, a.body)
+	assert.Contains(t, a.body, "<DlqPolicy><Enabled>true</Enabled><DeadLetterTargetQueue>raw</DeadLetterTargetQueue><MaxReceiveCount>4</MaxReceiveCount></DlqPolicy>")
+	for _, body := range []string{
+		`<Queue><DlqPolicy><Enabled>true</Enabled><DeadLetterTargetQueue>src</DeadLetterTargetQueue><MaxReceiveCount>4</MaxReceiveCount></DlqPolicy></Queue>`,
+		`<Queue><DlqPolicy><Enabled>true</Enabled><DeadLetterTargetQueue>nope</DeadLetterTargetQueue><MaxReceiveCount>4</MaxReceiveCount></DlqPolicy></Queue>`,
+		`<Queue><DlqPolicy><Enabled>true</Enabled><DeadLetterTargetQueue>raw</DeadLetterTargetQueue><MaxReceiveCount>0</MaxReceiveCount></DlqPolicy></Queue>`,
+		`<Queue><DlqPolicy><Enabled>maybe</Enabled></DlqPolicy></Queue>`,
+	} {
+		a = do(t, s, "PUT", "/queues/src?metaoverride=true", body, nil)
+		assert.Equal(t, CodeInvalidArgument, a.err.Code, "%s: %s", body, a.body)
+	}
+	a = do(t, s, "PUT", "/queues/src?metaoverride=true", `<Queue><DlqPolicy><Enabled>false</Enabled></DlqPolicy></Queue>`, nil)
+	require.Equal(t, 204, a.status, a.body)
+	info, err := s.Queue("src")
+	require.NoError(t, err)
+	assert.Zero(t, info.Attributes.MaxReceiveCount, "Enabled false removes the policy")
 }

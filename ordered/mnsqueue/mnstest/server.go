@@ -26,11 +26,36 @@ type Options struct {
 	// Addr is the TCP address to listen on (default "127.0.0.1:0", a free
 	// loopback port). The host must be an IPv4 literal: the SDK accepts only
 	// endpoints with exactly four dots. An unspecified host (0.0.0.0)
-	// listens everywhere and is advertised as 127.0.0.1.
+	// listens everywhere and is advertised as 127.0.0.1. A host that is
+	// not loopback is refused unless AccessKeySecret is set to something
+	// other than the published DefaultAccessKeySecret: anyone who can reach
+	// the port could otherwise use the server.
 	Addr string
 	// AccessKeyID and AccessKeySecret are the one credential the server
 	// accepts (defaults DefaultAccessKeyID and DefaultAccessKeySecret).
 	AccessKeyID, AccessKeySecret string
+	// AccountID is the account the server reports as the owner of topics
+	// and the subscriber of subscriptions (default DefaultAccountID).
+	AccountID string
+	// ReadTimeout bounds the reading of a request, headers and body
+	// (default 30s); a client that sends slower gets an error answer or a
+	// closed connection. Reading the headers alone is bounded by the
+	// smaller of it and 10s. Long polls are not affected.
+	ReadTimeout time.Duration
+	// MaxQueues and MaxTopics cap how many queues and topics may exist
+	// (default 1,000 each, the service's quota per region); CreateQueue and
+	// CreateTopic beyond them answer 400 QueueNumExceededLimit and
+	// TopicNumExceededLimit (codes of our choosing, after the MNS .NET
+	// SDK's QueueNumExceededLimitException: the service documents none).
+	// Subscriptions are capped at the service's 100 per topic.
+	MaxQueues, MaxTopics int
+	// MaxMessages and MaxMessageBytes cap the messages stored in all queues
+	// together, and the sum of their bodies (defaults 1,000,000 and 1 GiB;
+	// the service has no such limit, the emulator's memory does). A send
+	// beyond them answers 400 MessageNumExceededLimit (our code) and
+	// stores nothing.
+	MaxMessages     int
+	MaxMessageBytes int64
 	// Shards is the number of internal shards per queue (default 4, at most
 	// 64). A message goes to a random shard; receives take from shards at
 	// random, so delivery is "basically ordered" like the service's
@@ -45,8 +70,16 @@ type Options struct {
 	Seed int64
 	// Faults injects failures from the start; SetFaults changes them later.
 	Faults Faults
+	// Throttle makes the server throttle requests and abnormal consumption
+	// as the service does; the zero value throttles nothing.
+	Throttle Throttle
 	// Logger receives one debug line per request and errors (nil: discard).
 	Logger *slog.Logger
+	// OnPushLost, if set, is called for each topic push that never reaches
+	// its queue (Faults.PushDrop, or a queue gone or too small), so that a
+	// test knows the holes to expect. It is called synchronously from the
+	// publish request, outside the server's locks, and must not block.
+	OnPushLost func(LostPush)
 }
 
 // Faults are probabilities (0..1) and delays of injected failures. They
@@ -71,25 +104,38 @@ type Faults struct {
 	// Latency delays every message operation, plus a uniform random part
 	// up to Jitter.
 	Latency, Jitter time.Duration
-	// Loss is the probability that a sent message is lost, as if it had
-	// expired at once; the send still succeeds.
-	Loss float64
+	// LoseAckedSends is the probability that a sent message is thrown away
+	// although its send succeeds. The service never does this (an
+	// acknowledged send is stored); it stands for what nothing else
+	// produces, a hole that never fills, to test a receiver's gap policy.
+	// Keep it off (0) unless that is the point of the test.
+	LoseAckedSends float64
 	// EarlyEmpty is the probability that a receive answers 404
 	// MessageNotExist at once, without looking or waiting, as the service
 	// does when its long-poll limit is exceeded.
 	EarlyEmpty float64
+	// Faults of the pushes a topic makes to its subscribed queues, which
+	// the service makes "at least once" and in no guaranteed order:
+	// PushDelay delays each push by a uniform random time up to it (so
+	// pushes overtake each other), PushDuplicate is the probability that
+	// a push arrives twice, PushDrop the probability that it never
+	// arrives, as when the service's retries fail. Dropped pushes are
+	// counted (Stats.PushDropped): they are the holes a test may expect.
+	PushDelay               time.Duration
+	PushDuplicate, PushDrop float64
 }
 
 func (f *Faults) validate() error {
 	for _, p := range []struct {
 		name string
 		v    float64
-	}{{"Redeliver", f.Redeliver}, {"Error5xx", f.Error5xx}, {"Drop", f.Drop}, {"Loss", f.Loss}, {"EarlyEmpty", f.EarlyEmpty}} {
+	}{{"Redeliver", f.Redeliver}, {"Error5xx", f.Error5xx}, {"Drop", f.Drop}, {"LoseAckedSends", f.LoseAckedSends}, {"EarlyEmpty", f.EarlyEmpty},
+		{"PushDuplicate", f.PushDuplicate}, {"PushDrop", f.PushDrop}} {
 		if !(p.v >= 0 && p.v <= 1) {
 			return fmt.Errorf("mnstest: fault %s %v not in 0..1: %w", p.name, p.v, ErrInvalidArgument)
 		}
 	}
-	if f.Latency < 0 || f.Jitter < 0 {
+	if f.Latency < 0 || f.Jitter < 0 || f.PushDelay < 0 {
 		return fmt.Errorf("mnstest: negative latency %v or jitter %v: %w", f.Latency, f.Jitter, ErrInvalidArgument)
 	}
 	return nil
@@ -103,15 +149,41 @@ func (o *Options) validate() error {
 	if err != nil {
 		return fmt.Errorf("mnstest: address %q: %w", o.Addr, err)
 	}
-	if ip := net.ParseIP(host); ip == nil || ip.To4() == nil {
+	ip := net.ParseIP(host)
+	if ip == nil || ip.To4() == nil {
 		return fmt.Errorf("mnstest: address %q: host must be an IPv4 literal (the SDK rejects other endpoints): %w",
 			o.Addr, ErrInvalidArgument)
+	}
+	if !ip.IsLoopback() && (o.AccessKeySecret == "" || o.AccessKeySecret == DefaultAccessKeySecret) {
+		return fmt.Errorf("mnstest: address %q is not loopback: set AccessKeyID and an AccessKeySecret other than the published default, "+
+			"or anyone who reaches the port can use the server: %w", o.Addr, ErrInvalidArgument)
+	}
+	if o.ReadTimeout == 0 {
+		o.ReadTimeout = defaultReadTimeout
+	}
+	if o.MaxQueues == 0 {
+		o.MaxQueues = defaultMaxQueues
+	}
+	if o.MaxTopics == 0 {
+		o.MaxTopics = defaultMaxTopics
+	}
+	if o.MaxMessages == 0 {
+		o.MaxMessages = defaultMaxMessages
+	}
+	if o.MaxMessageBytes == 0 {
+		o.MaxMessageBytes = defaultMaxMessageBytes
+	}
+	if o.ReadTimeout < 0 || o.MaxQueues < 0 || o.MaxTopics < 0 || o.MaxMessages < 0 || o.MaxMessageBytes < 0 {
+		return fmt.Errorf("mnstest: negative ReadTimeout or cap: %w", ErrInvalidArgument)
 	}
 	if o.AccessKeyID == "" {
 		o.AccessKeyID = DefaultAccessKeyID
 	}
 	if o.AccessKeySecret == "" {
 		o.AccessKeySecret = DefaultAccessKeySecret
+	}
+	if o.AccountID == "" {
+		o.AccountID = DefaultAccountID
 	}
 	if o.Shards == 0 {
 		o.Shards = 4
@@ -131,8 +203,21 @@ func (o *Options) validate() error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if err := o.Throttle.validate(); err != nil {
+		return err
+	}
 	return o.Faults.validate()
 }
+
+// Defaults of the hardening options.
+const (
+	defaultReadTimeout     = 30 * time.Second
+	maxReadHeaderTimeout   = 10 * time.Second
+	defaultMaxQueues       = 1000
+	defaultMaxTopics       = 1000
+	defaultMaxMessages     = 1_000_000
+	defaultMaxMessageBytes = 1 << 30
+)
 
 // options is Options after validation, with the window in the type the
 // queues compare with.
@@ -156,10 +241,14 @@ type Server struct {
 	reqSeq     atomic.Uint64
 	macs       signers
 	stats      counters
+	// stored and storedBytes count the messages of all queues and their
+	// bodies, against MaxMessages and MaxMessageBytes.
+	stored, storedBytes atomic.Int64
 
-	mu      sync.RWMutex
-	queues  map[string]*queue
-	queueID uint32
+	mu       sync.RWMutex
+	queues   map[string]*queue
+	topics   map[string]*topic
+	entityID uint32 // the last id given to a queue or a topic
 
 	done      chan struct{} // closed by Close: long polls and latency sleeps end
 	closeOnce sync.Once
@@ -187,12 +276,13 @@ func NewServer(opts *Options) (*Server, error) {
 		handleSeed: maphash.MakeSeed(),
 		faultRng:   rand.New(rand.NewPCG(uint64(o.Seed), 0xfa017)),
 		queues:     make(map[string]*queue),
+		topics:     make(map[string]*topic),
 		done:       make(chan struct{}),
 		serveDone:  make(chan struct{}),
 	}
 	f := o.Faults
 	s.faults.Store(&f)
-	s.tag = string(appendHex(nil, rand.Uint64(), 8))
+	s.tag = string(appendHex(nil, uint64(rand.Uint32()), 8))
 	addr := ln.Addr().(*net.TCPAddr)
 	host := addr.IP.String()
 	if addr.IP.IsUnspecified() {
@@ -203,8 +293,12 @@ func NewServer(opts *Options) (*Server, error) {
 	// SDK's HTTP client normalises "/./queues/..." to "/queues/...".
 	s.endpoint = "http://" + net.JoinHostPort(host, fmt.Sprint(addr.Port)) + "/."
 	s.http = &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler: s,
+		// ReadTimeout bounds headers and body; net/http lifts it once the
+		// body is read, so long polls last their wait. No WriteTimeout:
+		// it would cut them.
+		ReadTimeout:       o.ReadTimeout,
+		ReadHeaderTimeout: min(o.ReadTimeout, maxReadHeaderTimeout),
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(o.Logger.Handler(), slog.LevelDebug),
 	}
@@ -224,6 +318,10 @@ func (s *Server) Endpoint() string { return s.endpoint }
 
 // Addr returns the address the server listens on.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Options returns the options in force, defaults filled in. Faults are the
+// ones given at start; Faults returns those in force now.
+func (s *Server) Options() Options { return s.opts.Options }
 
 // AccessKeyID returns the accepted access key id.
 func (s *Server) AccessKeyID() string { return s.opts.AccessKeyID }
@@ -308,6 +406,8 @@ func (s *Server) CreateQueue(name string, attrs *QueueAttributes) error {
 		return nil
 	case aerr == errQueueExists:
 		return fmt.Errorf("mnstest: create queue %q: %w", name, ErrQueueExists)
+	case aerr == errQueueLimit:
+		return fmt.Errorf("mnstest: create queue %q: %d queues exist: %w", name, s.opts.MaxQueues, ErrLimitExceeded)
 	default:
 		return fmt.Errorf("mnstest: create queue %q: %s: %w", name, aerr.message, ErrInvalidArgument)
 	}
@@ -324,6 +424,9 @@ func (s *Server) createQueue(name string, a QueueAttributes) (created bool, _ *a
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.checkDeadLetterQueue(name, a.DeadLetterQueue); err != nil {
+		return false, err
+	}
 	if q, ok := s.queues[name]; ok {
 		q.mu.Lock()
 		same := q.attrs == a
@@ -333,9 +436,48 @@ func (s *Server) createQueue(name string, a QueueAttributes) (created bool, _ *a
 		}
 		return false, errQueueExists
 	}
-	s.queueID++
-	s.queues[name] = newQueue(s, name, s.queueID, a, s.now())
+	if len(s.queues) >= s.opts.MaxQueues {
+		return false, errQueueLimit
+	}
+	s.entityID++
+	s.queues[name] = newQueue(s, name, s.entityID, a, s.now())
 	return true, nil
+}
+
+// checkDeadLetterQueue refuses a dead-letter queue that is the queue itself
+// or does not exist. The caller holds s.mu.
+func (s *Server) checkDeadLetterQueue(name, dlq string) *apiError {
+	switch {
+	case dlq == "":
+		return nil
+	case dlq == name:
+		return invalidArgument("A queue cannot be its own dead-letter queue.")
+	case s.queues[dlq] == nil:
+		return invalidArgument("The dead-letter queue " + dlq + " does not exist.")
+	}
+	return nil
+}
+
+// deadLetter moves messages removed by name's dead-letter policy into the
+// dead-letter queue dlq; if it no longer exists they are dropped, and
+// counted. The caller holds no queue lock.
+func (s *Server) deadLetter(dlq string, moved []*message, now int64) {
+	if len(moved) == 0 {
+		return
+	}
+	s.stats.deadLettered.Add(int64(len(moved)))
+	d := s.queue(dlq)
+	if d != nil {
+		d.mu.Lock()
+		if !d.deleted {
+			d.advance(now)
+			d.adopt(moved)
+			d.mu.Unlock()
+			return
+		}
+		d.mu.Unlock()
+	}
+	s.stats.deadLetterDropped.Add(int64(len(moved)))
 }
 
 // DeleteQueue deletes a queue and its messages; waiting long polls on it
@@ -358,8 +500,28 @@ func (s *Server) deleteQueue(name string) bool {
 	q.mu.Lock()
 	q.deleted = true
 	q.wake()
+	s.release(int64(len(q.msgs)), q.bytes)
+	s.stats.pushFailed.Add(int64(len(q.incoming)))
 	q.mu.Unlock()
 	return true
+}
+
+// reserve makes room for n messages of bytes in all, within MaxMessages and
+// MaxMessageBytes unless force (a move between queues, which frees as much
+// as it takes). It reports whether it did.
+func (s *Server) reserve(n, bytes int64, force bool) bool {
+	c, b := s.stored.Add(n), s.storedBytes.Add(bytes)
+	if !force && (c > int64(s.opts.MaxMessages) || b > s.opts.MaxMessageBytes) {
+		s.release(n, bytes)
+		return false
+	}
+	return true
+}
+
+// release gives back the room of n messages of bytes in all.
+func (s *Server) release(n, bytes int64) {
+	s.stored.Add(-n)
+	s.storedBytes.Add(-bytes)
 }
 
 func (s *Server) queue(name string) *queue {

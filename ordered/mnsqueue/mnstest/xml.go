@@ -39,6 +39,11 @@ type queueBody struct {
 	VisibilityTimeout      *string `xml:"VisibilityTimeout"`
 	PollingWaitSeconds     *string `xml:"PollingWaitSeconds"`
 	LoggingEnabled         *string `xml:"LoggingEnabled"`
+	DlqPolicy              *struct {
+		Enabled               string `xml:"Enabled"`
+		DeadLetterTargetQueue string `xml:"DeadLetterTargetQueue"`
+		MaxReceiveCount       string `xml:"MaxReceiveCount"`
+	} `xml:"DlqPolicy"`
 }
 
 // apply overrides the attributes present in the body.
@@ -70,6 +75,20 @@ func (b *queueBody) apply(a *QueueAttributes) *apiError {
 			return invalidArgument("The value of LoggingEnabled is not a valid boolean.")
 		}
 		a.LoggingEnabled = v
+	}
+	if p := b.DlqPolicy; p != nil {
+		on, err := strconv.ParseBool(strings.TrimSpace(p.Enabled))
+		if err != nil {
+			return invalidArgument("The value of DlqPolicy.Enabled is not a valid boolean.")
+		}
+		a.DeadLetterQueue, a.MaxReceiveCount = "", 0
+		if on {
+			n, err := strconv.Atoi(strings.TrimSpace(p.MaxReceiveCount))
+			if err != nil {
+				return invalidArgument("The value of DlqPolicy.MaxReceiveCount is not a valid integer.")
+			}
+			a.DeadLetterQueue, a.MaxReceiveCount = strings.TrimSpace(p.DeadLetterTargetQueue), n
+		}
 	}
 	return nil
 }
@@ -210,6 +229,13 @@ func appendQueueAttrs(b []byte, info *QueueInfo, ns bool) []byte {
 	b = appendIntElem(b, "InactiveMessages", int64(info.Inactive))
 	b = appendIntElem(b, "DelayMessages", int64(info.Delayed))
 	b = appendElem(b, "LoggingEnabled", strconv.FormatBool(a.LoggingEnabled))
+	if a.MaxReceiveCount > 0 {
+		b = append(b, "<DlqPolicy>"...)
+		b = appendElem(b, "Enabled", "true")
+		b = appendElem(b, "DeadLetterTargetQueue", a.DeadLetterQueue)
+		b = appendIntElem(b, "MaxReceiveCount", int64(a.MaxReceiveCount))
+		b = append(b, "</DlqPolicy>"...)
+	}
 	return append(b, "</Queue>"...)
 }
 
