@@ -89,7 +89,7 @@ func TestCrash(t *testing.T) {
 				t.Logf("violation: %v", v)
 			}
 			if len(res.failures) > 0 {
-				t.Fatalf("%d worker exits the harness did not cause (histories kept in %s); the first:\n%s", len(res.failures), h.keep(), res.failures[0])
+				t.Fatalf("%d worker exits the harness did not cause (histories kept in %s); the first: %s", len(res.failures), h.keep(), res.failures[0])
 			}
 			if !res.report.OK() {
 				t.Fatalf("want no violation, first: %v (histories kept in %s)", res.report.First(), h.keep())

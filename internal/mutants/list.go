@@ -76,6 +76,137 @@ var mutants = []mutant{
 		Run: "^TestCrash$/^alo$",
 	},
 	{
+		Name:   "dup-reap-before-commit",
+		Breaks: "a duplicate of a seq acknowledged but not yet durable is deleted at once, before the cursor past it is durable",
+		Edits: []edit{{
+			File: "ordered/recv_route.go",
+			Old: `	if below(g.dur, e.epoch, e.seq) {
+		r.reapLocked(e)
+		return
+	}
+	g.unflushed = append(g.unflushed, e)`,
+			New: `	if below(g.ack, e.epoch, e.seq) {
+		r.reapLocked(e)
+		return
+	}
+	g.unflushed = append(g.unflushed, e)`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestSynctestCrashBeforeCommit$",
+	},
+	{
+		Name:   "dedup-below-cursor",
+		Breaks: "an arrival below the group's cursor is not recognised as a duplicate: never deleted, it comes back for ever",
+		Edits: []edit{{
+			File: "ordered/recv_route.go",
+			Old: `	next := g.nextSeq()
+	if e.seq < next {`,
+			New: `	next := g.nextSeq()
+	if e.seq < next && false {`,
+		}},
+		Pkg: "./internal/crashtest",
+		Run: "^TestCrash$/^alo$",
+	},
+	{
+		Name:   "group-lock",
+		Breaks: "a group whose message is out is still ready: its message is handed out a second time while the first is out",
+		Edits: []edit{{
+			File: "ordered/recv_state.go",
+			Old:  `	if g.out != nil {
+		return !g.has(gHanded|gAwait)`,
+			New: `	if g.out != nil && !g.has(gHanded) {
+		return !g.has(gHanded|gAwait)`,
+		}},
+		Pkg: "./internal/crashtest",
+		Run: "^TestCrash$/^alo$",
+	},
+	{
+		Name:   "fetch-wakeups",
+		Breaks: "neither the Ack that ends all movement nor the keeper's tick wakes fetchers paused behind a hole",
+		Edits: []edit{{
+			File: "ordered/recv_deliver.go",
+			Old:  `	signal(r.room) // fetchers may wait for delivery to move`,
+			New:  ``,
+		}, {
+			File: "ordered/visibility.go",
+			Old:  `		signal(r.room) // a safety net: fetch conditions are re-checked at least every tick`,
+			New:  ``,
+		}},
+		Pkg: "./internal/crashtest",
+		Run: "^TestFaultHeldStall$",
+	},
+	{
+		Name:   "deletes-dropped",
+		Breaks: "the reaper never sends its deletes but counts them done: acknowledged messages stay in the queue",
+		Edits: []edit{{
+			File: "ordered/reap.go",
+			Old:  `		err := r.q.drvDelete(cctx, receipts)`,
+			New:  `		err, _ := error(nil), cctx`,
+		}},
+		Pkg: "./internal/crashtest",
+		Run: "^(TestFaultPoison|TestFaultBodySizeLimit|TestFaultHeldStall|TestFaultSecondReceiver)$",
+	},
+	{
+		Name:   "library-panic",
+		Breaks: "one Ack in 300 panics (inside the worker processes of the crash harness)",
+		Edits: []edit{{
+			File: "ordered/recv_deliver.go",
+			Old: `	m.done = true
+	r.st.Acked++
+`,
+			New: `	m.done = true
+	r.st.Acked++
+	if r.st.Acked%300 == 0 {
+		panic("planted: one Ack in 300 panics")
+	}
+`,
+		}},
+		Pkg: "./internal/crashtest",
+		Run: "^TestCrash$/^alo$",
+	},
+	{
+		Name:   "library-race",
+		Breaks: "Ack counts itself before taking the receiver's lock: a data race the workers' race detector must report",
+		Edits: []edit{{
+			File: "ordered/recv_deliver.go",
+			Old: `func (r *receiver) ack(ctx context.Context, m *Message) error {
+	r.mu.Lock()
+	if err := r.checkSettleLocked(m); err != nil {
+		r.mu.Unlock()
+		return err
+	}
+	m.done = true
+	r.st.Acked++
+`,
+			New: `func (r *receiver) ack(ctx context.Context, m *Message) error {
+	r.st.Acked++
+	r.mu.Lock()
+	if err := r.checkSettleLocked(m); err != nil {
+		r.mu.Unlock()
+		return err
+	}
+	m.done = true
+`,
+		}},
+		Pkg:  "./internal/crashtest",
+		Run:  "^TestCrash$/^alo$",
+		Race: true,
+	},
+	{
+		Name:   "kill-point-never-fires",
+		Breaks: "the worker never passes its delete-before kill point: the crash harness must notice a kill point its mode cites that never fired",
+		Edits: []edit{{
+			File: "internal/crashtest/worker/main.go",
+			Old: `	d.recordDeletes(receipts)
+	d.k.at("delete-before")
+`,
+			New: `	d.recordDeletes(receipts)
+`,
+		}},
+		Pkg: "./internal/crashtest",
+		Run: "^TestCrash$/^alo$",
+	},
+	{
 		Name:   "fsync-order",
 		Breaks: "filestore releases the callers of a commit before it writes and fsyncs their frame",
 		Edits: []edit{{
@@ -119,6 +250,18 @@ var mutants = []mutant{
 		}},
 		Pkg:   "./seqstore/redisstore",
 		Run:   "^TestConformance$",
+		Needs: []string{"INORDER_TEST_REDIS_ADDR"},
+	},
+	{
+		Name:   "lua-cas-receivers",
+		Breaks: "the same break, against two receivers racing over the real Redis",
+		Edits: []edit{{
+			File: "seqstore/redisstore/scripts.go",
+			Old:  `  if e ~= ARGV[b + 1] or n ~= ARGV[b + 2] or o ~= ARGV[b + 3] then`,
+			New:  `  if false then`,
+		}},
+		Pkg:   "./internal/crashtest",
+		Run:   "^TestFaultSecondReceiver$/^redis$",
 		Needs: []string{"INORDER_TEST_REDIS_ADDR"},
 	},
 	{

@@ -133,7 +133,7 @@ func (r *runner) test(ctx context.Context, m mutant, runs int) verdict {
 	return v
 }
 
-var failLine = regexp.MustCompile(`(?m)^\s*(--- FAIL: .*|panic: .*|\S+\.go:\d+: .*|\s+Error: .*|FAIL.*)$`)
+var logLine = regexp.MustCompile(`^\s+\S+\.go:\d+: ?(.*)$`)
 
 // runTest runs the test binary once in the package's directory, as go test
 // does. It reports whether the tests failed, with the first failure line.
@@ -160,8 +160,8 @@ func (r *runner) runTest(ctx context.Context, m mutant, bin string, timeout time
 		note := "exit " + ee.ProcessState.String()
 		if bytes.Contains(out, []byte("panic: test timed out")) {
 			note = "timed out after " + timeout.String()
-		} else if ms := failLine.FindAll(out, 4); len(ms) > 0 {
-			note = firstFailure(ms)
+		} else if f := failure(string(out)); f != "" {
+			note = f
 		}
 		return true, note, nil
 	default:
@@ -169,16 +169,32 @@ func (r *runner) runTest(ctx context.Context, m mutant, bin string, timeout time
 	}
 }
 
-// firstFailure picks the most telling of the failure lines: a file:line
-// message or an Error: line before the bare --- FAIL lines.
-func firstFailure(ms [][]byte) string {
-	for _, m := range ms {
-		s := strings.TrimSpace(string(m))
-		if !strings.HasPrefix(s, "--- FAIL") && !strings.HasPrefix(s, "FAIL") {
-			return truncate(s, 160)
+// failure picks the telling line of a failed test's output: the first
+// testify failure (its Error and Messages), else a panic, else the last
+// message a test logged (t.Fatal's comes last).
+func failure(out string) string {
+	lines := strings.Split(out, "\n")
+	last := ""
+	for i, line := range lines {
+		t := strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(t, "Error:") && !strings.HasPrefix(t, "Error Trace:"):
+			msg := strings.TrimSuffix(strings.TrimSpace(strings.TrimPrefix(t, "Error:")), ":")
+			for _, next := range lines[i+1 : min(i+12, len(lines))] {
+				if m, ok := strings.CutPrefix(strings.TrimSpace(next), "Messages:"); ok {
+					msg += ": " + strings.TrimSpace(m)
+					break
+				}
+			}
+			return truncate(msg, 200)
+		case strings.HasPrefix(t, "panic: "):
+			return truncate(t, 200)
+		}
+		if m := logLine.FindStringSubmatch(line); m != nil && m[1] != "" {
+			last = m[1]
 		}
 	}
-	return truncate(strings.TrimSpace(string(ms[0])), 160)
+	return truncate(last, 200)
 }
 
 func truncate(s string, n int) string {

@@ -573,6 +573,11 @@ func receiver(ctx context.Context, c config, q *ordered.Queue, h *history, k *ki
 					h.add(ev, true) // bug (b): a duplicate the dedup check should have dropped
 				}
 				k.at("delivered")
+				if k.chance(0.05) {
+					// Hold the message out for a while now and then, so
+					// that arrivals of its group come while it is out.
+					time.Sleep(time.Duration(1+k.rngN(20)) * time.Millisecond)
+				}
 				if !handle(q, h, k, c.mode, m, db, sqls) {
 					mu.Lock()
 					clean = false
