@@ -112,7 +112,7 @@ var mutants = []mutant{
 		Breaks: "a group whose message is out is still ready: its message is handed out a second time while the first is out",
 		Edits: []edit{{
 			File: "ordered/recv_state.go",
-			Old:  `	if g.out != nil {
+			Old: `	if g.out != nil {
 		return !g.has(gHanded|gAwait)`,
 			New: `	if g.out != nil && !g.has(gHanded) {
 		return !g.has(gHanded|gAwait)`,
