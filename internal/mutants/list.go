@@ -276,4 +276,33 @@ var mutants = []mutant{
 		Run:   "^TestFaultSecondReceiver$/^postgres$",
 		Needs: []string{"INORDER_TEST_POSTGRES_DSN"},
 	},
+	{
+		Name:   "bench-best-of-rounds",
+		Breaks: "examples/bench -count keeps each row's fastest run and divides the rows shown: a ratio can mix two rounds",
+		Edits: []edit{{
+			File: "examples/bench/rounds.go",
+			Old:  `		if runs[0].Ratio > 0 {`,
+			New:  `		if false {`,
+		}, {
+			File: "examples/bench/rounds.go",
+			Old:  `		k := order[(len(order)-1)/2]`,
+			New:  `		k := order[len(order)-1]`,
+		}, {
+			File: "examples/bench/rounds.go",
+			Old: `		out[i] = r
+	}
+	return out
+}`,
+			New: `		out[i] = r
+	}
+	for _, r := range out {
+		r.baseRate, r.Ratio, r.CPURatio = 0, 0, 0
+	}
+	withRatios(selected, out)
+	return out
+}`,
+		}},
+		Pkg: "./examples/bench",
+		Run: "^TestRoundsRatioFromOneRound$",
+	},
 }
