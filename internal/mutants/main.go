@@ -161,6 +161,9 @@ func run(ctx context.Context, root string, list []mutant, o options, out io.Writ
 	if err := copyTree(root, scratch); err != nil {
 		return false, err
 	}
+	if err := os.MkdirAll(filepath.Join(scratch, ".mutants"), 0o755); err != nil {
+		return false, fmt.Errorf("mutants: %w", err)
+	}
 	r := &runner{dir: scratch, out: out, baselines: map[string]*verdict{}}
 	var rows []row
 	for _, m := range sel {

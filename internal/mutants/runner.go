@@ -144,10 +144,17 @@ func (r *runner) runTest(ctx context.Context, m mutant, bin string, timeout time
 	defer cancel()
 	cmd := exec.CommandContext(cctx, bin, "-test.run", m.Run, "-test.count", "1", "-test.timeout", timeout.String())
 	cmd.Dir = filepath.Join(r.dir, m.Pkg)
-	cmd.Env = append(os.Environ(), m.Env...)
+	// What the tests leave in the temporary directory (the crash
+	// harness keeps a failed run's histories) goes with the scratch copy.
+	tmp, err := os.MkdirTemp(filepath.Join(r.dir, ".mutants"), "tmp-")
+	if err != nil {
+		return false, "", fmt.Errorf("mutants: %w", err)
+	}
+	cmd.Env = append(os.Environ(), append([]string{"TMPDIR=" + tmp}, m.Env...)...)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	runErr := cmd.Run()
+	_ = os.RemoveAll(tmp)
 	out := buf.Bytes()
 	if bytes.Contains(out, []byte("testing: warning: no tests to run")) {
 		return false, "", fmt.Errorf("-run %q matches no test in %s", m.Run, m.Pkg)
