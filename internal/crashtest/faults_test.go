@@ -243,6 +243,7 @@ func TestFaultRetentionExpiry(t *testing.T) {
 				stop()
 				assert.Zero(t, rec.delivered(), "deliveries past a hole under GapWait")
 				assert.Equal(t, 1, int(e.srv.Stats().Expired), "expired messages")
+				assert.Equal(t, 5, e.left(), "the queue holds the five messages past the hole, nothing deleted undelivered")
 				return
 			}
 			waitFor(t, 10*time.Second, "the rest delivered", func() bool { return rec.delivered() >= 5 })

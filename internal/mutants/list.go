@@ -147,6 +147,20 @@ var mutants = []mutant{
 		Run: "^(TestFaultPoison|TestFaultBodySizeLimit|TestFaultHeldStall|TestFaultSecondReceiver)$",
 	},
 	{
+		Name:   "held-deleted",
+		Breaks: "a message held behind a hole is deleted from the queue while it waits, undelivered",
+		Edits: []edit{{
+			File: "ordered/recv_route.go",
+			Old: `	case reorder.Ready, reorder.Buffered:
+		r.holdLocked(e)`,
+			New: `	case reorder.Ready, reorder.Buffered:
+		r.reapLocked(e)
+		r.holdLocked(e)`,
+		}},
+		Pkg: "./internal/crashtest",
+		Run: "^TestFaultRetentionExpiry$",
+	},
+	{
 		Name:   "library-panic",
 		Breaks: "one Ack in 300 panics (inside the worker processes of the crash harness)",
 		Edits: []edit{{
