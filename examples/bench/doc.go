@@ -74,7 +74,8 @@
 //	-jsonfile FILE    also write the JSON to FILE
 //	-messages N       messages per memqueue scenario (emulator: N/4; default
 //	                  200000, -quick 8000)
-//	-count K          run the list K times round-robin; keep each row's best
+//	-count K          run the list K rounds; each row shows its median round
+//	                  (by ratio, else msgs/s), its ratios from that round alone
 //	-backlog B        most messages sent and not yet delivered, per group
 //	                  (times the groups, at most 16384; default 1000, under
 //	                  the receiver's default window of 8192); 0: no bound

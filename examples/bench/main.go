@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/pprof"
-	"strings"
 	"time"
 )
 
@@ -70,7 +69,7 @@ func main() {
 	flag.IntVar(&c.size, "size", 100, "payload bytes")
 	flag.IntVar(&c.backlog, "backlog", 1000, "most messages sent and not yet delivered, per group (times the groups; raw runs count as one group) (0: no bound)")
 	flag.IntVar(&c.window, "window", 0, "the ordered receiver's look-ahead window per group (0: ReceiveOptions' default, 8192)")
-	flag.IntVar(&c.count, "count", 1, "run the scenario list this many times, round-robin, and keep each scenario's best run")
+	flag.IntVar(&c.count, "count", 1, "run the scenario list this many rounds; each row shows its median round, with ratios from within that round")
 	flag.DurationVar(&c.timeout, "timeout", 0, "give up on a scenario after this long (default 3m, -quick 30s)")
 	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.StringVar(&c.blockprof, "blockprofile", "", "write a profile of blocking (channel, mutex, cond waits) to this file")
@@ -141,13 +140,14 @@ func run(ctx context.Context, c *config, out, progress io.Writer) (bool, error) 
 		}()
 	}
 	fmt.Fprintf(progress, "bench: %d scenarios; %s; %s\n", len(selected), env.describe(), loadAverage())
-	best := make(map[string]*result)
+	var rounds [][]*result
 	ok := true
 	for round := range c.count {
 		if c.count > 1 {
 			fmt.Fprintf(progress, "round %d of %d\n", round+1, c.count)
 		}
-		for _, s := range selected {
+		runs := make([]*result, len(selected))
+		for i, s := range selected {
 			if ctx.Err() != nil {
 				return false, ctx.Err()
 			}
@@ -159,27 +159,15 @@ func run(ctx context.Context, c *config, out, progress io.Writer) (bool, error) 
 			} else {
 				fmt.Fprintf(progress, "%10.0f msgs/s  (%.1fs)\n", r.Rate, r.Seconds)
 			}
-			// A failure is kept: a run that delivered wrongly once is wrong.
-			if b := best[s.name]; b == nil || b.Failed == "" && (r.Failed != "" || r.Rate > b.Rate) {
-				best[s.name] = r
-			}
+			runs[i] = r
 		}
+		withRatios(selected, runs)
+		rounds = append(rounds, runs)
 	}
-	var results []*result
-	byName := make(map[string]*result)
-	for _, s := range selected {
-		r := best[s.name]
-		if b := byName[s.base]; b != nil && b.Rate > 0 && r.baseRate == 0 {
-			r.baseRate = b.Rate
-		}
-		if r.baseRate > 0 {
-			r.Ratio = r.Rate / r.baseRate
-		}
-		if b := byName[s.base]; b != nil && strings.HasPrefix(b.Name, "raw/") && b.CPUPerMsg > 0 && r.CPUPerMsg > 0 {
-			r.CPURatio = b.CPUPerMsg / r.CPUPerMsg
-		}
-		byName[s.name] = r
-		results = append(results, r)
+	results := pickRounds(selected, rounds)
+	byName := make(map[string]*result, len(results))
+	for _, r := range results {
+		byName[r.Name] = r
 	}
 	fmt.Fprintf(progress, "bench: done; %s\n", loadAverage())
 	targets := checkTargets(byName)

@@ -212,3 +212,41 @@ func TestRunUnknownScenario(t *testing.T) {
 	_, err := run(context.Background(), c, &bytes.Buffer{}, &bytes.Buffer{})
 	assert.ErrorContains(t, err, "no scenario matches")
 }
+
+// TestRoundsRatioFromOneRound: with -count 3, each ratio divides figures of
+// one round, and the row shows the round of the median ratio. Taking each
+// row's best run instead would divide round 3's ordered rate by round 2's
+// raw rate (120/200 = 0.60), a ratio no round measured.
+func TestRoundsRatioFromOneRound(t *testing.T) {
+	selected := []scenario{{name: "raw/q/g1"}, {name: "ordered/q/s/durable/g1", base: "raw/q/g1"}}
+	rates := [][2]float64{{100, 90}, {200, 100}, {150, 120}} // raw, ordered per round: ratios 0.9, 0.5, 0.8
+	var rounds [][]*result
+	for _, rr := range rates {
+		round := []*result{
+			{Name: "raw/q/g1", Rate: rr[0], CPUPerMsg: 1},
+			{Name: "ordered/q/s/durable/g1", Base: "raw/q/g1", Rate: rr[1], CPUPerMsg: 1000 / rr[1]},
+		}
+		withRatios(selected, round)
+		rounds = append(rounds, round)
+	}
+	got := pickRounds(selected, rounds)
+	require.Len(t, got, 2)
+	raw, ord := got[0], got[1]
+	assert.Equal(t, 150.0, raw.Rate, "the base row shows its median round by msgs/s")
+	assert.Equal(t, 3, raw.Round, "the base row's round")
+	assert.InDelta(t, 0.8, ord.Ratio, 1e-9, "the ordered row's ratio is the median of the rounds' own ratios (0.5, 0.8, 0.9)")
+	assert.Equal(t, 3, ord.Round, "the round of the median ratio")
+	assert.Equal(t, 120.0, ord.Rate, "the row's rate is that round's")
+	assert.InDelta(t, 120.0/1000, ord.CPURatio, 1e-9, "the CPU ratio comes from the same round")
+	assert.Contains(t, ord.Notes, "round 3 of 3, the median by ratio (rounds: 0.9, 0.5, 0.8)", "the notes say which round")
+
+	// A failed run stands for its row whatever the other rounds did.
+	rounds[1][1].Failed = "delivered 3 of 4"
+	got = pickRounds(selected, rounds)
+	assert.Equal(t, "delivered 3 of 4", got[1].Failed, "a failure is kept")
+
+	// One round: the run as measured, no round noted.
+	got = pickRounds(selected, rounds[:1])
+	assert.Zero(t, got[1].Round, "no round with -count 1")
+	assert.InDelta(t, 0.9, got[1].Ratio, 1e-9, "ratio of the one round")
+}

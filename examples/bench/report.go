@@ -31,8 +31,11 @@ type result struct {
 	CPUPerMsg float64 `json:"cpu_us_per_msg,omitempty"`
 	CPURatio  float64 `json:"cpu_ratio,omitempty"`
 	Notes     string  `json:"notes,omitempty"`
-	Seconds   float64 `json:"seconds"`
-	Failed    string  `json:"failed,omitempty"`
+	// Round is the round (from 1) whose run the row shows, with -count
+	// above 1: the median round (see pickRounds); 0 with one round.
+	Round   int     `json:"round,omitempty"`
+	Seconds float64 `json:"seconds"`
+	Failed  string  `json:"failed,omitempty"`
 
 	// baseRate overrides the base row's rate (engine rows compare with a
 	// limit measured in the same scenario).

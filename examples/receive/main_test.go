@@ -107,7 +107,7 @@ func TestSendReceiveProcesses(t *testing.T) {
 	// faults: these rounds are about the stores, and a receive whose answer
 	// a fault lost hides its messages for the visibility timeout.
 	// PostgreSQL and MariaDB too when their test servers are configured
-	// (required in CI by storeurl's own tests, optional here).
+	// (optional here, required with CI=true).
 	require.NoError(t, srv.SetFaults(mnstest.Faults{}))
 	mr := miniredis.RunT(t)
 	type storeRound struct {
@@ -148,10 +148,14 @@ func TestSendReceiveProcesses(t *testing.T) {
 
 // sqlServerSpec returns a -store spec for the SQL server in env (a postgres://
 // URL, or a go-sql-driver DSN for MySQL) with a unique table prefix whose
-// tables are dropped when the test ends, or "" when env is not set.
+// tables are dropped when the test ends, or "" when env is not set. With
+// CI=true, where every server is configured, an unset env fails the test.
 func sqlServerSpec(t *testing.T, driverName, env string) string {
 	dsn := os.Getenv(env)
 	if dsn == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is required with CI=true: the %s round would not run", env, driverName)
+		}
 		t.Logf("%s not set: no %s round", env, driverName)
 		return ""
 	}

@@ -26,6 +26,7 @@ const (
 	RuleSendOrder = "send-order" // seqs do not follow the order Sends were admitted
 	RuleAck       = "ack"        // an ack of a message not delivered in that incarnation
 	RuleCommit    = "commit"     // committed seqs not consecutive, or one committed twice
+	RuleDelete    = "delete"     // a message deleted before the cursor past it was durable
 	RuleLeftover  = "leftover"   // messages left in the queue at the end
 )
 
@@ -79,6 +80,7 @@ type Report struct {
 	Lost         int // seqs passed over at a crash (at-most-once)
 	Committed    int // distinct seqs committed (exactly-once)
 	Acked        int
+	Deletes      int // messages the receivers asked the queue to delete
 }
 
 // OK reports whether no rule was broken.
@@ -94,8 +96,8 @@ func (r *Report) First() *Violation {
 
 // Figures returns the run's figures on one line.
 func (r *Report) Figures() string {
-	return fmt.Sprintf("groups %d, incarnations %d (killed %d, torn %d), attempts %d, sent %d, failed %d, delivered %d (distinct %d, duplicates %d, lost %d), committed %d, violations %d",
-		r.Groups, r.Incarnations, r.Killed, r.Torn, r.Attempts, r.Sent, r.Failed, r.Delivered, r.Distinct, r.Duplicates, r.Lost, r.Committed, len(r.Violations))
+	return fmt.Sprintf("groups %d, incarnations %d (killed %d, torn %d), attempts %d, sent %d, failed %d, delivered %d (distinct %d, duplicates %d, lost %d), committed %d, deletes %d, violations %d",
+		r.Groups, r.Incarnations, r.Killed, r.Torn, r.Attempts, r.Sent, r.Failed, r.Delivered, r.Distinct, r.Duplicates, r.Lost, r.Committed, r.Deletes, len(r.Violations))
 }
 
 type key struct {
@@ -147,7 +149,11 @@ type checker struct {
 //     (the message that was out at the crash);
 //   - epochs never go back (RuleEpoch), and a new epoch starts at seq 1;
 //   - committed seqs (exactly-once) are consecutive from 1 and each once
-//     (RuleCommit).
+//     (RuleCommit);
+//   - commit before delete: a message is deleted (KindDelete) only below a
+//     cursor this incarnation knew to be durable before it asked (a
+//     KindDurable record, a commit, or an ack with Durable) (RuleDelete).
+//     Deletes of messages handed out flagged Unordered are not judged.
 //
 // At the end: every Send recorded as successful was delivered with its
 // payload (committed, in exactly-once mode), unless at-most-once passed over
@@ -269,15 +275,38 @@ func (c *checker) killedBetween(proc string, from, to int) int {
 	return n
 }
 
+// durableCursor is a cursor a receiver knows to be stored: seqs below
+// next of epoch, and every seq of an older epoch, are handled.
+type durableCursor struct{ epoch, next uint64 }
+
+func (d durableCursor) covers(epoch, seq uint64) bool {
+	return d.epoch > epoch || d.epoch == epoch && seq < d.next
+}
+
 func (c *checker) receiver(h *History) {
 	mode := c.cfg.Mode
 	seen := map[string]bool{} // groups delivered in this incarnation
+	known := map[string]durableCursor{}
+	raise := func(g string, epoch, next uint64) {
+		if d := known[g]; epoch > d.epoch || epoch == d.epoch && next > d.next {
+			known[g] = durableCursor{epoch, next}
+		}
+	}
+	loose := map[key]bool{} // handed out flagged Unordered
 	for i := range h.Events {
 		ev := &h.Events[i]
 		switch ev.Kind {
+		case KindDurable:
+			raise(ev.Group, ev.Epoch, ev.Seq)
+		case KindDelete:
+			c.rep.Deletes++
+			if d := known[ev.Group]; !d.covers(ev.Epoch, ev.Seq) && !loose[key{ev.Group, ev.Epoch, ev.Seq}] {
+				c.fail(RuleDelete, ev, ev.Group, ev.Epoch, ev.Seq, "deleted before the cursor past it was durable (durable cursor known: epoch %d next %d)", d.epoch, d.next)
+			}
 		case KindDelivered:
 			c.rep.Delivered++
 			if ev.Unordered {
+				loose[key{ev.Group, ev.Epoch, ev.Seq}] = true
 				if !c.cfg.AllowUnordered {
 					c.fail(RuleUnordered, ev, ev.Group, ev.Epoch, ev.Seq, "message handed out flagged Unordered")
 				} else if k := (key{ev.Group, ev.Epoch, ev.Seq}); ev.Seq != 0 && c.delivered[k] == "" {
@@ -300,7 +329,11 @@ func (c *checker) receiver(h *History) {
 			if ev.Durable && ev.Seq > st.durable {
 				st.durable = ev.Seq
 			}
+			if ev.Durable {
+				raise(ev.Group, ev.Epoch, ev.Seq+1)
+			}
 		case KindCommitted:
+			raise(ev.Group, ev.Epoch, ev.Seq+1)
 			st := c.group(ev.Group)
 			if ev.Epoch == st.epoch && ev.Seq > st.durable {
 				st.durable = ev.Seq

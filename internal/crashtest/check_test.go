@@ -57,6 +57,14 @@ func (b *hb) deliver(acked bool, seqs ...uint64) *hb {
 
 func (b *hb) end() *hb { return b.ev(Event{Kind: KindEnd}) }
 
+// durable records that the store holds group g's cursor at next (epoch 7).
+func (b *hb) durable(next uint64) *hb {
+	return b.ev(Event{Kind: KindDurable, Group: "g", Epoch: 7, Seq: next})
+}
+
+// del records the delete of seq s of group g (epoch 7).
+func (b *hb) del(s uint64) *hb { return b.ev(Event{Kind: KindDelete, Group: "g", Epoch: 7, Seq: s}) }
+
 func TestCheckRules(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -186,6 +194,42 @@ func TestCheckRules(t *testing.T) {
 			}
 			b.end()
 		}, rule: RuleCommit, seq: 2, detail: "committed again"},
+		{name: "delete after the advance is durable", build: func(b *hb) {
+			b.inc(RoleSend, "s", 1).send(1, 1, 2).end()
+			b.inc(RoleReceive, "r", 1).durable(0).deliver(false, 1, 2).durable(3).del(1).del(2).end()
+		}},
+		{name: "delete before the advance is durable", build: func(b *hb) {
+			b.inc(RoleSend, "s", 1).send(1, 1, 2).end()
+			b.inc(RoleReceive, "r", 1).durable(0).deliver(false, 1, 2).durable(2).del(1).del(2).durable(3).end()
+		}, rule: RuleDelete, seq: 2, detail: "durable cursor known: epoch 7 next 2"},
+		{name: "delete below a cursor read at start", build: func(b *hb) {
+			b.inc(RoleSend, "s", 1).send(1, 1, 2).end()
+			b.inc(RoleReceive, "r", 1).deliver(true, 1, 2).end()
+			b.inc(RoleReceive, "r", 2).durable(3).del(1).end()
+		}},
+		{name: "a durable cursor of an earlier incarnation does not count", build: func(b *hb) {
+			b.inc(RoleSend, "s", 1).send(1, 1, 2).end()
+			b.inc(RoleReceive, "r", 1).deliver(false, 1, 2).durable(3).end()
+			b.inc(RoleReceive, "r", 2).del(2).end()
+		}, rule: RuleDelete, seq: 2, detail: "epoch 0 next 0"},
+		{name: "delete after a durable ack", build: func(b *hb) {
+			b.inc(RoleSend, "s", 1).send(1, 1, 1).end()
+			b.inc(RoleReceive, "r", 1).deliver(true, 1).del(1).end()
+		}},
+		{name: "delete after the application committed", mode: ModeExactlyOnce, build: func(b *hb) {
+			b.inc(RoleSend, "s", 1).send(1, 1, 1).end()
+			b.inc(RoleReceive, "r", 1).deliver(false, 1)
+			b.ev(Event{Kind: KindCommitted, Group: "g", Epoch: 7, Seq: 1, Payload: pid(1, 1)}).del(1).end()
+			b.inc(RoleDB, "db", 0).ev(Event{Kind: KindCommitted, Group: "g", Epoch: 7, Seq: 1, Payload: pid(1, 1)}).end()
+		}},
+		{name: "delete of an older epoch below a newer cursor", build: func(b *hb) {
+			b.inc(RoleReceive, "r", 1).ev(Event{Kind: KindDurable, Group: "g", Epoch: 8, Seq: 1})
+			b.del(40).end()
+		}},
+		{name: "delete of an unordered hand-out is not judged", cfg: Config{AllowUnordered: true}, build: func(b *hb) {
+			b.inc(RoleReceive, "r", 1).ev(Event{Kind: KindDelivered, Group: "g", Epoch: 7, Seq: 5, Unordered: true, Payload: "x.1.0.5"})
+			b.del(5).end()
+		}},
 		{name: "eo sent but not committed", mode: ModeExactlyOnce, build: func(b *hb) {
 			b.inc(RoleSend, "s", 1).send(1, 1, 2).end()
 			b.inc(RoleReceive, "r", 1).deliver(true, 1, 2).end()

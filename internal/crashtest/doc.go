@@ -14,11 +14,28 @@
 // Each incarnation of a process writes its own file, so a SIGKILL can only
 // tear the last line of the file it was writing; Load ignores a torn last
 // line and reports a malformed line anywhere else. Records that gate an
-// action of the system under test are fsynced before the action: an
-// "attempt" before the message is admitted to Send, a "delivered" before the
-// message is acknowledged. Records of outcomes ("sent", "acked") are written
+// action of the system under test are written before the action (and
+// fsynced with the worker's -fsync): an "attempt" before the message is
+// admitted to Send, a "delivered" before the message is acknowledged, a
+// "delete" before the delete request. Records of outcomes ("sent", "acked") are written
 // after the outcome and may be lost with the process; losing one only makes
 // the checker more permissive (a sent message it does not require, a
-// duplicate it allows), never a false alarm. The GUARANTEES.md file beside
-// this one lists each guarantee and the test that proves it.
+// duplicate it allows), never a false alarm.
+//
+// # What the library does under the application
+//
+// Commit before delete is judged from what the receiver does, not what the
+// application sees: a receiver records each cursor the store returned or
+// stored ("durable") and each message it is about to delete ("delete",
+// before the request), and the checker requires every delete to follow a
+// durable cursor past its message in the same incarnation.
+//
+// # Failures other than violations
+//
+// TestCrash also fails on any worker exit the harness did not cause (a
+// panic, an error, a SIGKILL from elsewhere; under -race the workers are
+// built with the race detector and a race report ends them), on a receiver
+// that stalls during the drain, and when a kill point its mode must show
+// never fired. The README's Guarantees section lists each guarantee and the
+// test that proves it.
 package crashtest

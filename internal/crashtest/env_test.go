@@ -2,10 +2,8 @@ package crashtest
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/inorder/inorder/seqstore/sqlstore"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -301,18 +299,4 @@ func (f *flaky) Advance(ctx context.Context, b []seqstore.Advance) error {
 		return err
 	}
 	return f.Store.Advance(ctx, b)
-}
-
-// openSQLite opens a sqlstore on the SQLite file path (a new *sql.DB each
-// call, as two processes would).
-func openSQLite(t *testing.T, path string) seqstore.Store {
-	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_txlock=immediate")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
-	s, err := sqlstore.Open(db, sqlstore.SQLite, nil)
-	require.NoError(t, err)
-	require.NoError(t, s.Migrate(t.Context()))
-	t.Cleanup(func() { _ = s.Close() })
-	return s
 }

@@ -1,15 +1,16 @@
 package crashtest
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +33,10 @@ var chaos = mnstest.Faults{Redeliver: 0.02, Error5xx: 0.02, Drop: 0.01, Latency:
 // killPoints are the worker's self-kill probabilities per passage.
 const killPoints = "send-before=0.003,send-after=0.003,delete-before=0.003,advance-after=0.002,delivered=0.001,acked=0.001,committed=0.002,sent=0.001"
 
+// senderPoints are the kill points a sender passes; a receiver passes the
+// others.
+var senderPoints = map[string]bool{"send-before": true, "send-after": true, "sent": true}
+
 // scenario is one harness run.
 type scenario struct {
 	mode       string
@@ -45,8 +50,17 @@ type scenario struct {
 	drain      time.Duration // bound of the final drain
 	pause      time.Duration // sender pause between rounds
 	window     int           // receiver's ReceiveOptions.Window (0: default)
-	seed       uint64
+	// require lists the kill points that must fire: until they did, each
+	// new incarnation of the role that passes them has them armed (it
+	// kills itself at an early passage), and the chaos phase goes on for
+	// up to extraChaos past its duration.
+	require []string
+	seed    uint64
 }
+
+// extraChaos bounds how long the chaos phase goes on past scenario.chaos
+// for required kill points that have not fired.
+const extraChaos = 20 * time.Second
 
 // proc supervises one worker process: it restarts it, with a new
 // incarnation, each time it dies, until stopped.
@@ -60,10 +74,10 @@ type proc struct {
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd
+	ours     bool // the running incarnation got a SIGKILL from the harness
 	stopping bool
 	kills    int // external SIGKILLs
 	deaths   int // exits by SIGKILL (external and kill points)
-	failures int // exits with an error
 	done     chan struct{}
 }
 
@@ -76,6 +90,11 @@ type harness struct {
 	hist  string
 	bin   string
 	procs []*proc
+
+	mu       sync.Mutex
+	rng      *rand.Rand     // arming draws
+	points   map[string]int // self-kills by kill point
+	failures []string       // unexpected exits and race reports, described
 }
 
 func (p *proc) start() error {
@@ -85,14 +104,17 @@ func (p *proc) start() error {
 		return errStopped
 	}
 	p.inc++
+	p.ours = false
 	args := append([]string{"-role", p.role, "-proc", p.name, "-inc", strconv.Itoa(p.inc),
 		"-mode", p.h.sc.mode, "-endpoint", p.h.srv.Endpoint(), "-queue", p.h.queue,
 		"-history", p.h.hist, "-workers", strconv.Itoa(p.h.sc.workers),
 		"-seed", strconv.FormatUint(p.h.sc.seed*1000+uint64(p.inc)+uint64(len(p.name)), 10)}, p.args...)
 	cmd := exec.Command(p.h.bin, args...)
-	env := os.Environ()
+	// halt_on_error: a race report ends the worker at once, with status
+	// 66, which fails the run (see exited).
+	env := append(os.Environ(), "GORACE=halt_on_error=1")
 	if !p.final.Load() {
-		env = append(env, "INORDER_CRASH_KILL="+p.h.sc.killPoints)
+		env = append(env, "INORDER_CRASH_KILL="+p.h.killSpec(p.role))
 	}
 	if p.role == RoleReceive && p.h.sc.bug != "" {
 		env = append(env, "INORDER_CRASH_BUG="+p.h.sc.bug)
@@ -118,22 +140,34 @@ func (p *proc) start() error {
 
 var errStopped = errors.New("stopped")
 
-// exited is called when cmd has exited; it restarts the process unless it
-// is stopping.
+// exited is called when cmd has exited; it accounts for the exit and
+// restarts the process unless it is stopping. Expected exits are a
+// SIGKILL from the harness or from a kill point, and status 0 after the
+// harness's SIGTERM; any other exit, and any race report in the log, is a
+// failure of the run.
 func (p *proc) exited(cmd *exec.Cmd) {
 	p.mu.Lock()
+	log := scanLog(filepath.Join(p.h.dir, fmt.Sprintf("%s-%d.log", p.name, p.inc)))
 	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	killed := ws.Signaled() && ws.Signal() == syscall.SIGKILL
+	var failure string
 	switch {
-	case ws.Signaled() && ws.Signal() == syscall.SIGKILL:
+	case log.race != "":
+		failure = "a race report"
+	case killed && (p.ours || log.point != ""):
 		p.deaths++
+	case killed:
+		failure = "SIGKILL from outside the harness"
 	case !cmd.ProcessState.Success():
-		p.failures++
-		p.h.t.Logf("%s incarnation %d exited: %v; log tail: %s", p.name, p.inc, cmd.ProcessState,
-			tail(filepath.Join(p.h.dir, fmt.Sprintf("%s-%d.log", p.name, p.inc)), 5))
+		failure = "an unexpected exit"
+	case !p.stopping:
+		failure = "an exit the harness did not ask for"
 	}
+	name := fmt.Sprintf("%s incarnation %d (%s)", p.name, p.inc, cmd.ProcessState)
 	stopping := p.stopping
 	p.cmd = nil
 	p.mu.Unlock()
+	p.h.exited(name, log, failure)
 	if stopping {
 		close(p.done)
 		return
@@ -154,6 +188,7 @@ func (p *proc) signal(sig syscall.Signal) bool {
 	}
 	if sig == syscall.SIGKILL {
 		p.kills++
+		p.ours = true
 	}
 	return p.cmd.Process.Signal(sig) == nil
 }
@@ -188,7 +223,8 @@ func newHarness(t *testing.T, sc scenario) *harness {
 	srv, err := mnstest.NewServer(&mnstest.Options{Seed: int64(sc.seed), Shards: 4, Faults: chaos})
 	require.NoError(t, err, "mnstest.NewServer")
 	t.Cleanup(func() { require.NoError(t, srv.Close(), "emulator Close") })
-	h := &harness{t: t, sc: sc, srv: srv, queue: "crash-" + sc.mode, dir: t.TempDir(), bin: workerBinary(t)}
+	h := &harness{t: t, sc: sc, srv: srv, queue: "crash-" + sc.mode, dir: t.TempDir(), bin: workerBinary(t),
+		rng: rand.New(rand.NewPCG(sc.seed, 11)), points: map[string]int{}}
 	h.hist = filepath.Join(h.dir, "history")
 	require.NoError(t, os.Mkdir(h.hist, 0o700))
 	require.NoError(t, srv.CreateQueue(h.queue, &mnstest.QueueAttributes{VisibilityTimeout: 2}), "CreateQueue")
@@ -211,20 +247,60 @@ func newHarness(t *testing.T, sc scenario) *harness {
 // result is what a run produced.
 type result struct {
 	report   *Report
-	kills    int // external
-	deaths   int // all SIGKILL exits
-	failures int
+	kills    int      // external
+	deaths   int      // all SIGKILL exits
+	failures []string // unexpected exits and race reports, described
 	leftover int
 	stalls   int            // receivers restarted because they stopped delivering
 	points   map[string]int // self-kills by kill point
+	missing  []string       // required kill points that never fired
 	server   mnstest.Stats
 	elapsed  time.Duration
 }
 
 func (r *result) String() string {
 	return fmt.Sprintf("kills %d external, %d SIGKILL deaths in all (kill points %v), %d failed exits; stalls %d; leftover %d; %s; server: sent %d, received %d, deleted %d, 5xx %d, drops %d, redelivered %d, early-empty %d",
-		r.kills, r.deaths, r.points, r.failures, r.stalls, r.leftover, r.report.Figures(), r.server.Sent, r.server.Received, r.server.Deleted,
+		r.kills, r.deaths, r.points, len(r.failures), r.stalls, r.leftover, r.report.Figures(), r.server.Sent, r.server.Received, r.server.Deleted,
 		r.server.Errors5xx, r.server.Drops, r.server.Redelivered, r.server.EarlyEmpty)
+}
+
+// exited accounts for an incarnation's exit: the kill point it hit, or the
+// failure it was.
+func (h *harness) exited(name string, log logScan, failure string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if log.point != "" {
+		h.points[log.point]++
+	}
+	if failure != "" {
+		h.failures = append(h.failures, fmt.Sprintf("%s: %s; log:\n%s", name, failure, log.excerpt()))
+	}
+}
+
+// killSpec is INORDER_CRASH_KILL for a new incarnation of role: the
+// scenario's probabilities, plus the required points of the role that have
+// not fired yet, each armed at an early passage.
+func (h *harness) killSpec(role string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	spec := h.sc.killPoints
+	for _, p := range h.missingLocked() {
+		if senderPoints[p] == (role == RoleSend) {
+			spec += fmt.Sprintf(",%s@%d", p, 1+h.rng.IntN(8))
+		}
+	}
+	return spec
+}
+
+// missingLocked lists the required kill points that have not fired.
+func (h *harness) missingLocked() []string {
+	var missing []string
+	for _, p := range h.sc.require {
+		if h.points[p] == 0 {
+			missing = append(missing, p)
+		}
+	}
+	return missing
 }
 
 // run runs the scenario: chaos, then a clean stop of the senders, a drain
@@ -245,11 +321,18 @@ func (h *harness) run() *result {
 		}
 	}()
 	rng := rand.New(rand.NewPCG(h.sc.seed, 7))
-	deadline := time.Now().Add(h.sc.chaos)
-	for time.Now().Before(deadline) {
+	deadline, bound := time.Now().Add(h.sc.chaos), time.Now().Add(h.sc.chaos+extraChaos)
+	for {
+		now := time.Now()
+		h.mu.Lock()
+		missing := len(h.missingLocked())
+		h.mu.Unlock()
+		if now.After(bound) || now.After(deadline) && missing == 0 {
+			break
+		}
 		d := time.Duration(rng.Int64N(int64(2*h.sc.killEvery) + 1))
-		time.Sleep(min(d, time.Until(deadline)))
-		if time.Now().Before(deadline) && h.sc.killEvery > 0 {
+		time.Sleep(min(d, time.Until(bound)))
+		if h.sc.killEvery > 0 {
 			h.procs[rng.IntN(len(h.procs))].signal(syscall.SIGKILL)
 		}
 	}
@@ -296,9 +379,10 @@ func (h *harness) run() *result {
 	for _, p := range h.procs {
 		res.kills += p.kills
 		res.deaths += p.deaths
-		res.failures += p.failures
 	}
-	res.points = killPointCounts(h.dir)
+	h.mu.Lock()
+	res.points, res.failures, res.missing = maps.Clone(h.points), slices.Clone(h.failures), h.missingLocked()
+	h.mu.Unlock()
 	hs, err := Load(h.hist)
 	require.NoError(t, err, "load histories")
 	if h.sc.mode == ModeExactlyOnce {
@@ -331,45 +415,52 @@ func (h *harness) appliedHistory() *History {
 	return hist
 }
 
-// tail returns the last lines of a worker log, for failure messages.
-func tail(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return err.Error()
-	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if len(lines) > n {
-			lines = lines[1:]
-		}
-	}
-	return fmt.Sprint(lines)
+// logScan is what a worker's log shows.
+type logScan struct {
+	point string   // the kill point it killed itself at
+	race  string   // the first race report, from its WARNING line
+	panic string   // the panic, from its first line
+	last  []string // the last lines
 }
 
-// killPointCounts counts the workers' self-kills by kill point, from their
-// logs.
-func killPointCounts(dir string) map[string]int {
-	counts := map[string]int{}
-	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
-	for _, name := range logs {
-		b, err := os.ReadFile(name)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if p, ok := strings.CutPrefix(line, "worker: kill point "); ok {
-				counts[p]++
-			}
+// scanLog reads the log of one incarnation.
+func scanLog(path string) logScan {
+	var ls logScan
+	b, err := os.ReadFile(path)
+	if err != nil {
+		ls.last = []string{err.Error()}
+		return ls
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	excerpt := func(i int) string { return strings.Join(lines[i:min(i+20, len(lines))], "\n") }
+	for i, line := range lines {
+		switch {
+		case strings.HasPrefix(line, "worker: kill point "):
+			ls.point = strings.TrimPrefix(line, "worker: kill point ")
+		case ls.race == "" && strings.Contains(line, "WARNING: DATA RACE"):
+			ls.race = excerpt(i)
+		case ls.panic == "" && (strings.HasPrefix(line, "panic: ") || strings.HasPrefix(line, "fatal error: ")):
+			ls.panic = excerpt(i)
 		}
 	}
-	return counts
+	ls.last = lines[max(len(lines)-8, 0):]
+	return ls
+}
+
+// excerpt is what a failure message quotes of the log.
+func (ls logScan) excerpt() string {
+	switch {
+	case ls.race != "":
+		return ls.race
+	case ls.panic != "":
+		return ls.panic
+	}
+	return strings.Join(ls.last, "\n")
 }
 
 // keep copies the run's histories and logs out of the test's temporary
-// directory, for a failed run, and returns where.
+// directory, for a failed run, and returns where. Call it only when the
+// run failed: each call leaves a directory behind.
 func (h *harness) keep() string {
 	dst, err := os.MkdirTemp("", "crashtest-failed-")
 	if err != nil {

@@ -36,6 +36,14 @@ const (
 	// applied the message and advanced the cursor committed (ExactlyOnce),
 	// or derived from the application's table at the end of a run.
 	KindCommitted = "committed"
+	// KindDurable is written by a receiver when the store returned the
+	// cursor of Group (Cursor) or stored it (Advance returned nil): Epoch
+	// and Seq are the cursor's epoch and next seq, and every seq below is
+	// durably handled.
+	KindDurable = "durable"
+	// KindDelete is written (before the request) by a receiver for each
+	// tagged message it is about to delete from the queue.
+	KindDelete = "delete"
 	// KindEnd closes an incarnation that stopped cleanly: Close returned
 	// nil, so everything acknowledged is durable.
 	KindEnd = "end"
@@ -155,7 +163,7 @@ func Parse(name string, r io.Reader) (*History, error) {
 
 func isKind(k string) bool {
 	switch k {
-	case KindStart, KindAttempt, KindSent, KindFailed, KindDelivered, KindAcked, KindCommitted, KindEnd:
+	case KindStart, KindAttempt, KindSent, KindFailed, KindDelivered, KindAcked, KindCommitted, KindDurable, KindDelete, KindEnd:
 		return true
 	}
 	return false

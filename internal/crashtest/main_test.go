@@ -18,7 +18,9 @@ var (
 )
 
 // workerBinary builds the worker program once per test binary, on first
-// use, so that runs that do not need it (fuzzing) do not pay for it.
+// use, so that runs that do not need it (fuzzing) do not pay for it. Under
+// -race the worker is built with -race: the library runs in the workers, so
+// that is where the race detector must look.
 func workerBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -26,7 +28,11 @@ func workerBinary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "worker")
-		out, err := exec.Command("go", "build", "-o", binPath, "./worker").CombinedOutput()
+		args := []string{"build", "-o", binPath}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		out, err := exec.Command("go", append(args, "./worker")...).CombinedOutput()
 		if err != nil {
 			buildErr = &buildError{err: err, out: string(out)}
 		}

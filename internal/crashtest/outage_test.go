@@ -2,27 +2,21 @@ package crashtest
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/url"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/inorder/inorder/ordered"
 	"github.com/inorder/inorder/seqstore"
-	"github.com/inorder/inorder/seqstore/redisstore"
-	"github.com/inorder/inorder/seqstore/sqlstore"
 )
 
 // outageRun sends and receives through stores that go down for a while
@@ -66,24 +60,17 @@ func outageRun(t *testing.T, sstore, rstore seqstore.Store, down, up func()) {
 	t.Logf("failed sends %d; %s", failed, rep.Figures())
 }
 
-// TestFaultRedisOutage: the Redis server behind both stores stops for a
-// while and comes back with its data (a miniredis closed and restarted on
-// its port). (redisstore: TestOutageUnderLoad against a real server.)
+// TestFaultRedisOutage: the Redis server behind both stores becomes
+// unreachable for a while (a TCP proxy in front of it closes its port and
+// every connection, then listens again) and comes back with its data. The
+// real Redis of INORDER_TEST_REDIS_ADDR (required with CI=true), else a
+// miniredis. (redisstore: TestOutageUnderLoad.)
 func TestFaultRedisOutage(t *testing.T) {
 	redis.SetLogger(quiet{}) // dial failures are the point of the test
-	mr := miniredis.NewMiniRedis()
-	require.NoError(t, mr.Start())
-	t.Cleanup(mr.Close)
-	open := func() seqstore.Store {
-		c := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
-			ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
-		t.Cleanup(func() { _ = c.Close() })
-		s, err := redisstore.New(c, nil)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}
-	outageRun(t, open(), open(), mr.Close, func() { require.NoError(t, mr.Restart(), "miniredis Restart") })
+	addr := redisAddr(t)
+	p := newProxy(t, addr)
+	open := redisStores(t, p.addr, addr)
+	outageRun(t, open(), open(), p.down, func() { require.NoError(t, p.up(), "proxy up") })
 }
 
 // TestFaultSQLOutage: the PostgreSQL server behind both stores becomes
@@ -91,36 +78,12 @@ func TestFaultRedisOutage(t *testing.T) {
 // every connection, then listens again). Needs INORDER_TEST_POSTGRES_DSN;
 // with CI=true its absence fails the test.
 func TestFaultSQLOutage(t *testing.T) {
-	dsn := os.Getenv("INORDER_TEST_POSTGRES_DSN")
-	if dsn == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("INORDER_TEST_POSTGRES_DSN is required in CI")
-		}
-		t.Skip("INORDER_TEST_POSTGRES_DSN not set")
-	}
+	dsn := serverVar(t, "INORDER_TEST_POSTGRES_DSN")
 	u, err := url.Parse(dsn)
 	require.NoError(t, err, "INORDER_TEST_POSTGRES_DSN")
 	p := newProxy(t, u.Host)
 	u.Host = p.addr
-	db, err := sql.Open("pgx", u.String())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
-	db.SetConnMaxLifetime(time.Second)
-	prefix := fmt.Sprintf("ct%d_%d_", os.Getpid(), time.Now().UnixNano()%1e6)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		for _, tbl := range []string{"send", "journal", "cursor", "schema_version"} {
-			_, _ = db.ExecContext(ctx, "DROP TABLE IF EXISTS "+prefix+tbl)
-		}
-	})
-	open := func() seqstore.Store {
-		s, err := sqlstore.Open(db, sqlstore.Postgres, &sqlstore.Options{TablePrefix: prefix, TxTimeout: 2 * time.Second})
-		require.NoError(t, err)
-		require.NoError(t, s.Migrate(t.Context()))
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}
+	open := postgresStores(t, u.String(), dsn)
 	outageRun(t, open(), open(), p.down, func() { require.NoError(t, p.up(), "proxy up") })
 }
 

@@ -16,9 +16,10 @@ import (
 	"github.com/inorder/inorder/seqstore/memstore"
 )
 
-// TestFaultHeldStall: a receiver holds more than half its window (the
-// default holdHigh, 512 messages) of a group whose seq 1 is missing, while
-// another group's message is out with the application. The fetchers pause
+// TestFaultHeldStall: a receiver holds more than half its window (Window
+// 1024, so the pause threshold holdHigh is 512 messages; the test sends 599)
+// of a group whose seq 1 is missing, while another group's message is out
+// with the application. The fetchers pause
 // ("much held and something moving"); when the application acks, nothing
 // moves any more, and the fetchers must look again, because the missing
 // seq 1 that unblocks everything may be in the queue. It is sent then, and
@@ -32,7 +33,9 @@ import (
 // "out" (so the fetcher re-checks, still sees movement, and sleeps again);
 // the Ack that empties r.out and ends all movement woke nobody. Fixed in
 // ordered by e8dae95 (the keeper re-checks the fetch conditions every tick);
-// this test guards it.
+// this test guards it. The window is set, not the default: with the default
+// (8192) 599 held messages never reach the pause threshold, and the test
+// would pass with the fetchers' wake-ups removed.
 func TestFaultHeldStall(t *testing.T) {
 	for _, mode := range []ordered.Mode{ordered.AtLeastOnce, ordered.AtMostOnce} {
 		t.Run(mode.String(), func(t *testing.T) { heldStall(t, mode) })
@@ -43,7 +46,7 @@ func heldStall(t *testing.T, mode ordered.Mode) {
 	e := newEnv(t, &mnstest.Options{Shards: 1}, &mnstest.QueueAttributes{VisibilityTimeout: 30})
 	drv := e.driver("")
 	ctx := t.Context()
-	const n = 600
+	const n = 600 // a/2..a/600 held: more than heldStallWindow/2
 	const epoch = 42
 	body := func(group string, seq uint64) []byte {
 		return envelope.Append(nil, envelope.Header{Group: group, Epoch: epoch, Seq: seq}, fmt.Appendf(nil, "%s-%d", group, seq))
@@ -64,7 +67,7 @@ func heldStall(t *testing.T, mode ordered.Mode) {
 	batch = append(batch, body("b", 1))
 	flush()
 
-	rx := e.open(memstore.New(), &ordered.Options{Receive: ordered.ReceiveOptions{Mode: mode}})
+	rx := e.open(memstore.New(), &ordered.Options{Receive: ordered.ReceiveOptions{Mode: mode, Window: heldStallWindow}})
 	var got atomic.Int64
 	acked := make(chan struct{})
 	stop := run(t, rx, func(_ context.Context, m *ordered.Message) error {
@@ -88,6 +91,11 @@ func heldStall(t *testing.T, mode ordered.Mode) {
 	waitFor(t, 20*time.Second, fmt.Sprintf("all %d messages (got %d; receiver %+v)", n+1, got.Load(), rx.Stats().Receive), func() bool {
 		return got.Load() >= n+1
 	})
+	assert.Zero(t, e.waitEmpty(10*time.Second), "messages left in the queue")
 	stop()
 	assert.Equal(t, int64(n+1), got.Load(), "deliveries")
 }
+
+// heldStallWindow is the receive window of TestFaultHeldStall: the fetchers
+// pause at heldStallWindow/2 held messages.
+const heldStallWindow = 1024

@@ -10,16 +10,25 @@
 // given by -mode until SIGTERM. On SIGTERM both close their Queue and, if
 // Close returned nil and nothing was left unresolved, write an "end" event.
 //
-// Kill points, as INORDER_CRASH_KILL="point=probability,...":
+// Kill points, as INORDER_CRASH_KILL="point=probability,point@n,...": with
+// "=p" the process kills itself at each passage with probability p, with "@n"
+// at the n-th passage (once; the harness arms the points a mode must show
+// this way, see TestCrash):
 //
 //	send-before    in the driver's SendBatch, before the request (seqs reserved and journaled, nothing sent)
 //	send-after     in the driver's SendBatch, after the queue accepted (not yet marked sent)
-//	delete-before  in the driver's DeleteBatch (cursor durable, messages not deleted)
+//	delete-before  in the driver's DeleteBatch, after the delete records, before the request (cursor durable, messages not deleted)
 //	advance-after  in the store's Advance, after it returned (commit before delete)
 //	delivered      after the delivered record, before Ack
 //	acked          after Ack returned, before the acked record
 //	committed      after the exactly-once transaction committed, before Ack
 //	sent           after Send returned nil, before the sent record
+//
+// Besides what the application sees, the receiver records what the library
+// does under it, so that the checker can judge commit before delete: a
+// "durable" record for each cursor the store returned (Cursor) or stored
+// (Advance returned nil), and a "delete" record for each tagged message
+// before the DeleteBatch request that deletes it.
 //
 // Planted bugs, as INORDER_CRASH_BUG=a|b|c: (a) every received message is
 // deleted at once, before the application acknowledged it; (b) a delivery is
@@ -48,6 +57,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/inorder/inorder/internal/crashtest"
+	"github.com/inorder/inorder/internal/envelope"
 	"github.com/inorder/inorder/ordered"
 	"github.com/inorder/inorder/ordered/driver"
 	"github.com/inorder/inorder/ordered/mnsqueue"
@@ -98,22 +108,34 @@ func main() {
 	}
 }
 
-// killer kills the process at kill points with the configured probability.
+// killer kills the process at kill points: with the configured
+// probability, or at an armed passage.
 type killer struct {
-	mu    sync.Mutex
-	rng   *rand.Rand
-	probs map[string]float64
+	mu     sync.Mutex
+	rng    *rand.Rand
+	probs  map[string]float64
+	armed  map[string]int // point -> passages left before it fires
+	passed map[string]int
 }
 
 func newKiller(spec string, seed uint64) (*killer, error) {
-	k := &killer{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), probs: map[string]float64{}}
+	k := &killer{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		probs: map[string]float64{}, armed: map[string]int{}, passed: map[string]int{}}
 	for item := range strings.SplitSeq(spec, ",") {
 		if item = strings.TrimSpace(item); item == "" {
 			continue
 		}
+		if name, n, ok := strings.Cut(item, "@"); ok {
+			at, err := strconv.Atoi(n)
+			if err != nil || at < 1 || name == "" {
+				return nil, fmt.Errorf("bad kill point %q", item)
+			}
+			k.armed[name] = at
+			continue
+		}
 		name, p, ok := strings.Cut(item, "=")
 		f, err := strconv.ParseFloat(p, 64)
-		if !ok || err != nil || f < 0 || f > 1 {
+		if !ok || err != nil || f < 0 || f > 1 || name == "" {
 			return nil, fmt.Errorf("bad kill point %q", item)
 		}
 		k.probs[name] = f
@@ -122,12 +144,13 @@ func newKiller(spec string, seed uint64) (*killer, error) {
 }
 
 func (k *killer) at(point string) {
-	p := k.probs[point]
-	if p == 0 {
+	p, at := k.probs[point], k.armed[point]
+	if p == 0 && at == 0 {
 		return
 	}
 	k.mu.Lock()
-	hit := k.rng.Float64() < p
+	k.passed[point]++
+	hit := k.rng.Float64() < p || k.passed[point] == at
 	k.mu.Unlock()
 	if hit {
 		fmt.Fprintf(os.Stderr, "worker: kill point %s\n", point)
@@ -188,11 +211,54 @@ func (h *history) add(ev crashtest.Event, gate bool) {
 	}
 }
 
-// killDriver wraps a driver with kill points and planted bug (a).
+// killDriver wraps a driver with kill points and planted bug (a), and
+// records each delete of a tagged message (receiver) before its request.
 type killDriver struct {
 	driver.Queue
 	k         *killer
+	h         *history
 	deleteNow bool
+
+	mu       sync.Mutex
+	receipts [2]map[string]crashtest.Event // receipt -> message, two generations
+}
+
+// maxReceipts bounds a generation of the receipt map: a receipt older than
+// two generations is forgotten, and its delete goes unrecorded, which only
+// makes the checker more permissive.
+const maxReceipts = 100_000
+
+func (d *killDriver) remember(ms []*driver.Message) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, m := range ms {
+		h, _, ok := envelope.Parse(m.Body)
+		if !ok {
+			continue
+		}
+		if len(d.receipts[0]) >= maxReceipts || d.receipts[0] == nil {
+			d.receipts[1], d.receipts[0] = d.receipts[0], make(map[string]crashtest.Event)
+		}
+		d.receipts[0][m.Receipt] = crashtest.Event{Kind: crashtest.KindDelete, Group: h.Group, Epoch: h.Epoch, Seq: h.Seq}
+	}
+}
+
+func (d *killDriver) recordDeletes(receipts []string) {
+	d.mu.Lock()
+	var evs []crashtest.Event
+	for _, r := range receipts {
+		for _, gen := range d.receipts {
+			if ev, ok := gen[r]; ok {
+				evs = append(evs, ev)
+				delete(gen, r)
+				break
+			}
+		}
+	}
+	d.mu.Unlock()
+	for _, ev := range evs {
+		d.h.add(ev, true)
+	}
 }
 
 func (d *killDriver) SendBatch(ctx context.Context, bodies [][]byte) error {
@@ -205,12 +271,14 @@ func (d *killDriver) SendBatch(ctx context.Context, bodies [][]byte) error {
 }
 
 func (d *killDriver) DeleteBatch(ctx context.Context, receipts []string) error {
+	d.recordDeletes(receipts)
 	d.k.at("delete-before")
 	return d.Queue.DeleteBatch(ctx, receipts)
 }
 
 func (d *killDriver) ReceiveBatch(ctx context.Context, n int, wait time.Duration) ([]*driver.Message, error) {
 	ms, err := d.Queue.ReceiveBatch(ctx, n, wait)
+	d.remember(ms)
 	if d.deleteNow && len(ms) > 0 {
 		// Bug (a): delete before the application acknowledged.
 		rs := make([]string, len(ms))
@@ -222,15 +290,28 @@ func (d *killDriver) ReceiveBatch(ctx context.Context, n int, wait time.Duration
 	return ms, err
 }
 
-// killStore wraps a store with the advance-after kill point.
+// killStore wraps a store with the advance-after kill point, and records
+// every cursor it knows to be durable (read back, or stored by Advance).
 type killStore struct {
 	seqstore.Store
 	k *killer
+	h *history
+}
+
+func (s *killStore) Cursor(ctx context.Context, st seqstore.Stream) (seqstore.Cursor, error) {
+	c, err := s.Store.Cursor(ctx, st)
+	if err == nil {
+		s.h.add(crashtest.Event{Kind: crashtest.KindDurable, Group: st.Group, Epoch: c.Epoch, Seq: c.Next}, false)
+	}
+	return c, err
 }
 
 func (s *killStore) Advance(ctx context.Context, batch []seqstore.Advance) error {
 	err := s.Store.Advance(ctx, batch)
 	if err == nil {
+		for _, a := range batch {
+			s.h.add(crashtest.Event{Kind: crashtest.KindDurable, Group: a.Stream.Group, Epoch: a.To.Epoch, Seq: a.To.Next}, false)
+		}
 		s.k.at("advance-after")
 	}
 	return err
@@ -257,12 +338,17 @@ func run(c config) error {
 	defer cancel()
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	drv, err := mnsqueue.New(setup, c.endpoint, c.queue, mnsqueue.Credentials{AccessKeyID: c.ak, AccessKeySecret: c.sk}, &mnsqueue.Options{Logger: logger})
+	// The emulator's chaos answers some requests with 500 or drops them,
+	// setup's included: retry them, so that every exit with an error is a
+	// finding.
+	drv, err := retry(setup, func() (*mnsqueue.Queue, error) {
+		return mnsqueue.New(setup, c.endpoint, c.queue, mnsqueue.Credentials{AccessKeyID: c.ak, AccessKeySecret: c.sk}, &mnsqueue.Options{Logger: logger})
+	})
 	if err != nil {
 		return err
 	}
 	defer drv.Close()
-	var qdrv driver.Queue = &killDriver{Queue: drv, k: k, deleteNow: bug == "a"}
+	var qdrv driver.Queue = &killDriver{Queue: drv, k: k, h: h, deleteNow: bug == "a"}
 
 	var store seqstore.Store
 	var db *sql.DB
@@ -291,7 +377,7 @@ func run(c config) error {
 		store = fs
 	}
 	defer store.Close()
-	store = &killStore{Store: store, k: k}
+	store = &killStore{Store: store, k: k, h: h}
 
 	opts := &ordered.Options{
 		Name:   "crash",
@@ -313,7 +399,7 @@ func run(c config) error {
 	default:
 		return fmt.Errorf("unknown mode %q", c.mode)
 	}
-	q, err := ordered.New(setup, qdrv, store, opts)
+	q, err := retry(setup, func() (*ordered.Queue, error) { return ordered.New(setup, qdrv, store, opts) })
 	if err != nil {
 		return err
 	}
@@ -338,6 +424,21 @@ func run(c config) error {
 		h.add(crashtest.Event{Kind: crashtest.KindEnd}, true)
 	}
 	return nil
+}
+
+// retry calls f until it succeeds or ctx ends, and returns its last result.
+func retry[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	for {
+		v, err := f()
+		if err == nil || ctx.Err() != nil {
+			return v, err
+		}
+		fmt.Fprintln(os.Stderr, "worker: setup failed, retrying:", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // sender sends to groups groupFrom..groupTo-1, goroutine w taking the groups
@@ -472,6 +573,11 @@ func receiver(ctx context.Context, c config, q *ordered.Queue, h *history, k *ki
 					h.add(ev, true) // bug (b): a duplicate the dedup check should have dropped
 				}
 				k.at("delivered")
+				if k.chance(0.05) {
+					// Hold the message out for a while now and then, so
+					// that arrivals of its group come while it is out.
+					time.Sleep(time.Duration(1+k.rngN(20)) * time.Millisecond)
+				}
 				if !handle(q, h, k, c.mode, m, db, sqls) {
 					mu.Lock()
 					clean = false

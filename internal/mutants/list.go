@@ -1,0 +1,322 @@
+package main
+
+import "time"
+
+// mutant is one planted break and the tests that must catch it.
+//
+// # Adding a row
+//
+// Plant the break by hand first, run the test, watch it fail, restore; then
+// write the row:
+//
+//	{
+//		Name:   "commit-before-delete",            // unique, lower-case, names the property broken
+//		Breaks: "the reaper deletes before ...",   // one line: what the break does
+//		Edits: []edit{{
+//			File: "ordered/recv_deliver.go",    // from the repository root
+//			Old:  "...",                        // exact text, tabs and newlines included;
+//			                                    // it must occur exactly once in File
+//			New:  "...",                        // what replaces it
+//		}},
+//		Pkg:     "./internal/crashtest",        // the package whose tests must fail
+//		Run:     "^TestCrash$/^alo$",           // go test -run regexp
+//		Env:     []string{"KEY=value"},         // optional, added to the environment
+//		Needs:   []string{"INORDER_TEST_POSTGRES_DSN"}, // optional: skipped without (a failure with CI=true)
+//		Race:    true,                          // optional: build the tests with -race
+//		Timeout: 3 * time.Minute,               // optional, default 5m
+//	},
+//
+// Edits apply in order; each Old must occur exactly once in its file as the
+// edits before it left it. Snippets are Go raw strings, so keep the file's
+// tabs in them; take a few
+// lines of context, enough to be unique, and no more: every line of an
+// anchor is a line that can go stale. A mutant must compile: a break that
+// does not build is reported invalid, never as caught. When the code an
+// anchor points at is rewritten, `.ci/mutants -check` (run by .ci/run)
+// reports the mutant stale: re-plant the same break in the new code and
+// update the row; delete it only with the property.
+type mutant struct {
+	Name    string
+	Breaks  string
+	Edits   []edit
+	Pkg     string
+	Run     string
+	Env     []string
+	Needs   []string
+	Race    bool
+	Timeout time.Duration
+}
+
+// edit replaces the one occurrence of Old in File by New.
+type edit struct {
+	File, Old, New string
+}
+
+// mutants is the standing list. Anchors are on the code of main as of the
+// crash branch (ordered's receive side, filestore, redisstore, sqlstore as
+// they were); re-anchor them when those are rewritten.
+var mutants = []mutant{
+	{
+		Name:   "commit-before-delete",
+		Breaks: "an acknowledged message goes to the reaper at once, before its cursor advance is durable",
+		Edits: []edit{{
+			File: "ordered/recv_deliver.go",
+			Old: `		g.ack.Epoch, g.ack.Next = e.epoch, e.seq+1
+	}
+	g.unflushed = append(g.unflushed, e)
+	r.markDirtyLocked(g)
+}`,
+			New: `		g.ack.Epoch, g.ack.Next = e.epoch, e.seq+1
+	}
+	r.reapLocked(e)
+	r.markDirtyLocked(g)
+}`,
+		}},
+		Pkg: "./internal/crashtest",
+		Run: "^TestCrash$/^alo$",
+	},
+	{
+		Name:   "dup-reap-before-commit",
+		Breaks: "a duplicate of a seq acknowledged but not yet durable is deleted at once, before the cursor past it is durable",
+		Edits: []edit{{
+			File: "ordered/recv_route.go",
+			Old: `	if below(g.dur, e.epoch, e.seq) {
+		r.reapLocked(e)
+		return
+	}
+	g.unflushed = append(g.unflushed, e)`,
+			New: `	if below(g.ack, e.epoch, e.seq) {
+		r.reapLocked(e)
+		return
+	}
+	g.unflushed = append(g.unflushed, e)`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestSynctestCrashBeforeCommit$",
+	},
+	{
+		Name:   "dedup-below-cursor",
+		Breaks: "an arrival below the group's cursor is not recognised as a duplicate: never deleted, it comes back for ever",
+		Edits: []edit{{
+			File: "ordered/recv_route.go",
+			Old: `	next := g.nextSeq()
+	if e.seq < next {`,
+			New: `	next := g.nextSeq()
+	if e.seq < next && false {`,
+		}},
+		Pkg: "./internal/crashtest",
+		Run: "^TestCrash$/^alo$",
+	},
+	{
+		Name:   "group-lock",
+		Breaks: "a group whose message is out is still ready: its message is handed out a second time while the first is out",
+		Edits: []edit{{
+			File: "ordered/recv_state.go",
+			Old: `	if g.out != nil {
+		return !g.has(gHanded|gAwait)`,
+			New: `	if g.out != nil && !g.has(gHanded) {
+		return !g.has(gHanded|gAwait)`,
+		}},
+		Pkg: "./internal/crashtest",
+		Run: "^TestCrash$/^alo$",
+	},
+	{
+		Name:   "fetch-wakeups",
+		Breaks: "neither the Ack that ends all movement nor the keeper's tick wakes fetchers paused behind a hole",
+		Edits: []edit{{
+			File: "ordered/recv_deliver.go",
+			Old:  `	signal(r.room) // fetchers may wait for delivery to move`,
+			New:  ``,
+		}, {
+			File: "ordered/visibility.go",
+			Old:  `		signal(r.room) // a safety net: fetch conditions are re-checked at least every tick`,
+			New:  ``,
+		}},
+		Pkg: "./internal/crashtest",
+		Run: "^TestFaultHeldStall$",
+	},
+	{
+		Name:   "deletes-dropped",
+		Breaks: "the reaper never sends its deletes but counts them done: acknowledged messages stay in the queue",
+		Edits: []edit{{
+			File: "ordered/reap.go",
+			Old:  `		err := r.q.drvDelete(cctx, receipts)`,
+			New:  `		err, _ := error(nil), cctx`,
+		}},
+		Pkg: "./internal/crashtest",
+		Run: "^(TestFaultPoison|TestFaultBodySizeLimit|TestFaultHeldStall|TestFaultSecondReceiver)$",
+	},
+	{
+		Name:   "held-deleted",
+		Breaks: "a message held behind a hole is deleted from the queue while it waits, undelivered",
+		Edits: []edit{{
+			File: "ordered/recv_route.go",
+			Old: `	case reorder.Ready, reorder.Buffered:
+		r.holdLocked(e)`,
+			New: `	case reorder.Ready, reorder.Buffered:
+		r.reapLocked(e)
+		r.holdLocked(e)`,
+		}},
+		Pkg: "./internal/crashtest",
+		Run: "^TestFaultRetentionExpiry$",
+	},
+	{
+		Name:   "library-panic",
+		Breaks: "one Ack in 300 panics (inside the worker processes of the crash harness)",
+		Edits: []edit{{
+			File: "ordered/recv_deliver.go",
+			Old: `	m.done = true
+	r.st.Acked++
+`,
+			New: `	m.done = true
+	r.st.Acked++
+	if r.st.Acked%300 == 0 {
+		panic("planted: one Ack in 300 panics")
+	}
+`,
+		}},
+		Pkg: "./internal/crashtest",
+		Run: "^TestCrash$/^alo$",
+	},
+	{
+		Name:   "library-race",
+		Breaks: "Ack counts itself before taking the receiver's lock: a data race the workers' race detector must report",
+		Edits: []edit{{
+			File: "ordered/recv_deliver.go",
+			Old: `func (r *receiver) ack(ctx context.Context, m *Message) error {
+	r.mu.Lock()
+	if err := r.checkSettleLocked(m); err != nil {
+		r.mu.Unlock()
+		return err
+	}
+	m.done = true
+	r.st.Acked++
+`,
+			New: `func (r *receiver) ack(ctx context.Context, m *Message) error {
+	r.st.Acked++
+	r.mu.Lock()
+	if err := r.checkSettleLocked(m); err != nil {
+		r.mu.Unlock()
+		return err
+	}
+	m.done = true
+`,
+		}},
+		Pkg:  "./internal/crashtest",
+		Run:  "^TestCrash$/^alo$",
+		Race: true,
+	},
+	{
+		Name:   "kill-point-never-fires",
+		Breaks: "the worker never passes its delete-before kill point: the crash harness must notice a kill point its mode cites that never fired",
+		Edits: []edit{{
+			File: "internal/crashtest/worker/main.go",
+			Old: `	d.recordDeletes(receipts)
+	d.k.at("delete-before")
+`,
+			New: `	d.recordDeletes(receipts)
+`,
+		}},
+		Pkg: "./internal/crashtest",
+		Run: "^TestCrash$/^alo$",
+	},
+	{
+		Name:   "fsync-order",
+		Breaks: "filestore releases the callers of a commit before it writes and fsyncs their frame",
+		Edits: []edit{{
+			File: "seqstore/filestore/writer.go",
+			Old: `	if records > 0 {
+		err := s.writeFrame(frame, records)`,
+			New: `	for _, r := range taken {
+		close(r.done)
+	}
+	if records > 0 {
+		err := s.writeFrame(frame, records)`,
+		}, {
+			File: "seqstore/filestore/writer.go",
+			Old: `	for _, r := range taken {
+		close(r.done)
+	}
+	if len(batch) > 0 {`,
+			New: `	if len(batch) > 0 {`,
+		}},
+		Pkg: "./seqstore/filestore",
+		Run: "^TestPowerLoss$",
+	},
+	{
+		Name:   "crc-check",
+		Breaks: "filestore accepts a log frame whose CRC does not match",
+		Edits: []edit{{
+			File: "seqstore/filestore/codec.go",
+			Old:  `	if binary.LittleEndian.Uint32(frame[4:]) != frameCRC(gen, frame) {`,
+			New:  `	if false && binary.LittleEndian.Uint32(frame[4:]) != frameCRC(gen, frame) {`,
+		}},
+		Pkg: "./seqstore/filestore",
+		Run: "^(TestTornTailEveryOffset|TestCorruptMiddleFrame)$",
+	},
+	{
+		Name:   "lua-cas",
+		Breaks: "redisstore's advance script applies every move without comparing the stored cursor with From",
+		Edits: []edit{{
+			File: "seqstore/redisstore/scripts.go",
+			Old:  `  if e ~= ARGV[b + 1] or n ~= ARGV[b + 2] or o ~= ARGV[b + 3] then`,
+			New:  `  if false then`,
+		}},
+		Pkg:   "./seqstore/redisstore",
+		Run:   "^TestConformance$",
+		Needs: []string{"INORDER_TEST_REDIS_ADDR"},
+	},
+	{
+		Name:   "lua-cas-receivers",
+		Breaks: "the same break, against two receivers racing over the real Redis",
+		Edits: []edit{{
+			File: "seqstore/redisstore/scripts.go",
+			Old:  `  if e ~= ARGV[b + 1] or n ~= ARGV[b + 2] or o ~= ARGV[b + 3] then`,
+			New:  `  if false then`,
+		}},
+		Pkg:   "./internal/crashtest",
+		Run:   "^TestFaultSecondReceiver$/^redis$",
+		Needs: []string{"INORDER_TEST_REDIS_ADDR"},
+	},
+	{
+		Name:   "sql-cas",
+		Breaks: "sqlstore reads the cursor rows it compares without locking them (no FOR UPDATE)",
+		Edits: []edit{{
+			File: "seqstore/sqlstore/apply.go",
+			Old:  `	return " FOR UPDATE"`,
+			New:  `	return ""`,
+		}},
+		Pkg:   "./internal/crashtest",
+		Run:   "^TestFaultSecondReceiver$/^postgres$",
+		Needs: []string{"INORDER_TEST_POSTGRES_DSN"},
+	},
+	{
+		Name:   "bench-best-of-rounds",
+		Breaks: "examples/bench -count keeps each row's fastest run and divides the rows shown: a ratio can mix two rounds",
+		Edits: []edit{{
+			File: "examples/bench/rounds.go",
+			Old:  `		if runs[0].Ratio > 0 {`,
+			New:  `		if false {`,
+		}, {
+			File: "examples/bench/rounds.go",
+			Old:  `		k := order[(len(order)-1)/2]`,
+			New:  `		k := order[len(order)-1]`,
+		}, {
+			File: "examples/bench/rounds.go",
+			Old: `		out[i] = r
+	}
+	return out
+}`,
+			New: `		out[i] = r
+	}
+	for _, r := range out {
+		r.baseRate, r.Ratio, r.CPURatio = 0, 0, 0
+	}
+	withRatios(selected, out)
+	return out
+}`,
+		}},
+		Pkg: "./examples/bench",
+		Run: "^TestRoundsRatioFromOneRound$",
+	},
+}
