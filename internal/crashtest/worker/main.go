@@ -298,12 +298,15 @@ type killStore struct {
 	h *history
 }
 
-func (s *killStore) Cursor(ctx context.Context, st seqstore.Stream) (seqstore.Cursor, error) {
-	c, err := s.Store.Cursor(ctx, st)
-	if err == nil {
-		s.h.add(crashtest.Event{Kind: crashtest.KindDurable, Group: st.Group, Epoch: c.Epoch, Seq: c.Next}, false)
+func (s *killStore) Cursors(ctx context.Context, streams []seqstore.Stream) ([]seqstore.Cursor, error) {
+	cs, err := s.Store.Cursors(ctx, streams)
+	for i, st := range streams {
+		if seqstore.Failed(err, i, len(streams)) == nil && i < len(cs) {
+			c := cs[i]
+			s.h.add(crashtest.Event{Kind: crashtest.KindDurable, Group: st.Group, Epoch: c.Epoch, Seq: c.Next}, false)
+		}
 	}
-	return c, err
+	return cs, err
 }
 
 func (s *killStore) Advance(ctx context.Context, batch []seqstore.Advance) error {
