@@ -44,6 +44,7 @@ type Core struct {
 
 	delq        fifo[*msg]
 	delSince    time.Time
+	delUrgent   bool // a hand-out waits for a delete: send the partial batch now
 	delBusy     map[uint64][]*msg
 	visBusy     map[uint64]visChange
 	shortq      fifo[string]
@@ -158,7 +159,7 @@ func (c *Core) backoff(attempt int) time.Duration {
 		d *= 2
 	}
 	d = min(d, c.cfg.RetryMax)
-	return d/2 + time.Duration(c.rng.Int64N(int64(d/2)+1))
+	return d/2 + time.Duration(c.rng.Int64N(max(int64(d/2), 1)))
 }
 
 func (c *Core) id() uint64 {
@@ -577,7 +578,11 @@ func (c *Core) Deadline() (time.Time, bool) {
 		set(c.timers[0].at)
 	}
 	if c.delq.len() > 0 && len(c.delBusy) < maxDeletesInFlight {
-		set(c.delSince.Add(c.cfg.ReapInterval))
+		if c.delUrgent {
+			set(c.now)
+		} else {
+			set(c.delSince.Add(c.cfg.ReapInterval))
+		}
 	}
 	if c.reads.len() > 0 && len(c.readBusy) == 0 {
 		set(c.readAfter)

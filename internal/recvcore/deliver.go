@@ -64,7 +64,8 @@ func (c *Core) nextUnordered(now time.Time, m *msg) (Delivery, bool) {
 		m.ticket = c.ticket()
 		d.Await = m.ticket
 		c.queueDelete(now, m)
-		m.where = wOut // still out: queueDelete only queued its receipt
+		m.where = wOut     // still out: queueDelete only queued its receipt
+		c.delUrgent = true // a Receive waits for it: no batching delay
 	}
 	return d, true
 }
@@ -465,7 +466,7 @@ func (g *group) lowestKnown() uint64 {
 // later ones are known. A group that still reads its park does not count
 // as waiting: what it reads may fill the hole.
 func (c *Core) checkGap(g *group, now time.Time) {
-	if !g.waiting() || g.unparking || g.parkLow == g.next {
+	if !g.waiting() && g.parking == 0 || g.unparking || g.parkLow == g.next || c.lowestParking(g) == g.next {
 		c.clearGap(g)
 		return
 	}
@@ -494,12 +495,24 @@ func (c *Core) checkGap(g *group, now time.Time) {
 		}
 		c.report(Report{Kind: ReportGap, Msg: "gap", Group: g.name, Epoch: g.epoch, Seq: g.next, Last: last, Age: now.Sub(g.gapSince)})
 	}
+	// Every GapTimeout the hole lasts, read the cursor again: a second
+	// receiver may have handled the missing seq (then the group goes on
+	// from the stored cursor), and the park may hold it.
+	if !g.gapTimer {
+		g.gapTimer = true
+		c.addTimer(timer{at: now.Add(c.cfg.GapTimeout), kind: tGap, g: g})
+		c.needRead(g)
+		g.probed = false
+	}
 }
 
 // skip moves g past its hole, to the lowest seq it knows, and records the
 // skipped range in the cursor.
 func (c *Core) skip(g *group, now time.Time) {
 	target := g.lowestKnown()
+	if p := c.lowestParking(g); p != 0 && (target == 0 || p < target) {
+		target = p
+	}
 	next := g.next
 	if target <= next {
 		return
@@ -528,7 +541,7 @@ func (c *Core) checkEpoch(g *group, now time.Time) {
 	if len(g.newer) == 0 || g.out != nil || now.Before(g.newerSince.Add(c.cfg.GapTimeout)) {
 		return
 	}
-	if g.waiting() || g.unparking || g.farHigh >= g.next {
+	if g.waiting() || g.unparking || g.parking > 0 || g.farHigh >= g.next {
 		if c.cfg.GapPolicy == GapSkip && !g.unparking && g.parkLow != g.next {
 			if g.gapSince.IsZero() || now.Before(g.gapSince.Add(c.cfg.GapTimeout)) {
 				g.gapSince = now.Add(-c.cfg.GapTimeout) // a newer epoch proves the hole old enough

@@ -123,8 +123,15 @@ func (c *Core) cursorRead(now time.Time, g *group, cur seqstore.Cursor) {
 		c.resolveConflict(now, g, cur)
 		c.routePending(now, g)
 	default:
-		if g.uncertain != nil {
+		switch {
+		case g.uncertain != nil:
 			c.settleUncertain(now, g, cur)
+		case g.writing == nil && !sameCursor(cur, g.dur):
+			// Read again while waiting on a hole, and someone else moved
+			// the cursor: a conflict, settled like one.
+			g.phase = phResolving
+			c.resolveConflict(now, g, cur)
+			c.routePending(now, g)
 		}
 	}
 	c.update(g, now)
@@ -389,7 +396,10 @@ func (c *Core) resolveDurable(g *group) {
 
 func (c *Core) readyDeletes(now time.Time, rd *Ready) {
 	full := c.delq.len() >= c.cfg.MaxBatch
-	due := c.delq.len() > 0 && (c.closing || !now.Before(c.delSince.Add(c.cfg.ReapInterval)))
+	due := c.delq.len() > 0 && (c.closing || c.delUrgent || !now.Before(c.delSince.Add(c.cfg.ReapInterval)))
+	if due {
+		c.delUrgent = false
+	}
 	for len(c.delBusy) < maxDeletesInFlight && (full || due) {
 		n := min(c.delq.len(), c.cfg.MaxBatch)
 		if n == 0 {
@@ -704,9 +714,7 @@ func (c *Core) canPark(g *group, m *msg) bool {
 func (c *Core) park(g *group, m *msg) {
 	m.where = wPark
 	c.parkq = append(c.parkq, m)
-	// Counted as parked from now on: a hole is never skipped over a
-	// message on its way to the park.
-	g.knowParked(m.seq)
+	g.parking++
 }
 
 // unhold removes a held message from its group's lists.
@@ -754,6 +762,9 @@ func (c *Core) Parked(now time.Time, id uint64, err error) {
 	for i, m := range ms {
 		e := seqstore.Failed(err, i, len(ms))
 		g := m.g
+		if e == nil || !errors.Is(e, seqstore.ErrAborted) && errors.Is(e, seqstore.ErrConflict) {
+			g.parking-- // no longer on its way
+		}
 		switch {
 		case e == nil:
 			c.st.Parked++
@@ -797,21 +808,28 @@ func (c *Core) Parked(now time.Time, id uint64, err error) {
 	c.settle(now)
 }
 
-// knowParking re-applies to g what its parks on their way (queued or in
-// flight, not durable when a read ran) say.
-func (c *Core) knowParking(g *group) {
-	for _, m := range c.parkq {
-		if m.g == g {
-			g.knowParked(m.seq)
+// lowestParking returns the lowest seq of g on its way to the park (queued
+// or in flight, not yet durable), 0 if none: a hole is never skipped over
+// it, and the park is not read for it before it is durable.
+func (c *Core) lowestParking(g *group) uint64 {
+	if g.parking == 0 {
+		return 0
+	}
+	low := uint64(0)
+	see := func(m *msg) {
+		if m.g == g && m.epoch == g.epoch && (low == 0 || m.seq < low) {
+			low = m.seq
 		}
+	}
+	for _, m := range c.parkq {
+		see(m)
 	}
 	for _, ms := range c.parkBusy {
 		for _, m := range ms {
-			if m.g == g {
-				g.knowParked(m.seq)
-			}
+			see(m)
 		}
 	}
+	return low
 }
 
 func (c *Core) readyScan(now time.Time, rd *Ready) {
@@ -968,7 +986,6 @@ func (c *Core) unparkedGroup(now time.Time, g *group, entries []seqstore.Parked)
 	if g.parkGen == g.unparkGen {
 		g.parkLow, g.parkHigh = low, high
 		g.probed = true
-		c.knowParking(g)
 	} else {
 		// Parks became durable while the read was in flight: keep what
 		// they taught, and read again when next is missing.

@@ -138,6 +138,7 @@ type group struct {
 	parkLow, parkHigh  uint64
 	probed, unparking  bool
 	parkGen, unparkGen uint64
+	parking            int // messages of g on their way to the park
 
 	// farLow and farHigh bound the seqs of the current epoch released
 	// because they were too far ahead (or evicted): they are in the queue,
@@ -223,7 +224,7 @@ func (g *group) blocked() bool {
 func (g *group) empty() bool {
 	return g.out == nil && len(g.held) == 0 && len(g.newer) == 0 && len(g.pending) == 0 &&
 		len(g.settled) == 0 && len(g.tickets) == 0 && g.writing == nil && g.uncertain == nil &&
-		!g.dirty && !g.toRead && !g.inRing && !g.unparking && g.parkLow == 0 && g.parkHigh == 0 && g.farHigh == 0 &&
+		!g.dirty && !g.toRead && !g.inRing && !g.unparking && g.parking == 0 && g.parkLow == 0 && g.parkHigh == 0 && g.farHigh == 0 &&
 		g.startAt.IsZero() && !behind(g.dur, g.ack) && g.phase == phActive
 }
 
