@@ -14,7 +14,8 @@ import (
 // each item takes (TestMemoryBudget checks the heap against them).
 const (
 	msgCost   = 320 // the msg struct (240 B), its slot in a list, the headers of its strings' allocations
-	groupCost = 768 // the group struct (592 B, a 640 B allocation) and its map entry
+	groupCost = 448 // the group struct (320 B) and its map entry
+	coldCost  = 288 // a working group's groupCold (256 B)
 	seenCost  = 160
 	slotCost  = 8 // one pointer in a group's slice
 )
@@ -92,7 +93,8 @@ type Core struct {
 	undelTokens float64
 	undelAt     time.Time
 
-	stuck map[*group]struct{}
+	stuck   map[*group]struct{}
+	idleNew []*group // went idle during the event: compacted at its end
 
 	reports  []Report
 	resolved []Resolution
@@ -205,9 +207,10 @@ func (c *Core) uncharge(m *msg) {
 }
 
 func (c *Core) recost(g *group) {
-	n := groupCost + len(g.name) +
-		slotCost*(cap(g.held)+cap(g.newer)+cap(g.pending)+cap(g.settled)) + 32*cap(g.tickets) +
-		24*(cap(g.ack.Skipped)+cap(g.dur.Skipped))
+	n := groupCost + len(g.name) + slotCost*cap(g.held) + 48*cap(g.settled) + 24*(cap(g.ack.Skipped)+cap(g.dur.Skipped))
+	if !g.cold() {
+		n += coldCost + slotCost*(cap(g.newer)+cap(g.pending)) + 32*cap(g.tickets)
+	}
 	c.mem += n - g.cost
 	g.cost = n
 }
@@ -217,7 +220,7 @@ func (c *Core) recost(g *group) {
 func (c *Core) group(now time.Time, name string) *group {
 	g := c.groups[name]
 	if g == nil {
-		g = &group{name: name, stream: c.stream(name)}
+		g = &group{name: name, groupCold: &groupCold{}}
 		c.groups[name] = g
 		c.becomeLoading(g, now)
 		c.recost(g)
@@ -226,6 +229,7 @@ func (c *Core) group(now time.Time, name string) *group {
 	if g.idle {
 		c.idle.remove(g)
 	}
+	g.wake()
 	return g
 }
 
@@ -336,9 +340,8 @@ func (c *Core) dropHeld(g *group, now time.Time, fn func(*msg)) {
 	for _, e := range settled {
 		fn(c.unsettle(e))
 	}
-	g.inWrite = 0
 	g.gapSince, g.gapTold = time.Time{}, false
-	g.newerSince = time.Time{}
+	g.newerSince, g.newerEpoch = time.Time{}, 0
 	g.farLow, g.farHigh = 0, 0
 	c.unring(g)
 }
@@ -518,6 +521,9 @@ func (c *Core) Close(now time.Time) {
 		c.skipOwed(g)
 	}
 	for _, g := range c.groups {
+		if g.cold() {
+			continue
+		}
 		for _, w := range g.tickets {
 			if !behind(g.ack, w.target) {
 				continue // its commit is still flushed
@@ -662,6 +668,7 @@ func (c *Core) fire(t timer, now time.Time) {
 	if g.phase == phEvicted {
 		return
 	}
+	g.wake()
 	switch t.kind {
 	case tStart:
 		c.endSettle(g, now)

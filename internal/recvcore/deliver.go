@@ -99,7 +99,7 @@ func (c *Core) handOut(now time.Time, g *group) Delivery {
 	case ExactlyOnce:
 		to := cloneCursor(g.ack)
 		to.Epoch, to.Next = m.epoch, m.seq+1
-		d.Advance = seqstore.Advance{Stream: g.stream, From: cloneCursor(g.dur), To: to}
+		d.Advance = seqstore.Advance{Stream: c.stream(g.name), From: cloneCursor(g.dur), To: to}
 	case AtMostOnce:
 		if owed || below(g.dur, m.epoch, m.seq) {
 			break
@@ -368,6 +368,7 @@ func (c *Core) update(g *group, now time.Time) {
 	if g.phase == phEvicted {
 		return
 	}
+	g.wake()
 	if g.ready(now) {
 		c.clearGap(g)
 		if !g.inRing && !c.closing {
@@ -388,9 +389,12 @@ func (c *Core) update(g *group, now time.Time) {
 		c.checkPark(g)
 		c.checkGap(g, now)
 	}
-	if g.empty() && c.cfg.IdleEvict >= 0 && !g.idle {
-		g.idleSince = now
-		c.idle.push(g)
+	if g.empty() {
+		c.idleNew = append(c.idleNew, g) // compacted at the end of the event
+		if c.cfg.IdleEvict >= 0 && !g.idle {
+			g.idleSince = now
+			c.idle.push(g)
+		}
 	}
 }
 
@@ -509,6 +513,12 @@ func (c *Core) checkGap(g *group, now time.Time) {
 // skip moves g past its hole, to the lowest seq it knows, and records the
 // skipped range in the cursor.
 func (c *Core) skip(g *group, now time.Time) {
+	if c.cfg.Park && g.probedAt.Before(g.gapSince) {
+		// Skip only what the park was seen not to hold: read it first.
+		g.probed = false
+		c.checkPark(g)
+		return
+	}
 	target := g.lowestKnown()
 	if p := c.lowestParking(g); p != 0 && (target == 0 || p < target) {
 		target = p
@@ -538,7 +548,7 @@ func (c *Core) skip(g *group, now time.Time) {
 // Range{old, next, MaxSeq}: a seq of the old epoch that arrives later is a
 // duplicate below next, a late arrival from next on.
 func (c *Core) checkEpoch(g *group, now time.Time) {
-	if len(g.newer) == 0 || g.out != nil || now.Before(g.newerSince.Add(c.cfg.GapTimeout)) {
+	if g.newerEpoch == 0 || g.out != nil || now.Before(g.newerSince.Add(c.cfg.GapTimeout)) {
 		return
 	}
 	if g.waiting() || g.unparking || g.parking > 0 || g.farHigh >= g.next {
@@ -553,10 +563,7 @@ func (c *Core) checkEpoch(g *group, now time.Time) {
 	if c.cfg.Park && !g.probed {
 		return // the park may hold more of the old epoch: checkPark reads it first
 	}
-	to := g.newer[0].epoch
-	for _, m := range g.newer {
-		to = min(to, m.epoch)
-	}
+	to := g.newerEpoch
 	from, oldNext := g.epoch, g.next
 	addSkipped(&g.ack, seqstore.Range{Epoch: from, First: oldNext, Last: seqstore.MaxSeq})
 	g.ack.Epoch, g.ack.Next = to, 1
@@ -573,7 +580,12 @@ func (c *Core) checkEpoch(g *group, now time.Time) {
 	}
 	clear(g.newer[len(keep):])
 	g.newer = keep
-	g.newerSince = time.Time{}
+	g.newerSince, g.newerEpoch = time.Time{}, 0
+	for _, m := range keep {
+		if g.newerEpoch == 0 || m.epoch < g.newerEpoch {
+			g.newerEpoch = m.epoch
+		}
+	}
 	if len(keep) > 0 {
 		g.newerSince = now
 		c.addTimer(timer{at: now.Add(c.cfg.GapTimeout), kind: tEpoch, g: g})

@@ -62,7 +62,7 @@ func (c *Core) readyReads(now time.Time, rd *Ready) {
 			continue
 		}
 		gs = append(gs, g)
-		streams = append(streams, g.stream)
+		streams = append(streams, c.stream(g.name))
 	}
 	if len(gs) == 0 {
 		return
@@ -271,7 +271,7 @@ func (c *Core) readyCommit(now time.Time, rd *Ready) {
 			}
 			continue
 		}
-		a := seqstore.Advance{Stream: g.stream, From: cloneCursor(g.dur), To: cloneCursor(g.ack)}
+		a := seqstore.Advance{Stream: c.stream(g.name), From: cloneCursor(g.dur), To: cloneCursor(g.ack)}
 		if err := a.Check(); err != nil {
 			c.becomeFailed(g, now, err)
 			continue
@@ -742,7 +742,7 @@ func (c *Core) readyParks(now time.Time, rd *Ready) {
 	c.parkq = slices.Delete(c.parkq, 0, n)
 	entries := make([]seqstore.Parked, n)
 	for i, m := range ms {
-		entries[i] = seqstore.Parked{Stream: m.g.stream, Epoch: m.epoch, Seq: m.seq, Body: m.raw}
+		entries[i] = seqstore.Parked{Stream: c.stream(m.g.name), Epoch: m.epoch, Seq: m.seq, Body: m.raw}
 	}
 	id := c.id()
 	c.parkBusy[id] = ms
@@ -899,7 +899,7 @@ func (c *Core) readyUnparks(now time.Time, rd *Ready) {
 		}
 		g.unparkGen = g.parkGen
 		gs = append(gs, g)
-		qs = append(qs, seqstore.ParkQuery{Stream: g.stream, Epoch: g.epoch, From: g.next, Max: min(maxUnparkEntries, c.cfg.Window)})
+		qs = append(qs, seqstore.ParkQuery{Stream: c.stream(g.name), Epoch: g.epoch, From: g.next, Max: min(maxUnparkEntries, c.cfg.Window)})
 	}
 	if len(gs) == 0 {
 		return
@@ -983,6 +983,7 @@ func (c *Core) unparkedGroup(now time.Time, g *group, entries []seqstore.Parked)
 		g.held = insertAt(g.held, i, m)
 		c.buffer(m)
 	}
+	g.probedAt = now
 	if g.parkGen == g.unparkGen {
 		g.parkLow, g.parkHigh = low, high
 		g.probed = true

@@ -11,6 +11,22 @@ import (
 func (c *Core) settle(now time.Time) {
 	c.peakLive = max(c.peakLive, c.live)
 	c.makeRoom(now)
+	c.compact()
+}
+
+// compact drops the working state of the groups that went idle during the
+// event: nothing runs after it in the same event, and the next event that
+// touches such a group wakes it first.
+func (c *Core) compact() {
+	for _, g := range c.idleNew {
+		if g.phase != phEvicted && !g.cold() && g.empty() {
+			g.held, g.settled = nil, nil
+			g.groupCold = nil
+			c.recost(g)
+		}
+	}
+	clear(c.idleNew)
+	c.idleNew = c.idleNew[:0]
 }
 
 // reserve is the fetch room the Core keeps free when it must make room:
@@ -61,7 +77,7 @@ func (c *Core) makeRoom(now time.Time) {
 	var cands []cand
 	names := make([]string, 0, len(c.groups))
 	for name, g := range c.groups {
-		if len(g.held)+len(g.newer)+len(g.pending) > 0 {
+		if !g.cold() && len(g.held)+len(g.newer)+len(g.pending) > 0 {
 			names = append(names, name)
 		}
 	}
@@ -130,6 +146,10 @@ func (c *Core) makeRoom(now time.Time) {
 func (c *Core) shed(now time.Time) {
 	var gs []*group
 	for _, g := range c.groups {
+		if g.cold() {
+			gs = append(gs, g) // idle: the cheapest to drop
+			continue
+		}
 		if g.out == nil && len(g.held)+len(g.newer)+len(g.pending)+len(g.settled)+len(g.tickets) == 0 &&
 			!g.dirty && g.writing == nil && g.uncertain == nil && !g.toRead && !g.unparking && !g.inRing &&
 			(g.phase == phActive || g.phase == phFailed || g.phase == phFresh) && !behind(g.dur, g.ack) {
@@ -137,7 +157,13 @@ func (c *Core) shed(now time.Time) {
 		}
 	}
 	slices.SortFunc(gs, func(a, b *group) int {
-		if a.blocked() != b.blocked() {
+		if a.cold() != b.cold() {
+			if a.cold() {
+				return -1
+			}
+			return 1
+		}
+		if !a.cold() && a.blocked() != b.blocked() {
 			if a.blocked() {
 				return -1
 			}
@@ -149,7 +175,9 @@ func (c *Core) shed(now time.Time) {
 		if c.mem <= c.cfg.MaxMemory*15/16 {
 			break
 		}
-		c.clearStuck(g, g.stuck)
+		if !g.cold() {
+			c.clearStuck(g, g.stuck)
+		}
 		c.evict(g)
 	}
 }

@@ -264,6 +264,9 @@ func (c *Core) arriveOlder(now time.Time, g *group, m *msg) {
 // demote makes a fresh group start with an older epoch: what it holds of
 // its current epoch waits as a newer epoch.
 func (c *Core) demote(now time.Time, g *group, epoch uint64) {
+	if len(g.held) > 0 && (g.newerEpoch == 0 || g.epoch < g.newerEpoch) {
+		g.newerEpoch = g.epoch
+	}
 	g.newer = append(g.newer, g.held...)
 	clear(g.held)
 	g.held = g.held[:0]
@@ -285,16 +288,21 @@ func (c *Core) arriveNewer(now time.Time, g *group, m *msg) {
 			return
 		}
 	}
+	// Known from now on, even if the message is released: the group
+	// switches once its epoch is done.
+	if g.newerEpoch == 0 || m.epoch < g.newerEpoch {
+		g.newerEpoch = m.epoch
+	}
+	if g.newerSince.IsZero() {
+		g.newerSince = now
+		c.addTimer(timer{at: now.Add(c.cfg.GapTimeout), kind: tEpoch, g: g})
+	}
 	if len(g.newer) >= c.cfg.Window {
 		c.release(m, now)
 		return
 	}
 	g.newer = append(g.newer, m)
 	c.buffer(m)
-	if g.newerSince.IsZero() {
-		g.newerSince = now
-		c.addTimer(timer{at: now.Add(c.cfg.GapTimeout), kind: tEpoch, g: g})
-	}
 }
 
 // arriveCurrent handles an arrival of the group's current epoch.
