@@ -513,7 +513,7 @@ func (c *Core) checkGap(g *group, now time.Time) {
 // skip moves g past its hole, to the lowest seq it knows, and records the
 // skipped range in the cursor.
 func (c *Core) skip(g *group, now time.Time) {
-	if c.cfg.Park && g.probedAt.Before(g.gapSince) {
+	if c.cfg.Park && (!g.probed || g.probedAt.Before(g.gapSince)) {
 		// Skip only what the park was seen not to hold: read it first.
 		g.probed = false
 		c.checkPark(g)
