@@ -109,6 +109,9 @@ func (c *Core) makeRoom(now time.Time) {
 		}
 		m := cd.m
 		g := m.g
+		if m.has(fStored) && c.mem <= c.cfg.MaxMemory*15/16 {
+			continue // holds no receipt: evicting it frees memory, not the cap
+		}
 		c.unhold(m)
 		if !m.has(fStored) {
 			need--
