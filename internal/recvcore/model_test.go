@@ -943,7 +943,7 @@ func (w *world) missing() string {
 func TestModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		w := newWorld(t)
-		steps := rapid.IntRange(50, 600).Draw(t, "steps")
+		steps := rapid.IntRange(150, 1200).Draw(t, "steps")
 		for range steps {
 			w.step()
 		}
