@@ -74,6 +74,10 @@ func (c *Core) nextUnordered(now time.Time, m *msg) (Delivery, bool) {
 func (c *Core) handOut(now time.Time, g *group) Delivery {
 	m := g.out
 	if m == nil {
+		if plantUnsorted && len(g.held) > 1 && g.held[1].seq == g.next+1 {
+			g.held[0], g.held[1] = g.held[1], g.held[0] // planted: out of order
+			g.next++
+		}
 		m = g.held[0]
 		copy(g.held, g.held[1:])
 		g.held[len(g.held)-1] = nil

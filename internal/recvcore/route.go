@@ -318,8 +318,12 @@ func (c *Core) arriveCurrent(now time.Time, g *group, m *msg) {
 			c.sameCopy(now, g, o, m)
 			return
 		}
-		c.dup(now, g, m)
-		return
+		if plantNoDedup && g.out == nil {
+			g.next = m.seq // planted: the copy is handed out again
+		} else {
+			c.dup(now, g, m)
+			return
+		}
 	}
 	i, found := g.heldIndex(m.seq)
 	if found {
