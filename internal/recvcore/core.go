@@ -2,6 +2,8 @@ package recvcore
 
 import (
 	"container/heap"
+
+	"github.com/inorder/inorder/internal/envelope"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -39,7 +41,8 @@ type Core struct {
 	readFails int
 
 	commit      *commitBatch
-	commitAfter time.Time // backoff after a failed commit
+	spareCommit *commitBatch // the last batch, for reuse
+	commitAfter time.Time    // backoff after a failed commit
 	commitFails int
 	dirtySince  time.Time // the oldest advance waiting: it is written CommitInterval later
 
@@ -93,8 +96,10 @@ type Core struct {
 	undelTokens float64
 	undelAt     time.Time
 
-	stuck   map[*group]struct{}
-	idleNew []*group // went idle during the event: compacted at its end
+	spare    []*msg                     // recycled messages of unsettle
+	gbuf     [envelope.MaxGroupLen]byte // ParseRaw's buffer
+	stuck    map[*group]struct{}
+	compactq fifo[compactItem] // groups gone idle, compacted after compactDelay
 
 	reports  []Report
 	resolved []Resolution
@@ -110,6 +115,7 @@ type commitBatch struct {
 	groups []*group
 	tos    []seqstore.Cursor
 	froms  []seqstore.Cursor
+	advs   []seqstore.Advance
 }
 
 type visChange struct {
@@ -381,9 +387,16 @@ func (c *Core) settleMsg(g *group, m *msg) {
 }
 
 // unsettle makes a settled entry a message again, to delete or release it.
+// Such messages are never seen outside the Core: they are recycled.
 func (c *Core) unsettle(e settledEntry) *msg {
 	c.mem -= settledCost + len(e.receipt)
-	m := &msg{epoch: e.epoch, seq: e.seq, receipt: e.receipt, where: wHeld, flags: fLapsed}
+	var m *msg
+	if n := len(c.spare); n > 0 {
+		m, c.spare = c.spare[n-1], c.spare[:n-1]
+	} else {
+		m = new(msg)
+	}
+	*m = msg{epoch: e.epoch, seq: e.seq, receipt: e.receipt, where: wHeld, flags: fLapsed | fSpare}
 	if e.dup {
 		m.flags |= fDup
 	}
@@ -403,6 +416,10 @@ func (c *Core) gone(m *msg) {
 	c.vis.remove(m)
 	c.uncharge(m)
 	m.raw, m.payload = nil, nil
+	if m.has(fSpare) && len(c.spare) < 1024 {
+		*m = msg{where: wGone}
+		c.spare = append(c.spare, m)
+	}
 }
 
 // release gives m back to the queue unprocessed: it is forgotten here and
@@ -628,6 +645,9 @@ func (c *Core) Deadline() (time.Time, bool) {
 			set(token)
 		}
 	}
+	if it, ok := c.compactq.peek(); ok {
+		set(it.at.Add(compactDelay))
+	}
 	if g := c.idle.head; g != nil && c.cfg.IdleEvict >= 0 {
 		set(g.idleSince.Add(c.cfg.IdleEvict))
 	}
@@ -653,6 +673,7 @@ func (c *Core) Tick(now time.Time) {
 		}
 	}
 	c.settle(now)
+	c.compact(now)
 }
 
 func (c *Core) fire(t timer, now time.Time) {

@@ -394,7 +394,11 @@ func (c *Core) update(g *group, now time.Time) {
 		c.checkGap(g, now)
 	}
 	if g.empty() {
-		c.idleNew = append(c.idleNew, g) // compacted at the end of the event
+		g.idleAt = now
+		if !g.compactQueued {
+			g.compactQueued = true
+			c.compactq.push(compactItem{g: g, at: now})
+		}
 		if c.cfg.IdleEvict >= 0 && !g.idle {
 			g.idleSince = now
 			c.idle.push(g)

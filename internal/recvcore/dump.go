@@ -39,7 +39,7 @@ func (c *Core) Dump() string {
 		if g.out != nil {
 			fmt.Fprintf(&b, " out=%d(%d)", g.out.seq, g.out.out)
 		}
-		fmt.Fprintf(&b, " far=%d..%d park=%d probed=%v stuck=%q dirty=%v uncertain=%v writing=%v\n", g.farLow, g.farHigh, g.parkLow, g.probed, g.stuck, g.dirty, g.uncertain != nil, g.writing != nil)
+		fmt.Fprintf(&b, " far=%d..%d park=%d probed=%v stuck=%q dirty=%v uncertain=%v writing=%v\n", g.farLow, g.farHigh, g.parkLow, g.probed, g.stuck, g.dirty, g.uncertain != nil, g.writing)
 	}
 	return b.String()
 }

@@ -126,7 +126,7 @@ func (c *Core) cursorRead(now time.Time, g *group, cur seqstore.Cursor) {
 		switch {
 		case g.uncertain != nil:
 			c.settleUncertain(now, g, cur)
-		case g.writing == nil && !sameCursor(cur, g.dur):
+		case !g.writing && !sameCursor(cur, g.dur):
 			// Read again while waiting on a hole, and someone else moved
 			// the cursor: a conflict, settled like one.
 			g.phase = phResolving
@@ -242,7 +242,7 @@ func (c *Core) requeue(now time.Time, g *group, m *msg) {
 // Commits.
 
 func (c *Core) committable(g *group) bool {
-	if g.phase != phActive || g.uncertain != nil || g.writing != nil {
+	if g.phase != phActive || g.uncertain != nil || g.writing {
 		return false
 	}
 	if c.cfg.Mode == ExactlyOnce && !g.forced {
@@ -256,8 +256,16 @@ func (c *Core) readyCommit(now time.Time, rd *Ready) {
 		now.Before(c.dirtySince.Add(c.cfg.CommitInterval)) && !c.closing {
 		return
 	}
-	b := &commitBatch{id: c.id()}
-	var advs []seqstore.Advance
+	// The batch and its advances are reused from one commit to the next:
+	// one is in flight at a time, and the store keeps no reference to a
+	// batch once it answered.
+	b := c.spareCommit
+	if b == nil {
+		b = &commitBatch{}
+	}
+	c.spareCommit = nil
+	b.id = c.id()
+	advs := b.advs[:0]
 	for c.dirty.len() > 0 && len(advs) < c.cfg.MaxAdvances {
 		g, _ := c.dirty.pop()
 		g.dirty = false
@@ -265,7 +273,7 @@ func (c *Core) readyCommit(now time.Time, rd *Ready) {
 			continue
 		}
 		if !c.committable(g) {
-			if g.phase == phActive && g.uncertain == nil && g.writing == nil {
+			if g.phase == phActive && g.uncertain == nil && !g.writing {
 				c.flushSettled(now, g)
 				c.update(g, now)
 			}
@@ -277,13 +285,15 @@ func (c *Core) readyCommit(now time.Time, rd *Ready) {
 			continue
 		}
 		to := a.To
-		g.writing = &to
+		g.writing = true
 		b.groups = append(b.groups, g)
 		b.tos = append(b.tos, to)
 		b.froms = append(b.froms, a.From)
 		advs = append(advs, a)
 	}
+	b.advs = advs
 	if len(advs) == 0 {
+		c.spareCommit = b
 		return
 	}
 	c.commit = b
@@ -308,7 +318,7 @@ func (c *Core) Committed(now time.Time, id uint64, err error) {
 	}
 	transient := false
 	for i, g := range b.groups {
-		g.writing = nil
+		g.writing = false
 		if g.phase == phEvicted {
 			continue
 		}
@@ -335,6 +345,10 @@ func (c *Core) Committed(now time.Time, id uint64, err error) {
 			c.markDirty(g)
 		}
 	}
+	clear(b.groups)
+	clear(b.advs)
+	b.groups, b.tos, b.froms, b.advs = b.groups[:0], b.tos[:0], b.froms[:0], b.advs[:0]
+	c.spareCommit = b
 	if !known || transient {
 		c.commitFails++
 		c.commitAfter = now.Add(c.backoff(c.commitFails))

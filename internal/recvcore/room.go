@@ -11,22 +11,43 @@ import (
 func (c *Core) settle(now time.Time) {
 	c.peakLive = max(c.peakLive, c.live)
 	c.makeRoom(now)
-	c.compact()
 }
 
-// compact drops the working state of the groups that went idle during the
-// event: nothing runs after it in the same event, and the next event that
-// touches such a group wakes it first.
-func (c *Core) compact() {
-	for _, g := range c.idleNew {
-		if g.phase != phEvicted && !g.cold() && g.empty() {
-			g.held, g.settled = nil, nil
-			g.groupCold = nil
-			c.recost(g)
+// compactDelay is how long a group stays idle before it drops its working
+// state: a busy group goes idle between two messages, and must not pay an
+// allocation for each.
+const compactDelay = 5 * time.Second
+
+// compact drops the working state of the groups idle for compactDelay. It
+// runs from Tick, at the end of the event: the next event that touches such
+// a group wakes it first.
+func (c *Core) compact(now time.Time) {
+	for {
+		it, ok := c.compactq.peek()
+		if !ok || now.Before(it.at.Add(compactDelay)) {
+			return
 		}
+		c.compactq.pop()
+		g := it.g
+		g.compactQueued = false
+		if g.phase == phEvicted || g.cold() || !g.empty() {
+			continue
+		}
+		if now.Before(g.idleAt.Add(compactDelay)) {
+			// Busy again in between, idle again since: look later.
+			g.compactQueued = true
+			c.compactq.push(compactItem{g: g, at: g.idleAt})
+			continue
+		}
+		g.held, g.settled = nil, nil
+		g.groupCold = nil
+		c.recost(g)
 	}
-	clear(c.idleNew)
-	c.idleNew = c.idleNew[:0]
+}
+
+type compactItem struct {
+	g  *group
+	at time.Time
 }
 
 // reserve is the fetch room the Core keeps free when it must make room:
@@ -154,7 +175,7 @@ func (c *Core) shed(now time.Time) {
 			continue
 		}
 		if g.out == nil && len(g.held)+len(g.newer)+len(g.pending)+len(g.settled)+len(g.tickets) == 0 &&
-			!g.dirty && g.writing == nil && g.uncertain == nil && !g.toRead && !g.unparking && !g.inRing &&
+			!g.dirty && !g.writing && g.uncertain == nil && !g.toRead && !g.unparking && !g.inRing &&
 			(g.phase == phActive || g.phase == phFailed || g.phase == phFresh) && !behind(g.dur, g.ack) {
 			gs = append(gs, g)
 		}

@@ -45,11 +45,12 @@ func (c *Core) arrive(now time.Time, in *Incoming) {
 	c.live++
 	c.peakLive = max(c.peakLive, c.live)
 	c.vis.push(m)
-	h, payload, ok := envelope.Parse(in.Body)
+	h, group, payload, ok := envelope.ParseRaw(in.Body, &c.gbuf)
 	var why error
 	if ok {
 		switch {
 		case len(c.cfg.Keys) > 0:
+			h.Group = string(group)
 			if !envelope.Verify(h, payload, c.cfg.Keys...) {
 				ok, why = false, ErrBadMAC
 			}
@@ -60,15 +61,22 @@ func (c *Core) arrive(now time.Time, in *Incoming) {
 	if in.DequeueCount > 1 {
 		m.flags |= fRedelivered
 		c.st.Redelivered++
-		c.report(Report{Kind: ReportRedeliver, Group: h.Group, Epoch: h.Epoch, Seq: h.Seq, ID: m.id, DequeueCount: m.dequeue})
+		c.report(Report{Kind: ReportRedeliver, Group: string(group), Epoch: h.Epoch, Seq: h.Seq, ID: m.id, DequeueCount: m.dequeue})
 	}
 	if !ok {
 		m.payload = in.Body
 		c.untagged(now, m, why)
 		return
 	}
-	m.name, m.epoch, m.seq, m.payload = h.Group, h.Epoch, h.Seq, payload
-	g := c.group(now, h.Group)
+	// The group's name is made once, with the group: a lookup by
+	// string(group) allocates nothing.
+	g := c.groups[string(group)]
+	if g == nil {
+		g = c.group(now, string(group))
+	} else {
+		g = c.group(now, g.name)
+	}
+	m.name, m.epoch, m.seq, m.payload = g.name, h.Epoch, h.Seq, payload
 	c.routeTagged(now, g, m)
 	c.update(g, now)
 }

@@ -28,6 +28,7 @@ const (
 	fUntagged          // no valid header
 	fStored            // read back from the park: no receipt, not in the queue
 	fLapsed            // its visibility ended: the receipt may be stale
+	fSpare             // made by unsettle: recycled once gone
 )
 
 // msg is one message held by the Core.
@@ -101,7 +102,7 @@ type group struct {
 	// for the group until a read settles it.
 	dur, ack  seqstore.Cursor
 	uncertain *seqstore.Cursor
-	writing   *seqstore.Cursor // the To of the commit in flight
+	writing   bool // a commit of this group is in flight
 
 	epoch, next uint64         // current epoch, next seq to hand out
 	held        []*msg         // current epoch, seqs >= next, sorted
@@ -123,6 +124,8 @@ type group struct {
 
 	idlePrev, idleNext *group
 	idleSince          time.Time
+	idleAt             time.Time // when the group last went idle (compaction)
+	compactQueued      bool
 	cost               int
 
 	// The state a group needs only while it works: nil while it is idle
@@ -246,7 +249,7 @@ func (g *group) blocked() bool {
 // empty reports whether the group holds nothing and waits for nothing.
 func (g *group) empty() bool {
 	return g.out == nil && len(g.held) == 0 && len(g.newer) == 0 && g.newerEpoch == 0 && len(g.pending) == 0 &&
-		len(g.settled) == 0 && len(g.tickets) == 0 && g.writing == nil && g.uncertain == nil &&
+		len(g.settled) == 0 && len(g.tickets) == 0 && !g.writing && g.uncertain == nil &&
 		!g.dirty && !g.toRead && !g.inRing && !g.unparking && g.parking == 0 && g.parkLow == 0 && g.parkHigh == 0 && g.farHigh == 0 &&
 		g.startAt.IsZero() && !behind(g.dur, g.ack) && g.phase == phActive
 }
