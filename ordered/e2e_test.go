@@ -38,7 +38,7 @@ func rxRunUntil(t testing.TB, q *ordered.Queue, rc *rxRecorder, d time.Duration)
 	errc := make(chan error, 1)
 	go func() {
 		errc <- q.Run(ctx, func(ctx context.Context, m *ordered.Message) error {
-			rc.record(m)
+			defer rc.record(m)()
 			return nil
 		})
 	}()
@@ -182,7 +182,7 @@ func TestReceiveChaosWithSend(t *testing.T) {
 			if string(m.Body) != fmt.Sprint(m.Seq) {
 				t.Errorf("group %s seq %d carries payload %q, sent as message %q", m.Group, m.Seq, m.Body, fmt.Sprint(m.Seq))
 			}
-			rc.record(m)
+			defer rc.record(m)()
 			return nil
 		})
 	}()

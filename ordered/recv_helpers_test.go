@@ -64,33 +64,50 @@ func rxBodies(group string, epoch, first, last uint64, rng *rand.Rand) [][]byte 
 	return bs
 }
 
-// recorder checks, per group, that the handler sees consecutive seqs and
-// collects what it saw.
+// recorder checks, per group, that the handler sees consecutive seqs, one
+// at a time, and that no Unordered message is handed out twice; it collects
+// what it saw.
 type rxRecorder struct {
-	mu       sync.Mutex
-	seen     map[string][]uint64 // group -> seqs in delivery order
-	total    int
-	errs     []string
-	inflight map[string]bool
-	loose    []*ordered.Message
-	done     chan struct{}
-	want     int
-	once     sync.Once
+	mu        sync.Mutex
+	seen      map[string][]uint64 // group -> seqs in delivery order
+	total     int
+	errs      []string
+	inflight  map[string]bool     // groups whose handler runs
+	unordered map[string]bool     // Unordered messages handed out (group/epoch/seq, or id when untagged)
+	done      chan struct{}
+	want      int
+	once      sync.Once
 }
 
 func newRxRecorder(want int) *rxRecorder {
-	return &rxRecorder{seen: map[string][]uint64{}, inflight: map[string]bool{}, done: make(chan struct{}), want: want}
+	return &rxRecorder{seen: map[string][]uint64{}, inflight: map[string]bool{}, unordered: map[string]bool{},
+		done: make(chan struct{}), want: want}
 }
 
-func (rc *rxRecorder) record(m *ordered.Message) {
+// record checks and records m as its handler starts; call the function it
+// returns when the handler ends (defer rc.record(m)()).
+func (rc *rxRecorder) record(m *ordered.Message) (end func()) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	if m.Unordered {
-		rc.loose = append(rc.loose, m)
-		return
+		key := fmt.Sprintf("%s/%d/%d", m.Group, m.Epoch, m.Seq)
+		if m.Seq == 0 {
+			key = "id:" + m.ID
+		}
+		if m.Attempt == 1 && rc.unordered[key] {
+			rc.errs = append(rc.errs, fmt.Sprintf("Unordered message %s handed out twice", key))
+		}
+		rc.unordered[key] = true
+		return func() {}
 	}
 	if rc.inflight[m.Group] {
 		rc.errs = append(rc.errs, fmt.Sprintf("group %q: two messages out at once (seq %d)", m.Group, m.Seq))
+	}
+	rc.inflight[m.Group] = true
+	end = func() {
+		rc.mu.Lock()
+		rc.inflight[m.Group] = false
+		rc.mu.Unlock()
 	}
 	s := rc.seen[m.Group]
 	if n := len(s); n > 0 && m.Seq != s[n-1]+1 && m.Attempt == 1 {
@@ -103,6 +120,7 @@ func (rc *rxRecorder) record(m *ordered.Message) {
 			rc.once.Do(func() { close(rc.done) })
 		}
 	}
+	return end
 }
 
 // check asserts that each group saw exactly 1..n[group] in order.

@@ -124,7 +124,7 @@ func TestReceiveSenderReset(t *testing.T) {
 	go func() {
 		runDone <- rq.Run(ctx, func(ctx context.Context, m *ordered.Message) error {
 			got.add(m)
-			rc.record(m)
+			defer rc.record(m)()
 			return nil
 		})
 	}()
