@@ -349,7 +349,7 @@ func TestFaultSecondReceiver(t *testing.T) {
 }
 
 func secondReceiver(t *testing.T, open func() seqstore.Store) {
-	const groups, perGroup, epoch = 8, 6, 42
+	const groups, perGroup, epoch = 12, 3, 42
 	e := newEnv(t, nil, &mnstest.QueueAttributes{VisibilityTimeout: 1})
 	var conflicts, met, refused, hung atomic.Int64
 	var mu sync.Mutex

@@ -17,12 +17,12 @@ import (
 )
 
 // TestFaultHeldStall: a receiver holds more than half its window (Window
-// 1024, so the pause threshold holdHigh is 512 messages; the test sends 599)
-// of a group whose seq 1 is missing, while another group's message is out
-// with the application. The fetchers pause
-// ("much held and something moving"); when the application acks, nothing
-// moves any more, and the fetchers must look again, because the missing
-// seq 1 that unblocks everything may be in the queue. It is sent then, and
+// 1024, so the pause threshold holdHigh is 512 messages; the test sends
+// 599) of a group whose seq 1 is missing, while another group's message is
+// out with the application. The fetchers pause ("much held and something
+// moving"); when the application acks, nothing moves any more, and the
+// fetchers must look again, because the missing seq 1 that unblocks
+// everything may be in the queue. It is sent then, and
 // every message must be delivered.
 //
 // It reproduces the stall the crash harness found under load (the final

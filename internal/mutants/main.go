@@ -167,26 +167,12 @@ func run(ctx context.Context, root string, list []mutant, o options, out io.Writ
 	r := &runner{dir: scratch, out: out, baselines: map[string]*verdict{}}
 	var rows []row
 	for _, m := range sel {
-		rw := row{m: m}
-		switch {
-		case missingEnv(m) != "":
-			rw.v = verdict{kind: vSkipped, note: "needs " + missingEnv(m)}
-			if os.Getenv("CI") == "true" {
-				rw.v.note += " (required with CI=true)"
-				ok = false
-			}
-		case o.baseline && !r.baseline(ctx, m).pass():
-			b := r.baseline(ctx, m)
-			rw.v = verdict{kind: vInvalid, note: "baseline: " + b.String()}
+		v := r.judge(ctx, m, o)
+		if !(v.kind == vCaught && v.caught == o.runs || v.kind == vSkipped && os.Getenv("CI") != "true") {
 			ok = false
-		default:
-			rw.v = r.mutate(ctx, m, o.runs)
-			if rw.v.kind != vCaught || rw.v.caught < o.runs {
-				ok = false
-			}
 		}
-		fmt.Fprintf(out, "%-28s %s (%s)\n", m.Name, rw.v, rw.v.took.Round(time.Second))
-		rows = append(rows, rw)
+		fmt.Fprintf(out, "%-28s %s (%s)\n", m.Name, v, v.took.Round(time.Second))
+		rows = append(rows, row{m, v})
 	}
 	fmt.Fprintln(out)
 	printTable(out, rows, o.runs)
@@ -199,6 +185,24 @@ func countEdits(ms []mutant) int {
 		n += len(m.Edits)
 	}
 	return n
+}
+
+// judge runs m's baseline (with o.baseline), then plants m and runs its
+// tests o.runs times.
+func (r *runner) judge(ctx context.Context, m mutant, o options) verdict {
+	if name := missingEnv(m); name != "" {
+		v := verdict{kind: vSkipped, note: "needs " + name}
+		if os.Getenv("CI") == "true" {
+			v.note += " (required with CI=true)"
+		}
+		return v
+	}
+	if o.baseline {
+		if b := r.baseline(ctx, m); !b.pass() {
+			return verdict{kind: vInvalid, note: "baseline: " + b.String()}
+		}
+	}
+	return r.mutate(ctx, m, o.runs)
 }
 
 // missingEnv names the first variable of m.Needs that is not set, or "".

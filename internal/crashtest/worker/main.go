@@ -114,8 +114,8 @@ type killer struct {
 	mu     sync.Mutex
 	rng    *rand.Rand
 	probs  map[string]float64
-	armed  map[string]int // point -> passages left before it fires
-	passed map[string]int
+	armed  map[string]int // point -> the passage at which it fires
+	passed map[string]int // point -> passages so far
 }
 
 func newKiller(spec string, seed uint64) (*killer, error) {
