@@ -113,7 +113,6 @@ type world struct {
 type outstanding struct {
 	d     recvcore.Delivery
 	given bool // the application has it (Await resolved, or none)
-	sync  recvcore.Ticket
 	life  int
 }
 

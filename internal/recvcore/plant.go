@@ -10,7 +10,3 @@ package recvcore
 //     its group goes back to it and hands it out again;
 //   - unsorted: a group with two messages waiting hands out the second one
 //     first.
-const (
-	plantNoDedupName  = "nodedup"
-	plantUnsortedName = "unsorted"
-)

@@ -5,6 +5,6 @@ package recvcore
 import "os"
 
 var (
-	plantNoDedup  = os.Getenv("INORDER_PLANT") == plantNoDedupName
-	plantUnsorted = os.Getenv("INORDER_PLANT") == plantUnsortedName
+	plantNoDedup  = os.Getenv("INORDER_PLANT") == "nodedup"
+	plantUnsorted = os.Getenv("INORDER_PLANT") == "unsorted"
 )
