@@ -118,6 +118,13 @@ func (p *proc) start() error {
 	}
 	if p.role == RoleReceive && p.h.sc.bug != "" {
 		env = append(env, "INORDER_CRASH_BUG="+p.h.sc.bug)
+		// Bugs (b) and (c) are planted inside the receive core.
+		switch p.h.sc.bug {
+		case "b":
+			env = append(env, "INORDER_PLANT=nodedup")
+		case "c":
+			env = append(env, "INORDER_PLANT=unsorted")
+		}
 	}
 	cmd.Env = env
 	logf, err := os.Create(filepath.Join(p.h.dir, fmt.Sprintf("%s-%d.log", p.name, p.inc)))

@@ -28,7 +28,10 @@ func workerBinary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "worker")
-		args := []string{"build", "-o", binPath}
+		// The tag inorder_plant lets TestCheckerCatchesPlantedBugs plant
+		// bugs inside the receive core (INORDER_PLANT); without that
+		// variable the code is the library's.
+		args := []string{"build", "-tags", "inorder_plant", "-o", binPath}
 		if raceEnabled {
 			args = append(args, "-race")
 		}

@@ -30,10 +30,12 @@
 // (Advance returned nil), and a "delete" record for each tagged message
 // before the DeleteBatch request that deletes it.
 //
-// Planted bugs, as INORDER_CRASH_BUG=a|b|c: (a) every received message is
-// deleted at once, before the application acknowledged it; (b) a delivery is
-// sometimes recorded twice (a dropped dedup check); (c) deliveries are
-// acknowledged at once and recorded in shuffled windows of 8.
+// Planted bugs, as INORDER_CRASH_BUG=a: every received message is deleted at
+// once, before the application acknowledged it. The others are planted
+// inside the receive core by the harness (INORDER_PLANT=nodedup: a copy of
+// a handed-out seq is handed out again; unsorted: a group hands out its
+// second waiting message first), in a worker built with the tag
+// inorder_plant.
 package main
 
 import (
@@ -411,7 +413,7 @@ func run(c config) error {
 	case crashtest.RoleSend:
 		clean = sender(ctx, c, q, h, k)
 	case crashtest.RoleReceive:
-		clean = receiver(ctx, c, q, h, k, bug, db, sqls)
+		clean = receiver(ctx, c, q, h, k, db, sqls)
 	default:
 		return fmt.Errorf("unknown role %q", c.role)
 	}
@@ -541,11 +543,10 @@ func (k *killer) rngN(n uint64) uint64 {
 
 // receiver receives with c.workers goroutines until ctx ends. It reports
 // whether every delivery was acknowledged.
-func receiver(ctx context.Context, c config, q *ordered.Queue, h *history, k *killer, bug string, db *sql.DB, sqls *sqlstore.Store) bool {
+func receiver(ctx context.Context, c config, q *ordered.Queue, h *history, k *killer, db *sql.DB, sqls *sqlstore.Store) bool {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	clean := true
-	var shuffle []crashtest.Event // bug (c)
 	for range c.workers {
 		wg.Go(func() {
 			for {
@@ -554,27 +555,7 @@ func receiver(ctx context.Context, c config, q *ordered.Queue, h *history, k *ki
 					return
 				}
 				ev := crashtest.Event{Kind: crashtest.KindDelivered, Group: m.Group, Epoch: m.Epoch, Seq: m.Seq, Payload: string(m.Body), Unordered: m.Unordered}
-				if bug == "c" {
-					// Bug (c): ack first, record later in shuffled windows.
-					_ = m.Ack(context.Background())
-					mu.Lock()
-					shuffle = append(shuffle, ev)
-					if len(shuffle) >= 8 {
-						k.mu.Lock()
-						k.rng.Shuffle(len(shuffle), func(i, j int) { shuffle[i], shuffle[j] = shuffle[j], shuffle[i] })
-						k.mu.Unlock()
-						for _, e := range shuffle {
-							h.add(e, true)
-						}
-						shuffle = shuffle[:0]
-					}
-					mu.Unlock()
-					continue
-				}
 				h.add(ev, true)
-				if bug == "b" && k.chance(0.02) {
-					h.add(ev, true) // bug (b): a duplicate the dedup check should have dropped
-				}
 				k.at("delivered")
 				if k.chance(0.05) {
 					// Hold the message out for a while now and then, so
@@ -590,11 +571,6 @@ func receiver(ctx context.Context, c config, q *ordered.Queue, h *history, k *ki
 		})
 	}
 	wg.Wait()
-	if bug == "c" {
-		for _, e := range shuffle {
-			h.add(e, true)
-		}
-	}
 	return clean
 }
 
