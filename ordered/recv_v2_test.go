@@ -14,6 +14,7 @@ import (
 
 	"github.com/inorder/inorder/ordered"
 	"github.com/inorder/inorder/ordered/memqueue"
+	"github.com/inorder/inorder/seqstore"
 	"github.com/inorder/inorder/seqstore/memstore"
 )
 
@@ -208,4 +209,64 @@ func TestReceiveMemoryBudget(t *testing.T) {
 	assert.Positive(t, st.Received, "the receiver fetched")
 	assert.LessOrEqual(t, peakMem, budget+16*(10_000+1024), "charged memory stays within the budget, give or take one receive batch")
 	assert.Less(t, grown, int64(budget+constant), "heap within the budget plus a constant")
+}
+
+// corruptStore reports the stored cursor of one group as corrupt (a Redis
+// key overwritten with a string, a SQL row with garbage).
+type corruptStore struct {
+	*memstore.Store
+	bad string
+}
+
+func (s *corruptStore) Cursors(ctx context.Context, streams []seqstore.Stream) ([]seqstore.Cursor, error) {
+	curs, err := s.Store.Cursors(ctx, streams)
+	if err != nil {
+		return curs, err
+	}
+	errs := make([]error, len(streams))
+	failed := false
+	for i, st := range streams {
+		if st.Group == s.bad {
+			errs[i], failed = fmt.Errorf("cursor of %s: %w", st, seqstore.ErrCorrupt), true
+		}
+	}
+	if failed {
+		return curs, &seqstore.BatchError{Errs: errs}
+	}
+	return curs, nil
+}
+
+// A corrupt stored cursor stops its own group, reported as stuck with the
+// store's error (Hooks.OnStuck, Stats), and only that group: the others go
+// on; nothing of the stuck group is deleted.
+func TestReceiveCorruptCursorStopsOneGroup(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		drv := memqueue.New(&memqueue.Options{Shards: 1})
+		var stuck []ordered.Event
+		q := rxQueue(t, drv, &corruptStore{Store: memstore.New(), bad: "bad"}, &ordered.Options{
+			Hooks:   ordered.Hooks{OnStuck: func(e ordered.Event) { stuck = append(stuck, e) }},
+			Receive: ordered.ReceiveOptions{Wait: time.Second},
+		})
+		rxSend(t, drv, append(rxBodies("bad", 1, 1, 3, nil), rxBodies("good", 1, 1, 3, nil)...))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for want := uint64(1); want <= 3; want++ {
+			m, err := q.Receive(ctx)
+			require.NoError(t, err)
+			require.Equal(t, "good", m.Group, "only the group whose cursor reads fine is delivered")
+			require.Equal(t, want, m.Seq)
+			require.NoError(t, m.Ack(ctx))
+		}
+		time.Sleep(2 * time.Second)
+		st := q.Stats().Receive
+		rxClose(t, q)
+		require.NotEmpty(t, stuck, "OnStuck reports the group")
+		assert.Equal(t, "bad", stuck[0].Group)
+		assert.ErrorIs(t, stuck[0].Err, seqstore.ErrCorrupt)
+		require.Len(t, st.Stuck, 1, "Stats names the stuck group")
+		assert.Equal(t, "store", st.Stuck[0].Reason)
+		assert.ErrorIs(t, st.Stuck[0].Err, seqstore.ErrCorrupt)
+		vis, inflight := drv.Len()
+		assert.Equal(t, 3, vis+inflight, "the stuck group's messages stay in the queue")
+	})
 }
