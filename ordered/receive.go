@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/inorder/inorder/internal/recvcore"
+	"github.com/inorder/inorder/ordered/driver"
 	"github.com/inorder/inorder/seqstore"
 )
 
@@ -107,10 +109,12 @@ type receiver struct {
 
 	hookMu sync.Mutex // hooks and logs of reports run one at a time
 
-	mu       sync.Mutex
-	core     *recvcore.Core
-	closing  bool      // no more hand-outs
-	closed   bool      // acks refused
+	mu        sync.Mutex
+	core      *recvcore.Core
+	closing   bool         // no more hand-outs
+	closed    bool         // acks refused
+	throttled atomic.Int64 // receives the service refused for its rate
+
 	fetching int       // messages the fetchers asked for and did not get yet
 	keeperAt time.Time // when the keeper wakes up next (zero: never)
 	waiters  map[recvcore.Ticket]chan error
@@ -385,8 +389,17 @@ func (r *receiver) fetchLoop() {
 				return
 			}
 			failures++
-			r.log.WarnContext(ctx, "ordered: receive failed", "err", err, "failures", failures)
-			if !sleepCtx(ctx, r.q.opts.Retry.backoff(failures)) {
+			wait := r.q.opts.Retry.backoff(failures)
+			if errors.Is(err, driver.ErrThrottled) {
+				// The service refused for its rate (MNS: 429
+				// TooManyRequests, 400 QpsLimitExceeded, or its
+				// throttling of clients that receive without deleting):
+				// back off at least a second.
+				r.throttled.Add(1)
+				wait = max(wait, time.Second)
+			}
+			r.log.WarnContext(ctx, "ordered: receive failed", "err", err, "failures", failures, "backoff", wait)
+			if !sleepCtx(ctx, wait) {
 				return
 			}
 			continue
@@ -534,6 +547,7 @@ func (r *receiver) stats() ReceiveStats {
 		Parked: c.Parked, Unparked: c.Unparked, Evicted: c.Evicted,
 		Buffered: c.Buffered, BufferedBytes: c.BufferedBytes, MaxBuffered: c.MaxHeld,
 		Undeleted: c.Held, MaxUndeleted: c.MaxHeld, Memory: c.Memory, Groups: c.Groups,
+		Throttled: r.throttled.Load(),
 	}
 	for _, g := range c.Stuck {
 		s.Stuck = append(s.Stuck, StuckGroup{Group: g.Group, Reason: g.Reason, Since: g.Since, Err: g.Err})
@@ -573,6 +587,7 @@ type ReceiveStats struct {
 	Parked         int64 // early arrivals parked in the store
 	Unparked       int64 // parked messages read back
 	Evicted        int64 // idle groups dropped from memory
+	Throttled      int64 // receives the service refused for its rate (driver.ErrThrottled): backed off
 	Buffered       int   // messages waiting for their turn in memory
 	BufferedBytes  int
 	MaxBuffered    int // peak of Undeleted
