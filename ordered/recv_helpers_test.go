@@ -72,8 +72,8 @@ type rxRecorder struct {
 	seen      map[string][]uint64 // group -> seqs in delivery order
 	total     int
 	errs      []string
-	inflight  map[string]bool     // groups whose handler runs
-	unordered map[string]bool     // Unordered messages handed out (group/epoch/seq, or id when untagged)
+	inflight  map[string]bool // groups whose handler runs
+	unordered map[string]bool // Unordered messages handed out (group/epoch/seq, or id when untagged)
 	done      chan struct{}
 	want      int
 	once      sync.Once
