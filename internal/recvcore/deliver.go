@@ -162,8 +162,14 @@ func (c *Core) Ack(now time.Time, d *Delivery, sync bool) (Ticket, error) {
 		c.markDirty(g)
 		if sync {
 			t = c.ticket()
-			g.tickets = append(g.tickets, syncWait{target: seqstore.Cursor{Epoch: g.ack.Epoch, Next: g.ack.Next}, t: t})
-			c.resolveDurable(g) // a cursor moved past it by someone else is durable already
+			if below(g.dur, m.epoch, m.seq) {
+				// Durable before this Ack: someone else (a second
+				// receiver) moved the cursor past it, and this receiver
+				// never wrote it.
+				c.resolve(t, ErrConflict)
+			} else {
+				g.tickets = append(g.tickets, syncWait{target: seqstore.Cursor{Epoch: g.ack.Epoch, Next: g.ack.Next}, t: t})
+			}
 		}
 	case AtMostOnce:
 		c.queueDelete(now, m)
