@@ -545,7 +545,7 @@ func (r *receiver) stats() ReceiveStats {
 		Commits: c.Commits, Committed: c.Committed, CommitFailures: c.CommitFailures,
 		Deleted: c.Deleted, StaleReceipts: c.StaleReceipts, Extended: c.Extended, Shortened: c.Shortened,
 		Parked: c.Parked, Unparked: c.Unparked, Evicted: c.Evicted,
-		Buffered: c.Buffered, BufferedBytes: c.BufferedBytes, MaxBuffered: c.MaxHeld,
+		Buffered: c.Buffered, BufferedBytes: c.BufferedBytes, MaxBuffered: c.MaxBuffered,
 		Undeleted: c.Held, MaxUndeleted: c.MaxHeld, Memory: c.Memory, Groups: c.Groups,
 		Throttled: r.throttled.Load(),
 	}
@@ -590,7 +590,7 @@ type ReceiveStats struct {
 	Throttled      int64 // receives the service refused for its rate (driver.ErrThrottled): backed off
 	Buffered       int   // messages waiting for their turn in memory
 	BufferedBytes  int
-	MaxBuffered    int // peak of Undeleted
+	MaxBuffered    int // peak of Buffered
 	Undeleted      int // messages received and not deleted (ReceiveOptions.MaxUndeleted)
 	MaxUndeleted   int // peak of Undeleted
 	Memory         int // bytes charged to ReceiveOptions.MaxMemory

@@ -88,6 +88,7 @@ type Core struct {
 	live, peakLive int // messages received and not deleted (receipts held)
 	outstanding    int // deliveries Next returned and not settled, abandoned or refused
 	buffered       int // messages waiting for their turn
+	peakBuffered   int
 	bufferedBytes  int
 	mem            int
 
@@ -362,6 +363,7 @@ func (c *Core) buffer(m *msg) {
 	m.where = wHeld
 	c.buffered++
 	c.bufferedBytes += len(m.raw)
+	c.peakBuffered = max(c.peakBuffered, c.buffered)
 }
 
 func (c *Core) unbuffer(m *msg) {
@@ -707,7 +709,7 @@ func (c *Core) fire(t timer, now time.Time) {
 func (c *Core) Stats() Stats {
 	s := c.st
 	s.Held, s.MaxHeld = c.live, c.peakLive
-	s.Buffered, s.BufferedBytes = c.buffered, c.bufferedBytes
+	s.Buffered, s.BufferedBytes, s.MaxBuffered = c.buffered, c.bufferedBytes, c.peakBuffered
 	s.Memory = c.mem
 	s.Groups = len(c.groups)
 	for g := range c.stuck {

@@ -57,11 +57,11 @@ func (c *Core) reserve() int {
 }
 
 // moving reports whether delivery is progressing: messages with the
-// application, advances to write, or deletes queued will free room by
-// themselves.
+// application, cursors being read, advances to write, or deletes queued
+// will free room by themselves.
 func (c *Core) moving() bool {
 	return c.ring.len() > 0 || c.outstanding > 0 || c.delq.len() > 0 || len(c.delBusy) > 0 ||
-		c.commit != nil || c.dirty.len() > 0
+		c.commit != nil || c.dirty.len() > 0 || c.reads.len() > 0 || len(c.readBusy) > 0
 }
 
 // makeRoom evicts held messages when the cap leaves less than a reserve of

@@ -345,6 +345,9 @@ func (q *fifo[T]) pop() (T, bool) {
 	q.head++
 	if q.head == len(q.items) {
 		q.items, q.head = q.items[:0], 0
+		if cap(q.items) > 1024 { // a burst is over: give its memory back
+			q.items = nil
+		}
 	} else if q.head > 64 && q.head*2 > len(q.items) {
 		n := copy(q.items, q.items[q.head:])
 		clear(q.items[n:])

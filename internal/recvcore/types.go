@@ -341,7 +341,7 @@ type Stats struct {
 	Parked, Unparked                           int64
 	Evicted                                    int64
 	Held, MaxHeld                              int // messages received and not deleted (now, peak)
-	Buffered, BufferedBytes                    int // messages waiting for their turn in memory
+	Buffered, BufferedBytes, MaxBuffered       int // messages waiting for their turn in memory (now, bytes, peak)
 	Memory                                     int // bytes charged to the budget
 	Groups                                     int
 	Stuck                                      []StuckGroup
