@@ -154,6 +154,7 @@ func TestNoSecretInOutput(t *testing.T) {
 			defer cancel()
 			cmd := exec.CommandContext(ctx, filepath.Join(bin, r.prog), r.args...)
 			cmd.Env = append(env[:len(env):len(env)], r.env...)
+			cmd.Dir = t.TempDir() // where a spec mistaken for a path would land
 			out, err := cmd.CombinedOutput()
 			text := string(out)
 			var exit *exec.ExitError
