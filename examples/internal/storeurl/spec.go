@@ -357,6 +357,11 @@ func parseURL(spec string) (*url.URL, error) {
 	return u, nil
 }
 
+// minPiece is the shortest piece of a password that is scrubbed on its own:
+// shorter ones tell little, and scrubbing them garbles every word they are
+// part of ("db" in "dbname").
+const minPiece = 4
+
 // redactSpec returns spec with the password of its userinfo and the values of
 // query parameters whose name contains "pass" replaced by redactedText, and
 // those secrets: as written, decoded, and (for a malformed spec) in the
@@ -368,16 +373,24 @@ func redactSpec(spec string) (string, []string) {
 		if raw == "" {
 			return
 		}
-		secrets = append(secrets, raw)
+		forms := []string{raw}
 		if d, err := url.PathUnescape(raw); err == nil {
-			secrets = append(secrets, d)
+			forms = append(forms, d)
 		}
 		if d, err := url.QueryUnescape(raw); err == nil {
-			secrets = append(secrets, d)
+			forms = append(forms, d)
 		}
-		// Pieces between the characters that end a URL part, in case a
-		// parser stopped at one of them and quoted the rest.
-		secrets = append(secrets, strings.FieldsFunc(raw, func(r rune) bool { return strings.ContainsRune("/?#@%:", r) })...)
+		secrets = append(secrets, forms...)
+		// Pieces between the characters that end a URL part, as written
+		// and decoded, in case a parser or driver stopped at one of them
+		// and quoted the rest.
+		for _, f := range forms {
+			for _, p := range strings.FieldsFunc(f, func(r rune) bool { return strings.ContainsRune("/?#@%:", r) }) {
+				if len(p) >= minPiece {
+					secrets = append(secrets, p)
+				}
+			}
+		}
 	}
 	out := spec
 	if i := strings.Index(spec, "://"); i >= 0 {

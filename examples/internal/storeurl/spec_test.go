@@ -259,9 +259,9 @@ func TestRedactSpec(t *testing.T) {
 }
 
 func TestScrubOnePass(t *testing.T) {
-	// "x" is a piece of the password; it must not match inside the text
+	// "xxxx" is a piece of the password; it must not match inside the text
 	// that replaced the whole password.
-	_, err := Parse("postgres://u:" + secret + "/x@h/db")
+	_, err := Parse("postgres://u:" + secret + "/xxxx@h/db")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `invalid port ":xxxxx" after host`)
 	assert.Contains(t, err.Error(), "postgres://u:xxxxx@h/db")
@@ -321,4 +321,17 @@ func TestParseRefusesWhatIsNotAPath(t *testing.T) {
 		require.NoError(t, err, "%s is a plain path", dir)
 		assert.Equal(t, dir, s.Path, "path of %s", dir)
 	}
+}
+
+// TestScrubKeepsShortPieces: the pieces of a password between URL
+// delimiters are scrubbed only from 4 bytes on, so that a piece such as "db"
+// does not garble every word it is part of; the whole password always is.
+func TestScrubKeepsShortPieces(t *testing.T) {
+	s, err := Parse("redis://u:db%2F" + secret + "@h:1/0")
+	require.NoError(t, err)
+	err = s.scrub(errors.New("no dbname given; db/" + secret + "; " + secret))
+	assert.Equal(t, "no dbname given; xxxxx; xxxxx", err.Error())
+	s, err = Parse("redis://u:ab@h:1/0")
+	require.NoError(t, err)
+	assert.Equal(t, "AUTH xxxxx failed", s.scrub(errors.New("AUTH ab failed")).Error(), "a short password is scrubbed whole")
 }
