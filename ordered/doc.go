@@ -18,29 +18,51 @@
 // Within a group (a stream), messages are handed out in seq order, each
 // after the previous one was acknowledged: a group has at most one message
 // out at a time, as with the group lock of a FIFO queue. Groups are
-// independent and take turns fairly. The receive side routes every arrival:
+// independent and take turns fairly: a group that cannot progress (a hole,
+// a poison message, a cursor conflict, a store error) never holds the
+// others. Every decision of the receive side is made by one deterministic
+// state machine (internal/recvcore), which a model test drives against an
+// adversarial queue and store. It routes every arrival:
 //
-//   - seq equal to the group's next: delivered once nothing of the group is
-//     out;
-//   - seq above: held in a per-group reorder buffer (ReceiveOptions.Window,
-//     MaxBufferedBytes); beyond the bounds it is not kept and comes back
-//     from the queue later (its visibility is shortened when the request
-//     budget allows). Nothing is ever deleted that was not delivered;
-//   - seq below (a redelivery of a message already handed out): never
-//     delivered again; it is deleted once the cursor past it is durable;
+//   - seq equal to the group's next: handed out once nothing of the group
+//     is out;
+//   - seq above: held in memory (ReceiveOptions.Window, MaxMemory), its
+//     visibility kept alive; beyond the cap on messages received and not
+//     deleted (MaxUndeleted) or the window, parked in the store when it
+//     implements seqstore.Parker (then deleted from the queue and read back
+//     in order), else left to come back. Nothing is ever deleted that was
+//     not delivered (or durably parked);
+//   - seq below (a copy of a message already handed out): never delivered
+//     again; deleted once the cursor past it is durable;
 //   - the same seq again while held: one copy is kept, with the newest
-//     receipt handle;
+//     receipt; a copy with another payload is reported (Hooks.OnMismatch);
 //   - a newer sender epoch (the sender lost its state and began again at
 //     1): held, and the group switches to it once the old epoch has nothing
-//     held or out and the new one waited GapTimeout;
+//     held, out or missing (under GapWait a hole of the old epoch is never
+//     passed over), GapTimeout after the newer epoch showed up;
 //   - an older epoch, or a seq inside a range the gap policy skipped: a
-//     late arrival, reported (Hooks.OnStale), then dead-lettered or handed
-//     out flagged [Message.Unordered]; never silently deleted;
-//   - a body without a header: by ReceiveOptions.Untagged.
+//     late arrival, reported (Hooks.OnLate), then dead-lettered or handed
+//     out flagged [Message.Unordered], once per receiver's life; never
+//     silently deleted;
+//   - a body without a valid header: by ReceiveOptions.Untagged. A header
+//     whose epoch lies more than a day ahead of the clock, or (with
+//     Options.Key) whose MAC does not verify, counts as no header.
 //
 // A hole (next seq missing while later ones wait) is reported after
 // GapTimeout and, under GapSkip, skipped; skipped ranges are kept in the
 // durable cursor so that late arrivals are recognised after a restart too.
+// While a hole lasts, the group's cursor is read again every GapTimeout: a
+// second receiver may have handled the missing seq.
+//
+// # Memory and the service's consumption rules
+//
+// ReceiveOptions.MaxMemory is one budget for everything the receiver holds:
+// bodies, per-group state, acknowledged entries waiting for their commit,
+// Unordered copies and the set that deduplicates them. MaxUndeleted caps
+// the messages received and not deleted, everything included (MNS throttles
+// a client with 5,000 of them), and MaxUndeletedRate the net rate of
+// receipts without a delete. During a store outage the receiver stops
+// fetching once the cap is reached and resumes by itself.
 //
 // # Delivery modes
 //
@@ -65,14 +87,17 @@
 // # Errors
 //
 // Calls after Close return [ErrClosed]. Ack and Nack on a settled message
-// return [ErrAcked]. A cursor advance refused by the store because another
-// receiver moved the cursor ([seqstore.ErrConflict]) is reported through
-// Hooks.OnConflict and Stats, the group stops and re-reads its cursor; a
-// SyncAck Ack then returns an error wrapping [ErrConflict]. Driver and store
+// return [ErrAcked]. A cursor write whose outcome is unknown is never
+// retried blind: the cursor is read again and compared with what was
+// written. A cursor moved by someone else (a second receiver) is reported
+// through Hooks.OnConflict and Stats, and the group goes on from the stored
+// cursor; a SyncAck Ack then returns an error wrapping [ErrConflict]. A
+// store error that retrying soon cannot fix for one stream (corrupt stored
+// state) stops that group only, reported as stuck. Driver and store
 // failures are retried with backoff (Options.Retry) and logged; a message
 // that fails MaxAttempts times is handled by ReceiveOptions.Poison. Errors
 // wrap their causes, so errors.Is and errors.As reach the driver's and the
-// store's sentinels.
+// store's sentinels. Hooks run outside the Queue's locks, one at a time.
 //
 // On the send side, [ErrInvalidGroup], [ErrTooLarge] and [ErrClosed] mean
 // nothing was reserved: the message does not exist. Any other error from a

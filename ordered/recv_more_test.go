@@ -84,7 +84,7 @@ func TestSynctestLateArrivalDeadLettered(t *testing.T) {
 		rxSend(t, b.drv, [][]byte{rxBody("g", 1, 1)})
 		time.Sleep(2 * time.Second)
 		b.none("a late arrival goes to the dead-letter queue when there is one")
-		require.Len(t, b.evs("stale"), 1)
+		require.Len(t, b.evs("late"), 1)
 		require.Len(t, b.evs("dead"), 1)
 		got, err := dlq.ReceiveBatch(context.Background(), 16, 0)
 		require.NoError(t, err)

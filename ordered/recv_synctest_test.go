@@ -45,8 +45,8 @@ func newBubble(t *testing.T, mq *memqueue.Options, o *ordered.Options) *bubble {
 		}
 	}
 	o.Hooks = ordered.Hooks{
-		OnGap: rec("gap"), OnSkip: rec("skip"), OnDuplicate: rec("dup"), OnRedeliver: rec("redeliver"),
-		OnStale: rec("stale"), OnEpoch: rec("epoch"), OnDeadLetter: rec("dead"), OnStuck: rec("stuck"),
+		OnGap: rec("gap"), OnSkip: rec("skip"), OnDuplicate: rec("dup"), OnRedeliver: rec("redeliver"), OnMismatch: rec("mismatch"),
+		OnLate: rec("late"), OnEpoch: rec("epoch"), OnDeadLetter: rec("dead"), OnStuck: rec("stuck"),
 		OnConflict: rec("conflict"), OnUntagged: rec("untagged"),
 	}
 	if o.Receive.Wait == 0 {
@@ -184,7 +184,7 @@ func TestSynctestGapSkip(t *testing.T) {
 		assert.True(t, m.Unordered, "late arrival of skipped seq 3 is Unordered")
 		assert.Equal(t, uint64(3), m.Seq)
 		ack(t, m)
-		require.Len(t, b.evs("stale"), 1, "OnStale reports the late arrival")
+		require.Len(t, b.evs("late"), 1, "OnLate reports the late arrival")
 		b.close()
 		c := b.cursor("g")
 		assert.Equal(t, uint64(6), c.Next)

@@ -183,8 +183,21 @@ func Append(dst []byte, h Header, payload []byte) []byte {
 // payload are zero. The payload aliases body. Parse allocates nothing except
 // the group string of a default-form header with a non-empty group.
 func Parse(body []byte) (h Header, payload []byte, ok bool) {
+	var buf [MaxGroupLen]byte
+	h, group, payload, ok := ParseRaw(body, &buf)
+	if ok && len(group) > 0 {
+		h.Group = string(group)
+	}
+	return h, payload, ok
+}
+
+// ParseRaw is Parse without the group string: it returns the group's bytes
+// (aliasing body, or buf for an encoded group) and leaves h.Group empty. It
+// allocates nothing, so that a receiver can look its groups up by
+// string(group) without making a string per message.
+func ParseRaw(body []byte, buf *[MaxGroupLen]byte) (h Header, group, payload []byte, ok bool) {
 	if len(body) < 3 || body[0] != '#' {
-		return Header{}, nil, false
+		return Header{}, nil, nil, false
 	}
 	limit := min(len(body), MaxHeaderLen)
 	end := -1
@@ -195,57 +208,57 @@ func Parse(body []byte) (h Header, payload []byte, ok bool) {
 		}
 	}
 	if end < 0 {
-		return Header{}, nil, false
+		return Header{}, nil, nil, false
 	}
 	hdr, payload := body[1:end], body[end+1:]
 	if len(hdr) == 0 {
-		return Header{}, nil, false
+		return Header{}, nil, nil, false
 	}
 	if hdr[0] != 'v' {
 		seq, ok := parseNumber(hdr)
 		if !ok || seq == 0 {
-			return Header{}, nil, false
+			return Header{}, nil, nil, false
 		}
-		return Header{Legacy: true, Seq: seq}, payload, true
+		return Header{Legacy: true, Seq: seq}, nil, payload, true
 	}
 	rest, ok := cutPrefix(hdr, version+";")
 	if !ok {
-		return Header{}, nil, false
+		return Header{}, nil, nil, false
 	}
 	epochField, rest, ok := cutField(rest)
 	if !ok {
-		return Header{}, nil, false
+		return Header{}, nil, nil, false
 	}
 	seqField, groupField, ok := cutField(rest)
 	if !ok {
-		return Header{}, nil, false
+		return Header{}, nil, nil, false
 	}
 	if group, macField, signed := cutField(groupField); signed {
 		// Strict base64url of exactly MACLen bytes: one encoding per MAC.
 		if len(macField) != macChars {
-			return Header{}, nil, false
+			return Header{}, nil, nil, false
 		}
 		for _, c := range macField {
 			if !b64Byte(c) {
-				return Header{}, nil, false
+				return Header{}, nil, nil, false
 			}
 		}
 		if n, err := b64.Decode(h.MAC[:], macField); err != nil || n != MACLen {
-			return Header{}, nil, false
+			return Header{}, nil, nil, false
 		}
 		h.Signed = true
 		groupField = group
 	}
 	if h.Epoch, ok = parseNumber(epochField); !ok {
-		return Header{}, nil, false
+		return Header{}, nil, nil, false
 	}
 	if h.Seq, ok = parseNumber(seqField); !ok || h.Seq == 0 {
-		return Header{}, nil, false
+		return Header{}, nil, nil, false
 	}
-	if h.Group, ok = parseGroup(groupField); !ok {
-		return Header{}, nil, false
+	if group, ok = parseGroup(groupField, buf); !ok {
+		return Header{}, nil, nil, false
 	}
-	return h, payload, true
+	return h, group, payload, true
 }
 
 func cutPrefix(b []byte, prefix string) ([]byte, bool) {
@@ -290,39 +303,38 @@ func b64Byte(c byte) bool {
 
 // parseGroup decodes a group field, accepting only the encoding Append
 // would produce for the decoded group.
-func parseGroup(field []byte) (string, bool) {
+func parseGroup(field []byte, buf *[MaxGroupLen]byte) ([]byte, bool) {
 	if len(field) == 0 || field[0] != encodedTag {
 		if len(field) > MaxGroupLen || !plainGroup(field) {
-			return "", false
+			return nil, false
 		}
-		return string(field), true // verbatim groups are short ASCII: valid by construction
+		return field, true // verbatim groups are short ASCII: valid by construction
 	}
 	enc := field[1:]
 	if len(enc) == 0 || len(enc) > b64.EncodedLen(MaxGroupLen) {
-		return "", false
+		return nil, false
 	}
 	// The decoder skips '\r' and '\n'; accept only the alphabet so that
 	// one group has one encoding.
 	for _, c := range enc {
 		if !b64Byte(c) {
-			return "", false
+			return nil, false
 		}
 	}
-	var buf [MaxGroupLen]byte
 	n, err := b64.Decode(buf[:], enc)
 	if err != nil {
-		return "", false
+		return nil, false
 	}
 	raw := buf[:n]
 	if plainGroup(raw) || !utf8.Valid(raw) {
-		return "", false // a plain group is written verbatim; others must be UTF-8
+		return nil, false // a plain group is written verbatim; others must be UTF-8
 	}
 	for _, c := range raw {
 		if c == 0 {
-			return "", false
+			return nil, false
 		}
 	}
-	return string(raw), true
+	return raw, true
 }
 
 // macDomain separates inorder's header MACs from any other use of the key.

@@ -52,85 +52,132 @@ type edit struct {
 	File, Old, New string
 }
 
-// mutants is the standing list. Anchors are on the code of main as of the
-// crash branch (ordered's receive side, filestore, redisstore, sqlstore as
-// they were); re-anchor them when those are rewritten.
+// mutants is the standing list. The receive side's breaks are planted in
+// the receive core (internal/recvcore) or its shell (ordered/receive.go,
+// ordered/recv_io.go), most of them twice: against the crash harness and
+// against the core's model test.
 var mutants = []mutant{
 	{
 		Name:   "commit-before-delete",
 		Breaks: "an acknowledged message goes to the reaper at once, before its cursor advance is durable",
 		Edits: []edit{{
-			File: "ordered/recv_deliver.go",
-			Old: `		g.ack.Epoch, g.ack.Next = e.epoch, e.seq+1
-	}
-	g.unflushed = append(g.unflushed, e)
-	r.markDirtyLocked(g)
-}`,
-			New: `		g.ack.Epoch, g.ack.Next = e.epoch, e.seq+1
-	}
-	r.reapLocked(e)
-	r.markDirtyLocked(g)
-}`,
+			File: "internal/recvcore/deliver.go",
+			Old: `		c.settleMsg(g, m)
+		c.markDirty(g)
+		if sync {`,
+			New: `		c.queueDelete(now, m)
+		c.markDirty(g)
+		if sync {`,
 		}},
 		Pkg: "./internal/crashtest",
 		Run: "^TestCrash$/^alo$",
+	},
+	{
+		Name:   "commit-before-delete-model",
+		Breaks: "the same break, against the receive core's model test",
+		Edits: []edit{{
+			File: "internal/recvcore/deliver.go",
+			Old: `		c.settleMsg(g, m)
+		c.markDirty(g)
+		if sync {`,
+			New: `		c.queueDelete(now, m)
+		c.markDirty(g)
+		if sync {`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestModel$",
 	},
 	{
 		Name:   "dup-reap-before-commit",
 		Breaks: "a duplicate of a seq acknowledged but not yet durable is deleted at once, before the cursor past it is durable",
 		Edits: []edit{{
-			File: "ordered/recv_route.go",
-			Old: `	if below(g.dur, e.epoch, e.seq) {
-		r.reapLocked(e)
-		return
-	}
-	g.unflushed = append(g.unflushed, e)`,
-			New: `	if below(g.ack, e.epoch, e.seq) {
-		r.reapLocked(e)
-		return
-	}
-	g.unflushed = append(g.unflushed, e)`,
+			File: "internal/recvcore/route.go",
+			Old:  `	if below(g.dur, m.epoch, m.seq) && g.uncertain == nil {`,
+			New:  `	if true {`,
 		}},
 		Pkg: "./ordered",
 		Run: "^TestSynctestCrashBeforeCommit$",
 	},
 	{
+		Name:   "dup-reap-before-commit-model",
+		Breaks: "the same break, against the receive core's model test",
+		Edits: []edit{{
+			File: "internal/recvcore/route.go",
+			Old:  `	if below(g.dur, m.epoch, m.seq) && g.uncertain == nil {`,
+			New:  `	if true {`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestModel$",
+	},
+	{
 		Name:   "dedup-below-cursor",
 		Breaks: "an arrival below the group's cursor is not recognised as a duplicate: never deleted, it comes back for ever",
 		Edits: []edit{{
-			File: "ordered/recv_route.go",
-			Old: `	next := g.nextSeq()
-	if e.seq < next {`,
-			New: `	next := g.nextSeq()
-	if e.seq < next && false {`,
+			File: "internal/recvcore/route.go",
+			Old: `	m.flags |= fDup
+	c.st.Duplicates++
+	c.report(Report{Kind: ReportDuplicate, Group: g.name,`,
+			New: `	if true {
+		c.release(m, now)
+		return
+	}
+	m.flags |= fDup
+	c.st.Duplicates++
+	c.report(Report{Kind: ReportDuplicate, Group: g.name,`,
 		}},
 		Pkg: "./internal/crashtest",
 		Run: "^TestCrash$/^alo$",
+	},
+	{
+		Name:   "dedup-below-cursor-model",
+		Breaks: "the same break, against the receive core's model test (liveness: the copies never leave the queue)",
+		Edits: []edit{{
+			File: "internal/recvcore/route.go",
+			Old: `	m.flags |= fDup
+	c.st.Duplicates++
+	c.report(Report{Kind: ReportDuplicate, Group: g.name,`,
+			New: `	if true {
+		c.release(m, now)
+		return
+	}
+	m.flags |= fDup
+	c.st.Duplicates++
+	c.report(Report{Kind: ReportDuplicate, Group: g.name,`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestModel$",
 	},
 	{
 		Name:   "group-lock",
 		Breaks: "a group whose message is out is still ready: its message is handed out a second time while the first is out",
 		Edits: []edit{{
-			File: "ordered/recv_state.go",
-			Old: `	if g.out != nil {
-		return !g.has(gHanded|gAwait)`,
-			New: `	if g.out != nil && !g.has(gHanded) {
-		return !g.has(gHanded|gAwait)`,
+			File: "internal/recvcore/state.go",
+			Old:  `		return m.out == outReady || m.out == outOwed || m.out == outRetry && !now.Before(m.retryAt)`,
+			New:  `		return true`,
 		}},
 		Pkg: "./internal/crashtest",
 		Run: "^TestCrash$/^alo$",
 	},
 	{
-		Name:   "fetch-wakeups",
-		Breaks: "neither the Ack that ends all movement nor the keeper's tick wakes fetchers paused behind a hole",
+		Name:   "group-lock-model",
+		Breaks: "the same break, against the receive core's model test",
 		Edits: []edit{{
-			File: "ordered/recv_deliver.go",
-			Old:  `	signal(r.room) // fetchers may wait for delivery to move`,
-			New:  ``,
-		}, {
-			File: "ordered/visibility.go",
-			Old:  `		signal(r.room) // a safety net: fetch conditions are re-checked at least every tick`,
-			New:  ``,
+			File: "internal/recvcore/state.go",
+			Old:  `		return m.out == outReady || m.out == outOwed || m.out == outRetry && !now.Before(m.retryAt)`,
+			New:  `		return true`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestModel$",
+	},
+	{
+		Name:   "fetch-wakeups",
+		Breaks: "fetchers that found no room are never woken when room comes back",
+		Edits: []edit{{
+			File: "ordered/receive.go",
+			Old: `	if room {
+		signal(r.room)
+	}`,
+			New: `	_ = room`,
 		}},
 		Pkg: "./internal/crashtest",
 		Run: "^TestFaultHeldStall$",
@@ -139,9 +186,9 @@ var mutants = []mutant{
 		Name:   "deletes-dropped",
 		Breaks: "the reaper never sends its deletes but counts them done: acknowledged messages stay in the queue",
 		Edits: []edit{{
-			File: "ordered/reap.go",
-			Old:  `		err := r.q.drvDelete(cctx, receipts)`,
-			New:  `		err, _ := error(nil), cctx`,
+			File: "ordered/recv_io.go",
+			Old:  `	err := r.q.drvDelete(ctx, a.Receipts)`,
+			New:  `	var err error // planted: the delete is never sent`,
 		}},
 		Pkg: "./internal/crashtest",
 		Run: "^(TestFaultPoison|TestFaultBodySizeLimit|TestFaultHeldStall|TestFaultSecondReceiver)$",
@@ -150,27 +197,67 @@ var mutants = []mutant{
 		Name:   "held-deleted",
 		Breaks: "a message held behind a hole is deleted from the queue while it waits, undelivered",
 		Edits: []edit{{
-			File: "ordered/recv_route.go",
-			Old: `	case reorder.Ready, reorder.Buffered:
-		r.holdLocked(e)`,
-			New: `	case reorder.Ready, reorder.Buffered:
-		r.reapLocked(e)
-		r.holdLocked(e)`,
+			File: "internal/recvcore/route.go",
+			Old: `	g.held = insertAt(g.held, i, m)
+	c.buffer(m)
+}`,
+			New: `	g.held = insertAt(g.held, i, m)
+	c.buffer(m)
+	if m.seq > g.next {
+		g.held = slices.DeleteFunc(g.held, func(x *msg) bool { return x == m })
+		c.unbuffer(m)
+		c.queueDelete(now, m)
+	}
+}`,
+		}, {
+			File: "internal/recvcore/route.go",
+			Old: `	"bytes"
+`,
+			New: `	"bytes"
+	"slices"
+`,
 		}},
 		Pkg: "./internal/crashtest",
 		Run: "^TestFaultRetentionExpiry$",
 	},
 	{
+		Name:   "held-deleted-model",
+		Breaks: "the same break, against the receive core's model test",
+		Edits: []edit{{
+			File: "internal/recvcore/route.go",
+			Old: `	g.held = insertAt(g.held, i, m)
+	c.buffer(m)
+}`,
+			New: `	g.held = insertAt(g.held, i, m)
+	c.buffer(m)
+	if m.seq > g.next {
+		g.held = slices.DeleteFunc(g.held, func(x *msg) bool { return x == m })
+		c.unbuffer(m)
+		c.queueDelete(now, m)
+	}
+}`,
+		}, {
+			File: "internal/recvcore/route.go",
+			Old: `	"bytes"
+`,
+			New: `	"bytes"
+	"slices"
+`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestModel$",
+	},
+	{
 		Name:   "library-panic",
 		Breaks: "one Ack in 300 panics (inside the worker processes of the crash harness)",
 		Edits: []edit{{
-			File: "ordered/recv_deliver.go",
-			Old: `	m.done = true
-	r.st.Acked++
+			File: "internal/recvcore/deliver.go",
+			Old: `	c.outstanding--
+	c.st.Acked++
 `,
-			New: `	m.done = true
-	r.st.Acked++
-	if r.st.Acked%300 == 0 {
+			New: `	c.outstanding--
+	c.st.Acked++
+	if c.st.Acked%300 == 0 {
 		panic("planted: one Ack in 300 panics")
 	}
 `,
@@ -180,27 +267,15 @@ var mutants = []mutant{
 	},
 	{
 		Name:   "library-race",
-		Breaks: "Ack counts itself before taking the receiver's lock: a data race the workers' race detector must report",
+		Breaks: "Ack touches the fetchers' room count before taking the receiver's lock: a data race the workers' race detector must report",
 		Edits: []edit{{
-			File: "ordered/recv_deliver.go",
+			File: "ordered/receive.go",
 			Old: `func (r *receiver) ack(ctx context.Context, m *Message) error {
-	r.mu.Lock()
-	if err := r.checkSettleLocked(m); err != nil {
-		r.mu.Unlock()
-		return err
-	}
-	m.done = true
-	r.st.Acked++
-`,
+	var err error`,
 			New: `func (r *receiver) ack(ctx context.Context, m *Message) error {
-	r.st.Acked++
-	r.mu.Lock()
-	if err := r.checkSettleLocked(m); err != nil {
-		r.mu.Unlock()
-		return err
-	}
-	m.done = true
-`,
+	r.fetching++
+	r.fetching--
+	var err error`,
 		}},
 		Pkg:  "./internal/crashtest",
 		Run:  "^TestCrash$/^alo$",
@@ -225,20 +300,20 @@ var mutants = []mutant{
 		Breaks: "filestore releases the callers of a commit before it writes and fsyncs their frame",
 		Edits: []edit{{
 			File: "seqstore/filestore/writer.go",
-			Old: `	if records > 0 {
-		err := s.writeFrame(frame, records)`,
-			New: `	for _, r := range taken {
-		close(r.done)
+			Old: `	records, reserved, advanced := w.records, w.reserved, w.advanced
+	if records > 0 {`,
+			New: `	records, reserved, advanced := w.records, w.reserved, w.advanced
+	for _, r := range w.taken {
+		r.done <- struct{}{}
 	}
-	if records > 0 {
-		err := s.writeFrame(frame, records)`,
+	if records > 0 {`,
 		}, {
 			File: "seqstore/filestore/writer.go",
-			Old: `	for _, r := range taken {
-		close(r.done)
+			Old: `	for _, r := range w.taken {
+		r.done <- struct{}{} // the caller may recycle r from here on
 	}
-	if len(batch) > 0 {`,
-			New: `	if len(batch) > 0 {`,
+`,
+			New: ``,
 		}},
 		Pkg: "./seqstore/filestore",
 		Run: "^TestPowerLoss$",
@@ -259,8 +334,8 @@ var mutants = []mutant{
 		Breaks: "redisstore's advance script applies every move without comparing the stored cursor with From",
 		Edits: []edit{{
 			File: "seqstore/redisstore/scripts.go",
-			Old:  `  if e ~= ARGV[b + 1] or n ~= ARGV[b + 2] or o ~= ARGV[b + 3] then`,
-			New:  `  if false then`,
+			Old:  `    if status[i] == '' and (e ~= ARGV[b + 1] or n ~= ARGV[b + 2] or o ~= ARGV[b + 3]) then`,
+			New:  `    if false then`,
 		}},
 		Pkg:   "./seqstore/redisstore",
 		Run:   "^TestConformance$",
@@ -271,8 +346,8 @@ var mutants = []mutant{
 		Breaks: "the same break, against two receivers racing over the real Redis",
 		Edits: []edit{{
 			File: "seqstore/redisstore/scripts.go",
-			Old:  `  if e ~= ARGV[b + 1] or n ~= ARGV[b + 2] or o ~= ARGV[b + 3] then`,
-			New:  `  if false then`,
+			Old:  `    if status[i] == '' and (e ~= ARGV[b + 1] or n ~= ARGV[b + 2] or o ~= ARGV[b + 3]) then`,
+			New:  `    if false then`,
 		}},
 		Pkg:   "./internal/crashtest",
 		Run:   "^TestFaultSecondReceiver$/^redis$",

@@ -2,6 +2,8 @@ package recvcore
 
 import (
 	"container/heap"
+
+	"github.com/inorder/inorder/internal/envelope"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -14,7 +16,8 @@ import (
 // each item takes (TestMemoryBudget checks the heap against them).
 const (
 	msgCost   = 320 // the msg struct (240 B), its slot in a list, the headers of its strings' allocations
-	groupCost = 768 // the group struct (592 B, a 640 B allocation) and its map entry
+	groupCost = 448 // the group struct (320 B) and its map entry
+	coldCost  = 288 // a working group's groupCold (256 B)
 	seenCost  = 160
 	slotCost  = 8 // one pointer in a group's slice
 )
@@ -38,12 +41,14 @@ type Core struct {
 	readFails int
 
 	commit      *commitBatch
-	commitAfter time.Time // backoff after a failed commit
+	spareCommit *commitBatch // the last batch, for reuse
+	commitAfter time.Time    // backoff after a failed commit
 	commitFails int
 	dirtySince  time.Time // the oldest advance waiting: it is written CommitInterval later
 
 	delq        fifo[*msg]
 	delSince    time.Time
+	delUrgent   bool // a hand-out waits for a delete: send the partial batch now
 	delBusy     map[uint64][]*msg
 	visBusy     map[uint64]visChange
 	shortq      fifo[string]
@@ -91,7 +96,10 @@ type Core struct {
 	undelTokens float64
 	undelAt     time.Time
 
-	stuck map[*group]struct{}
+	spare    []*msg                     // recycled messages of unsettle
+	gbuf     [envelope.MaxGroupLen]byte // ParseRaw's buffer
+	stuck    map[*group]struct{}
+	compactq fifo[compactItem] // groups gone idle, compacted after compactDelay
 
 	reports  []Report
 	resolved []Resolution
@@ -107,6 +115,7 @@ type commitBatch struct {
 	groups []*group
 	tos    []seqstore.Cursor
 	froms  []seqstore.Cursor
+	advs   []seqstore.Advance
 }
 
 type visChange struct {
@@ -158,7 +167,7 @@ func (c *Core) backoff(attempt int) time.Duration {
 		d *= 2
 	}
 	d = min(d, c.cfg.RetryMax)
-	return d/2 + time.Duration(c.rng.Int64N(int64(d/2)+1))
+	return d/2 + time.Duration(c.rng.Int64N(max(int64(d/2), 1)))
 }
 
 func (c *Core) id() uint64 {
@@ -204,9 +213,10 @@ func (c *Core) uncharge(m *msg) {
 }
 
 func (c *Core) recost(g *group) {
-	n := groupCost + len(g.name) +
-		slotCost*(cap(g.held)+cap(g.newer)+cap(g.pending)+cap(g.settled)) + 32*cap(g.tickets) +
-		24*(cap(g.ack.Skipped)+cap(g.dur.Skipped))
+	n := groupCost + len(g.name) + slotCost*cap(g.held) + 48*cap(g.settled) + 24*(cap(g.ack.Skipped)+cap(g.dur.Skipped))
+	if !g.cold() {
+		n += coldCost + slotCost*(cap(g.newer)+cap(g.pending)) + 32*cap(g.tickets)
+	}
 	c.mem += n - g.cost
 	g.cost = n
 }
@@ -216,7 +226,7 @@ func (c *Core) recost(g *group) {
 func (c *Core) group(now time.Time, name string) *group {
 	g := c.groups[name]
 	if g == nil {
-		g = &group{name: name, stream: c.stream(name)}
+		g = &group{name: name, groupCold: &groupCold{}}
 		c.groups[name] = g
 		c.becomeLoading(g, now)
 		c.recost(g)
@@ -225,6 +235,7 @@ func (c *Core) group(now time.Time, name string) *group {
 	if g.idle {
 		c.idle.remove(g)
 	}
+	g.wake()
 	return g
 }
 
@@ -335,9 +346,8 @@ func (c *Core) dropHeld(g *group, now time.Time, fn func(*msg)) {
 	for _, e := range settled {
 		fn(c.unsettle(e))
 	}
-	g.inWrite = 0
 	g.gapSince, g.gapTold = time.Time{}, false
-	g.newerSince = time.Time{}
+	g.newerSince, g.newerEpoch = time.Time{}, 0
 	g.farLow, g.farHigh = 0, 0
 	c.unring(g)
 }
@@ -377,9 +387,16 @@ func (c *Core) settleMsg(g *group, m *msg) {
 }
 
 // unsettle makes a settled entry a message again, to delete or release it.
+// Such messages are never seen outside the Core: they are recycled.
 func (c *Core) unsettle(e settledEntry) *msg {
 	c.mem -= settledCost + len(e.receipt)
-	m := &msg{epoch: e.epoch, seq: e.seq, receipt: e.receipt, where: wHeld, flags: fLapsed}
+	var m *msg
+	if n := len(c.spare); n > 0 {
+		m, c.spare = c.spare[n-1], c.spare[:n-1]
+	} else {
+		m = new(msg)
+	}
+	*m = msg{epoch: e.epoch, seq: e.seq, receipt: e.receipt, where: wHeld, flags: fLapsed | fSpare}
 	if e.dup {
 		m.flags |= fDup
 	}
@@ -399,6 +416,10 @@ func (c *Core) gone(m *msg) {
 	c.vis.remove(m)
 	c.uncharge(m)
 	m.raw, m.payload = nil, nil
+	if m.has(fSpare) && len(c.spare) < 1024 {
+		*m = msg{where: wGone}
+		c.spare = append(c.spare, m)
+	}
 }
 
 // release gives m back to the queue unprocessed: it is forgotten here and
@@ -517,6 +538,9 @@ func (c *Core) Close(now time.Time) {
 		c.skipOwed(g)
 	}
 	for _, g := range c.groups {
+		if g.cold() {
+			continue
+		}
 		for _, w := range g.tickets {
 			if !behind(g.ack, w.target) {
 				continue // its commit is still flushed
@@ -577,7 +601,11 @@ func (c *Core) Deadline() (time.Time, bool) {
 		set(c.timers[0].at)
 	}
 	if c.delq.len() > 0 && len(c.delBusy) < maxDeletesInFlight {
-		set(c.delSince.Add(c.cfg.ReapInterval))
+		if c.delUrgent {
+			set(c.now)
+		} else {
+			set(c.delSince.Add(c.cfg.ReapInterval))
+		}
 	}
 	if c.reads.len() > 0 && len(c.readBusy) == 0 {
 		set(c.readAfter)
@@ -617,6 +645,9 @@ func (c *Core) Deadline() (time.Time, bool) {
 			set(token)
 		}
 	}
+	if it, ok := c.compactq.peek(); ok {
+		set(it.at.Add(compactDelay))
+	}
 	if g := c.idle.head; g != nil && c.cfg.IdleEvict >= 0 {
 		set(g.idleSince.Add(c.cfg.IdleEvict))
 	}
@@ -642,6 +673,7 @@ func (c *Core) Tick(now time.Time) {
 		}
 	}
 	c.settle(now)
+	c.compact(now)
 }
 
 func (c *Core) fire(t timer, now time.Time) {
@@ -657,6 +689,7 @@ func (c *Core) fire(t timer, now time.Time) {
 	if g.phase == phEvicted {
 		return
 	}
+	g.wake()
 	switch t.kind {
 	case tStart:
 		c.endSettle(g, now)

@@ -64,7 +64,8 @@ func (c *Core) nextUnordered(now time.Time, m *msg) (Delivery, bool) {
 		m.ticket = c.ticket()
 		d.Await = m.ticket
 		c.queueDelete(now, m)
-		m.where = wOut // still out: queueDelete only queued its receipt
+		m.where = wOut     // still out: queueDelete only queued its receipt
+		c.delUrgent = true // a Receive waits for it: no batching delay
 	}
 	return d, true
 }
@@ -73,6 +74,10 @@ func (c *Core) nextUnordered(now time.Time, m *msg) (Delivery, bool) {
 func (c *Core) handOut(now time.Time, g *group) Delivery {
 	m := g.out
 	if m == nil {
+		if plantUnsorted && len(g.held) > 1 && g.held[1].seq == g.next+1 {
+			g.held[0], g.held[1] = g.held[1], g.held[0] // planted: out of order
+			g.next++
+		}
 		m = g.held[0]
 		copy(g.held, g.held[1:])
 		g.held[len(g.held)-1] = nil
@@ -98,7 +103,7 @@ func (c *Core) handOut(now time.Time, g *group) Delivery {
 	case ExactlyOnce:
 		to := cloneCursor(g.ack)
 		to.Epoch, to.Next = m.epoch, m.seq+1
-		d.Advance = seqstore.Advance{Stream: g.stream, From: cloneCursor(g.dur), To: to}
+		d.Advance = seqstore.Advance{Stream: c.stream(g.name), From: cloneCursor(g.dur), To: to}
 	case AtMostOnce:
 		if owed || below(g.dur, m.epoch, m.seq) {
 			break
@@ -367,6 +372,7 @@ func (c *Core) update(g *group, now time.Time) {
 	if g.phase == phEvicted {
 		return
 	}
+	g.wake()
 	if g.ready(now) {
 		c.clearGap(g)
 		if !g.inRing && !c.closing {
@@ -387,9 +393,16 @@ func (c *Core) update(g *group, now time.Time) {
 		c.checkPark(g)
 		c.checkGap(g, now)
 	}
-	if g.empty() && c.cfg.IdleEvict >= 0 && !g.idle {
-		g.idleSince = now
-		c.idle.push(g)
+	if g.empty() {
+		g.idleAt = now
+		if !g.compactQueued {
+			g.compactQueued = true
+			c.compactq.push(compactItem{g: g, at: now})
+		}
+		if c.cfg.IdleEvict >= 0 && !g.idle {
+			g.idleSince = now
+			c.idle.push(g)
+		}
 	}
 }
 
@@ -465,7 +478,7 @@ func (g *group) lowestKnown() uint64 {
 // later ones are known. A group that still reads its park does not count
 // as waiting: what it reads may fill the hole.
 func (c *Core) checkGap(g *group, now time.Time) {
-	if !g.waiting() || g.unparking || g.parkLow == g.next {
+	if !g.waiting() && g.parking == 0 || g.unparking || g.parkLow == g.next || c.lowestParking(g) == g.next {
 		c.clearGap(g)
 		return
 	}
@@ -494,12 +507,30 @@ func (c *Core) checkGap(g *group, now time.Time) {
 		}
 		c.report(Report{Kind: ReportGap, Msg: "gap", Group: g.name, Epoch: g.epoch, Seq: g.next, Last: last, Age: now.Sub(g.gapSince)})
 	}
+	// Every GapTimeout the hole lasts, read the cursor again: a second
+	// receiver may have handled the missing seq (then the group goes on
+	// from the stored cursor), and the park may hold it.
+	if !g.gapTimer {
+		g.gapTimer = true
+		c.addTimer(timer{at: now.Add(c.cfg.GapTimeout), kind: tGap, g: g})
+		c.needRead(g)
+		g.probed = false
+	}
 }
 
 // skip moves g past its hole, to the lowest seq it knows, and records the
 // skipped range in the cursor.
 func (c *Core) skip(g *group, now time.Time) {
+	if c.cfg.Park && (!g.probed || g.probedAt.Before(g.gapSince)) {
+		// Skip only what the park was seen not to hold: read it first.
+		g.probed = false
+		c.checkPark(g)
+		return
+	}
 	target := g.lowestKnown()
+	if p := c.lowestParking(g); p != 0 && (target == 0 || p < target) {
+		target = p
+	}
 	next := g.next
 	if target <= next {
 		return
@@ -525,10 +556,10 @@ func (c *Core) skip(g *group, now time.Time) {
 // Range{old, next, MaxSeq}: a seq of the old epoch that arrives later is a
 // duplicate below next, a late arrival from next on.
 func (c *Core) checkEpoch(g *group, now time.Time) {
-	if len(g.newer) == 0 || g.out != nil || now.Before(g.newerSince.Add(c.cfg.GapTimeout)) {
+	if g.newerEpoch == 0 || g.out != nil || now.Before(g.newerSince.Add(c.cfg.GapTimeout)) {
 		return
 	}
-	if g.waiting() || g.unparking || g.farHigh >= g.next {
+	if g.waiting() || g.unparking || g.parking > 0 || g.farHigh >= g.next {
 		if c.cfg.GapPolicy == GapSkip && !g.unparking && g.parkLow != g.next {
 			if g.gapSince.IsZero() || now.Before(g.gapSince.Add(c.cfg.GapTimeout)) {
 				g.gapSince = now.Add(-c.cfg.GapTimeout) // a newer epoch proves the hole old enough
@@ -540,10 +571,7 @@ func (c *Core) checkEpoch(g *group, now time.Time) {
 	if c.cfg.Park && !g.probed {
 		return // the park may hold more of the old epoch: checkPark reads it first
 	}
-	to := g.newer[0].epoch
-	for _, m := range g.newer {
-		to = min(to, m.epoch)
-	}
+	to := g.newerEpoch
 	from, oldNext := g.epoch, g.next
 	addSkipped(&g.ack, seqstore.Range{Epoch: from, First: oldNext, Last: seqstore.MaxSeq})
 	g.ack.Epoch, g.ack.Next = to, 1
@@ -560,7 +588,12 @@ func (c *Core) checkEpoch(g *group, now time.Time) {
 	}
 	clear(g.newer[len(keep):])
 	g.newer = keep
-	g.newerSince = time.Time{}
+	g.newerSince, g.newerEpoch = time.Time{}, 0
+	for _, m := range keep {
+		if g.newerEpoch == 0 || m.epoch < g.newerEpoch {
+			g.newerEpoch = m.epoch
+		}
+	}
 	if len(keep) > 0 {
 		g.newerSince = now
 		c.addTimer(timer{at: now.Add(c.cfg.GapTimeout), kind: tEpoch, g: g})

@@ -30,12 +30,16 @@ func (c *Core) Dump() string {
 		}(), c.visTokens, c.visAt, len(c.visBusy), c.shortq.len(), c.idle.head != nil)
 	for _, n := range names {
 		g := c.groups[n]
+		if g.cold() {
+			fmt.Fprintf(&b, "  %s idle (cold) epoch=%d next=%d dur=%d/%d\n", n, g.epoch, g.next, g.dur.Epoch, g.dur.Next)
+			continue
+		}
 		fmt.Fprintf(&b, "  %s %s epoch=%d next=%d dur=%d/%d ack=%d/%d held=%v newer=%d pending=%d settled=%d",
 			n, g.phase, g.epoch, g.next, g.dur.Epoch, g.dur.Next, g.ack.Epoch, g.ack.Next, seqs(g.held), len(g.newer), len(g.pending), len(g.settled))
 		if g.out != nil {
 			fmt.Fprintf(&b, " out=%d(%d)", g.out.seq, g.out.out)
 		}
-		fmt.Fprintf(&b, " far=%d..%d park=%d probed=%v stuck=%q dirty=%v uncertain=%v writing=%v\n", g.farLow, g.farHigh, g.parkLow, g.probed, g.stuck, g.dirty, g.uncertain != nil, g.writing != nil)
+		fmt.Fprintf(&b, " far=%d..%d park=%d probed=%v stuck=%q dirty=%v uncertain=%v writing=%v\n", g.farLow, g.farHigh, g.parkLow, g.probed, g.stuck, g.dirty, g.uncertain != nil, g.writing)
 	}
 	return b.String()
 }

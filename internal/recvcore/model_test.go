@@ -89,16 +89,17 @@ type world struct {
 	poison   map[string]bool
 
 	// truth
-	lastSeq   map[string]uint64 // per group, sent
-	handled   map[key]bool      // delivered and settled, dead-lettered, or handled by the other receiver
-	delivered map[key]bool      // ever given to the application in order
-	settledID map[string]bool   // untagged ids settled
-	contested map[string]bool   // groups the other receiver moved
-	dead      map[key]bool
-	amoFirst  map[string]bool // AtMostOnce Unordered hand-outs, deleted first
-	amoOut    map[key]int     // AtMostOnce hand-outs whose commit may be durable, by life: a crash may lose them
-	amoID     map[key]string  // their queue message ids
-	amoLife   map[key]int
+	lastSeq      map[string]uint64 // per group, sent
+	handled      map[key]bool      // delivered and settled, dead-lettered, or handled by the other receiver
+	delivered    map[key]bool      // ever given to the application in order
+	settledID    map[string]bool   // untagged ids settled
+	contested    map[string]bool   // groups the other receiver moved
+	dead         map[key]bool
+	amoFirst     map[string]bool // AtMostOnce Unordered hand-outs, deleted first
+	unordHandled map[key]bool    // tagged keys handed out Unordered and settled, or dead-lettered
+	amoOut       map[key]int     // AtMostOnce hand-outs whose commit may be durable, by life: a crash may lose them
+	amoID        map[key]string  // their queue message ids
+	amoLife      map[key]int
 
 	// per life
 	life      int
@@ -149,21 +150,22 @@ func newWorld(t *rapid.T) *world {
 			Park:              rapid.Bool().Draw(t, "park"),
 			MaxEpochAhead:     24 * time.Hour,
 		},
-		byRcpt:    map[string]*qmsg{},
-		cursors:   map[string]seqstore.Cursor{},
-		park:      map[key][]byte{},
-		awaiting:  map[recvcore.Ticket]*outstanding{},
-		poison:    map[string]bool{},
-		lastSeq:   map[string]uint64{},
-		handled:   map[key]bool{},
-		delivered: map[key]bool{},
-		settledID: map[string]bool{},
-		contested: map[string]bool{},
-		dead:      map[key]bool{},
-		amoFirst:  map[string]bool{},
-		amoOut:    map[key]int{},
-		amoID:     map[key]string{},
-		amoLife:   map[key]int{},
+		byRcpt:       map[string]*qmsg{},
+		cursors:      map[string]seqstore.Cursor{},
+		park:         map[key][]byte{},
+		awaiting:     map[recvcore.Ticket]*outstanding{},
+		poison:       map[string]bool{},
+		lastSeq:      map[string]uint64{},
+		handled:      map[key]bool{},
+		delivered:    map[key]bool{},
+		settledID:    map[string]bool{},
+		contested:    map[string]bool{},
+		dead:         map[key]bool{},
+		amoFirst:     map[string]bool{},
+		unordHandled: map[key]bool{},
+		amoOut:       map[key]int{},
+		amoID:        map[key]string{},
+		amoLife:      map[key]int{},
 	}
 	if rapid.Bool().Draw(t, "deadLetter") {
 		w.cfg.DeadLetter = true
@@ -345,14 +347,21 @@ func (w *world) checkDelete(m *qmsg) {
 		w.t.Fatalf("life %d: deleted untagged %s that was never settled", w.life, m.id)
 	}
 	k := m.k
-	if w.handled[k] || w.park[k] != nil && w.cfg.Park {
-		if !w.handled[k] {
-			return // parked durably: its body is safe in the store
-		}
+	c := w.cursors[k.group]
+	if w.park[k] != nil && w.cfg.Park {
+		return // parked durably: its body is safe in the store
+	}
+	if w.unordHandled[k] {
+		return // handed out Unordered (a late arrival) and settled, or dead-lettered
+	}
+	if !below(c, k) {
+		w.t.Fatalf("life %d: deleted %s (id %s) above the durable cursor %d/%d: commit before delete, always",
+			w.life, k, m.id, c.Epoch, c.Next)
+	}
+	if w.handled[k] {
 		return
 	}
-	c := w.cursors[k.group]
-	if w.contested[k.group] && below(c, k) {
+	if w.contested[k.group] {
 		return // the other receiver handled it
 	}
 	if _, ok := w.amoOut[k]; ok && below(c, k) {
@@ -526,7 +535,7 @@ func (w *world) doOne(heal bool) bool {
 			}
 			if h, _, ok := envelope.Parse(b); ok {
 				k := key{h.Group, h.Epoch, h.Seq}
-				w.dead[k], w.handled[k] = true, true
+				w.dead[k], w.handled[k], w.unordHandled[k] = true, true, true
 			}
 			for _, m := range w.msgs {
 				if string(m.body) == string(b) {
@@ -762,7 +771,7 @@ func (w *world) settleOne(heal bool) {
 			// At most once: seen by the application, never again.
 			w.settledID[d.ID] = true
 			if d.Seq != 0 {
-				w.handled[k] = true
+				w.handled[k], w.unordHandled[k] = true, true
 			}
 		}
 		return
@@ -782,7 +791,7 @@ func (w *world) settleOne(heal bool) {
 	if d.Unordered {
 		w.settledID[d.ID] = true
 		if d.Seq != 0 {
-			w.handled[k] = true
+			w.handled[k], w.unordHandled[k] = true, true
 		}
 		return
 	}
@@ -876,7 +885,10 @@ func (w *world) heal() {
 			w.settleOne(true)
 			w.collect()
 		}
-		for w.doOne(true) {
+		for i := 0; w.doOne(true); i++ {
+			if i == 10000 {
+				w.t.Fatalf("life %d: the Core keeps asking for actions without end\n%s", w.life, w.core.Dump())
+			}
 			w.collect()
 		}
 		w.tick(500 * time.Millisecond)
@@ -931,7 +943,7 @@ func (w *world) missing() string {
 func TestModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		w := newWorld(t)
-		steps := rapid.IntRange(50, 600).Draw(t, "steps")
+		steps := rapid.IntRange(150, 1200).Draw(t, "steps")
 		for range steps {
 			w.step()
 		}

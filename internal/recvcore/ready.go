@@ -62,7 +62,7 @@ func (c *Core) readyReads(now time.Time, rd *Ready) {
 			continue
 		}
 		gs = append(gs, g)
-		streams = append(streams, g.stream)
+		streams = append(streams, c.stream(g.name))
 	}
 	if len(gs) == 0 {
 		return
@@ -123,8 +123,15 @@ func (c *Core) cursorRead(now time.Time, g *group, cur seqstore.Cursor) {
 		c.resolveConflict(now, g, cur)
 		c.routePending(now, g)
 	default:
-		if g.uncertain != nil {
+		switch {
+		case g.uncertain != nil:
 			c.settleUncertain(now, g, cur)
+		case !g.writing && !sameCursor(cur, g.dur):
+			// Read again while waiting on a hole, and someone else moved
+			// the cursor: a conflict, settled like one.
+			g.phase = phResolving
+			c.resolveConflict(now, g, cur)
+			c.routePending(now, g)
 		}
 	}
 	c.update(g, now)
@@ -235,7 +242,7 @@ func (c *Core) requeue(now time.Time, g *group, m *msg) {
 // Commits.
 
 func (c *Core) committable(g *group) bool {
-	if g.phase != phActive || g.uncertain != nil || g.writing != nil {
+	if g.phase != phActive || g.uncertain != nil || g.writing {
 		return false
 	}
 	if c.cfg.Mode == ExactlyOnce && !g.forced {
@@ -249,8 +256,16 @@ func (c *Core) readyCommit(now time.Time, rd *Ready) {
 		now.Before(c.dirtySince.Add(c.cfg.CommitInterval)) && !c.closing {
 		return
 	}
-	b := &commitBatch{id: c.id()}
-	var advs []seqstore.Advance
+	// The batch and its advances are reused from one commit to the next:
+	// one is in flight at a time, and the store keeps no reference to a
+	// batch once it answered.
+	b := c.spareCommit
+	if b == nil {
+		b = &commitBatch{}
+	}
+	c.spareCommit = nil
+	b.id = c.id()
+	advs := b.advs[:0]
 	for c.dirty.len() > 0 && len(advs) < c.cfg.MaxAdvances {
 		g, _ := c.dirty.pop()
 		g.dirty = false
@@ -258,25 +273,27 @@ func (c *Core) readyCommit(now time.Time, rd *Ready) {
 			continue
 		}
 		if !c.committable(g) {
-			if g.phase == phActive && g.uncertain == nil && g.writing == nil {
+			if g.phase == phActive && g.uncertain == nil && !g.writing {
 				c.flushSettled(now, g)
 				c.update(g, now)
 			}
 			continue
 		}
-		a := seqstore.Advance{Stream: g.stream, From: cloneCursor(g.dur), To: cloneCursor(g.ack)}
+		a := seqstore.Advance{Stream: c.stream(g.name), From: cloneCursor(g.dur), To: cloneCursor(g.ack)}
 		if err := a.Check(); err != nil {
 			c.becomeFailed(g, now, err)
 			continue
 		}
 		to := a.To
-		g.writing = &to
+		g.writing = true
 		b.groups = append(b.groups, g)
 		b.tos = append(b.tos, to)
 		b.froms = append(b.froms, a.From)
 		advs = append(advs, a)
 	}
+	b.advs = advs
 	if len(advs) == 0 {
+		c.spareCommit = b
 		return
 	}
 	c.commit = b
@@ -301,7 +318,7 @@ func (c *Core) Committed(now time.Time, id uint64, err error) {
 	}
 	transient := false
 	for i, g := range b.groups {
-		g.writing = nil
+		g.writing = false
 		if g.phase == phEvicted {
 			continue
 		}
@@ -328,6 +345,10 @@ func (c *Core) Committed(now time.Time, id uint64, err error) {
 			c.markDirty(g)
 		}
 	}
+	clear(b.groups)
+	clear(b.advs)
+	b.groups, b.tos, b.froms, b.advs = b.groups[:0], b.tos[:0], b.froms[:0], b.advs[:0]
+	c.spareCommit = b
 	if !known || transient {
 		c.commitFails++
 		c.commitAfter = now.Add(c.backoff(c.commitFails))
@@ -389,7 +410,10 @@ func (c *Core) resolveDurable(g *group) {
 
 func (c *Core) readyDeletes(now time.Time, rd *Ready) {
 	full := c.delq.len() >= c.cfg.MaxBatch
-	due := c.delq.len() > 0 && (c.closing || !now.Before(c.delSince.Add(c.cfg.ReapInterval)))
+	due := c.delq.len() > 0 && (c.closing || c.delUrgent || !now.Before(c.delSince.Add(c.cfg.ReapInterval)))
+	if due {
+		c.delUrgent = false
+	}
 	for len(c.delBusy) < maxDeletesInFlight && (full || due) {
 		n := min(c.delq.len(), c.cfg.MaxBatch)
 		if n == 0 {
@@ -704,9 +728,7 @@ func (c *Core) canPark(g *group, m *msg) bool {
 func (c *Core) park(g *group, m *msg) {
 	m.where = wPark
 	c.parkq = append(c.parkq, m)
-	// Counted as parked from now on: a hole is never skipped over a
-	// message on its way to the park.
-	g.knowParked(m.seq)
+	g.parking++
 }
 
 // unhold removes a held message from its group's lists.
@@ -734,7 +756,7 @@ func (c *Core) readyParks(now time.Time, rd *Ready) {
 	c.parkq = slices.Delete(c.parkq, 0, n)
 	entries := make([]seqstore.Parked, n)
 	for i, m := range ms {
-		entries[i] = seqstore.Parked{Stream: m.g.stream, Epoch: m.epoch, Seq: m.seq, Body: m.raw}
+		entries[i] = seqstore.Parked{Stream: c.stream(m.g.name), Epoch: m.epoch, Seq: m.seq, Body: m.raw}
 	}
 	id := c.id()
 	c.parkBusy[id] = ms
@@ -754,6 +776,9 @@ func (c *Core) Parked(now time.Time, id uint64, err error) {
 	for i, m := range ms {
 		e := seqstore.Failed(err, i, len(ms))
 		g := m.g
+		if e == nil || !errors.Is(e, seqstore.ErrAborted) && errors.Is(e, seqstore.ErrConflict) {
+			g.parking-- // no longer on its way
+		}
 		switch {
 		case e == nil:
 			c.st.Parked++
@@ -797,21 +822,28 @@ func (c *Core) Parked(now time.Time, id uint64, err error) {
 	c.settle(now)
 }
 
-// knowParking re-applies to g what its parks on their way (queued or in
-// flight, not durable when a read ran) say.
-func (c *Core) knowParking(g *group) {
-	for _, m := range c.parkq {
-		if m.g == g {
-			g.knowParked(m.seq)
+// lowestParking returns the lowest seq of g on its way to the park (queued
+// or in flight, not yet durable), 0 if none: a hole is never skipped over
+// it, and the park is not read for it before it is durable.
+func (c *Core) lowestParking(g *group) uint64 {
+	if g.parking == 0 {
+		return 0
+	}
+	low := uint64(0)
+	see := func(m *msg) {
+		if m.g == g && m.epoch == g.epoch && (low == 0 || m.seq < low) {
+			low = m.seq
 		}
+	}
+	for _, m := range c.parkq {
+		see(m)
 	}
 	for _, ms := range c.parkBusy {
 		for _, m := range ms {
-			if m.g == g {
-				g.knowParked(m.seq)
-			}
+			see(m)
 		}
 	}
+	return low
 }
 
 func (c *Core) readyScan(now time.Time, rd *Ready) {
@@ -881,7 +913,7 @@ func (c *Core) readyUnparks(now time.Time, rd *Ready) {
 		}
 		g.unparkGen = g.parkGen
 		gs = append(gs, g)
-		qs = append(qs, seqstore.ParkQuery{Stream: g.stream, Epoch: g.epoch, From: g.next, Max: min(maxUnparkEntries, c.cfg.Window)})
+		qs = append(qs, seqstore.ParkQuery{Stream: c.stream(g.name), Epoch: g.epoch, From: g.next, Max: min(maxUnparkEntries, c.cfg.Window)})
 	}
 	if len(gs) == 0 {
 		return
@@ -965,10 +997,10 @@ func (c *Core) unparkedGroup(now time.Time, g *group, entries []seqstore.Parked)
 		g.held = insertAt(g.held, i, m)
 		c.buffer(m)
 	}
+	g.probedAt = now
 	if g.parkGen == g.unparkGen {
 		g.parkLow, g.parkHigh = low, high
 		g.probed = true
-		c.knowParking(g)
 	} else {
 		// Parks became durable while the read was in flight: keep what
 		// they taught, and read again when next is missing.

@@ -13,6 +13,43 @@ func (c *Core) settle(now time.Time) {
 	c.makeRoom(now)
 }
 
+// compactDelay is how long a group stays idle before it drops its working
+// state: a busy group goes idle between two messages, and must not pay an
+// allocation for each.
+const compactDelay = 5 * time.Second
+
+// compact drops the working state of the groups idle for compactDelay. It
+// runs from Tick, at the end of the event: the next event that touches such
+// a group wakes it first.
+func (c *Core) compact(now time.Time) {
+	for {
+		it, ok := c.compactq.peek()
+		if !ok || now.Before(it.at.Add(compactDelay)) {
+			return
+		}
+		c.compactq.pop()
+		g := it.g
+		g.compactQueued = false
+		if g.phase == phEvicted || g.cold() || !g.empty() {
+			continue
+		}
+		if now.Before(g.idleAt.Add(compactDelay)) {
+			// Busy again in between, idle again since: look later.
+			g.compactQueued = true
+			c.compactq.push(compactItem{g: g, at: g.idleAt})
+			continue
+		}
+		g.held, g.settled = nil, nil
+		g.groupCold = nil
+		c.recost(g)
+	}
+}
+
+type compactItem struct {
+	g  *group
+	at time.Time
+}
+
 // reserve is the fetch room the Core keeps free when it must make room:
 // one batch, so that the message a stuck group waits for can still come.
 func (c *Core) reserve() int {
@@ -61,7 +98,7 @@ func (c *Core) makeRoom(now time.Time) {
 	var cands []cand
 	names := make([]string, 0, len(c.groups))
 	for name, g := range c.groups {
-		if len(g.held)+len(g.newer)+len(g.pending) > 0 {
+		if !g.cold() && len(g.held)+len(g.newer)+len(g.pending) > 0 {
 			names = append(names, name)
 		}
 	}
@@ -93,6 +130,9 @@ func (c *Core) makeRoom(now time.Time) {
 		}
 		m := cd.m
 		g := m.g
+		if m.has(fStored) && c.mem <= c.cfg.MaxMemory*15/16 {
+			continue // holds no receipt: evicting it frees memory, not the cap
+		}
 		c.unhold(m)
 		if !m.has(fStored) {
 			need--
@@ -130,14 +170,24 @@ func (c *Core) makeRoom(now time.Time) {
 func (c *Core) shed(now time.Time) {
 	var gs []*group
 	for _, g := range c.groups {
+		if g.cold() {
+			gs = append(gs, g) // idle: the cheapest to drop
+			continue
+		}
 		if g.out == nil && len(g.held)+len(g.newer)+len(g.pending)+len(g.settled)+len(g.tickets) == 0 &&
-			!g.dirty && g.writing == nil && g.uncertain == nil && !g.toRead && !g.unparking && !g.inRing &&
+			!g.dirty && !g.writing && g.uncertain == nil && !g.toRead && !g.unparking && !g.inRing &&
 			(g.phase == phActive || g.phase == phFailed || g.phase == phFresh) && !behind(g.dur, g.ack) {
 			gs = append(gs, g)
 		}
 	}
 	slices.SortFunc(gs, func(a, b *group) int {
-		if a.blocked() != b.blocked() {
+		if a.cold() != b.cold() {
+			if a.cold() {
+				return -1
+			}
+			return 1
+		}
+		if !a.cold() && a.blocked() != b.blocked() {
 			if a.blocked() {
 				return -1
 			}
@@ -149,7 +199,9 @@ func (c *Core) shed(now time.Time) {
 		if c.mem <= c.cfg.MaxMemory*15/16 {
 			break
 		}
-		c.clearStuck(g, g.stuck)
+		if !g.cold() {
+			c.clearStuck(g, g.stuck)
+		}
 		c.evict(g)
 	}
 }

@@ -45,11 +45,12 @@ func (c *Core) arrive(now time.Time, in *Incoming) {
 	c.live++
 	c.peakLive = max(c.peakLive, c.live)
 	c.vis.push(m)
-	h, payload, ok := envelope.Parse(in.Body)
+	h, group, payload, ok := envelope.ParseRaw(in.Body, &c.gbuf)
 	var why error
 	if ok {
 		switch {
 		case len(c.cfg.Keys) > 0:
+			h.Group = string(group)
 			if !envelope.Verify(h, payload, c.cfg.Keys...) {
 				ok, why = false, ErrBadMAC
 			}
@@ -60,15 +61,22 @@ func (c *Core) arrive(now time.Time, in *Incoming) {
 	if in.DequeueCount > 1 {
 		m.flags |= fRedelivered
 		c.st.Redelivered++
-		c.report(Report{Kind: ReportRedeliver, Group: h.Group, Epoch: h.Epoch, Seq: h.Seq, ID: m.id, DequeueCount: m.dequeue})
+		c.report(Report{Kind: ReportRedeliver, Group: string(group), Epoch: h.Epoch, Seq: h.Seq, ID: m.id, DequeueCount: m.dequeue})
 	}
 	if !ok {
 		m.payload = in.Body
 		c.untagged(now, m, why)
 		return
 	}
-	m.name, m.epoch, m.seq, m.payload = h.Group, h.Epoch, h.Seq, payload
-	g := c.group(now, h.Group)
+	// The group's name is made once, with the group: a lookup by
+	// string(group) allocates nothing.
+	g := c.groups[string(group)]
+	if g == nil {
+		g = c.group(now, string(group))
+	} else {
+		g = c.group(now, g.name)
+	}
+	m.name, m.epoch, m.seq, m.payload = g.name, h.Epoch, h.Seq, payload
 	c.routeTagged(now, g, m)
 	c.update(g, now)
 }
@@ -264,6 +272,9 @@ func (c *Core) arriveOlder(now time.Time, g *group, m *msg) {
 // demote makes a fresh group start with an older epoch: what it holds of
 // its current epoch waits as a newer epoch.
 func (c *Core) demote(now time.Time, g *group, epoch uint64) {
+	if len(g.held) > 0 && (g.newerEpoch == 0 || g.epoch < g.newerEpoch) {
+		g.newerEpoch = g.epoch
+	}
 	g.newer = append(g.newer, g.held...)
 	clear(g.held)
 	g.held = g.held[:0]
@@ -285,16 +296,21 @@ func (c *Core) arriveNewer(now time.Time, g *group, m *msg) {
 			return
 		}
 	}
+	// Known from now on, even if the message is released: the group
+	// switches once its epoch is done.
+	if g.newerEpoch == 0 || m.epoch < g.newerEpoch {
+		g.newerEpoch = m.epoch
+	}
+	if g.newerSince.IsZero() {
+		g.newerSince = now
+		c.addTimer(timer{at: now.Add(c.cfg.GapTimeout), kind: tEpoch, g: g})
+	}
 	if len(g.newer) >= c.cfg.Window {
 		c.release(m, now)
 		return
 	}
 	g.newer = append(g.newer, m)
 	c.buffer(m)
-	if g.newerSince.IsZero() {
-		g.newerSince = now
-		c.addTimer(timer{at: now.Add(c.cfg.GapTimeout), kind: tEpoch, g: g})
-	}
 }
 
 // arriveCurrent handles an arrival of the group's current epoch.
@@ -310,8 +326,12 @@ func (c *Core) arriveCurrent(now time.Time, g *group, m *msg) {
 			c.sameCopy(now, g, o, m)
 			return
 		}
-		c.dup(now, g, m)
-		return
+		if plantNoDedup && g.out == nil {
+			g.next = m.seq // planted: the copy is handed out again
+		} else {
+			c.dup(now, g, m)
+			return
+		}
 	}
 	i, found := g.heldIndex(m.seq)
 	if found {

@@ -28,6 +28,7 @@ const (
 	fUntagged          // no valid header
 	fStored            // read back from the park: no receipt, not in the queue
 	fLapsed            // its visibility ended: the receipt may be stale
+	fSpare             // made by unsettle: recycled once gone
 )
 
 // msg is one message held by the Core.
@@ -92,10 +93,8 @@ func (p phase) String() string {
 
 // group is the state of one stream in memory.
 type group struct {
-	name   string
-	stream seqstore.Stream
-	phase  phase
-	since  time.Time // start of the current phase, or of the stuck condition
+	name  string
+	phase phase
 
 	// dur is the cursor the store holds as far as this Core knows; ack is
 	// the cursor the handled messages justify (dur <= ack). uncertain is
@@ -103,31 +102,54 @@ type group struct {
 	// for the group until a read settles it.
 	dur, ack  seqstore.Cursor
 	uncertain *seqstore.Cursor
-	writing   *seqstore.Cursor // the To of the commit in flight
-	inWrite   int              // settled messages covered by that commit
+	writing   bool // a commit of this group is in flight
 
 	epoch, next uint64         // current epoch, next seq to hand out
 	held        []*msg         // current epoch, seqs >= next, sorted
-	newer       []*msg         // newer epochs, in arrival order
-	pending     []*msg         // arrivals while loading, fresh (StartLowest) or resolving
 	settled     []settledEntry // acked messages and duplicates, waiting for the durable cursor
 	out         *msg
 	outGen      uint32
-	tickets     []syncWait
 
 	started      bool // something was handed out since the cursor was read
 	forced       bool // ExactlyOnce: the Core writes this cursor itself (a dead letter)
 	inRing       bool
 	dirty        bool
 	toRead       bool // in Core.reads
-	gapSince     time.Time
 	gapTold      bool
 	gapTimer     bool // a tGap timer is pending
-	newerSince   time.Time
-	startAt      time.Time // StartLowest: end of the settle time
-	stuck        string    // "", "gap", "poison", "conflict", "store"
-	stuckErr     error
 	conflictTold bool
+	probed       bool // see groupCold
+	unparking    bool
+	idle         bool
+
+	idlePrev, idleNext *group
+	idleSince          time.Time
+	idleAt             time.Time // when the group last went idle (compaction)
+	compactQueued      bool
+	cost               int
+
+	// The state a group needs only while it works: nil while it is idle
+	// (see Core.compact), so that a million idle groups fit a modest heap.
+	*groupCold
+}
+
+// groupCold is the part of a group's state that an idle group does not
+// need. Its fields are promoted: a group's code reads g.newer, and the Core
+// makes sure (wake) that a group it touches has one.
+type groupCold struct {
+	since time.Time // start of the current phase, or of the stuck condition
+
+	newer   []*msg // newer epochs, in arrival order
+	pending []*msg // arrivals while loading, fresh (StartLowest) or resolving
+	tickets []syncWait
+
+	gapSince   time.Time
+	probedAt   time.Time // when a park read last ended (GapSkip skips only what one saw since the hole began)
+	newerSince time.Time
+	newerEpoch uint64    // the lowest newer epoch seen (its messages may have been evicted): 0 none
+	startAt    time.Time // StartLowest: end of the settle time
+	stuck      string    // "", "gap", "poison", "conflict", "store"
+	stuckErr   error
 
 	// What the Core knows of the park (see knowParked): parkLow is the
 	// lowest parked seq of the current epoch at or above next that is not
@@ -136,20 +158,25 @@ type group struct {
 	// parks that became durable, unparkGen its value when the read in
 	// flight (unparking) was asked for.
 	parkLow, parkHigh  uint64
-	probed, unparking  bool
 	parkGen, unparkGen uint64
+	parking            int // messages of g on their way to the park
 
 	// farLow and farHigh bound the seqs of the current epoch released
 	// because they were too far ahead (or evicted): they are in the queue,
 	// and the group waits for them (a hole) and never passes over them
 	// when it switches epochs.
 	farLow, farHigh uint64
-
-	idlePrev, idleNext *group
-	idle               bool
-	idleSince          time.Time
-	cost               int
 }
+
+// wake gives g its working state back.
+func (g *group) wake() {
+	if g.groupCold == nil {
+		g.groupCold = &groupCold{}
+	}
+}
+
+// cold reports whether g's working state was dropped (an idle group).
+func (g *group) cold() bool { return g.groupCold == nil }
 
 // settledEntry is an acknowledged message, or a duplicate, waiting for the
 // durable cursor past it: only what deleting it takes, so that a store
@@ -221,9 +248,9 @@ func (g *group) blocked() bool {
 
 // empty reports whether the group holds nothing and waits for nothing.
 func (g *group) empty() bool {
-	return g.out == nil && len(g.held) == 0 && len(g.newer) == 0 && len(g.pending) == 0 &&
-		len(g.settled) == 0 && len(g.tickets) == 0 && g.writing == nil && g.uncertain == nil &&
-		!g.dirty && !g.toRead && !g.inRing && !g.unparking && g.parkLow == 0 && g.parkHigh == 0 && g.farHigh == 0 &&
+	return g.out == nil && len(g.held) == 0 && len(g.newer) == 0 && g.newerEpoch == 0 && len(g.pending) == 0 &&
+		len(g.settled) == 0 && len(g.tickets) == 0 && !g.writing && g.uncertain == nil &&
+		!g.dirty && !g.toRead && !g.inRing && !g.unparking && g.parking == 0 && g.parkLow == 0 && g.parkHigh == 0 && g.farHigh == 0 &&
 		g.startAt.IsZero() && !behind(g.dur, g.ack) && g.phase == phActive
 }
 

@@ -1,0 +1,5 @@
+//go:build !inorder_plant
+
+package recvcore
+
+const plantNoDedup, plantUnsorted = false, false

@@ -1,0 +1,325 @@
+package recvcore_test
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/inorder/inorder/internal/envelope"
+	"github.com/inorder/inorder/internal/recvcore"
+	"github.com/inorder/inorder/seqstore"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the scripts in testdata")
+
+// TestScripts runs the scripts in testdata/*.txt: each step is a command
+// (an event for the Core, or the outcome of an action it asked for), then
+// "----", then what the Core did: the actions of its next Ready, the
+// reports and resolutions, and for "next" the hand-out. They show each rule
+// of the receive side as an example, in the manner of etcd raft's
+// interaction tests. go test -run TestScripts -rewrite regenerates the
+// expected output; review the diff.
+func TestScripts(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.txt")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) { runScript(t, f) })
+	}
+}
+
+type script struct {
+	t        *testing.T
+	cfg      recvcore.Config
+	core     *recvcore.Core
+	now      time.Time
+	receipts int
+	out      []recvcore.Delivery
+	reads    []recvcore.Read
+	commits  []recvcore.Commit
+	deletes  []recvcore.Delete
+	parks    []recvcore.Park
+	unparks  []recvcore.Unpark
+	deads    []recvcore.DeadLetter
+}
+
+func runScript(t *testing.T, path string) {
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	blocks := strings.Split(string(data), "\n\n")
+	var rewritten []string
+	s := &script{t: t, now: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	for _, block := range blocks {
+		block = strings.TrimRight(block, "\n")
+		if strings.TrimSpace(block) == "" {
+			continue
+		}
+		cmd, want, _ := strings.Cut(block, "\n----")
+		want = strings.TrimPrefix(want, "\n")
+		var got strings.Builder
+		for _, line := range strings.Split(cmd, "\n") {
+			line = strings.TrimSpace(line)
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			got.WriteString(s.do(line))
+			if s.core != nil {
+				got.WriteString(s.ready())
+			}
+		}
+		if *rewrite {
+			rewritten = append(rewritten, strings.TrimRight(cmd+"\n----\n"+got.String(), "\n"))
+			continue
+		}
+		require.Equal(t, strings.TrimRight(want, "\n"), strings.TrimRight(got.String(), "\n"), "%s: after\n%s", path, cmd)
+	}
+	if *rewrite {
+		require.NoError(t, os.WriteFile(path, []byte(strings.Join(rewritten, "\n\n")+"\n"), 0o644))
+	}
+}
+
+func (s *script) ready() string {
+	rd := s.core.Ready(s.now)
+	s.reads = append(s.reads, rd.Reads...)
+	s.commits = append(s.commits, rd.Commits...)
+	s.deletes = append(s.deletes, rd.Deletes...)
+	s.parks = append(s.parks, rd.Parks...)
+	s.unparks = append(s.unparks, rd.Unparks...)
+	s.deads = append(s.deads, rd.DeadLetters...)
+	for _, r := range rd.Resolved {
+		for i := range s.out {
+			if s.out[i].Await == r.Ticket && r.Err == nil {
+				s.out[i].Await = 0
+			}
+		}
+	}
+	// Visibility actions are left out: the scripts run within one
+	// visibility timeout.
+	rd.Visibility = nil
+	return describe(rd)
+}
+
+func (s *script) do(line string) string {
+	f := strings.Fields(line)
+	args := f[1:]
+	pending := map[string]int{"read": len(s.reads), "commit": len(s.commits), "delete": len(s.deletes),
+		"park": len(s.parks), "unpark": len(s.unparks), "dead-letter": len(s.deads)}
+	if n, ok := pending[f[0]]; ok && n == 0 {
+		return f[0] + ": nothing pending\n"
+	}
+	switch f[0] {
+	case "config":
+		s.config(args)
+		return ""
+	case "arrive":
+		var in []recvcore.Incoming
+		for _, a := range args {
+			s.receipts++
+			in = append(in, recvcore.Incoming{Body: body(a), ID: "id-" + a, Receipt: fmt.Sprintf("r%d", s.receipts)})
+		}
+		s.core.Arrive(s.now, in)
+		return ""
+	case "next":
+		d, ok := s.core.Next(s.now)
+		if !ok {
+			return "next: none\n"
+		}
+		s.out = append(s.out, d)
+		return "next: " + delivery(d) + "\n"
+	case "ack", "ack-sync", "nack", "abandon":
+		d := s.find(args[0])
+		if d == nil {
+			return f[0] + ": no delivery " + args[0] + "\n"
+		}
+		var err error
+		var tk recvcore.Ticket
+		switch f[0] {
+		case "ack":
+			_, err = s.core.Ack(s.now, d, false)
+		case "ack-sync":
+			tk, err = s.core.Ack(s.now, d, true)
+		case "nack":
+			err = s.core.Nack(s.now, d, errors.New("handler failed"))
+		case "abandon":
+			err = s.core.Abandon(s.now, d)
+		}
+		if err != nil {
+			return fmt.Sprintf("%s: %v\n", f[0], err)
+		}
+		if tk != 0 {
+			return fmt.Sprintf("ack-sync: ticket %d\n", tk)
+		}
+		return ""
+	case "tick":
+		d, err := time.ParseDuration(args[0])
+		require.NoError(s.t, err)
+		s.now = s.now.Add(d)
+		s.core.Tick(s.now)
+		return ""
+	case "read":
+		r := pop1(&s.reads)
+		if args[0] == "fail" {
+			s.core.Read(s.now, r.ID, nil, errors.New("store unreachable"))
+			return ""
+		}
+		curs := make([]seqstore.Cursor, len(r.Streams))
+		for _, a := range args[1:] { // group=epoch/next
+			g, c, _ := strings.Cut(a, "=")
+			for i, st := range r.Streams {
+				if st.Group == g {
+					curs[i] = parseCursor(c)
+				}
+			}
+		}
+		s.core.Read(s.now, r.ID, curs, nil)
+		return ""
+	case "commit":
+		c := pop1(&s.commits)
+		switch args[0] {
+		case "ok":
+			s.core.Committed(s.now, c.ID, nil)
+		case "fail", "ambiguous":
+			s.core.Committed(s.now, c.ID, errors.New("timeout: outcome unknown"))
+		case "conflict":
+			errs := make([]error, len(c.Advances))
+			for i, a := range c.Advances {
+				errs[i] = seqstore.ErrAborted
+				if a.Stream.Group == args[1] {
+					errs[i] = seqstore.ErrConflict
+				}
+			}
+			s.core.Committed(s.now, c.ID, &seqstore.BatchError{Errs: errs})
+		}
+		return ""
+	case "delete":
+		d := pop1(&s.deletes)
+		res := make([]recvcore.DeleteResult, len(d.Receipts))
+		if args[0] == "stale" {
+			for i := range res {
+				res[i] = recvcore.DeleteResult{Err: errors.New("stale"), Stale: true}
+			}
+		}
+		s.core.Deleted(s.now, d.ID, res)
+		return ""
+	case "park":
+		p := pop1(&s.parks)
+		s.core.Parked(s.now, p.ID, nil)
+		return ""
+	case "unpark":
+		u := pop1(&s.unparks)
+		res := make([][]seqstore.Parked, len(u.Queries))
+		for _, a := range args { // group/epoch/seq
+			parts := strings.Split(a, "/")
+			e, _ := strconv.ParseUint(parts[1], 10, 64)
+			q, _ := strconv.ParseUint(parts[2], 10, 64)
+			for i, qu := range u.Queries {
+				if qu.Stream.Group == parts[0] {
+					res[i] = append(res[i], seqstore.Parked{Stream: qu.Stream, Epoch: e, Seq: q, Body: body(a)})
+				}
+			}
+		}
+		s.core.Unparked(s.now, u.ID, res, nil)
+		return ""
+	case "dead-letter":
+		d := pop1(&s.deads)
+		s.core.DeadLettered(s.now, d.ID, make([]error, len(d.Bodies)))
+		return ""
+	case "dump":
+		return s.core.Dump()
+	case "close":
+		s.core.Close(s.now)
+		return ""
+	case "stats":
+		st := s.core.Stats()
+		return fmt.Sprintf("stats: held %d buffered %d delivered %d acked %d duplicates %d late %d skipped %d conflicts %d stuck %v\n",
+			st.Held, st.Buffered, st.Delivered, st.Acked, st.Duplicates, st.Late, st.Skipped, st.Conflicts, stuck(st.Stuck))
+	}
+	s.t.Fatalf("unknown command %q", line)
+	return ""
+}
+
+func stuck(gs []recvcore.StuckGroup) []string {
+	var out []string
+	for _, g := range gs {
+		out = append(out, g.Group+":"+g.Reason)
+	}
+	return out
+}
+
+func (s *script) config(args []string) {
+	cfg := recvcore.Config{
+		Queue: "q", GapTimeout: 5 * time.Second, StartSettle: 2 * time.Second, MaxAttempts: 3,
+		RetryInitial: time.Second, RetryMax: 4 * time.Second, Window: 100, MaxHeld: 100, MaxMemory: 1 << 20,
+		MaxUndeletedRate: 1000, MaxBatch: 4, MaxAdvances: 16, MaxParks: 16, ReapInterval: 200 * time.Millisecond,
+		Visibility: time.Hour, VisibilityMargin: -1, VisibilityExtend: time.Hour, ShortVisibility: time.Second,
+		MaxVisibilityRate: 10, IdleEvict: -1, MaxEpochAhead: 24 * time.Hour,
+	}
+	for _, a := range args {
+		k, v, _ := strings.Cut(a, "=")
+		n, _ := strconv.Atoi(v)
+		switch k {
+		case "mode":
+			cfg.Mode = map[string]recvcore.Mode{"alo": recvcore.AtLeastOnce, "amo": recvcore.AtMostOnce, "eo": recvcore.ExactlyOnce}[v]
+		case "gap":
+			cfg.GapPolicy = map[string]recvcore.GapPolicy{"wait": recvcore.GapWait, "skip": recvcore.GapSkip}[v]
+		case "start":
+			cfg.Start = map[string]recvcore.StartPolicy{"first": recvcore.StartFirst, "lowest": recvcore.StartLowest}[v]
+		case "window":
+			cfg.Window = n
+		case "maxheld":
+			cfg.MaxHeld = n
+		case "park":
+			cfg.Park = v == "true"
+		case "deadletter":
+			cfg.DeadLetter = v == "true"
+		default:
+			s.t.Fatalf("unknown config %q", a)
+		}
+	}
+	c, err := recvcore.New(cfg)
+	require.NoError(s.t, err)
+	s.cfg, s.core = cfg, c
+}
+
+// find returns the outstanding delivery named group/seq.
+func (s *script) find(name string) *recvcore.Delivery {
+	for i := len(s.out) - 1; i >= 0; i-- {
+		d := &s.out[i]
+		if fmt.Sprintf("%s/%d", d.Group, d.Seq) == name {
+			return d
+		}
+	}
+	return nil
+}
+
+// body encodes group/epoch/seq as a tagged body, "plain:x" as untagged.
+func body(a string) []byte {
+	if p, ok := strings.CutPrefix(a, "plain:"); ok {
+		return []byte(p)
+	}
+	parts := strings.Split(a, "/")
+	e, _ := strconv.ParseUint(parts[1], 10, 64)
+	q, _ := strconv.ParseUint(parts[2], 10, 64)
+	return envelope.Append(nil, envelope.Header{Group: parts[0], Epoch: e, Seq: q}, []byte(a))
+}
+
+func parseCursor(c string) seqstore.Cursor {
+	e, n, _ := strings.Cut(c, "/")
+	ep, _ := strconv.ParseUint(e, 10, 64)
+	nx, _ := strconv.ParseUint(n, 10, 64)
+	return seqstore.Cursor{Epoch: ep, Next: nx}
+}
+
+func pop1[T any](s *[]T) T {
+	v := (*s)[0]
+	*s = (*s)[1:]
+	return v
+}

@@ -1,0 +1,211 @@
+package ordered_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inorder/inorder/ordered"
+	"github.com/inorder/inorder/ordered/memqueue"
+	"github.com/inorder/inorder/seqstore/memstore"
+)
+
+// A write applied by the store but reported failed, answered to a SyncAck:
+// the receiver re-reads the cursor, finds its own write, and the Ack
+// succeeds; nothing is reported as a second receiver.
+func TestReceiveAmbiguousCommitIsNotAConflict(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		drv := memqueue.New(&memqueue.Options{Shards: 1})
+		st := &ambStore{Store: memstore.New()}
+		st.fail.Store(1)
+		var conflicts int
+		q := rxQueue(t, drv, st, &ordered.Options{
+			Hooks:   ordered.Hooks{OnConflict: func(ordered.Event) { conflicts++ }},
+			Receive: ordered.ReceiveOptions{SyncAck: true, Wait: time.Second},
+		})
+		rxSend(t, drv, rxBodies("g", 1, 1, 3, nil))
+		ctx := context.Background()
+		for want := uint64(1); want <= 3; want++ {
+			m, err := q.Receive(ctx)
+			require.NoError(t, err)
+			require.Equal(t, want, m.Seq)
+			require.NoError(t, m.Ack(ctx), "SyncAck of seq %d: the ambiguous write was this receiver's own", want)
+		}
+		s := q.Stats().Receive
+		rxClose(t, q)
+		assert.Zero(t, conflicts, "no OnConflict for a write of one's own")
+		assert.Zero(t, s.Conflicts)
+		assert.Positive(t, s.CommitFailures, "the store did report a failure")
+		vis, inflight := drv.Len()
+		assert.Zero(t, vis+inflight, "everything deleted")
+	})
+}
+
+// AtMostOnce: an untagged message that the handler rejects is not retried,
+// and it is deleted all the same (it was deleted before it was handed out).
+func TestReceiveAtMostOnceUntaggedNackDeleted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBubble(t, &memqueue.Options{Shards: 1, Visibility: 5 * time.Second}, &ordered.Options{Receive: ordered.ReceiveOptions{Mode: ordered.AtMostOnce}})
+		b.receiveInto()
+		require.NoError(t, b.drv.SendBatch(context.Background(), [][]byte{[]byte("no header")}))
+		time.Sleep(time.Millisecond)
+		m := b.next()
+		require.True(t, m.Unordered)
+		require.NoError(t, m.Nack(context.Background(), errors.New("rejected")))
+		time.Sleep(time.Minute) // several visibility timeouts
+		b.none("a rejected AtMostOnce message never comes again")
+		vis, inflight := b.drv.Len()
+		b.close()
+		assert.Zero(t, vis+inflight, "the untagged message is deleted")
+	})
+}
+
+// Unordered copies are handed out once per receiver's life: two queue
+// messages of one late seq (a skipped seq sent twice) and a redelivery of
+// an untagged body give one hand-out each, and with a dead-letter queue
+// one dead letter each.
+func TestReceiveUnorderedCopiesOnce(t *testing.T) {
+	for _, dead := range []bool{false, true} {
+		t.Run(map[bool]string{false: "deliver", true: "dead-letter"}[dead], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				dlq := memqueue.New(nil)
+				ro := ordered.ReceiveOptions{GapPolicy: ordered.GapSkip, GapTimeout: time.Second}
+				if dead {
+					ro.DeadLetter = dlq
+				}
+				b := newBubble(t, &memqueue.Options{Shards: 1, Visibility: 3 * time.Second}, &ordered.Options{Receive: ro})
+				b.receiveInto()
+				rxSend(t, b.drv, [][]byte{rxBody("g", 1, 2)})
+				time.Sleep(2 * time.Second) // seq 1 skipped
+				ack(t, b.next())
+				// Seq 1 arrives late, sent twice (two queue messages).
+				rxSend(t, b.drv, [][]byte{rxBody("g", 1, 1), rxBody("g", 1, 1)})
+				time.Sleep(10 * time.Second)
+				var unordered int
+				for {
+					synctest.Wait()
+					select {
+					case m := <-b.msgs:
+						require.True(t, m.Unordered)
+						unordered++
+						ack(t, m)
+						continue
+					default:
+					}
+					break
+				}
+				time.Sleep(30 * time.Second) // any released copy comes back and is deleted
+				b.none("no copy of the late seq is handed out again")
+				b.close()
+				dvis, _ := dlq.Len()
+				if dead {
+					assert.Zero(t, unordered, "dead-lettered, not handed out")
+					assert.Equal(t, 1, dvis, "one dead letter for the two copies")
+				} else {
+					assert.Equal(t, 1, unordered, "one hand-out for the two copies")
+					assert.Zero(t, dvis)
+				}
+				vis, inflight := b.drv.Len()
+				assert.Zero(t, vis+inflight, "both copies deleted")
+				assert.NotEmpty(t, b.evs("late"), "the late seq is reported")
+			})
+		})
+	}
+}
+
+// GapWait: a newer sender epoch never makes the group pass over a seq of
+// the old epoch that is missing: the hole waits (reported), and the switch
+// happens once the old epoch has nothing left, GapTimeout after the newer
+// epoch showed up.
+func TestReceiveEpochSwitchWaitsForTheHole(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBubble(t, &memqueue.Options{Shards: 1}, &ordered.Options{Receive: ordered.ReceiveOptions{GapTimeout: 10 * time.Second}})
+		b.receiveInto()
+		rxSend(t, b.drv, [][]byte{rxBody("g", 1, 1), rxBody("g", 1, 3)})
+		time.Sleep(time.Millisecond)
+		ack(t, b.next())
+		rxSend(t, b.drv, rxBodies("g", 2, 1, 2, nil)) // the sender lost its state
+		time.Sleep(5 * time.Minute)
+		b.none("seq 2 of epoch 1 is missing: the group never passes over it")
+		require.NotEmpty(t, b.evs("gap"), "the hole is reported")
+		assert.Empty(t, b.evs("epoch"), "no switch while the old epoch holds a hole")
+		rxSend(t, b.drv, [][]byte{rxBody("g", 1, 2)})
+		time.Sleep(time.Millisecond)
+		for _, want := range []uint64{2, 3} {
+			m := b.next()
+			require.Equal(t, uint64(1), m.Epoch)
+			require.Equal(t, want, m.Seq)
+			ack(t, m)
+		}
+		for _, want := range []uint64{1, 2} {
+			time.Sleep(10 * time.Second) // the switch waited GapTimeout since the newer epoch appeared: done already
+			m := b.next()
+			require.Equal(t, uint64(2), m.Epoch, "the newer epoch follows the old one")
+			require.Equal(t, want, m.Seq)
+			ack(t, m)
+		}
+		assert.Len(t, b.evs("epoch"), 1)
+		b.close()
+	})
+}
+
+// TestReceiveMemoryBudget: 10,000 groups whose bodies sit far ahead of
+// their next seq (a hostile spread: each group blocked on a hole, with big
+// bodies), under a budget of 8 MiB. The heap the receiver holds stays within
+// the budget plus a constant, and the budget is what Stats reports.
+func TestReceiveMemoryBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates ~100 MB of bodies")
+	}
+	const (
+		groups = 10_000
+		budget = 8 << 20
+		// What the budget does not count: one receive batch per fetcher
+		// beyond it, the driver's and the test's own slack.
+		constant = 6 << 20
+	)
+	drv := memqueue.New(&memqueue.Options{Shards: 4, Visibility: time.Minute})
+	q := rxQueue(t, drv, memstore.New(), &ordered.Options{Receive: ordered.ReceiveOptions{
+		Wait: 10 * time.Millisecond, MaxMemory: budget, MaxUndeleted: 100_000,
+	}})
+	pad := make([]byte, 10_000)
+	var bs [][]byte
+	for g := range groups {
+		b := rxBody(fmt.Sprintf("g%05d", g), 1, uint64(2+g%5000))
+		bs = append(bs, append(b, pad...))
+	}
+	rxSend(t, drv, bs)
+	bs = nil
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	queued := before.HeapAlloc
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_, err := q.Receive(ctx) // starts the receiver; nothing is deliverable
+	cancel()
+	require.Error(t, err)
+	var peak uint64
+	var peakMem int
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		var ms runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		peak = max(peak, ms.HeapAlloc)
+		peakMem = max(peakMem, q.Stats().Receive.Memory)
+	}
+	st := q.Stats().Receive
+	grown := int64(peak) - int64(queued)
+	t.Logf("groups in memory %d, received %d, memory charged %d (peak %d, budget %d), heap grew %.1f MiB (budget %.1f MiB + %.1f MiB)",
+		st.Groups, st.Received, st.Memory, peakMem, budget, float64(grown)/(1<<20), float64(budget)/(1<<20), float64(constant)/(1<<20))
+	rxClose(t, q)
+	assert.Positive(t, st.Received, "the receiver fetched")
+	assert.LessOrEqual(t, peakMem, budget+16*(10_000+1024), "charged memory stays within the budget, give or take one receive batch")
+	assert.Less(t, grown, int64(budget+constant), "heap within the budget plus a constant")
+}
