@@ -12,6 +12,9 @@
 //	export MNS_ACCESS_KEY_ID=inorder
 //	export MNS_ACCESS_KEY_SECRET=inorder-secret
 //
+// A secret given with -access-key-secret is not printed: only the published
+// default is.
+//
 // The endpoint ends in "/." because the SDK rejects endpoints without
 // exactly four dots (see the mnstest package documentation).
 //
@@ -200,7 +203,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "endpoint: %s\n\n", srv.Endpoint())
 	fmt.Fprintf(stdout, "export MNS_ENDPOINT=%s\n", srv.Endpoint())
 	fmt.Fprintf(stdout, "export MNS_ACCESS_KEY_ID=%s\n", srv.AccessKeyID())
-	fmt.Fprintf(stdout, "export MNS_ACCESS_KEY_SECRET=%s\n\n", srv.AccessKeySecret())
+	if srv.AccessKeySecret() == mnstest.DefaultAccessKeySecret {
+		fmt.Fprintf(stdout, "export MNS_ACCESS_KEY_SECRET=%s\n\n", srv.AccessKeySecret())
+	} else {
+		// A secret of the user's own stays out of logs of this banner.
+		fmt.Fprintf(stdout, "# and MNS_ACCESS_KEY_SECRET: the one given with -access-key-secret\n\n")
+	}
 	fmt.Fprintln(stdout, "Ctrl-C to stop.")
 
 	var tick <-chan time.Time

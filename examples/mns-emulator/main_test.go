@@ -166,3 +166,19 @@ func TestChaosFlag(t *testing.T) {
 	assert.NotContains(t, text, "WARNING", "the preset loses nothing")
 	require.NoError(t, stop())
 }
+
+// TestChosenSecretNotPrinted: the export lines give the published default
+// secret, which anyone may know, but not one chosen with -access-key-secret,
+// which the user has and a log of the banner must not.
+func TestChosenSecretNotPrinted(t *testing.T) {
+	banner, stop := startRun(t, "-addr", "127.0.0.1:0", "-stats", "0", "-access-key-secret", "chosen-S3cr3t")
+	text := strings.Join(banner, "\n")
+	assert.NotContains(t, text, "S3cr3t", "a chosen secret must not be printed:\n%s", text)
+	assert.Contains(t, text, "export MNS_ACCESS_KEY_ID=inorder\n", "the id is printed:\n%s", text)
+	assert.Contains(t, text, "MNS_ACCESS_KEY_SECRET: the one given with -access-key-secret", "the banner says which secret:\n%s", text)
+	require.NoError(t, stop())
+
+	banner, stop = startRun(t, "-addr", "127.0.0.1:0", "-stats", "0")
+	assert.Contains(t, banner, "export MNS_ACCESS_KEY_SECRET=inorder-secret", "the published default is printed")
+	require.NoError(t, stop())
+}

@@ -21,16 +21,23 @@
 //	            MNS_ACCESS_KEY_SECRET
 //	-n          messages to receive (default 20)
 //	-store      INORDER_STORE          where the receive cursor is kept
-//	            default file:$TMPDIR/inorder-examples/<queue>/receive
+//	            default file:<cache>/inorder-examples/<queue>/receive, where
+//	            <cache> is the user's cache directory ($XDG_CACHE_HOME or
+//	            ~/.cache on Linux; -h shows it), created mode 0700
 //	              file:DIR or DIR        a local directory (filestore)
 //	              sqlite:FILE            a SQLite database file
 //	              redis://[user:pass@]host:port/db, rediss:// for TLS
 //	              postgres://user:pass@host:port/db?sslmode=...
 //	              mysql://user:pass@host:port/db (MySQL or MariaDB)
 //	            ?prefix=P sets the Redis key prefix or the SQL table prefix;
-//	            SQL tables are created if missing. Passwords never appear in
-//	            messages. A file store is locked by one process at a time;
-//	            a server store can be shared by send and receive.
+//	            SQL tables are created if missing, a SQLite file mode 0600.
+//	            Passwords never appear in messages. A bare string with '=',
+//	            '@' or HOST:PORT is refused (a connection string must be a
+//	            URL); write file:DIR for a directory of such a name. A file
+//	            store is locked by one process at a time; a server store can
+//	            be shared by send and receive.
+//	-v          log what the queue, the MNS driver and the store report
+//	            (debug level) to stderr
 //	-timeout    give up when the n messages have not all come within this time (default 2m)
 //	-lowest     with no stored cursor, start at the lowest seq in the queue
 //	            instead of waiting for seq 1
@@ -42,9 +49,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -74,6 +81,7 @@ type config struct {
 	endpoint, queue, store string
 	storeSpec              *storeurl.Spec
 	cred                   mnsqueue.Credentials
+	verbose                bool
 	n                      int
 	timeout                time.Duration
 	lowest                 bool
@@ -85,7 +93,12 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.endpoint, "endpoint", os.Getenv("MNS_ENDPOINT"), "MNS endpoint (env MNS_ENDPOINT; default "+defaultEndpoint+")")
 	fs.StringVar(&c.queue, "queue", os.Getenv("MNS_QUEUE"), "queue name (env MNS_QUEUE; default inorder-sample)")
-	fs.StringVar(&c.store, "store", "", "where the receive cursor is kept: file:DIR, sqlite:FILE, redis://..., postgres://... or mysql://... (env INORDER_STORE; default file:$TMPDIR/inorder-examples/<queue>/receive)")
+	defaultDir, err := storeurl.UserDir("<queue>", "receive")
+	if err != nil {
+		defaultDir = "<user cache dir>/inorder-examples/<queue>/receive"
+	}
+	fs.StringVar(&c.store, "store", "", "where the receive cursor is kept: file:DIR, sqlite:FILE, redis://..., postgres://... or mysql://... (env INORDER_STORE; default file:"+defaultDir+", created mode 0700)")
+	fs.BoolVar(&c.verbose, "v", false, "log what the queue, the MNS driver and the store report (debug level) to stderr")
 	fs.IntVar(&c.n, "n", 20, "messages to receive")
 	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "give up after this long")
 	fs.BoolVar(&c.lowest, "lowest", false, "with no stored cursor, start at the lowest seq in the queue")
@@ -104,7 +117,11 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		c.store = os.Getenv("INORDER_STORE")
 	}
 	if c.store == "" {
-		c.store = "file:" + filepath.Join(os.TempDir(), "inorder-examples", c.queue, "receive")
+		dir, err := storeurl.UserDir(c.queue, "receive")
+		if err != nil {
+			return c, fmt.Errorf("no -store, and no default: %w", err)
+		}
+		c.store = "file:" + dir
 	}
 	spec, err := storeurl.Parse(c.store)
 	if err != nil {
@@ -132,13 +149,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	drv, err := mnsqueue.New(ctx, c.endpoint, c.queue, c.cred, nil)
+	log := logger(c.verbose, stderr)
+	drv, err := mnsqueue.New(ctx, c.endpoint, c.queue, c.cred, &mnsqueue.Options{Logger: log})
 	if err != nil {
 		return fmt.Errorf("open queue %s at %s (run send first to create it): %w", c.queue, c.endpoint, err)
 	}
 	defer drv.Close()
 
-	backend, err := c.storeSpec.Open(ctx, nil)
+	backend, err := c.storeSpec.Open(ctx, &storeurl.Options{Logger: log})
 	if err != nil {
 		return fmt.Errorf("open cursor store: %w", err)
 	}
@@ -148,7 +166,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}()
 
-	opts := &ordered.Options{}
+	opts := &ordered.Options{Logger: log}
 	if c.lowest {
 		opts.Receive.Start = ordered.StartLowest
 	}
@@ -191,4 +209,13 @@ func closeQueue(q *ordered.Queue) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return q.Close(ctx)
+}
+
+// logger returns, with -v, a debug-level logger on w; else nil, which the
+// queue, the driver and the store take for "discard".
+func logger(verbose bool, w io.Writer) *slog.Logger {
+	if !verbose {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

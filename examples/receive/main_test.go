@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -195,6 +196,8 @@ func TestStoreFlagErrors(t *testing.T) {
 		{"mongodb://u:hunter2@h/db", "unknown scheme"},
 		{"mysql://u:hunter2@h", "one database name"},
 		{"redis://u:hunter2@h:1/0?bogus=1", "unexpected option"},
+		{"host=h user=u password=hunter2 dbname=d", "key=value"},
+		{"root:hunter2@tcp(h:3306)/db", "unknown scheme"},
 	} {
 		var stderr strings.Builder
 		_, err := parse([]string{"-store", tt.spec}, &stderr)
@@ -209,7 +212,16 @@ func TestStoreFlagErrors(t *testing.T) {
 	require.NoError(t, err, "-store wins over INORDER_STORE")
 	assert.Equal(t, "sqlite:x.db", c.storeSpec.String())
 	t.Setenv("INORDER_STORE", "")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // Linux; elsewhere os.UserCacheDir ignores it
+	cache, err := os.UserCacheDir()
+	require.NoError(t, err)
 	c, err = parse([]string{"-queue", "q1"}, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, "file:"+filepath.Join(os.TempDir(), "inorder-examples", "q1", "receive"), c.storeSpec.String(), "the default store")
+	assert.Equal(t, "file:"+filepath.Join(cache, "inorder-examples", "q1", "receive"), c.storeSpec.String(),
+		"the default store: a per-user directory, not the shared temporary directory")
+	var help strings.Builder
+	_, err = parse([]string{"-h"}, &help)
+	require.ErrorIs(t, err, flag.ErrHelp)
+	assert.Contains(t, help.String(), "default file:"+filepath.Join(cache, "inorder-examples", "<queue>", "receive"),
+		"-h should say where the default store is")
 }

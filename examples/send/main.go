@@ -12,8 +12,8 @@
 //
 // The same with the state of both in one SQLite file:
 //
-//	go run ./examples/send -store sqlite:/tmp/inorder.db
-//	go run ./examples/receive -store sqlite:/tmp/inorder.db
+//	go run ./examples/send -store sqlite:inorder.db
+//	go run ./examples/receive -store sqlite:inorder.db
 //
 // Configuration, flags first, then the environment:
 //
@@ -23,16 +23,23 @@
 //	            MNS_ACCESS_KEY_SECRET
 //	-n          messages to send (default 20)
 //	-store      INORDER_STORE          where the sequence state is kept
-//	            default file:$TMPDIR/inorder-examples/<queue>/send
+//	            default file:<cache>/inorder-examples/<queue>/send, where
+//	            <cache> is the user's cache directory ($XDG_CACHE_HOME or
+//	            ~/.cache on Linux; -h shows it), created mode 0700
 //	              file:DIR or DIR        a local directory (filestore)
 //	              sqlite:FILE            a SQLite database file
 //	              redis://[user:pass@]host:port/db, rediss:// for TLS
 //	              postgres://user:pass@host:port/db?sslmode=...
 //	              mysql://user:pass@host:port/db (MySQL or MariaDB)
 //	            ?prefix=P sets the Redis key prefix or the SQL table prefix;
-//	            SQL tables are created if missing. Passwords never appear in
-//	            messages. A file store is locked by one process at a time;
-//	            a server store can be shared by send and receive.
+//	            SQL tables are created if missing, a SQLite file mode 0600.
+//	            Passwords never appear in messages. A bare string with '=',
+//	            '@' or HOST:PORT is refused (a connection string must be a
+//	            URL); write file:DIR for a directory of such a name. A file
+//	            store is locked by one process at a time; a server store can
+//	            be shared by send and receive.
+//	-v          log what the queue, the MNS driver and the store report
+//	            (debug level) to stderr
 //	-legacy     write the sample's own "#<seq>#<body>" header instead of the
 //	            default one, for receivers that run the original sample; it
 //	            carries no sender epoch, so use it from a fresh queue and store
@@ -46,9 +53,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -80,6 +87,7 @@ type config struct {
 	endpoint, queue, store string
 	storeSpec              *storeurl.Spec
 	cred                   mnsqueue.Credentials
+	verbose                bool
 	n                      int
 	legacy                 bool
 }
@@ -90,7 +98,12 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.endpoint, "endpoint", os.Getenv("MNS_ENDPOINT"), "MNS endpoint (env MNS_ENDPOINT; default "+defaultEndpoint+")")
 	fs.StringVar(&c.queue, "queue", os.Getenv("MNS_QUEUE"), "queue name (env MNS_QUEUE; default inorder-sample)")
-	fs.StringVar(&c.store, "store", "", "where the sequence state is kept: file:DIR, sqlite:FILE, redis://..., postgres://... or mysql://... (env INORDER_STORE; default file:$TMPDIR/inorder-examples/<queue>/send)")
+	defaultDir, err := storeurl.UserDir("<queue>", "send")
+	if err != nil {
+		defaultDir = "<user cache dir>/inorder-examples/<queue>/send"
+	}
+	fs.StringVar(&c.store, "store", "", "where the sequence state is kept: file:DIR, sqlite:FILE, redis://..., postgres://... or mysql://... (env INORDER_STORE; default file:"+defaultDir+", created mode 0700)")
+	fs.BoolVar(&c.verbose, "v", false, "log what the queue, the MNS driver and the store report (debug level) to stderr")
 	fs.IntVar(&c.n, "n", 20, "messages to send")
 	fs.BoolVar(&c.legacy, "legacy", false, `write the sample's "#<seq>#<body>" header`)
 	if err := fs.Parse(args); err != nil {
@@ -108,7 +121,11 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		c.store = os.Getenv("INORDER_STORE")
 	}
 	if c.store == "" {
-		c.store = "file:" + filepath.Join(os.TempDir(), "inorder-examples", c.queue, "send")
+		dir, err := storeurl.UserDir(c.queue, "send")
+		if err != nil {
+			return c, fmt.Errorf("no -store, and no default: %w", err)
+		}
+		c.store = "file:" + dir
 	}
 	spec, err := storeurl.Parse(c.store)
 	if err != nil {
@@ -136,13 +153,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	drv, err := openQueue(ctx, c)
+	log := logger(c.verbose, stderr)
+	drv, err := openQueue(ctx, c, &mnsqueue.Options{Logger: log})
 	if err != nil {
 		return err
 	}
 	defer drv.Close()
 
-	backend, err := c.storeSpec.Open(ctx, nil)
+	backend, err := c.storeSpec.Open(ctx, &storeurl.Options{Logger: log})
 	if err != nil {
 		return fmt.Errorf("open sequence store: %w", err)
 	}
@@ -152,7 +170,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}()
 
-	opts := &ordered.Options{}
+	opts := &ordered.Options{Logger: log}
 	if c.legacy {
 		opts.Send.Format = ordered.FormatLegacy
 	}
@@ -194,16 +212,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // openQueue opens the MNS driver, creating the queue if it does not exist.
-func openQueue(ctx context.Context, c config) (*mnsqueue.Queue, error) {
-	q, err := mnsqueue.New(ctx, c.endpoint, c.queue, c.cred, nil)
+func openQueue(ctx context.Context, c config, opts *mnsqueue.Options) (*mnsqueue.Queue, error) {
+	q, err := mnsqueue.New(ctx, c.endpoint, c.queue, c.cred, opts)
 	if errors.Is(err, driver.ErrQueueNotFound) {
 		if err := mnsqueue.CreateQueue(ctx, c.endpoint, c.cred, c.queue, nil); err != nil && !errors.Is(err, mnsqueue.ErrQueueExists) {
 			return nil, fmt.Errorf("create queue %s: %w", c.queue, err)
 		}
-		q, err = mnsqueue.New(ctx, c.endpoint, c.queue, c.cred, nil)
+		q, err = mnsqueue.New(ctx, c.endpoint, c.queue, c.cred, opts)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open queue %s at %s: %w", c.queue, c.endpoint, err)
 	}
 	return q, nil
+}
+
+// logger returns, with -v, a debug-level logger on w; else nil, which the
+// queue, the driver and the store take for "discard".
+func logger(verbose bool, w io.Writer) *slog.Logger {
+	if !verbose {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

@@ -21,9 +21,13 @@ func TestMain(m *testing.M) {
 // programs themselves run in examples/receive's process test.
 func TestStoreFlag(t *testing.T) {
 	t.Setenv("INORDER_STORE", "")
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // Linux; elsewhere os.UserCacheDir ignores it
+	cache, err := os.UserCacheDir()
+	require.NoError(t, err)
 	c, err := parse([]string{"-queue", "q1"}, io.Discard)
 	require.NoError(t, err)
-	assert.Equal(t, "file:"+filepath.Join(os.TempDir(), "inorder-examples", "q1", "send"), c.storeSpec.String(), "default store")
+	assert.Equal(t, "file:"+filepath.Join(cache, "inorder-examples", "q1", "send"), c.storeSpec.String(),
+		"default store: a per-user directory, not the shared temporary directory")
 
 	t.Setenv("INORDER_STORE", "redis://u:hunter2@127.0.0.1:6379/0?prefix=app:")
 	c, err = parse(nil, io.Discard)
@@ -34,6 +38,8 @@ func TestStoreFlag(t *testing.T) {
 	_, err = parse([]string{"-h"}, &help)
 	require.ErrorIs(t, err, flag.ErrHelp)
 	assert.Contains(t, help.String(), "-store", "usage")
+	assert.Contains(t, help.String(), "default file:"+filepath.Join(cache, "inorder-examples", "<queue>", "send"),
+		"-h should say where the default store is")
 	assert.NotContains(t, help.String(), "hunter2", "-h must not print INORDER_STORE's password")
 
 	c, err = parse([]string{"-store", "/var/lib/state"}, io.Discard)

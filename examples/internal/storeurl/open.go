@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -162,11 +163,29 @@ func (s *Spec) openSQLite(ctx context.Context, o Options) (*Backend, error) {
 			return nil, fmt.Errorf("storeurl: %s: %w", s, err)
 		}
 	}
+	if err := createPrivate(s.Path); err != nil {
+		return nil, fmt.Errorf("storeurl: %s: %w", s, err)
+	}
 	db, err := sql.Open("sqlite", s.sqliteDSN)
 	if err != nil {
 		return nil, fmt.Errorf("storeurl: %s: %w", s, err)
 	}
 	return s.openSQL(ctx, o, db, sqlstore.SQLite)
+}
+
+// createPrivate creates the empty file path, mode 0600, unless something is
+// there already (O_EXCL: an existing file or link is left as it is). SQLite
+// takes an empty file for a new database and gives its -wal and -shm files
+// the database file's mode; left to itself it would create all three 0644.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // openSQL opens a sqlstore over db, pings and migrates; on failure it closes

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -226,6 +227,30 @@ func TestRoundTrip(t *testing.T) {
 			assert.Equal(t, []seqstore.Reservation{{Epoch: r.Epoch, First: 3}}, r2, "the counter continues")
 		})
 	}
+}
+
+// TestSQLiteFilesPrivate checks that a SQLite database created through Open
+// is mode 0600, and so are its -wal and -shm files (they hold message bodies),
+// in a directory created 0700.
+func TestSQLiteFilesPrivate(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no Unix file modes")
+	}
+	dir := filepath.Join(t.TempDir(), "new-dir")
+	path := filepath.Join(dir, "store.db")
+	b, err := Open(t.Context(), "sqlite:"+path, nil)
+	require.NoError(t, err)
+	defer b.Close()
+	_, err = b.Store.Reserve(t.Context(), []seqstore.ReserveRequest{{Stream: seqstore.Stream{Queue: "q"}, N: 1, Journal: [][]byte{[]byte("body")}}})
+	require.NoError(t, err, "Reserve, so that the -wal and -shm files exist")
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		info, err := os.Stat(p)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), info.Mode().Perm(), "%s should be 0600, got %v", p, info.Mode().Perm())
+	}
+	info, err := os.Stat(dir)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), info.Mode().Perm(), "the directory should be created 0700, got %v", info.Mode().Perm())
 }
 
 func TestOpenPrefix(t *testing.T) {

@@ -83,6 +83,10 @@ func Parse(spec string) (*Spec, error) {
 	var err error
 	switch {
 	case !ok:
+		if why := notAPath(spec); why != "" {
+			return nil, fmt.Errorf("%w: neither a URL nor taken for a directory: %s; "+
+				"write a URL such as postgres://user:pass@host:5432/db, or file:DIR for a directory of that name", ErrInvalidSpec, why)
+		}
 		s.Kind = File
 		err = s.parseFile(spec)
 	case scheme == "file":
@@ -100,9 +104,14 @@ func Parse(spec string) (*Spec, error) {
 	case scheme == "mysql":
 		s.Kind = MySQL
 		err = s.parseMySQL(spec)
-	default:
+	case strings.HasPrefix(rest, "//"):
 		return nil, fmt.Errorf("%w %q in %s (want file, sqlite, redis, rediss, postgres, postgresql or mysql)",
 			ErrUnknownScheme, scheme, red)
+	default:
+		// Not a URL, so redactSpec found no password to hide in it
+		// (user:pass@tcp(host)/db, go-sql-driver's form): none of it is shown.
+		return nil, fmt.Errorf("%w %q (want file, sqlite, redis, rediss, postgres, postgresql or mysql; "+
+			"a server is named by a URL such as mysql://user:pass@host:3306/db)", ErrUnknownScheme, scheme)
 	}
 	if err != nil {
 		return nil, s.scrub(fmt.Errorf("%w: %s: %w", ErrInvalidSpec, red, err))
@@ -119,12 +128,33 @@ func splitScheme(spec string) (scheme, rest string, ok bool) {
 		return "", spec, false
 	}
 	for j, c := range []byte(spec[:i]) {
-		letter := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
-		if !letter && (j == 0 || !('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.')) {
+		if !isLetter(c) && (j == 0 || !('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.')) {
 			return "", spec, false
 		}
 	}
 	return strings.ToLower(spec[:i]), spec[i+1:], true
+}
+
+func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
+
+// notAPath says why spec, which has no scheme, looks like connection
+// parameters rather than a directory, or returns "" for a plain path.
+func notAPath(spec string) string {
+	first := spec
+	if i := strings.IndexAny(spec, `/\`); i >= 0 {
+		first = spec[:i]
+	}
+	// C:\dir or C:dir: splitScheme leaves a one-letter scheme to the path.
+	drive := len(first) >= 2 && first[1] == ':' && isLetter(first[0]) && !strings.Contains(first[2:], ":")
+	switch {
+	case strings.ContainsRune(spec, '='):
+		return "it has '=', like key=value connection parameters (libpq's host=... password=...)"
+	case strings.ContainsRune(spec, '@'):
+		return "it has '@', like user:pass@host"
+	case strings.ContainsRune(first, ':') && !drive:
+		return "its first element has ':', like HOST:PORT"
+	}
+	return ""
 }
 
 func (s *Spec) parseFile(path string) error {
@@ -327,6 +357,11 @@ func parseURL(spec string) (*url.URL, error) {
 	return u, nil
 }
 
+// minPiece is the shortest piece of a password that is scrubbed on its own:
+// shorter ones tell little, and scrubbing them garbles every word they are
+// part of ("db" in "dbname").
+const minPiece = 4
+
 // redactSpec returns spec with the password of its userinfo and the values of
 // query parameters whose name contains "pass" replaced by redactedText, and
 // those secrets: as written, decoded, and (for a malformed spec) in the
@@ -338,16 +373,24 @@ func redactSpec(spec string) (string, []string) {
 		if raw == "" {
 			return
 		}
-		secrets = append(secrets, raw)
+		forms := []string{raw}
 		if d, err := url.PathUnescape(raw); err == nil {
-			secrets = append(secrets, d)
+			forms = append(forms, d)
 		}
 		if d, err := url.QueryUnescape(raw); err == nil {
-			secrets = append(secrets, d)
+			forms = append(forms, d)
 		}
-		// Pieces between the characters that end a URL part, in case a
-		// parser stopped at one of them and quoted the rest.
-		secrets = append(secrets, strings.FieldsFunc(raw, func(r rune) bool { return strings.ContainsRune("/?#@%:", r) })...)
+		secrets = append(secrets, forms...)
+		// Pieces between the characters that end a URL part, as written
+		// and decoded, in case a parser or driver stopped at one of them
+		// and quoted the rest.
+		for _, f := range forms {
+			for _, p := range strings.FieldsFunc(f, func(r rune) bool { return strings.ContainsRune("/?#@%:", r) }) {
+				if len(p) >= minPiece {
+					secrets = append(secrets, p)
+				}
+			}
+		}
 	}
 	out := spec
 	if i := strings.Index(spec, "://"); i >= 0 {

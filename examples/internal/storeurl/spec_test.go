@@ -259,9 +259,9 @@ func TestRedactSpec(t *testing.T) {
 }
 
 func TestScrubOnePass(t *testing.T) {
-	// "x" is a piece of the password; it must not match inside the text
+	// "xxxx" is a piece of the password; it must not match inside the text
 	// that replaced the whole password.
-	_, err := Parse("postgres://u:" + secret + "/x@h/db")
+	_, err := Parse("postgres://u:" + secret + "/xxxx@h/db")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `invalid port ":xxxxx" after host`)
 	assert.Contains(t, err.Error(), "postgres://u:xxxxx@h/db")
@@ -275,4 +275,63 @@ func TestScrubKeepsChain(t *testing.T) {
 	assert.Equal(t, "storeurl: server unreachable or refused the connection: dial xxxxx", err.Error())
 	assert.ErrorIs(t, err, ErrUnreachable)
 	assert.ErrorIs(t, err, inner)
+}
+
+// TestParseRefusesWhatIsNotAPath checks that a spec with no scheme that looks
+// like connection parameters is refused, without being quoted, instead of
+// becoming a directory named after it, password included; and that file:
+// takes such a name as it is.
+func TestParseRefusesWhatIsNotAPath(t *testing.T) {
+	for _, tt := range []struct {
+		spec string
+		want error
+		msg  string // a piece of the message
+	}{
+		{"host=127.0.0.1 user=u password=" + secret + " dbname=test", ErrInvalidSpec, "key=value"},
+		{"password='" + secret + " x' host=h", ErrInvalidSpec, "key=value"},
+		{"dbname=test", ErrInvalidSpec, "key=value"},
+		{"state/run=1", ErrInvalidSpec, "key=value"},
+		{"u@h/db", ErrInvalidSpec, "'@'"},
+		{"1u:" + secret + "@tcp(h:3306)/db", ErrInvalidSpec, "'@'"},
+		{"127.0.0.1:6379", ErrInvalidSpec, "HOST:PORT"},
+		{"[::1]:6379/0", ErrInvalidSpec, "HOST:PORT"},
+		// go-sql-driver's DSN: its user reads as a scheme.
+		{"root:" + secret + "@tcp(127.0.0.1:3306)/test", ErrUnknownScheme, `"root"`},
+		{"user:" + secret + "@h/db", ErrUnknownScheme, "mysql://user:pass@host:3306/db"},
+	} {
+		t.Run(tt.spec, func(t *testing.T) {
+			s, err := Parse(tt.spec)
+			require.Error(t, err, "Parse(%q) should be refused, got %v", tt.spec, s)
+			assert.ErrorIs(t, err, tt.want)
+			assert.Contains(t, err.Error(), tt.msg, "the message should say what the spec looks like")
+			assert.NotContains(t, err.Error(), tt.spec, "the spec must not be quoted")
+			assertRedacted(t, err.Error())
+			if tt.want == ErrInvalidSpec {
+				assert.Contains(t, err.Error(), "file:DIR", "the message should say how to name such a directory")
+			}
+		})
+	}
+	for _, dir := range []string{"a=b", "u@h", "h:1", "host=h password=p"} {
+		s, err := Parse("file:" + dir)
+		require.NoError(t, err, "file:%s names a directory", dir)
+		assert.Equal(t, dir, s.Path, "file:%s", dir)
+	}
+	for _, dir := range []string{`C:\state`, `C:state`, "./h:1", "/srv/h:1"} {
+		s, err := Parse(dir)
+		require.NoError(t, err, "%s is a plain path", dir)
+		assert.Equal(t, dir, s.Path, "path of %s", dir)
+	}
+}
+
+// TestScrubKeepsShortPieces: the pieces of a password between URL
+// delimiters are scrubbed only from 4 bytes on, so that a piece such as "db"
+// does not garble every word it is part of; the whole password always is.
+func TestScrubKeepsShortPieces(t *testing.T) {
+	s, err := Parse("redis://u:db%2F" + secret + "@h:1/0")
+	require.NoError(t, err)
+	err = s.scrub(errors.New("no dbname given; db/" + secret + "; " + secret))
+	assert.Equal(t, "no dbname given; xxxxx; xxxxx", err.Error())
+	s, err = Parse("redis://u:ab@h:1/0")
+	require.NoError(t, err)
+	assert.Equal(t, "AUTH xxxxx failed", s.scrub(errors.New("AUTH ab failed")).Error(), "a short password is scrubbed whole")
 }
