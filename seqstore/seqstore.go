@@ -71,6 +71,10 @@ const (
 	// MaxSkipped is how many skipped ranges a cursor keeps; older ones are
 	// dropped first.
 	MaxSkipped = 16
+	// MaxParkBody is the largest body a Parker accepts, in bytes: more than
+	// a queue message can carry (MNS: 64 KiB), small enough for a single
+	// store value.
+	MaxParkBody = 1 << 20
 )
 
 // Stream names one ordered sequence: a queue and a message group within it.
@@ -513,6 +517,51 @@ type Parked struct {
 	Body   []byte
 }
 
+// Check validates p: a valid stream, a seq in 1..MaxSeq, an epoch up to
+// MaxSeq, and a body of at most MaxParkBody bytes.
+func (p Parked) Check() error {
+	if err := p.Stream.Validate(); err != nil {
+		return err
+	}
+	if p.Seq < 1 || p.Seq > MaxSeq || p.Epoch > MaxSeq {
+		return fmt.Errorf("%w: park of %s: epoch %d seq %d out of range", ErrInvalidArgument, p.Stream, p.Epoch, p.Seq)
+	}
+	if len(p.Body) > MaxParkBody {
+		return fmt.Errorf("%w: park of %s seq %d: body of %d bytes, at most %d", ErrInvalidArgument, p.Stream, p.Seq, len(p.Body), MaxParkBody)
+	}
+	return nil
+}
+
+// CheckPark validates the entries of a Park call (see Parked.Check), and
+// that no stream, epoch and seq appears twice (the second one is at
+// fault). It returns nil or the call's *BatchError (see Abort).
+func CheckPark(entries []Parked) error {
+	type key struct {
+		s          Stream
+		epoch, seq uint64
+	}
+	errs := make([]error, len(entries))
+	seen := make(map[key]struct{}, len(entries))
+	for i, p := range entries {
+		if errs[i] = p.Check(); errs[i] != nil {
+			continue
+		}
+		k := key{p.Stream, p.Epoch, p.Seq}
+		if _, dup := seen[k]; dup {
+			errs[i] = fmt.Errorf("%w: %s %d/%d parked twice in one call", ErrInvalidArgument, p.Stream, p.Epoch, p.Seq)
+		}
+		seen[k] = struct{}{}
+	}
+	return Abort(errs)
+}
+
+// Below reports whether seq of epoch is already handled by a cursor c: an
+// older epoch, or the same epoch and a seq below c.Next. A Parker refuses
+// to park such an entry and drops it from the park when c is stored.
+func (c Cursor) Below(epoch, seq uint64) bool {
+	return epoch < c.Epoch || epoch == c.Epoch && seq < c.Next
+}
+
 // ParkQuery asks for up to Max parked entries of Stream with Epoch and a seq
 // of at least From.
 type ParkQuery struct {
@@ -520,6 +569,17 @@ type ParkQuery struct {
 	Epoch  uint64
 	From   uint64
 	Max    int
+}
+
+// Check validates q: a valid stream and Max >= 1.
+func (q ParkQuery) Check() error {
+	if err := q.Stream.Validate(); err != nil {
+		return err
+	}
+	if q.Max < 1 {
+		return fmt.Errorf("%w: unpark of %s: max must be at least 1, got %d", ErrInvalidArgument, q.Stream, q.Max)
+	}
+	return nil
 }
 
 // Parker is the optional capability of a Store that can park messages for
