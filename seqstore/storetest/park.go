@@ -723,7 +723,11 @@ func testParkConcurrent(t *testing.T, h Harness) {
 					report(fmt.Errorf("reader %d: Unpark(%s): %w", r, s, err))
 					return
 				}
-				for _, e := range got[0] {
+				for j, e := range got[0] {
+					if j > 0 && e.Seq <= got[0][j-1].Seq {
+						report(fmt.Errorf("reader %d: Unpark(%s) returned seq %d after seq %d: want increasing seqs", r, s, e.Seq, got[0][j-1].Seq))
+						return
+					}
 					if c.Below(e.Epoch, e.Seq) {
 						report(fmt.Errorf("reader %d: %s seq %d is still parked after its cursor moved to %d/%d: Advance must drop it in the same write", r, s, e.Seq, c.Epoch, c.Next))
 						return
