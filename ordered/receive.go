@@ -381,9 +381,11 @@ func (r *receiver) fetchLoop() {
 			continue
 		}
 		msgs, err := r.q.drvReceive(ctx, n, r.o.Wait)
-		r.mu.Lock()
-		r.fetching -= n
-		r.mu.Unlock()
+		if err != nil || len(msgs) == 0 {
+			r.mu.Lock()
+			r.fetching -= n
+			r.mu.Unlock()
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -413,7 +415,13 @@ func (r *receiver) fetchLoop() {
 		for i, m := range msgs {
 			in[i] = recvcore.Incoming{Body: m.Body, ID: m.ID, Receipt: m.Receipt, DequeueCount: m.DequeueCount, NextVisible: m.NextVisible}
 		}
-		r.step(func(now time.Time) { r.core.Arrive(now, in) })
+		// The reservation ends as the arrivals count in the core, in one
+		// step: between the two, another fetcher would see their room
+		// free and receive beyond the cap.
+		r.step(func(now time.Time) {
+			r.fetching -= n
+			r.core.Arrive(now, in)
+		})
 	}
 }
 

@@ -196,6 +196,11 @@ func (c *Core) resolveConflict(now time.Time, g *group, cur seqstore.Cursor) {
 		g.phase = phFresh
 	}
 	g.epoch, g.next = cur.Epoch, max(cur.Next, 1)
+	if m := g.out; m != nil && m.out == outHanded && m.epoch == g.epoch && m.seq == g.next {
+		// The application has the seq the store expects next: the group
+		// goes on after it (its Ack advances the cursor from here).
+		g.next = m.seq + 1
+	}
 	g.parkLow, g.parkHigh, g.probed = 0, 0, false
 	if m := g.out; m != nil && m.out != outHanded && below(cur, m.epoch, m.seq) {
 		g.out = nil
@@ -973,7 +978,10 @@ func (c *Core) unparkedGroup(now time.Time, g *group, entries []seqstore.Parked)
 		if e.Epoch != g.epoch || e.Seq < g.next {
 			continue
 		}
-		if e.Seq-g.next >= uint64(c.cfg.Window) || c.mem >= c.cfg.MaxMemory {
+		// Over the memory budget, only the seq the group waits for is
+		// taken: it leaves again as it is handed out, and without it the
+		// group would read its park again and again.
+		if e.Seq-g.next >= uint64(c.cfg.Window) || c.mem >= c.cfg.MaxMemory && e.Seq != g.next {
 			low, high = e.Seq, math.MaxUint64
 			break
 		}

@@ -119,6 +119,12 @@ func (c *Core) makeRoom(now time.Time) {
 		for _, m := range g.newer {
 			cands = append(cands, cand{m, bonus + newerBonus + m.seq})
 		}
+		if (g.phase == phLoading || g.phase == phResolving) && c.readFails == 0 {
+			// Its cursor is on its way: then what does not fit is
+			// parked. Released now, it would cost a visibility timeout
+			// and a receive; fetching stops meanwhile (see Room).
+			continue
+		}
 		for _, m := range g.pending {
 			cands = append(cands, cand{m, blockedBonus + m.seq})
 		}
@@ -167,11 +173,24 @@ func (c *Core) makeRoom(now time.Time) {
 // their cursors are in the store, their parked messages in the park, and
 // the rest comes back from the queue; a group is loaded again when its
 // next message arrives. Under a flood of groups this bounds their state.
+// Nothing is shed while parks are on their way: once durable, their
+// bodies leave memory by themselves. A group shed with parked messages
+// may have none left in the queue to load it again: the park's streams are
+// listed again (ParkedStreams) a rescan interval later.
 func (c *Core) shed(now time.Time) {
+	if len(c.parkq) > 0 || len(c.parkBusy) > 0 {
+		return
+	}
 	var gs []*group
 	for _, g := range c.groups {
 		if g.cold() {
 			gs = append(gs, g) // idle: the cheapest to drop
+			continue
+		}
+		if g.parking > 0 || g.parkLow != 0 || g.parkHigh != 0 {
+			// Its next messages may be in the park only: shed, it would
+			// wait for an arrival that never comes, and forget the epoch
+			// its parked messages belong to.
 			continue
 		}
 		if g.out == nil && len(g.held)+len(g.newer)+len(g.pending)+len(g.settled)+len(g.tickets) == 0 &&
@@ -202,6 +221,14 @@ func (c *Core) shed(now time.Time) {
 		if !g.cold() {
 			c.clearStuck(g, g.stuck)
 		}
+		if c.cfg.Park && (g.parkLow != 0 || g.parkHigh != 0 || g.parking > 0 || !g.probed) && c.scanned {
+			c.scanned = false
+			c.scanAfter = now.Add(rescanInterval)
+		}
 		c.evict(g)
 	}
 }
+
+// rescanInterval is how long after shedding a group that may have parked
+// messages the park's streams are listed again.
+const rescanInterval = time.Second

@@ -463,6 +463,7 @@ func (c *Core) remember(key seenKey) {
 	for c.mem > c.cfg.MaxMemory*3/4 && c.seenOrder.len() > 0 {
 		old, _ := c.seenOrder.pop()
 		delete(c.seen, old)
+		c.st.Forgotten++
 		c.mem -= seenCost + len(old.group) + len(old.id)
 	}
 }

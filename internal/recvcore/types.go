@@ -340,9 +340,10 @@ type Stats struct {
 	Extended, Shortened                        int64
 	Parked, Unparked                           int64
 	Evicted                                    int64
-	Held, MaxHeld                              int // messages received and not deleted (now, peak)
-	Buffered, BufferedBytes, MaxBuffered       int // messages waiting for their turn in memory (now, bytes, peak)
-	Memory                                     int // bytes charged to the budget
+	Forgotten                                  int64 // settled Unordered copies forgotten to stay within MaxMemory: one may be handed out again
+	Held, MaxHeld                              int   // messages received and not deleted (now, peak)
+	Buffered, BufferedBytes, MaxBuffered       int   // messages waiting for their turn in memory (now, bytes, peak)
+	Memory                                     int   // bytes charged to the budget
 	Groups                                     int
 	Stuck                                      []StuckGroup
 }
