@@ -75,9 +75,9 @@ type writer struct {
 
 	// The commit being built: calls taken, applied to the state and
 	// encoded into frame, waiting for their fsync.
-	frame              []byte
-	taken              []*request
-	size               int   // sum of the taken calls' size bounds
+	frame                      []byte
+	taken                      []*request
+	size                       int   // sum of the taken calls' size bounds
 	records                    int64 // records in frame
 	reserved, advanced, parked int64 // calls of each kind applied
 	durable                    chan struct{}
