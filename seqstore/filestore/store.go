@@ -103,7 +103,7 @@ type Stats struct {
 	WaitTime     time.Duration // time the writer waited for the callers of the previous commit (see Options.CommitWait)
 	WaitTimeouts int64         // waits that ended at their bound, not because the callers were back
 	Commits      int64         // frames written to the log, each followed by one fsync
-	Records      int64         // records in those frames (reserves, advances, sent marks)
+	Records      int64         // records in those frames (reserves, advances, parks, sent marks)
 	Snapshots    int64         // snapshots written (each starts a fresh log)
 	Reservations int64         // Reserve calls that succeeded
 	Advances     int64         // Advance calls that succeeded
