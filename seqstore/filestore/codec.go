@@ -8,7 +8,8 @@ import (
 	"github.com/inorder/inorder/seqstore"
 )
 
-// On-disk format, version 1. All integers are little endian; "uvarint" is
+// On-disk format: logs of version 1, snapshots of version 2 (version 1,
+// without parked entries, is still read). All integers are little endian; "uvarint" is
 // encoding/binary's unsigned varint.
 //
 // Log file (log-<gen as 16 hex digits>):
@@ -29,15 +30,30 @@ import (
 // effect whole or not at all. Record types 1 and 2 were written before the
 // multi-stream calls and are still read; today's logs, of the same format
 // version, may hold both (testdata/format1 is a store of that release).
+// Record type 6 (parked entries) came with parking; a release before it
+// reports a log holding one as corrupt rather than misread it.
 //
 // Snapshot file (snapshot):
 //
 //	magic "INORDSNP" | version u32 | reserved u32 | next log gen u64 | payload |
 //	payload length u64 | crc32c(everything before it) u32
+//
+// The payload is: stream count, then per stream its name, sender epoch and
+// next seq, cursor, and unsent journal (count, then seq, length, body).
+// Version 2 adds the parked entries after it: the count of streams with
+// parked entries, then per stream its name and count, then per entry, in
+// (epoch, seq) order, epoch, seq, crc u32, length and body
+// (testdata/format2 is a store of the first release that wrote it).
+//
+// A parked entry's crc is CRC-32C over its stream key (seqstore.Stream.Key),
+// epoch u64, seq u64 and body: the store keeps only the entries' locations
+// in memory and verifies each body when it reads it back.
 const (
 	logMagic        = "INORDLOG"
 	snapMagic       = "INORDSNP"
-	formatVersion   = 1
+	logVersion      = 1
+	snapVersion     = 2
+	snapVersion1    = 1 // before parking: no parked entries
 	logHeaderSize   = 8 + 4 + 8 + 4
 	frameHeaderSize = 4 + 4 + 8
 	snapHeaderSize  = 8 + 4 + 4 + 8
@@ -73,6 +89,9 @@ const (
 	recReserves byte = 4
 	// recSents holds Sent marks, of any number of calls: count, then marks.
 	recSents byte = 5
+	// recParks is one Park call: count, then per entry: stream, epoch,
+	// seq, crc u32, length, body.
+	recParks byte = 6
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -84,7 +103,7 @@ var errDecode = errors.New("malformed record")
 func logHeader(gen uint64) []byte {
 	b := make([]byte, 0, logHeaderSize)
 	b = append(b, logMagic...)
-	b = binary.LittleEndian.AppendUint32(b, formatVersion)
+	b = binary.LittleEndian.AppendUint32(b, logVersion)
 	b = binary.LittleEndian.AppendUint64(b, gen)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
@@ -243,6 +262,34 @@ func appendAdvance(b []byte, batch []seqstore.Advance) []byte {
 	return b
 }
 
+// appendParks appends the record of one Park call whose entries have the
+// checksums crcs, and sets bodies[i] to where entry i's body starts in b.
+func appendParks(b []byte, entries []seqstore.Parked, crcs []uint32, bodies []int) []byte {
+	b = append(b, recParks)
+	b = binary.AppendUvarint(b, uint64(len(entries)))
+	for i, p := range entries {
+		b = appendStream(b, p.Stream)
+		b = binary.AppendUvarint(b, p.Epoch)
+		b = binary.AppendUvarint(b, p.Seq)
+		b = binary.LittleEndian.AppendUint32(b, crcs[i])
+		b = binary.AppendUvarint(b, uint64(len(p.Body)))
+		bodies[i] = len(b)
+		b = append(b, p.Body...)
+	}
+	return b
+}
+
+// parkCRC returns the checksum stored with a parked body: CRC-32C over the
+// stream key, epoch, seq and body.
+func parkCRC(key string, epoch, seq uint64, body []byte) uint32 {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[0:], epoch)
+	binary.LittleEndian.PutUint64(b[8:], seq)
+	c := crc32.Update(0, castagnoli, []byte(key))
+	c = crc32.Update(c, castagnoli, b[:])
+	return crc32.Update(c, castagnoli, body)
+}
+
 // streamSize bounds the encoded size of a stream name.
 func streamSize(s seqstore.Stream) int {
 	return 2*binary.MaxVarintLen64 + len(s.Queue) + len(s.Group)
@@ -265,6 +312,11 @@ func markSize(m seqstore.SentMark) int {
 // advanceSize bounds the encoded size of one advance.
 func advanceSize(a seqstore.Advance) int {
 	return streamSize(a.Stream) + binary.MaxVarintLen64*(4+3*len(a.To.Skipped))
+}
+
+// parkSize bounds the encoded size of one parked entry.
+func parkSize(p seqstore.Parked) int {
+	return streamSize(p.Stream) + 3*binary.MaxVarintLen64 + 4 + len(p.Body)
 }
 
 // decoder reads fields from a payload. The first failure sticks: later reads
@@ -319,6 +371,14 @@ func (d *decoder) bytes(n int) []byte {
 	p := d.b[:n:n]
 	d.b = d.b[n:]
 	return p
+}
+
+func (d *decoder) uint32() uint32 {
+	p := d.bytes(4)
+	if d.err != nil {
+		return 0
+	}
+	return binary.LittleEndian.Uint32(p)
 }
 
 func (d *decoder) string(max int) string {

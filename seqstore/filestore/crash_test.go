@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,6 +34,12 @@ const (
 	crashWorkers = 16
 )
 
+// crashParkStream is worker w's own stream for parks: only w parks in it
+// and advances it, so its calls are serial.
+func crashParkStream(w int) seqstore.Stream {
+	return seqstore.Stream{Queue: "parks", Group: fmt.Sprintf("w%d", w)}
+}
+
 func crashStream(g int) seqstore.Stream {
 	return seqstore.Stream{Queue: crashQueue, Group: fmt.Sprintf("g%d", g)}
 }
@@ -45,12 +52,16 @@ func crashPair(p int) (a, b seqstore.Stream) {
 }
 
 // crashChild runs until killed: 16 goroutines reserve (with journal bodies),
-// mark some reservations sent and advance cursor pairs, and print every
-// success on stdout, one whole line per write, after the call returned:
+// mark some reservations sent, advance cursor pairs, and park entries in
+// and advance a stream of their own, and print every success on stdout,
+// one whole line per write, after the call returned:
 //
 //	R <group> <epoch> <first> <n> <token>   bodies are <token>/0 .. <token>/n-1
 //	S <group> <first> <n>                   Sent is about to be called for that reservation
 //	A <pair> <next>                         the pair's cursors moved to next
+//	p <worker> <token> <seq>...             Park is about to be called (epoch 1, bodies <token>/<seq>)
+//	P <worker> <token>                      that Park call returned nil
+//	Q <worker> <next>                       the worker's park stream's cursor moved to 1/next
 //	E <error>                               an unexpected error (the test fails)
 func crashChild(dir string) int {
 	s, err := Open(dir, &Options{SnapshotBytes: 64 << 10})
@@ -84,7 +95,13 @@ func crashWorkload(s *Store, emit func(format string, args ...any), deadline tim
 		wg.Go(func() {
 			rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(w)))
 			for k := 0; time.Now().Before(deadline); k++ {
-				if rnd.IntN(4) > 0 {
+				if op := rnd.IntN(8); op >= 6 {
+					if err := crashParkOp(s, emit, rnd, w, op == 6, fmt.Sprintf("%d.%d.%d.%d", pid, deadline.UnixNano()%1e9, w, k)); err != nil {
+						emit("E %v", err)
+						return
+					}
+					continue
+				} else if op < 5 {
 					g := rnd.IntN(crashGroups)
 					n := 1 + rnd.IntN(3)
 					token := fmt.Sprintf("%d.%d.%d.%d", pid, deadline.UnixNano()%1e9, w, k)
@@ -135,6 +152,45 @@ func crashWorkload(s *Store, emit func(format string, args ...any), deadline tim
 	wg.Wait()
 }
 
+// crashParkOp parks one to three entries in worker w's park stream at or
+// above its cursor (park true), or advances that cursor by one to eight.
+func crashParkOp(s *Store, emit func(format string, args ...any), rnd *rand.Rand, w int, park bool, token string) error {
+	st := crashParkStream(w)
+	c, err := cursor(ctx, s, st)
+	if err != nil {
+		return fmt.Errorf("cursor: %w", err)
+	}
+	if !park {
+		to := seqstore.Cursor{Epoch: 1, Next: max(c.Next, 1) + 1 + uint64(rnd.IntN(8))}
+		if err := s.Advance(ctx, []seqstore.Advance{{Stream: st, From: c, To: to}}); err != nil {
+			return fmt.Errorf("advance parks: %w", err)
+		}
+		emit("Q %d %d", w, to.Next)
+		return nil
+	}
+	var entries []seqstore.Parked
+	var seqs []string
+	for _, i := range rnd.Perm(32)[:1+rnd.IntN(3)] {
+		seq := max(c.Next, 1) + uint64(i)
+		entries = append(entries, seqstore.Parked{Stream: st, Epoch: 1, Seq: seq, Body: fmt.Appendf(nil, "%s/%d", token, seq)})
+		seqs = append(seqs, fmt.Sprint(seq))
+	}
+	emit("p %d %s %s", w, token, strings.Join(seqs, " "))
+	if err := s.Park(ctx, entries); err != nil {
+		return fmt.Errorf("park: %w", err)
+	}
+	emit("P %d %s", w, token)
+	return nil
+}
+
+// crashParks is what the children did to one worker's park stream.
+type crashParks struct {
+	want    map[uint64]string   // seq -> token of the last acknowledged park (or what the store held)
+	maybe   map[uint64][]string // seq -> tokens of parks begun since, not acknowledged
+	intents map[string][]uint64 // token -> seqs of parks begun
+	next    uint64              // acknowledged cursor
+}
+
 type ackedReservation struct {
 	epoch, first, n uint64
 	token           string
@@ -149,7 +205,9 @@ type crashHistory struct {
 	// observed after the previous round: must never go down
 	lastNext     [crashGroups]uint64
 	lastPairNext [crashPairs]uint64
+	parks        [crashWorkers]crashParks
 	verified     int
+	parkChecks   int // acknowledged parks found after a crash
 }
 
 func (h *crashHistory) parse(t *testing.T, line string) {
@@ -181,6 +239,33 @@ func (h *crashHistory) parse(t *testing.T, line string) {
 		_, err := fmt.Sscanf(line, "A %d %d", &p, &next)
 		require.NoError(t, err, "child line %q", line)
 		h.pairNext[p] = max(h.pairNext[p], next)
+	case "p":
+		w, _ := strconv.Atoi(f[1])
+		cp := &h.parks[w]
+		if cp.want == nil {
+			cp.want, cp.maybe, cp.intents = map[uint64]string{}, map[uint64][]string{}, map[string][]uint64{}
+		}
+		for _, q := range f[3:] {
+			seq, err := strconv.ParseUint(q, 10, 64)
+			require.NoError(t, err, "child line %q", line)
+			cp.intents[f[2]] = append(cp.intents[f[2]], seq)
+			cp.maybe[seq] = append(cp.maybe[seq], f[2])
+		}
+	case "P":
+		w, _ := strconv.Atoi(f[1])
+		cp := &h.parks[w]
+		seqs, ok := cp.intents[f[2]]
+		require.True(t, ok, "Park acknowledged in %q was not announced", line)
+		for _, seq := range seqs {
+			cp.want[seq] = f[2]
+			cp.maybe[seq] = nil
+		}
+	case "Q":
+		var w int
+		var next uint64
+		_, err := fmt.Sscanf(line, "Q %d %d", &w, &next)
+		require.NoError(t, err, "child line %q", line)
+		h.parks[w].next = max(h.parks[w].next, next)
 	default:
 		t.Fatalf("child reported %q", line)
 	}
@@ -243,6 +328,41 @@ func (h *crashHistory) verify(t *testing.T, dir string) {
 			h.verified++
 		}
 	}
+	h.verifyParks(t, s)
+}
+
+// verifyParks checks the park streams: the cursor is at least the last
+// acknowledged advance; every acknowledged park the cursor has not passed
+// is there with its body or that of a park begun after it; nothing else
+// is there. The store's content then becomes the history.
+func (h *crashHistory) verifyParks(t *testing.T, s *Store) {
+	for w := range crashWorkers {
+		st := crashParkStream(w)
+		cp := &h.parks[w]
+		c, err := cursor(ctx, s, st)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, c.Next, cp.next, "cursor of %s below an acknowledged advance", st)
+		got, err := s.Unpark(ctx, []seqstore.ParkQuery{{Stream: st, Epoch: 1, Max: 1 << 20}})
+		require.NoError(t, err, "unpark %s", st)
+		held := map[uint64]string{}
+		for _, p := range got[0] {
+			require.False(t, c.Below(p.Epoch, p.Seq), "%s holds %d/%d below its cursor %d/%d", st, p.Epoch, p.Seq, c.Epoch, c.Next)
+			token, _, _ := strings.Cut(string(p.Body), "/")
+			require.Equal(t, fmt.Sprintf("%s/%d", token, p.Seq), string(p.Body), "body of %s %d", st, p.Seq)
+			if token != cp.want[p.Seq] {
+				require.Contains(t, cp.maybe[p.Seq], token, "%s %d holds a body neither acknowledged last nor begun since", st, p.Seq)
+			}
+			held[p.Seq] = token
+		}
+		for seq, token := range cp.want {
+			if !c.Below(1, seq) {
+				require.Contains(t, held, seq, "acknowledged park %s %d (token %s) missing above the cursor %d", st, seq, token, c.Next)
+				h.verified++
+				h.parkChecks++
+			}
+		}
+		cp.want, cp.maybe, cp.intents, cp.next = held, map[uint64][]string{}, map[string][]uint64{}, c.Next
+	}
 }
 
 // TestCrashRecovery kills a child process that writes under load at random
@@ -302,6 +422,8 @@ func TestCrashRecovery(t *testing.T) {
 		total += len(h.res[g])
 	}
 	assert.Greater(t, total, 100, "reservations acknowledged over %d rounds", rounds)
+	assert.Greater(t, h.parkChecks, 100, "acknowledged parks checked over %d rounds", rounds)
+	t.Logf("%d park checks", h.parkChecks)
 	t.Logf("%d kills in %v: %d lines acknowledged, %d reservations, %d reservation/pair checks passed",
 		rounds, time.Since(start).Round(time.Millisecond), acks, total, h.verified)
 }

@@ -47,8 +47,39 @@
 // One call may journal up to 64 MiB; a commit takes requests up to 4 MiB
 // (or one larger request) so that frames stay bounded.
 //
-// Reads (Cursors, Pending) see only durable state: if they observe a frame
-// that is still being written, they wait for its fsync.
+// Reads (Cursors, Pending, Unpark, ParkedStreams) see only durable state:
+// if they observe a frame that is still being written, they wait for its
+// fsync.
+//
+// # Parking
+//
+// Store implements seqstore.Parker. A Park call is one record of the log,
+// like an Advance, and goes through the same writer: concurrent Park,
+// Advance and Reserve calls share one frame and one fsync, and a lone Park
+// call costs one fsync. The record holds every entry of the call, so a
+// torn tail loses the whole call or none of it. Each entry carries a
+// CRC-32C over its stream key, epoch, seq and body.
+//
+// Parked bodies are not kept in memory: parking exists to keep them out of
+// the receiver's memory. The store keeps, per stream and ordered by epoch
+// and seq, only where each body is (the log frame of its Park call, or the
+// snapshot) and its checksum, 48 bytes an entry. Unpark reads each body
+// with one pread (usually from the page cache) and verifies its checksum;
+// a mismatch, or a body past the end of its file, fails the call with an
+// error wrapping seqstore.ErrCorrupt. A re-park writes a new record and
+// points the entry at it.
+//
+// Applying an Advance, and replaying its record at Open, drops the parked
+// entries its new cursor passed: no record of its own is needed, and a
+// park below its stream's cursor is refused (seqstore.ErrConflict).
+//
+// What parking costs: the bodies are written once to the log; a snapshot
+// copies every body still parked into the new snapshot file (read back
+// from the old files, outside the store's mutex, while commits wait), so a
+// body parked for long is rewritten once per Options.SnapshotBytes of log.
+// Open reads the snapshot and logs whole, as it always did, and keeps only
+// the locations. The store holds one open descriptor per file that may
+// hold bodies: the snapshot and the logs since it.
 //
 // # Files and recovery
 //
@@ -58,11 +89,13 @@
 // or copied from another log is recognised as out of place. The writer syncs
 // each frame before writing the next, so a crash can only tear the last
 // frame of the last log. When the log passes Options.SnapshotBytes, the
-// writer saves the state (counters, cursors and unsent journal bodies;
-// nothing else is kept in memory) to a snapshot file through a temporary
+// writer saves the state (counters, cursors, unsent journal bodies, and the
+// parked entries with their bodies) to a snapshot file through a temporary
 // file, fsync, rename and directory fsync, then continues in a fresh log and
 // deletes the old one. Commits wait while the writer does this (three
-// fsyncs plus writing the state), once per SnapshotBytes of log.
+// fsyncs plus writing the state), once per SnapshotBytes of log. Snapshots
+// are written in format version 2; a store whose snapshot is of version 1
+// (before parking) opens as before.
 //
 // Open loads the snapshot and replays the logs written since. A torn tail (a
 // last frame cut short or failing its checksum with no valid frame after

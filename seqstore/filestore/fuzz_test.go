@@ -41,12 +41,14 @@ func FuzzRecord(f *testing.F) {
 	f.Add(appendLegacyReserve(nil, st, 7, 1, 2, [][]byte{[]byte("a"), []byte("bc")}))
 	f.Add(appendLegacySent(nil, st, []uint64{1, 2}))
 	f.Add(appendAdvance(nil, []seqstore.Advance{{Stream: st, To: seqstore.Cursor{Epoch: 7, Next: 3, Skipped: []seqstore.Range{{Epoch: 7, First: 1, Last: 1}}}}}))
+	parks := []seqstore.Parked{{Stream: st, Epoch: 7, Seq: 2, Body: []byte("p2")}, {Stream: st, Epoch: 7, Seq: 1, Body: nil}}
+	f.Add(appendParks(nil, parks, []uint32{1, 2}, make([]int, 2)))
 	f.Add([]byte{recReserve, 1, 'q', 0, 1, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		// As a frame payload.
 		if len(data) > 0 {
 			log := appendFrame(logHeader(1), 1, data)
-			end, err := replayLog("fuzz", log, 1, true, newState())
+			end, err := replayLog("fuzz", log, 1, true, newState(), bytes.NewReader(log))
 			if err != nil && !errors.Is(err, seqstore.ErrCorrupt) {
 				t.Fatalf("replay of a verified frame: error %v does not wrap ErrCorrupt", err)
 			}
@@ -57,23 +59,28 @@ func FuzzRecord(f *testing.F) {
 
 		// As a snapshot payload.
 		snap := append([]byte(snapMagic), make([]byte, snapHeaderSize-len(snapMagic))...)
-		binary.LittleEndian.PutUint32(snap[8:], formatVersion)
+		binary.LittleEndian.PutUint32(snap[8:], snapVersion)
 		binary.LittleEndian.PutUint64(snap[16:], 1)
 		snap = append(snap, data...)
 		snap = binary.LittleEndian.AppendUint64(snap, uint64(len(data)))
 		snap = binary.LittleEndian.AppendUint32(snap, crc32.Checksum(snap, castagnoli))
-		if st, _, err := decodeSnapshot(snap); err == nil {
+		if st, _, err := decodeSnapshot(snap, bytes.NewReader(snap)); err == nil {
 			// A snapshot that decodes must encode back to a snapshot
 			// that decodes to the same state.
-			again, _, err := decodeSnapshot(st.encodeSnapshot(1))
-			if err != nil || again.streams != st.streams || again.entries != st.entries || again.journalBytes != st.journalBytes {
+			enc, err := st.encodeSnapshot(1)
+			if err != nil {
+				t.Fatalf("snapshot round trip: encode: %v", err)
+			}
+			again, _, err := decodeSnapshot(enc, bytes.NewReader(enc))
+			if err != nil || again.streams != st.streams || again.entries != st.entries || again.journalBytes != st.journalBytes ||
+				again.parked != st.parked || again.parkedBytes != st.parkedBytes {
 				t.Fatalf("snapshot round trip: %v", err)
 			}
 		}
 
 		// As raw log bytes after a valid header.
 		log := append(logHeader(1), data...)
-		end, err := replayLog("fuzz", log, 1, true, newState())
+		end, err := replayLog("fuzz", log, 1, true, newState(), bytes.NewReader(log))
 		switch {
 		case err != nil:
 			if !errors.Is(err, seqstore.ErrCorrupt) {
@@ -113,7 +120,7 @@ func FuzzLog(f *testing.F) {
 			next += uint64(len(j))
 		}
 		clean := newState()
-		if end, err := replayLog("clean", log, 1, true, clean); err != nil || end != len(log) {
+		if end, err := replayLog("clean", log, 1, true, clean, nil); err != nil || end != len(log) {
 			t.Fatalf("clean log: end %d of %d, err %v", end, len(log), err)
 		}
 
@@ -121,7 +128,7 @@ func FuzzLog(f *testing.F) {
 		bad := bytes.Clone(log)
 		bad[p] ^= flip
 		got := newState()
-		end, err := replayLog("damaged", bad, 1, true, got)
+		end, err := replayLog("damaged", bad, 1, true, got, nil)
 		lastStart := starts[frames-1]
 		if p < lastStart {
 			if !errors.Is(err, seqstore.ErrCorrupt) {

@@ -105,5 +105,7 @@ func TestPowerLoss(t *testing.T) {
 		total += len(h.res[g])
 	}
 	assert.Greater(t, total, 100, "reservations acknowledged over %d rounds", rounds)
+	assert.Greater(t, h.parkChecks, 10, "acknowledged parks checked over %d rounds", rounds)
+	t.Logf("%d park checks", h.parkChecks)
 	t.Logf("%d power cuts: %d calls acknowledged, %d reservations, %d reservation/pair checks passed", rounds, lines, total, h.verified)
 }

@@ -33,14 +33,19 @@ func parseLogName(name string) (uint64, bool) {
 	return gen, err == nil
 }
 
-// readFile is os.ReadFile refusing a symbolic link.
-func readFile(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|oNoFollow, 0)
+// openRead opens path with flag, refusing a symbolic link, and reads it
+// whole. The file stays open: parked bodies are read from it later.
+func openRead(path string, flag int) (*os.File, []byte, error) {
+	f, err := os.OpenFile(path, flag|oNoFollow, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer f.Close()
-	return io.ReadAll(f)
+	data, err := io.ReadAll(f)
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, err
+	}
+	return f, data, nil
 }
 
 func allZero(b []byte) bool {
@@ -62,8 +67,9 @@ func corruptf(format string, args ...any) error {
 // replayLog then returns the offset where the good prefix ends. Otherwise,
 // and for any frame that verifies but does not replay, it returns an error
 // wrapping seqstore.ErrCorrupt. Frames are applied in order, so on error st
-// holds a prefix and must be discarded.
-func replayLog(name string, data []byte, gen uint64, last bool, st *state) (end int, err error) {
+// holds a prefix and must be discarded. file is the log, read later for
+// its parked bodies.
+func replayLog(name string, data []byte, gen uint64, last bool, st *state, file io.ReaderAt) (end int, err error) {
 	off := logHeaderSize
 	for off < len(data) {
 		payload, size, ok := frameAt(data, gen, off)
@@ -76,7 +82,7 @@ func replayLog(name string, data []byte, gen uint64, last bool, st *state) (end 
 			}
 			return off, nil
 		}
-		if err := st.replay(payload); err != nil {
+		if err := st.replay(payload, file, int64(off+frameHeaderSize)); err != nil {
 			return off, corruptf("%s: frame at offset %d: %v", name, off, err)
 		}
 		off += size
@@ -107,11 +113,12 @@ func (s *Store) recover() error {
 
 	st, nextGen := newState(), uint64(1)
 	snapPath := filepath.Join(s.dir, snapName)
-	data, err := readFile(snapPath)
+	sf, data, err := openRead(snapPath, os.O_RDONLY)
 	haveSnapshot := err == nil
 	switch {
 	case err == nil:
-		st, nextGen, err = decodeSnapshot(data)
+		s.bodyFiles = append(s.bodyFiles, sf)
+		st, nextGen, err = decodeSnapshot(data, sf)
 		if err != nil {
 			return corruptf("%s: %v", snapPath, err)
 		}
@@ -155,11 +162,16 @@ func (s *Store) recover() error {
 	for i, g := range gens {
 		path := filepath.Join(s.dir, logName(g))
 		last := i == len(gens)-1
-		data, err := readFile(path)
+		flag := os.O_RDONLY
+		if last {
+			flag = os.O_RDWR
+		}
+		f, data, err := openRead(path, flag)
 		if err != nil {
 			return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 		}
 		if !checkLogHeader(data, g) {
+			_ = f.Close()
 			if haveSnapshot && g == nextGen {
 				// Its header was synced before the snapshot that
 				// names it was renamed into place: a short or bad
@@ -187,16 +199,14 @@ func (s *Store) recover() error {
 			}
 			return corruptf("%s: bad log header", path)
 		}
-		end, err := replayLog(path, data, g, last, st)
+		end, err := replayLog(path, data, g, last, st, f)
 		if err != nil {
+			_ = f.Close()
 			return err
 		}
 		if !last {
+			s.bodyFiles = append(s.bodyFiles, f)
 			continue
-		}
-		f, err := os.OpenFile(path, os.O_RDWR|oNoFollow, 0)
-		if err != nil {
-			return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 		}
 		if end < len(data) {
 			if allZero(data[end:]) {

@@ -1,10 +1,13 @@
 package filestore
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"slices"
 
 	"github.com/inorder/inorder/seqstore"
@@ -17,6 +20,25 @@ type streamState struct {
 	next    uint64            // next seq Reserve hands out; 0 before the first Reserve
 	journal map[uint64][]byte // unsent journal bodies by seq
 	cursor  seqstore.Cursor
+	parks   []parkEntry // parked entries, ordered by (epoch, seq)
+}
+
+// parkEntry is where a parked body is: the store keeps bodies on disk, in
+// the log frame of their Park call or in the snapshot, and only this in
+// memory (48 bytes an entry).
+type parkEntry struct {
+	epoch, seq uint64
+	file       io.ReaderAt // the log or snapshot file holding the body
+	off        int64       // of the body in file
+	size       uint32
+	crc        uint32 // parkCRC of the entry
+}
+
+func comparePark(e parkEntry, k [2]uint64) int {
+	if c := cmp.Compare(e.epoch, k[0]); c != 0 {
+		return c
+	}
+	return cmp.Compare(e.seq, k[1])
 }
 
 // state is the store's whole content in memory. It is not safe for
@@ -27,6 +49,8 @@ type state struct {
 	streams      int   // number of streamStates
 	entries      int   // journal entries held
 	journalBytes int64 // bytes of journal bodies held
+	parked       int   // parked entries held
+	parkedBytes  int64 // bytes of their bodies, on disk
 }
 
 func newState() *state {
@@ -186,9 +210,96 @@ func (st *state) cursor(s seqstore.Stream) seqstore.Cursor {
 	return seqstore.Cursor{}
 }
 
+// setCursor stores c as the cursor of s and drops the parked entries of s
+// that c passed: setting the cursor, by Advance or by its replay, is the
+// one step that hands parked entries out and removes them.
 func (st *state) setCursor(s seqstore.Stream, c seqstore.Cursor) {
 	c.Skipped = slices.Clone(c.Skipped)
-	st.getOrCreate(s).cursor = c
+	ss := st.getOrCreate(s)
+	ss.cursor = c
+	st.dropParks(ss)
+}
+
+// dropParks drops the parked entries of ss below its cursor: a prefix,
+// since they are ordered by (epoch, seq).
+func (st *state) dropParks(ss *streamState) {
+	n := 0
+	for n < len(ss.parks) && ss.cursor.Below(ss.parks[n].epoch, ss.parks[n].seq) {
+		st.parkedBytes -= int64(ss.parks[n].size)
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	st.parked -= n
+	switch rest := ss.parks[n:]; {
+	case len(rest) == 0:
+		ss.parks = nil // let the array go
+	case len(rest) < cap(ss.parks)/4:
+		ss.parks = slices.Clone(rest)
+	default:
+		ss.parks = rest
+	}
+}
+
+// checkPark refuses, for a Park call, the entries that the stored cursor
+// of their stream already passed: the result is nil or the call's
+// *seqstore.BatchError, ErrConflict for those, ErrAborted for the others.
+func (st *state) checkPark(entries []seqstore.Parked) error {
+	var errs []error
+	for i, p := range entries {
+		if c := st.cursor(p.Stream); c.Below(p.Epoch, p.Seq) {
+			if errs == nil {
+				errs = make([]error, len(entries))
+			}
+			errs[i] = fmt.Errorf("%w: park of %s %d/%d: the cursor is at %d/%d", seqstore.ErrConflict, p.Stream, p.Epoch, p.Seq, c.Epoch, c.Next)
+		}
+	}
+	if errs != nil {
+		return seqstore.Abort(errs)
+	}
+	return nil
+}
+
+// park adds or replaces the parked entry e of s.
+func (st *state) park(s seqstore.Stream, e parkEntry) {
+	ss := st.getOrCreate(s)
+	i, found := slices.BinarySearchFunc(ss.parks, [2]uint64{e.epoch, e.seq}, comparePark)
+	if found {
+		st.parkedBytes += int64(e.size) - int64(ss.parks[i].size)
+		ss.parks[i] = e
+		return
+	}
+	ss.parks = slices.Insert(ss.parks, i, e)
+	st.parked++
+	st.parkedBytes += int64(e.size)
+}
+
+// unpark returns the locations of the entries q asks for.
+func (st *state) unpark(q seqstore.ParkQuery) []parkEntry {
+	ss := st.get(q.Stream)
+	if ss == nil {
+		return nil
+	}
+	i, _ := slices.BinarySearchFunc(ss.parks, [2]uint64{q.Epoch, q.From}, comparePark)
+	var out []parkEntry
+	for ; i < len(ss.parks) && ss.parks[i].epoch == q.Epoch && len(out) < q.Max; i++ {
+		out = append(out, ss.parks[i])
+	}
+	return out
+}
+
+// parkedStreams returns the streams of queue with parked entries, ordered
+// by key.
+func (st *state) parkedStreams(queue string) []seqstore.Stream {
+	var out []seqstore.Stream
+	for group, ss := range st.queues[queue] {
+		if len(ss.parks) > 0 {
+			out = append(out, seqstore.Stream{Queue: queue, Group: group})
+		}
+	}
+	slices.SortFunc(out, func(a, b seqstore.Stream) int { return cmp.Compare(a.Key(), b.Key()) })
+	return out
 }
 
 // pending returns copies of the journal entries of queue, ordered by stream
@@ -219,8 +330,9 @@ func (st *state) pending(queue string) []seqstore.Entry {
 // replay applies one frame payload read from a log. Every record must be
 // well formed and consistent with the state so far; anything else is
 // corruption (the frame's checksum matched, so the bytes are what was
-// written).
-func (st *state) replay(payload []byte) error {
+// written). The payload starts at offset base of file, where parked
+// entries are left to be read.
+func (st *state) replay(payload []byte, file io.ReaderAt, base int64) error {
 	d := decoder{b: payload}
 	for !d.empty() && d.err == nil {
 		var err error
@@ -244,6 +356,10 @@ func (st *state) replay(payload []byte) error {
 				if d.err == nil {
 					st.setCursor(s, c)
 				}
+			}
+		case recParks:
+			for n := d.count(len(d.b)); n > 0 && err == nil && d.err == nil; n-- {
+				err = st.replayPark(&d, file, base+int64(len(payload)))
 			}
 		default:
 			return fmt.Errorf("unknown record type %d: %w", typ, errDecode)
@@ -291,6 +407,29 @@ func (st *state) replayReservation(d *decoder) error {
 	return nil
 }
 
+// replayPark decodes one parked entry and applies it. The payload being
+// decoded ends at offset end of file. An entry its cursor already passed
+// was never accepted: an error.
+func (st *state) replayPark(d *decoder, file io.ReaderAt, end int64) error {
+	s := d.stream()
+	e := parkEntry{epoch: d.uvarint(), seq: d.uvarint(), crc: d.uint32()}
+	e.size = uint32(d.count(seqstore.MaxParkBody))
+	e.off = end - int64(len(d.b))
+	e.file = file
+	d.bytes(int(e.size))
+	if d.err != nil {
+		return nil
+	}
+	if e.seq == 0 || e.seq > seqstore.MaxSeq || e.epoch > seqstore.MaxSeq {
+		return fmt.Errorf("park of %s: bad fields epoch %d seq %d", s, e.epoch, e.seq)
+	}
+	if c := st.cursor(s); c.Below(e.epoch, e.seq) {
+		return fmt.Errorf("park of %s %d/%d below its cursor %d/%d", s, e.epoch, e.seq, c.Epoch, c.Next)
+	}
+	st.park(s, e)
+	return nil
+}
+
 // replayMark decodes one mark and applies it.
 func (st *state) replayMark(d *decoder) {
 	s := d.stream()
@@ -304,18 +443,28 @@ func (st *state) replayMark(d *decoder) {
 	}
 }
 
-// encodeSnapshot returns the snapshot file content for st, whose log replay
-// resumes at log nextGen.
-func (st *state) encodeSnapshot(nextGen uint64) []byte {
-	b := make([]byte, 0, snapHeaderSize+snapTrailerSize+64*st.streams+int(st.journalBytes)+8*st.entries)
+// parkedStream is a stream with parked entries, as a snapshot writes it.
+type parkedStream struct {
+	s  seqstore.Stream
+	ss *streamState
+}
+
+// snapshotHead returns the start of the snapshot file for st, whose log
+// replay resumes at log nextGen: its header and the streams, without the
+// parked entries; and the streams whose parked entries follow, in the
+// order writeSnapshot writes them.
+func (st *state) snapshotHead(nextGen uint64) ([]byte, []parkedStream) {
+	b := make([]byte, 0, snapHeaderSize+64*st.streams+int(st.journalBytes)+8*st.entries)
 	b = append(b, snapMagic...)
-	b = binary.LittleEndian.AppendUint32(b, formatVersion)
+	b = binary.LittleEndian.AppendUint32(b, snapVersion)
 	b = binary.LittleEndian.AppendUint32(b, 0)
 	b = binary.LittleEndian.AppendUint64(b, nextGen)
 	b = binary.AppendUvarint(b, uint64(st.streams))
+	var parked []parkedStream
 	for queue, groups := range st.queues {
 		for group, ss := range groups {
-			b = appendStream(b, seqstore.Stream{Queue: queue, Group: group})
+			s := seqstore.Stream{Queue: queue, Group: group}
+			b = appendStream(b, s)
 			b = binary.AppendUvarint(b, ss.epoch)
 			b = binary.AppendUvarint(b, ss.next)
 			b = appendCursor(b, ss.cursor)
@@ -325,15 +474,117 @@ func (st *state) encodeSnapshot(nextGen uint64) []byte {
 				b = binary.AppendUvarint(b, uint64(len(body)))
 				b = append(b, body...)
 			}
+			if len(ss.parks) > 0 {
+				parked = append(parked, parkedStream{s, ss})
+			}
 		}
 	}
-	b = binary.LittleEndian.AppendUint64(b, uint64(len(b)-snapHeaderSize))
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	return b, parked
 }
 
-// decodeSnapshot parses a snapshot file. Any failure is reported as an error
-// the caller wraps in seqstore.ErrCorrupt.
-func decodeSnapshot(data []byte) (st *state, nextGen uint64, err error) {
+// snapWriter writes a snapshot file, counting its bytes and computing its
+// checksum on the way. The first error sticks.
+type snapWriter struct {
+	w   io.Writer
+	n   int64
+	crc uint32
+	err error
+}
+
+func (sw *snapWriter) write(p []byte) {
+	if sw.err != nil {
+		return
+	}
+	sw.crc = crc32.Update(sw.crc, castagnoli, p)
+	_, sw.err = sw.w.Write(p)
+	sw.n += int64(len(p))
+}
+
+// writeSnapshot writes a snapshot file to w: head (from snapshotHead), the
+// parked entries of parked, read from where they are, and the trailer. It
+// returns the offsets of the parked bodies in the file, in the order
+// written, and the entries whose body did not match its checksum (copied
+// as they are, so that Unpark still reports them). The parked entries must
+// not change meanwhile (only the writer goroutine changes them).
+func writeSnapshot(w io.Writer, head []byte, parked []parkedStream) (offs []int64, bad []string, err error) {
+	sw := snapWriter{w: w}
+	sw.write(head)
+	var b []byte
+	var body []byte
+	b = binary.AppendUvarint(b, uint64(len(parked)))
+	for _, p := range parked {
+		key := p.s.Key()
+		b = appendStream(b, p.s)
+		b = binary.AppendUvarint(b, uint64(len(p.ss.parks)))
+		for _, e := range p.ss.parks {
+			b = binary.AppendUvarint(b, e.epoch)
+			b = binary.AppendUvarint(b, e.seq)
+			b = binary.LittleEndian.AppendUint32(b, e.crc)
+			b = binary.AppendUvarint(b, uint64(e.size))
+			sw.write(b)
+			b = b[:0]
+			body = slices.Grow(body[:0], int(e.size))[:e.size]
+			if err := readBody(e, body); err != nil {
+				return nil, nil, err
+			}
+			if parkCRC(key, e.epoch, e.seq, body) != e.crc {
+				bad = append(bad, fmt.Sprintf("%s %d/%d", p.s, e.epoch, e.seq))
+			}
+			offs = append(offs, sw.n)
+			sw.write(body)
+		}
+	}
+	sw.write(binary.LittleEndian.AppendUint64(b, uint64(sw.n+int64(len(b))-snapHeaderSize)))
+	if sw.err != nil {
+		return nil, nil, sw.err
+	}
+	_, err = w.Write(binary.LittleEndian.AppendUint32(nil, sw.crc))
+	if err != nil {
+		return nil, nil, err
+	}
+	return offs, bad, nil
+}
+
+// readBody reads the body of e into body (of e.size bytes). A short file
+// is corruption.
+func readBody(e parkEntry, body []byte) error {
+	n, err := e.file.ReadAt(body, e.off)
+	if n == len(body) {
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		return fmt.Errorf("parked body of %d bytes at offset %d: file ends after %d: %w", len(body), e.off, n, seqstore.ErrCorrupt)
+	}
+	return err
+}
+
+// relocate points the parked entries of parked, as writeSnapshot wrote
+// them, at their bodies in file, the snapshot it wrote.
+func relocate(parked []parkedStream, offs []int64, file io.ReaderAt) {
+	k := 0
+	for _, p := range parked {
+		for i := range p.ss.parks {
+			p.ss.parks[i].file, p.ss.parks[i].off = file, offs[k]
+			k++
+		}
+	}
+}
+
+// encodeSnapshot returns the snapshot file content for st, whose log replay
+// resumes at log nextGen, with its parked bodies read from where they are.
+func (st *state) encodeSnapshot(nextGen uint64) ([]byte, error) {
+	head, parked := st.snapshotHead(nextGen)
+	var buf bytes.Buffer
+	if _, _, err := writeSnapshot(&buf, head, parked); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// decodeSnapshot parses a snapshot file, data, read from file, where its
+// parked bodies are left. Any failure is reported as an error the caller
+// wraps in seqstore.ErrCorrupt.
+func decodeSnapshot(data []byte, file io.ReaderAt) (st *state, nextGen uint64, err error) {
 	if len(data) < snapHeaderSize+snapTrailerSize {
 		return nil, 0, fmt.Errorf("snapshot of %d bytes is too short", len(data))
 	}
@@ -344,8 +595,9 @@ func decodeSnapshot(data []byte) (st *state, nextGen uint64, err error) {
 	if string(data[:8]) != snapMagic {
 		return nil, 0, fmt.Errorf("snapshot has bad magic %q", data[:8])
 	}
-	if v := binary.LittleEndian.Uint32(data[8:]); v != formatVersion {
-		return nil, 0, fmt.Errorf("snapshot format version %d, want %d", v, formatVersion)
+	version := binary.LittleEndian.Uint32(data[8:])
+	if version != snapVersion && version != snapVersion1 {
+		return nil, 0, fmt.Errorf("snapshot format version %d, want %d or %d", version, snapVersion1, snapVersion)
 	}
 	nextGen = binary.LittleEndian.Uint64(data[16:])
 	payload := data[snapHeaderSize : len(data)-snapTrailerSize]
@@ -385,6 +637,11 @@ func decodeSnapshot(data []byte) (st *state, nextGen uint64, err error) {
 			st.journalBytes += int64(len(body))
 		}
 	}
+	if version >= snapVersion && d.err == nil {
+		if err := st.decodeParks(&d, file, int64(snapHeaderSize+len(payload))); err != nil {
+			return nil, 0, err
+		}
+	}
 	if d.err == nil && !d.empty() {
 		d.fail()
 	}
@@ -392,4 +649,40 @@ func decodeSnapshot(data []byte) (st *state, nextGen uint64, err error) {
 		return nil, 0, fmt.Errorf("snapshot payload: %w", d.err)
 	}
 	return st, nextGen, nil
+}
+
+// decodeParks decodes the parked entries of a snapshot, whose payload ends
+// at offset end of file. Each stream is listed once, after the streams,
+// with its entries in (epoch, seq) order and none below its cursor.
+func (st *state) decodeParks(d *decoder, file io.ReaderAt, end int64) error {
+	n := d.count(st.streams)
+	for range n {
+		s := d.stream()
+		k := d.count(len(d.b))
+		if d.err != nil {
+			return nil
+		}
+		ss := st.get(s)
+		if ss == nil || len(ss.parks) > 0 {
+			return fmt.Errorf("snapshot parks of %s: unknown stream or listed twice", s)
+		}
+		ss.parks = make([]parkEntry, 0, min(k, len(d.b)/4))
+		for range k {
+			e := parkEntry{epoch: d.uvarint(), seq: d.uvarint(), crc: d.uint32(), file: file}
+			e.size = uint32(d.count(seqstore.MaxParkBody))
+			e.off = end - int64(len(d.b))
+			d.bytes(int(e.size))
+			if d.err != nil {
+				return nil
+			}
+			if e.seq == 0 || e.seq > seqstore.MaxSeq || e.epoch > seqstore.MaxSeq || ss.cursor.Below(e.epoch, e.seq) ||
+				len(ss.parks) > 0 && comparePark(ss.parks[len(ss.parks)-1], [2]uint64{e.epoch, e.seq}) >= 0 {
+				return fmt.Errorf("snapshot parks of %s: bad entry %d/%d", s, e.epoch, e.seq)
+			}
+			ss.parks = append(ss.parks, e)
+			st.parked++
+			st.parkedBytes += int64(e.size)
+		}
+	}
+	return nil
 }

@@ -103,14 +103,17 @@ type Stats struct {
 	WaitTime     time.Duration // time the writer waited for the callers of the previous commit (see Options.CommitWait)
 	WaitTimeouts int64         // waits that ended at their bound, not because the callers were back
 	Commits      int64         // frames written to the log, each followed by one fsync
-	Records      int64         // records in those frames (reserves, advances, sent marks)
+	Records      int64         // records in those frames (reserves, advances, parks, sent marks)
 	Snapshots    int64         // snapshots written (each starts a fresh log)
 	Reservations int64         // Reserve calls that succeeded
 	Advances     int64         // Advance calls that succeeded
+	Parks        int64         // Park calls that succeeded
 	SentMarks    int64         // journal entries dropped by Sent
 	LogBytes     int64         // size of the current log file
 	Streams      int           // streams with any state
 	Pending      int           // journal entries not marked sent
+	Parked       int           // parked entries held (their bodies are on disk)
+	ParkedBytes  int64         // bytes of those bodies
 }
 
 // Store is a seqstore.Store kept in one local directory. Create it with Open.
@@ -149,8 +152,16 @@ type Store struct {
 
 	w writer // owned by the writer goroutine (and Open before it starts)
 
+	// Parked bodies are read from w.f and bodyFiles (the snapshot and the
+	// logs before w.f). Readers hold fileMu for reading while they read;
+	// the writer holds it to close files (after a snapshot), Close to
+	// close them all.
+	fileMu      sync.RWMutex
+	bodyFiles   []*os.File
+	filesClosed bool
+
 	stats struct {
-		fsyncs, syncNanos, waitNanos, waitTimeouts, commits, records, snapshots, reservations, advances, sentMarks, logBytes atomic.Int64
+		fsyncs, syncNanos, waitNanos, waitTimeouts, commits, records, snapshots, reservations, advances, parks, sentMarks, logBytes atomic.Int64
 	}
 }
 
@@ -198,13 +209,14 @@ func Open(dir string, opts *Options) (*Store, error) {
 		writerDone: make(chan struct{}),
 	}
 	if err := s.recover(); err != nil {
+		s.closeFiles()
 		_ = unlockFile(lock)
 		_ = lock.Close()
 		return nil, err
 	}
 	if s.w.off > logHeaderSize && s.w.off >= s.opts.SnapshotBytes {
 		if err := s.snapshot(); err != nil {
-			_ = s.w.f.Close()
+			s.closeFiles()
 			_ = unlockFile(lock)
 			_ = lock.Close()
 			return nil, err
@@ -245,11 +257,12 @@ func (s *Store) Stats() Stats {
 		Snapshots:    s.stats.snapshots.Load(),
 		Reservations: s.stats.reservations.Load(),
 		Advances:     s.stats.advances.Load(),
+		Parks:        s.stats.parks.Load(),
 		SentMarks:    s.stats.sentMarks.Load(),
 		LogBytes:     s.stats.logBytes.Load(),
 	}
 	s.mu.Lock()
-	st.Streams, st.Pending = s.st.streams, s.st.entries
+	st.Streams, st.Pending, st.Parked, st.ParkedBytes = s.st.streams, s.st.entries, s.st.parked, s.st.parkedBytes
 	s.mu.Unlock()
 	return st
 }
@@ -464,9 +477,15 @@ func (s *Store) Close() error {
 				errs = append(errs, err)
 			}
 		}
+		s.fileMu.Lock()
 		if err := s.w.f.Close(); err != nil {
 			errs = append(errs, err)
 		}
+		for _, f := range s.bodyFiles {
+			_ = f.Close() // read-only
+		}
+		s.bodyFiles, s.filesClosed = nil, true
+		s.fileMu.Unlock()
 		if err := unlockFile(s.lock); err != nil {
 			errs = append(errs, err)
 		}
@@ -481,6 +500,17 @@ func (s *Store) Close() error {
 		return nil
 	}
 	return s.closeErr
+}
+
+// closeFiles closes the files a failed Open opened.
+func (s *Store) closeFiles() {
+	if s.w.f != nil {
+		_ = s.w.f.Close()
+	}
+	for _, f := range s.bodyFiles {
+		_ = f.Close()
+	}
+	s.bodyFiles = nil
 }
 
 func (s *Store) checkOpen() error {
@@ -535,7 +565,7 @@ func (s *Store) newRequest() *request {
 // request the writer no longer holds may be recycled.
 func (s *Store) recycle(r *request) error {
 	err := r.err
-	r.reserve, r.advance, r.res, r.err = nil, nil, nil, nil
+	r.reserve, r.advance, r.park, r.crcs, r.res, r.err = nil, nil, nil, nil, nil, nil
 	s.requests.Put(r)
 	return err
 }

@@ -1,12 +1,14 @@
 package filestore
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +20,7 @@ type reqKind uint8
 const (
 	kindReserve reqKind = iota + 1
 	kindAdvance
+	kindPark
 )
 
 // Request states: the caller and the writer race to move a queued request
@@ -28,12 +31,15 @@ const (
 	reqCancelled
 )
 
-// request is one Reserve or Advance call on its way through the writer.
+// request is one Reserve, Advance or Park call on its way through the
+// writer.
 type request struct {
 	kind    reqKind
 	reserve []seqstore.ReserveRequest
 	advance []seqstore.Advance
-	size    int // encoded size bound, for bounding a frame
+	park    []seqstore.Parked
+	crcs    []uint32 // parkCRC of each entry of park, computed by the caller
+	size    int      // encoded size bound, for bounding a frame
 
 	state atomic.Int32
 	done  chan struct{}          // capacity 1: the writer sends once res and err are set
@@ -69,12 +75,13 @@ type writer struct {
 
 	// The commit being built: calls taken, applied to the state and
 	// encoded into frame, waiting for their fsync.
-	frame              []byte
-	taken              []*request
-	size               int   // sum of the taken calls' size bounds
-	records            int64 // records in frame
-	reserved, advanced int64 // calls of each kind applied
-	durable            chan struct{}
+	frame                      []byte
+	taken                      []*request
+	size                       int   // sum of the taken calls' size bounds
+	records                    int64 // records in frame
+	reserved, advanced, parked int64 // calls of each kind applied
+	durable                    chan struct{}
+	bodies                     []int // scratch: where appendParks put the bodies
 
 	syncAvg      time.Duration // moving average of the sync time
 	lastReleased int           // requests answered by the previous commit
@@ -246,6 +253,18 @@ func (s *Store) apply(batch []*request) {
 			}
 			w.frame = appendAdvance(w.frame, r.advance)
 			w.advanced++
+		case kindPark:
+			if r.err = s.st.checkPark(r.park); r.err != nil {
+				continue
+			}
+			// The frame will be written at w.off of w.f: the bodies
+			// stay there, and memory keeps only where.
+			w.bodies = slices.Grow(w.bodies[:0], len(r.park))[:len(r.park)]
+			w.frame = appendParks(w.frame, r.park, r.crcs, w.bodies)
+			for i, p := range r.park {
+				s.st.park(p.Stream, parkEntry{epoch: p.Epoch, seq: p.Seq, file: w.f, off: w.off + int64(w.bodies[i]), size: uint32(len(p.Body)), crc: r.crcs[i]})
+			}
+			w.parked++
 		}
 		w.records++
 	}
@@ -296,7 +315,7 @@ func (s *Store) commit() {
 	s.markInflight()
 	s.mu.Unlock()
 
-	records, reserved, advanced := w.records, w.reserved, w.advanced
+	records, reserved, advanced, parked := w.records, w.reserved, w.advanced, w.parked
 	if records > 0 {
 		err := s.writeFrame(w.frame, records)
 		s.mu.Lock()
@@ -311,7 +330,7 @@ func (s *Store) commit() {
 			for _, r := range w.taken {
 				r.err = err
 			}
-			reserved, advanced = 0, 0
+			reserved, advanced, parked = 0, 0, 0
 		} else {
 			s.stats.commits.Add(1)
 			s.stats.records.Add(records)
@@ -319,6 +338,7 @@ func (s *Store) commit() {
 	}
 	s.stats.reservations.Add(reserved)
 	s.stats.advances.Add(advanced)
+	s.stats.parks.Add(parked)
 	for _, r := range w.taken {
 		r.done <- struct{}{} // the caller may recycle r from here on
 	}
@@ -326,7 +346,7 @@ func (s *Store) commit() {
 		w.lastReleased = len(w.taken)
 	}
 	clear(w.taken)
-	w.taken, w.size, w.records, w.reserved, w.advanced, w.durable = w.taken[:0], 0, 0, 0, 0, nil
+	w.taken, w.size, w.records, w.reserved, w.advanced, w.parked, w.durable = w.taken[:0], 0, 0, 0, 0, 0, nil
 	if cap(w.frame) <= 2*batchBytes {
 		w.frame = w.frame[:frameHeaderSize]
 	} else {
@@ -455,27 +475,41 @@ func (s *Store) snapshot() error {
 	if err != nil {
 		return retryLater(err)
 	}
+	// The parked entries change only in this goroutine: they can be read
+	// without s.mu while their bodies are copied.
 	s.mu.Lock()
-	data := s.st.encodeSnapshot(newGen)
+	head, parked := s.st.snapshotHead(newGen)
 	s.mu.Unlock()
 	tmp := filepath.Join(s.dir, snapTmpName)
-	if err := s.writeSynced(tmp, data); err != nil {
+	sf, offs, err := s.writeSnapshotFile(tmp, head, parked)
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(s.dir, snapName))
+	}
+	if err != nil {
+		if sf != nil {
+			_ = sf.Close()
+		}
 		_ = nf.Close()
 		_ = os.Remove(newPath)
 		_ = os.Remove(tmp)
 		return retryLater(err)
 	}
-	if err := os.Rename(tmp, filepath.Join(s.dir, snapName)); err != nil {
-		_ = nf.Close()
-		_ = os.Remove(newPath)
-		_ = os.Remove(tmp)
-		return retryLater(err)
-	}
+	// From here the parked bodies are read from the new snapshot. Readers
+	// of bodies hold fileMu: none is reading the files closed here.
+	s.fileMu.Lock()
+	s.mu.Lock()
+	relocate(parked, offs, sf)
+	s.mu.Unlock()
 	old := w.f
 	w.f, w.gen, w.off, w.alloc, w.noPrealloc = nf, newGen, logHeaderSize, logHeaderSize, false
+	_ = old.Close()
+	for _, f := range s.bodyFiles {
+		_ = f.Close()
+	}
+	s.bodyFiles = append(s.bodyFiles[:0], sf)
+	s.fileMu.Unlock()
 	w.nextSnapshot = s.opts.SnapshotBytes
 	s.stats.logBytes.Store(w.off)
-	_ = old.Close()
 	if err := s.syncDir(); err != nil {
 		return fmt.Errorf("filestore: snapshot %s: %w", s.dir, err)
 	}
@@ -486,7 +520,7 @@ func (s *Store) snapshot() error {
 	}
 	w.first = newGen
 	s.stats.snapshots.Add(1)
-	s.log.Debug("filestore: snapshot written", "dir", s.dir, "gen", newGen, "bytes", len(data))
+	s.log.Debug("filestore: snapshot written", "dir", s.dir, "gen", newGen, "parked", len(offs))
 	return nil
 }
 
@@ -513,26 +547,35 @@ func createFile(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|oNoFollow, 0o600)
 }
 
-// writeSynced writes data to a new file at path (0600) and syncs it. A
-// file left at path is removed first; whatever is there then (a link
-// planted since) makes it fail rather than write through it.
-func (s *Store) writeSynced(path string, data []byte) error {
+// writeSnapshotFile writes a snapshot (see writeSnapshot) to a new file at
+// path (0600) and syncs it. A file left at path is removed first; whatever
+// is there then (a link planted since) makes it fail rather than write
+// through it. It returns the file, open: the parked bodies are read from it
+// once it is renamed into place; and their offsets in it.
+func (s *Store) writeSnapshotFile(path string, head []byte, parked []parkedStream) (*os.File, []int64, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+		return nil, nil, err
 	}
 	f, err := createFile(path)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	if _, err := f.Write(data); err != nil {
+	bw := bufio.NewWriterSize(f, 256<<10)
+	offs, bad, err := writeSnapshot(bw, head, parked)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		err = s.sync(f)
+	}
+	if err != nil {
 		_ = f.Close()
-		return err
+		return nil, nil, err
 	}
-	if err := s.sync(f); err != nil {
-		_ = f.Close()
-		return err
+	if len(bad) > 0 {
+		s.log.Warn("filestore: parked bodies fail their checksum; copied as they are, Unpark reports them", "dir", s.dir, "entries", bad)
 	}
-	return f.Close()
+	return f, offs, nil
 }
 
 func (s *Store) sync(f *os.File) error {
