@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -295,52 +296,47 @@ func TestParkLargeBody(t *testing.T) {
 }
 
 // TestParkRacesAdvance parks and advances the same fresh streams from two
-// stores at once (two processes): whichever wins, no parked entry is left
-// below its stream's cursor, and every refused park was below it.
+// stores at once (two processes), the first Park of each stream racing its
+// first Advance (the cursor row does not exist yet): whichever wins, no
+// parked entry is left below its stream's cursor.
 func TestParkRacesAdvance(t *testing.T) {
 	forEach(t, func(t *testing.T, b backend, db *sql.DB, prefix string) {
 		ctx := context.Background()
 		parker, advancer := newStore(t, db, b.dialect, prefix), newStore(t, db, b.dialect, prefix)
-		const streams, steps = 6, 12
-		var wg sync.WaitGroup
-		errs := make(chan error, 2*streams)
-		for g := range streams {
-			st := seqstore.Stream{Queue: "q", Group: fmt.Sprint(g)}
-			wg.Go(func() {
-				var from seqstore.Cursor
-				for i := range steps {
-					to := seqstore.Cursor{Epoch: 1, Next: uint64(2*i + 2)}
-					if err := advancer.Advance(ctx, []seqstore.Advance{{Stream: st, From: from, To: to}}); err != nil {
+		const rounds, streams = 20, 8
+		for r := range rounds {
+			var wg sync.WaitGroup
+			errs := make(chan error, 2*streams)
+			for g := range streams {
+				st := seqstore.Stream{Queue: "q", Group: fmt.Sprintf("%d-%d", r, g)}
+				wg.Go(func() {
+					if err := advancer.Advance(ctx, []seqstore.Advance{{Stream: st, To: seqstore.Cursor{Epoch: 1, Next: 3}}}); err != nil {
 						errs <- err
+					}
+				})
+				wg.Go(func() {
+					err := parker.Park(ctx, []seqstore.Parked{park(st, 1, 1, "x"), park(st, 1, 2, "y")})
+					if errors.Is(err, seqstore.ErrConflict) {
 						return
 					}
-					from = to
-				}
-			})
-			wg.Go(func() {
-				for i := range steps {
-					err := parker.Park(ctx, []seqstore.Parked{park(st, 1, uint64(2*i+1), "x"), park(st, 1, uint64(2*i+2), "y")})
-					if err != nil && !assert.ErrorIs(t, err, seqstore.ErrConflict) {
+					if err != nil {
 						errs <- err
-						return
 					}
-				}
-			})
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			require.NoError(t, err)
-		}
-		for g := range streams {
-			st := seqstore.Stream{Queue: "q", Group: fmt.Sprint(g)}
-			cur, err := storetest.CursorOne(ctx, parker, st)
-			require.NoError(t, err)
-			require.Equal(t, uint64(2*steps), cur.Next)
-			got, err := parker.Unpark(ctx, []seqstore.ParkQuery{{Stream: st, Epoch: 1, Max: 100}})
-			require.NoError(t, err)
-			for _, p := range got[0] {
-				assert.False(t, cur.Below(p.Epoch, p.Seq), "%s: parked seq %d below the cursor %d", st, p.Seq, cur.Next)
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				require.NoError(t, err)
+			}
+			for g := range streams {
+				st := seqstore.Stream{Queue: "q", Group: fmt.Sprintf("%d-%d", r, g)}
+				cur, err := storetest.CursorOne(ctx, parker, st)
+				require.NoError(t, err)
+				require.Equal(t, uint64(3), cur.Next)
+				got, err := parker.Unpark(ctx, []seqstore.ParkQuery{{Stream: st, Epoch: 1, Max: 100}})
+				require.NoError(t, err)
+				require.Empty(t, got[0], "%s: parked below the cursor %d/%d", st, cur.Epoch, cur.Next)
 			}
 		}
 		t.Logf("parker %+v, advancer %+v", parker.Stats(), advancer.Stats())
