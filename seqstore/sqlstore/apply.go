@@ -19,14 +19,17 @@ const (
 	opReserve opKind = iota + 1
 	opSent
 	opAdvance
+	opPark
 )
 
-// op is one Reserve, Sent or Advance call, submitted to the group commit.
+// op is one Reserve, Sent, Advance or Park call, submitted to the group
+// commit.
 type op struct {
 	kind  opKind
 	reqs  []seqstore.ReserveRequest // reserve
 	marks []seqstore.SentMark       // sent
 	batch []seqstore.Advance        // advance
+	parks []seqstore.Parked         // park
 
 	// The outcome, set by the group commit: the reservations, and the
 	// call's own error (a *seqstore.BatchError naming its requests at
@@ -36,17 +39,25 @@ type op struct {
 }
 
 // Size implements batcher.Sizer: the rows the call reads or writes, which
-// bound one transaction (maxTxRows).
+// bound one transaction (maxTxRows); a parked body also counts one per
+// parkBytesPerRow bytes, so that a transaction of large parks stays a few
+// MiB.
 func (o *op) Size() int {
-	n := len(o.reqs) + len(o.batch)
+	n := len(o.reqs) + len(o.batch) + len(o.parks)
 	for _, r := range o.reqs {
 		n += len(r.Journal)
 	}
 	for _, m := range o.marks {
 		n += len(m.Seqs)
 	}
+	for _, p := range o.parks {
+		n += len(p.Body) / parkBytesPerRow
+	}
 	return n
 }
+
+// parkBytesPerRow is the body size that counts as one row in op.Size.
+const parkBytesPerRow = 8 << 10
 
 // outcome is an op's own result inside a transaction: its reservations, or
 // the *seqstore.BatchError of the requests that failed it (nothing of it
@@ -79,7 +90,7 @@ func (s *Store) applyBatch(ctx context.Context, tx *sql.Tx, ops []*op) ([]outcom
 	if err := s.applySent(ctx, tx, ops); err != nil {
 		return nil, err
 	}
-	if err := s.applyAdvances(ctx, tx, ops, out); err != nil {
+	if err := s.applyCursors(ctx, tx, ops, out); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -241,21 +252,45 @@ func (s *Store) applySent(ctx context.Context, tx *sql.Tx, ops []*op) error {
 }
 
 type cursorState struct {
-	cur     seqstore.Cursor
-	exists  bool
-	dirty   bool
+	cur    seqstore.Cursor
+	exists bool
+	dirty  bool // an Advance moved it
+	// zero: a Park needs a row to lock and there is none; a zero cursor
+	// row is created (Cursors reads it as the zero Cursor).
+	zero    bool
 	corrupt error
 }
 
-func (s *Store) applyAdvances(ctx context.Context, tx *sql.Tx, ops []*op, out []outcome) error {
+// parkKey names one parked entry.
+type parkKey struct {
+	stream     seqstore.Stream
+	epoch, seq uint64
+}
+
+// applyCursors runs the Advance and Park calls of ops in queue order
+// against the locked cursor rows of their streams, so that a Park sees
+// every Advance before it in the transaction and the reverse. A Park holds
+// its stream's cursor row locked until the transaction ends, so no
+// concurrent Advance can pass an entry between the check and the insert; a
+// stream without a cursor row gets a zero row, inserted plainly like any
+// new row (a concurrent creation fails this transaction on the duplicate
+// key, and the retry locks the winner's row). An Advance deletes the
+// parked entries its stream's new cursor passed.
+func (s *Store) applyCursors(ctx context.Context, tx *sql.Tx, ops []*op, out []outcome) error {
 	states := map[seqstore.Stream]*cursorState{}
 	var streams []seqstore.Stream
+	add := func(st seqstore.Stream) {
+		if _, ok := states[st]; !ok {
+			states[st] = &cursorState{}
+			streams = append(streams, st)
+		}
+	}
 	for _, o := range ops {
 		for _, a := range o.batch {
-			if _, ok := states[a.Stream]; !ok {
-				states[a.Stream] = &cursorState{}
-				streams = append(streams, a.Stream)
-			}
+			add(a.Stream)
+		}
+		for _, p := range o.parks {
+			add(p.Stream)
 		}
 	}
 	if len(streams) == 0 {
@@ -275,54 +310,127 @@ func (s *Store) applyAdvances(ctx context.Context, tx *sql.Tx, ops []*op, out []
 	if err != nil {
 		return err
 	}
+	parks := map[parkKey]seqstore.Parked{} // the last body parked wins
+	var parkOrder []parkKey
 	for i, o := range ops {
-		if o.kind != opAdvance {
-			continue
-		}
-		var errs []error
-		for k, a := range o.batch {
-			cs := states[a.Stream]
-			var err error
-			switch {
-			case cs.corrupt != nil:
-				err = cs.corrupt
-			case !cs.cur.Same(a.From):
-				err = fmt.Errorf("%w: %s is at %d/%d owner %d", seqstore.ErrConflict, a.Stream, cs.cur.Epoch, cs.cur.Next, cs.cur.Owner)
-			default:
+		switch o.kind {
+		case opAdvance:
+			out[i].err = s.planAdvance(o, states)
+		case opPark:
+			if out[i].err = planPark(o, states); out[i].err != nil {
 				continue
 			}
-			if errs == nil {
-				errs = make([]error, len(o.batch))
+			for _, p := range o.parks {
+				k := parkKey{p.Stream, p.Epoch, p.Seq}
+				if _, ok := parks[k]; !ok {
+					parkOrder = append(parkOrder, k)
+				}
+				parks[k] = p
 			}
-			errs[k] = err
-		}
-		if err := seqstore.Abort(errs); err != nil {
-			out[i].err = err
-			continue
-		}
-		for _, a := range o.batch {
-			cs := states[a.Stream]
-			cs.cur, cs.dirty = a.To, true
 		}
 	}
-	var created, updated [][]any
+	var created, updated, passed [][]any
 	for _, st := range streams {
 		cs := states[st]
-		if !cs.dirty {
+		if !cs.dirty && !cs.zero {
 			continue
 		}
 		row := []any{st.Queue, st.Group, int64(cs.cur.Epoch), int64(cs.cur.Next), int64(cs.cur.Owner), seqstore.FormatSkipped(cs.cur.Skipped)}
-		if cs.exists {
-			updated = append(updated, row)
-		} else {
+		switch {
+		case !cs.exists:
 			created = append(created, row)
+		case cs.dirty:
+			updated = append(updated, row)
+		}
+		if cs.dirty {
+			passed = append(passed, []any{st.Queue, st.Group, int64(cs.cur.Epoch), int64(cs.cur.Epoch), int64(cs.cur.Next)})
 		}
 	}
 	cols := []string{"queue", "grp", "epoch", "next_seq", "owner", "skipped"}
 	if err := s.insertRows(ctx, tx, "cursor", cols, created, nil); err != nil {
 		return err
 	}
-	return s.insertRows(ctx, tx, "cursor", cols, updated, cols[2:])
+	if err := s.insertRows(ctx, tx, "cursor", cols, updated, cols[2:]); err != nil {
+		return err
+	}
+	if err := s.deleteRows(ctx, tx, "parked", "queue = ? AND grp = ? AND (epoch < ? OR epoch = ? AND seq < ?)", passed); err != nil {
+		return err
+	}
+	var parked [][]any
+	for _, k := range parkOrder {
+		if states[k.stream].cur.Below(k.epoch, k.seq) {
+			continue // a later Advance of this transaction passed it
+		}
+		p := parks[k]
+		body := p.Body
+		if body == nil {
+			body = []byte{} // NULL would break NOT NULL; an empty body is a body
+		}
+		parked = append(parked, []any{p.Stream.Queue, p.Stream.Group, int64(p.Epoch), int64(p.Seq), int64(parkCRC(p.Stream, p.Epoch, p.Seq, body)), body})
+	}
+	return s.insertRows(ctx, tx, "parked", []string{"queue", "grp", "epoch", "seq", "crc", "body"}, parked, []string{"crc", "body"})
+}
+
+// planAdvance checks an Advance call against states and, when every move
+// matches, applies it there. It returns the call's *seqstore.BatchError.
+func (s *Store) planAdvance(o *op, states map[seqstore.Stream]*cursorState) error {
+	var errs []error
+	for k, a := range o.batch {
+		cs := states[a.Stream]
+		var err error
+		switch {
+		case cs.corrupt != nil:
+			err = cs.corrupt
+		case !cs.cur.Same(a.From):
+			err = fmt.Errorf("%w: %s is at %d/%d owner %d", seqstore.ErrConflict, a.Stream, cs.cur.Epoch, cs.cur.Next, cs.cur.Owner)
+		default:
+			continue
+		}
+		if errs == nil {
+			errs = make([]error, len(o.batch))
+		}
+		errs[k] = err
+	}
+	if err := seqstore.Abort(errs); err != nil {
+		return err
+	}
+	for _, a := range o.batch {
+		cs := states[a.Stream]
+		cs.cur, cs.dirty = a.To, true
+	}
+	return nil
+}
+
+// planPark checks a Park call against states: no entry may be below its
+// stream's cursor. It marks the streams without a cursor row for a zero
+// row and returns the call's *seqstore.BatchError.
+func planPark(o *op, states map[seqstore.Stream]*cursorState) error {
+	var errs []error
+	for k, p := range o.parks {
+		cs := states[p.Stream]
+		var err error
+		switch {
+		case cs.corrupt != nil:
+			err = cs.corrupt
+		case cs.cur.Below(p.Epoch, p.Seq):
+			err = fmt.Errorf("%w: park of %s %d/%d: the cursor is at %d/%d", seqstore.ErrConflict, p.Stream, p.Epoch, p.Seq, cs.cur.Epoch, cs.cur.Next)
+		default:
+			continue
+		}
+		if errs == nil {
+			errs = make([]error, len(o.parks))
+		}
+		errs[k] = err
+	}
+	if err := seqstore.Abort(errs); err != nil {
+		return err
+	}
+	for _, p := range o.parks {
+		if cs := states[p.Stream]; !cs.exists {
+			cs.zero = true
+		}
+	}
+	return nil
 }
 
 // cursorCols are the value columns of a cursor row, in the order
@@ -424,7 +532,7 @@ func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, table string, cols [
 		if s.dialect == MySQL {
 			tail = " ON DUPLICATE KEY UPDATE " + strings.Join(sets, ", ")
 		} else {
-			tail = " ON CONFLICT (queue, grp) DO UPDATE SET " + strings.Join(sets, ", ")
+			tail = " ON CONFLICT (" + primaryKey(table) + ") DO UPDATE SET " + strings.Join(sets, ", ")
 		}
 	}
 	for lo := 0; lo < len(rows); {
@@ -449,6 +557,33 @@ func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, table string, cols [
 		}
 		s.stmts.Add(1)
 		if _, err := tx.ExecContext(ctx, s.ph(q), args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// primaryKey returns the key columns of table, as Migrate creates them.
+func primaryKey(table string) string {
+	if table == "parked" {
+		return "queue, grp, epoch, seq"
+	}
+	return "queue, grp"
+}
+
+// deleteRows deletes from table the rows matching cond (with ? for the
+// values of one element of args) for any element of args, rowChunk
+// elements per statement.
+func (s *Store) deleteRows(ctx context.Context, tx *sql.Tx, table, cond string, args [][]any) error {
+	for lo := 0; lo < len(args); lo += rowChunk {
+		part := args[lo:min(lo+rowChunk, len(args))]
+		q := "DELETE FROM " + s.prefix + table + " WHERE (" + cond + ")" + strings.Repeat(" OR ("+cond+")", len(part)-1)
+		flat := make([]any, 0, len(part)*len(part[0]))
+		for _, a := range part {
+			flat = append(flat, a...)
+		}
+		s.stmts.Add(1)
+		if _, err := tx.ExecContext(ctx, s.ph(q), flat...); err != nil {
 			return err
 		}
 	}

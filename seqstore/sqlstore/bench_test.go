@@ -90,3 +90,23 @@ func reportTx(b *testing.B, before, after Stats) {
 	b.ReportMetric(float64(after.Transactions-before.Transactions)/n, "tx/op")
 	b.ReportMetric(float64(after.Statements-before.Statements)/n, "stmts/op")
 }
+
+// BenchmarkPark runs storetest.BenchPark on each backend: batches of 16
+// parks, then the Advance that drops them, from GOMAXPROCS goroutines. It
+// also reports the transactions and statements per call (Park or Advance).
+func BenchmarkPark(b *testing.B) {
+	for _, be := range backends(b) {
+		b.Run(be.name, func(b *testing.B) {
+			var s *Store
+			storetest.BenchPark(b, storetest.Harness{OpenBench: func(b *testing.B) seqstore.Store {
+				db, prefix := be.open(b)
+				s = newStore(b, db, be.dialect, prefix)
+				return s
+			}})
+			if st := s.Stats(); st.Ops > 0 {
+				b.ReportMetric(float64(st.Transactions)/float64(st.Ops), "tx/call")
+				b.ReportMetric(float64(st.Statements)/float64(st.Transactions), "stmts/tx")
+			}
+		})
+	}
+}

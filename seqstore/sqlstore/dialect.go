@@ -76,4 +76,18 @@ var migrations = []migration{
 			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %scursor (queue %s NOT NULL, grp %s NOT NULL, epoch BIGINT NOT NULL, next_seq BIGINT NOT NULL, owner BIGINT NOT NULL, skipped %s NOT NULL, PRIMARY KEY (queue, grp))%s", p, name, grp, text, tail),
 		}
 	}},
+	{version: 2, stmts: func(d Dialect, p string) []string {
+		// A parked body is at most seqstore.MaxParkBody (1 MiB): BYTEA and
+		// SQLite's BLOB hold it, MySQL's BLOB (64 KiB) does not.
+		name, grp, body, tail := "TEXT", "TEXT", "BYTEA", ""
+		switch d {
+		case MySQL:
+			name, grp, body, tail = "VARBINARY(256)", "VARBINARY(128)", "MEDIUMBLOB", " ENGINE=InnoDB"
+		case SQLite:
+			body = "BLOB"
+		}
+		return []string{
+			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %sparked (queue %s NOT NULL, grp %s NOT NULL, epoch BIGINT NOT NULL, seq BIGINT NOT NULL, crc BIGINT NOT NULL, body %s NOT NULL, PRIMARY KEY (queue, grp, epoch, seq))%s", p, name, grp, body, tail),
+		}
+	}},
 }

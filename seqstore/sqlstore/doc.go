@@ -15,6 +15,10 @@
 //	<prefix>send     (queue, grp, epoch, last_seq)     sender counter; last_seq is the last seq reserved
 //	<prefix>journal  (queue, grp, seq, body)           entries reserved with a journal and not yet Sent
 //	<prefix>cursor   (queue, grp, epoch, next_seq, owner, skipped)
+//	<prefix>parked   (queue, grp, epoch, seq, crc, body)  parked messages (version 2), key (queue, grp, epoch, seq)
+//
+// Migrate before use: code of this version needs schema version 2 (the
+// parked table), and Migrate upgrades a database of version 1 in place.
 //
 // The table prefix (Options.TablePrefix, default "inorder_") is validated as
 // an identifier and is the only name written into SQL text; queue and group
@@ -26,7 +30,7 @@
 //
 // # Group commit
 //
-// Reserve, Sent and Advance calls, each of any number of streams, are
+// Reserve, Sent, Advance and Park calls, each of any number of streams, are
 // submitted to a group commit (internal/batcher) whose handlers
 // (Options.Writers at once) run everything waiting at that moment in one
 // transaction and commit once: concurrent callers share the commit.
@@ -47,6 +51,32 @@
 // retries. Cursors and Pending read outside the group commit; Cursors reads
 // any number of streams in one statement per few hundred, and a corrupt row
 // fails only its own stream.
+//
+// # Parking
+//
+// Store implements seqstore.Parker. Park is one call of the group commit,
+// so concurrent Parks and Advances share transactions. In queue order
+// with the Advances of its transaction, each entry is checked against its
+// stream's cursor row, locked by the same SELECT ... FOR UPDATE as
+// Advance's, so no Advance can pass an entry between the check and the
+// insert; an entry below the cursor fails the call with ErrConflict. A
+// stream without a cursor row gets a zero row (epoch 0, next 0: Cursors
+// reports it as the zero Cursor) to lock, inserted plainly: a concurrent
+// creation of the same row fails this transaction on the duplicate key and
+// the retry locks the winner's row. Bodies go in with one multi-row upsert
+// (a re-park replaces the body), each with a CRC-32C over the stream key,
+// epoch, seq and body that Unpark checks (a mismatch wraps
+// seqstore.ErrCorrupt). A body is BYTEA, BLOB or MEDIUMBLOB (MySQL), which
+// hold seqstore.MaxParkBody.
+//
+// What parking costs: a Park transaction runs the cursor SELECT, an INSERT
+// of the missing zero rows if any, and the upsert of the bodies (split at
+// 256 rows or 4 MiB); every transaction with an Advance runs one more
+// statement, a DELETE of the entries its streams' new cursors passed (by
+// primary key range, so cheap when there are none). Advance and AdvanceTx
+// both drop in their own transaction. Unpark and ParkedStreams read
+// outside the group commit: Unpark in one UNION ALL of indexed range reads
+// per 64 queries, ParkedStreams in one SELECT DISTINCT.
 //
 // # Errors
 //

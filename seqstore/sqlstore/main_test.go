@@ -99,7 +99,7 @@ func openServer(t testing.TB, driver, env, dsn string) (*sql.DB, string) {
 		defer func() { _ = db.Close() }()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		for _, tb := range []string{"send", "journal", "cursor", "schema_version", "app"} {
+		for _, tb := range []string{"send", "journal", "cursor", "parked", "schema_version", "app"} {
 			if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+prefix+tb); err != nil {
 				t.Errorf("cleanup: drop %s%s: %v", prefix, tb, err)
 			}

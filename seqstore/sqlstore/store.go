@@ -68,7 +68,7 @@ func (o *Options) validate() error {
 
 // Stats counts the work a Store's group commit did since Open.
 type Stats struct {
-	// Ops is the number of Reserve, Sent and Advance calls served (each
+	// Ops is the number of Reserve, Sent, Advance and Park calls served (each
 	// call counts one, whatever its number of streams).
 	Ops uint64
 	// Transactions is the number of transactions begun for them, retries
