@@ -89,7 +89,9 @@ func burst(t testing.TB, drv driver.Queue, maxDisorder int, retry ordered.RetryO
 		Send:  ordered.SendOptions{MaxDisorder: maxDisorder, MaxAttempts: 100},
 	})
 	require.NoError(t, err)
-	ctx := context.Background()
+	// A bound that never lets go must fail the test, not hang it.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	results := make([]*ordered.SendResult, 0, burstN)
 	for i := range burstN {
 		r, err := q.SendAsync(ctx, "hot", fmt.Appendf(nil, "m%d", i+1))
@@ -99,7 +101,7 @@ func burst(t testing.TB, drv driver.Queue, maxDisorder int, retry ordered.RetryO
 	for i, r := range results {
 		require.NoError(t, r.Wait(ctx), "message %d", i+1)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, q.Close(ctx))
 	return q.Stats().Send
@@ -274,7 +276,8 @@ func TestSendHeldCancel(t *testing.T) {
 	d.block = make(chan struct{})
 	store := newTestStore()
 	q := heldQueue(t, d, store, nil)
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	var results []*ordered.SendResult
 	for i := range 4 {
 		r, err := q.SendAsync(ctx, "g", fmt.Appendf(nil, "m%d", i+1))
@@ -283,9 +286,9 @@ func TestSendHeldCancel(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return d.inflight.Load() > 0 }, 5*time.Second, time.Millisecond, "first messages at the driver")
 
-	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
 	err := q.Send(short, "g", []byte("m5"))
-	cancel()
+	cancelShort()
 	require.Error(t, err, "Send of a held message returns when its ctx ends")
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.ErrorContains(t, err, "MaxDisorder", "the error says the message is held by the bound")
@@ -294,8 +297,8 @@ func TestSendHeldCancel(t *testing.T) {
 	r6, err := q.SendAsync(ctx, "g", []byte("m6"))
 	require.NoError(t, err, "SendAsync does not wait for the bound")
 	waitHeld(t, q, 2)
-	cancelled, cancel := context.WithCancel(ctx)
-	cancel()
+	cancelled, cancelNow := context.WithCancel(ctx)
+	cancelNow()
 	err = r6.Wait(cancelled)
 	assert.ErrorIs(t, err, context.Canceled)
 	assert.ErrorContains(t, err, "MaxDisorder")
@@ -443,14 +446,16 @@ func TestSendHeldRetryKeepsPlace(t *testing.T) {
 		Retry: ordered.RetryOptions{Initial: 2 * time.Millisecond, Max: 2 * time.Millisecond},
 		Send:  ordered.SendOptions{MaxDisorder: maxDisorder, Concurrency: 8},
 	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	var rs []*ordered.SendResult
 	for i := range n {
-		r, err := q.SendAsync(context.Background(), "g", fmt.Appendf(nil, "m%d", i+1))
+		r, err := q.SendAsync(ctx, "g", fmt.Appendf(nil, "m%d", i+1))
 		require.NoError(t, err)
 		rs = append(rs, r)
 	}
 	for _, r := range rs {
-		require.NoError(t, r.Wait(context.Background()))
+		require.NoError(t, r.Wait(ctx))
 	}
 	closeQueue(t, q)
 	st := q.Stats().Send
