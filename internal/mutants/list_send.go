@@ -106,11 +106,11 @@ var sendMutants = []mutant{
 	},
 	{
 		Name:   "send-window-ring-index",
-		Breaks: "the ring is indexed modulo one bit less than its size: two positions in flight share a flag",
+		Breaks: "the ring is indexed modulo half its size: two positions in flight share a flag",
 		Edits: []edit{{
 			File: "ordered/send_window.go",
 			Old:  `	i := p % (uint64(len(w.done)) * 64)`,
-			New:  `	i := p % (uint64(len(w.done))*64 - 1)`,
+			New:  `	i := p % (uint64(len(w.done)) * 32)`,
 		}},
 		Pkg: "./ordered",
 		Run: "^TestSendWindow",
