@@ -64,6 +64,12 @@
 // receipts without a delete. During a store outage the receiver stops
 // fetching once the cap is reached and resumes by itself.
 //
+// The sender keeps deep backlogs within that cap: per group, a message more
+// than SendOptions.MaxDisorder seqs past the oldest one not yet accepted by
+// the queue waits for it (default a quarter of MaxUndeleted), so concurrent
+// requests and retries never land a group further out of order on a
+// FIFO-like queue, and the receiver has nothing to park.
+//
 // # Delivery modes
 //
 // [AtLeastOnce] (default): Ack unlocks the group at once; a committer makes

@@ -98,10 +98,12 @@ func (o *Options) setDefaults(limits driver.Limits) error {
 	if limits.MaxBatch < 1 || limits.MaxBody < 1 {
 		return fmt.Errorf("ordered: driver limits invalid: MaxBatch %d, MaxBody %d", limits.MaxBatch, limits.MaxBody)
 	}
-	if err := o.Send.setDefaults(limits); err != nil {
+	// The receive side first: the send side's MaxDisorder derives from its
+	// cap.
+	if err := o.Receive.setDefaults(limits); err != nil {
 		return err
 	}
-	return o.Receive.setDefaults(limits)
+	return o.Send.setDefaults(limits, o.Receive.MaxUndeleted)
 }
 
 // backoff returns the wait before retry number attempt (1 for the first

@@ -31,13 +31,17 @@ import (
 //     up to Reservations calls run at once, and the store's group commit
 //     batches them.
 //  4. Encoding: envelopes of a reservation share one buffer.
-//  5. Sending (worker): Concurrency workers take up to MaxBatch messages
+//  5. Holding (sendWindow): per group, a message more than MaxDisorder
+//     seqs past the group's oldest unfinished one waits in the group's
+//     held list; it is released to the workers when the oldest finishes.
+//  6. Sending (worker): Concurrency workers take up to MaxBatch messages
 //     (MaxBatchBytes) of any groups from one FIFO and send them, so many
 //     requests are in flight at once; retryable failures are retried by
 //     the same worker after a backoff, only for the entries that failed.
-//  6. Completion (complete): results are finished, Sent marks are buffered
+//  7. Completion (complete): results are finished, Sent marks are buffered
 //     and flushed by the marker in multi-stream store calls (durable mode),
-//     and the in-flight bounds are released.
+//     the in-flight bounds are released, and the held messages the window
+//     now allows are released (dispatch).
 
 // SendStats counts the send side's work.
 type SendStats struct {
@@ -60,6 +64,9 @@ type SendStats struct {
 	// Reservations counts store reservations (each covers a run of
 	// consecutive seqs of one group).
 	Reservations int64
+	// Held counts messages that had to wait for their group's oldest
+	// unfinished message before going to the queue (SendOptions.MaxDisorder).
+	Held int64
 }
 
 // SendResult is the outcome of a message admitted by SendAsync (or of a
@@ -67,7 +74,8 @@ type SendStats struct {
 type SendResult struct {
 	remaining atomic.Int32 // messages not finished
 	failed    atomic.Int32
-	finished  atomic.Bool // set once err is final
+	held      atomic.Int32 // messages held by the disorder bound right now
+	finished  atomic.Bool  // set once err is final
 	total     int32
 	epoch     atomic.Uint64
 	seq       atomic.Uint64
@@ -123,7 +131,9 @@ func (r *SendResult) Err() error {
 
 // Wait waits until the message was sent or failed and returns Err. If ctx
 // ends first it returns an error wrapping ctx.Err(); the message stays
-// admitted and may still be sent.
+// admitted and may still be sent. The error says when the message was held
+// by the disorder bound (SendOptions.MaxDisorder) at that moment: it has its
+// seq and is sent once its group's older messages are done.
 func (r *SendResult) Wait(ctx context.Context) error {
 	if r.finished.Load() {
 		return r.err
@@ -135,6 +145,9 @@ func (r *SendResult) Wait(ctx context.Context) error {
 	case <-done:
 		return r.Err()
 	case <-ctx.Done():
+		if n := r.held.Load(); n > 0 {
+			return fmt.Errorf("ordered: send: %d message(s) held behind their group's oldest unfinished send (SendOptions.MaxDisorder), not withdrawn, sent when their turn comes: %w", n, ctx.Err())
+		}
 		return fmt.Errorf("ordered: send: %w", ctx.Err())
 	}
 }
@@ -302,6 +315,8 @@ type sendItem struct {
 	size    int        // len(payload), for the in-flight bound
 	epoch   uint64
 	seq     uint64
+	pos     uint64      // position in its group's sendWindow
+	held    bool        // waiting in its group's held list, counted in res.held
 	res     *SendResult // nil if nobody waits (recovery on New)
 }
 
@@ -312,6 +327,11 @@ type sendGroup struct {
 	reserving bool     // on the ready list or being reserved
 	inReserve bool     // a reserver is in the store call for this group
 	inflight  int      // admitted and not completed
+
+	// win bounds the group's disorder; held lists the reserved messages it
+	// does not let go yet, in seq order (SendOptions.MaxDisorder).
+	win  sendWindow
+	held fifo
 
 	// Seqs epoch/lo..hi were reserved by this process; those not in failed
 	// are in flight or sent, so recovery leaves them alone.
@@ -356,7 +376,7 @@ type recoverKey struct {
 }
 
 type sendCounters struct {
-	sent, failed, retries, recovered, batches, reservations atomic.Int64
+	sent, failed, retries, recovered, batches, reservations, held atomic.Int64
 }
 
 // sender is the send side of a Queue.
@@ -366,7 +386,9 @@ type sender struct {
 	durable  bool
 	maxBody  int // largest envelope the driver takes
 	maxBatch int
-	maxBytes int // driver bound on one request's bodies
+	maxBytes int    // driver bound on one request's bodies
+	bounded  bool   // SendOptions.MaxDisorder is on
+	limit    uint64 // SendOptions.MaxDisorder, when bounded
 
 	// legacyHeader is the longest legacy header; numbersExtra is how much
 	// longer a default header with the largest epoch and seq is than one
@@ -428,6 +450,8 @@ func newSender(q *Queue) *sender {
 		maxBatch:   q.limits.MaxBatch,
 		maxBytes:   maxBatchBytes(q.limits),
 		maxPartial: max(1, o.Concurrency/4),
+		bounded:    o.MaxDisorder > 0,
+		limit:      uint64(max(0, o.MaxDisorder)),
 		groups:     make(map[string]*sendGroup),
 		closed:     make(chan struct{}),
 		recovering: make(map[recoverKey]struct{}),
@@ -603,6 +627,7 @@ func (s *sender) admit(ctx context.Context, group string, payloads [][]byte, siz
 		} else {
 			g = &sendGroup{}
 		}
+		g.win.limit = s.limit
 		s.groups[group] = g
 	}
 	run := g.pending
@@ -653,6 +678,7 @@ func (s *sender) reserveGroups(groups []string, _ []error) {
 	s.reserve(batch)
 
 	var orphans []*sendRun
+	var out []*sendItem // released to the workers
 	s.mu.Lock()
 	for _, r := range batch {
 		g := r.g
@@ -664,6 +690,7 @@ func (s *sender) reserveGroups(groups []string, _ []error) {
 				g.epoch, g.lo = r.res.Epoch, r.res.First
 			}
 			g.hi = r.res.First + uint64(len(r.run.items)) - 1
+			out = s.holdLocked(g, r.run.items, out)
 		}
 		switch {
 		case g.pending == nil:
@@ -679,7 +706,7 @@ func (s *sender) reserveGroups(groups []string, _ []error) {
 		}
 	}
 	s.mu.Unlock()
-	s.pushReserved(batch)
+	s.pushReserved(batch, out)
 	for _, run := range orphans {
 		run.left.Store(int32(len(run.items)))
 		err := fmt.Errorf("ordered: send: %w", ErrClosed)
@@ -784,31 +811,83 @@ func (s *sender) encode(r *reservation) {
 	r.run.buf = buf
 }
 
-// pushReserved hands the encoded runs of batch to the workers in one
-// critical section and fails the runs whose reservation failed.
-func (s *sender) pushReserved(batch []reservation) {
-	s.qmu.Lock()
-	stopping := s.stopping
-	if !stopping {
-		for _, r := range batch {
-			if r.err == nil {
-				for i := range r.run.items {
-					s.fifo.push(&r.run.items[i])
-				}
+// holdLocked puts the reserved items of one run of g in g's window and
+// appends to out those that may go to the workers now (older held ones of g
+// first); the others wait in g.held. Without a bound, all of them go.
+func (s *sender) holdLocked(g *sendGroup, items []sendItem, out []*sendItem) []*sendItem {
+	if !s.bounded {
+		for i := range items {
+			out = append(out, &items[i])
+		}
+		return out
+	}
+	first := g.win.reserve(len(items))
+	for i := range items {
+		items[i].pos = first + uint64(i)
+		g.held.push(&items[i])
+	}
+	out = s.releaseLocked(g, out)
+	// The run is at the tail of the held list: what is still held of it.
+	n := min(g.held.len(), len(items))
+	for i := len(items) - n; i < len(items); i++ {
+		it := &items[i]
+		it.held = true
+		if it.res != nil {
+			it.res.held.Add(1)
+		}
+	}
+	if n > 0 {
+		s.stat.held.Add(int64(n))
+	}
+	return out
+}
+
+// releaseLocked appends to out the held messages of g that its window lets
+// go now, in seq order.
+func (s *sender) releaseLocked(g *sendGroup, out []*sendItem) []*sendItem {
+	for n := g.win.release(); n > 0; n-- {
+		it := g.held.peek()
+		g.held.pop()
+		if it.held {
+			it.held = false
+			if it.res != nil {
+				it.res.held.Add(-1)
 			}
 		}
-		s.wakeWorkersLocked()
+		out = append(out, it)
 	}
-	s.qmu.Unlock()
+	return out
+}
+
+// pushReserved hands the released messages of a reservation call to the
+// workers and fails the runs whose reservation failed.
+func (s *sender) pushReserved(batch []reservation, released []*sendItem) {
+	s.dispatch(released)
 	for _, r := range batch {
-		err := r.err
-		if err == nil && !stopping {
-			continue
+		if err := r.err; err != nil {
+			s.complete(itemPtrs(r.run.items), func(int) error { return err })
 		}
-		if err == nil {
-			err = fmt.Errorf("ordered: send: %w", ErrClosed)
+	}
+}
+
+// dispatch hands released messages to the workers in one critical section,
+// or fails them if the workers have stopped (Close gave up). Failing them
+// releases the next held messages of their groups, which are failed in
+// turn, in a loop rather than by recursion.
+func (s *sender) dispatch(items []*sendItem) {
+	for len(items) > 0 {
+		s.qmu.Lock()
+		if !s.stopping {
+			for _, it := range items {
+				s.fifo.push(it)
+			}
+			s.wakeWorkersLocked()
+			s.qmu.Unlock()
+			return
 		}
-		s.complete(itemPtrs(r.run.items), func(int) error { return err })
+		s.qmu.Unlock()
+		err := fmt.Errorf("ordered: send: %w", ErrClosed)
+		items = s.finish(items, func(int) error { return err })
 	}
 }
 
@@ -820,21 +899,11 @@ func itemPtrs(items []sendItem) []*sendItem {
 	return ptrs
 }
 
-// push hands encoded messages to the send workers, or fails them if the
-// workers have stopped (Close gave up).
+// push hands encoded recovered messages to the send workers, or fails them
+// if the workers have stopped (Close gave up). They are not held: they
+// belong to no group's window.
 func (s *sender) push(items []sendItem) {
-	s.qmu.Lock()
-	if s.stopping {
-		s.qmu.Unlock()
-		err := fmt.Errorf("ordered: send: %w", ErrClosed)
-		s.complete(itemPtrs(items), func(int) error { return err })
-		return
-	}
-	for i := range items {
-		s.fifo.push(&items[i])
-	}
-	s.wakeWorkersLocked()
-	s.qmu.Unlock()
+	s.dispatch(itemPtrs(items))
 }
 
 // wakeWorkersLocked wakes parked workers for the queued messages that the
@@ -1018,9 +1087,16 @@ func (s *sender) retryWait(batch []*sendItem, attempt int, err error) {
 }
 
 // complete finishes items: errOf(i) is the outcome of items[i] (errOf nil:
-// all sent). It records Sent marks, finishes results and releases the
-// in-flight bounds.
+// all sent). It records Sent marks, finishes results, releases the in-flight
+// bounds and hands the held messages that their groups' windows now let go
+// to the workers.
 func (s *sender) complete(items []*sendItem, errOf func(i int) error) {
+	s.dispatch(s.finish(items, errOf))
+}
+
+// finish is complete without the dispatch: it returns the held messages
+// released by the items' completion.
+func (s *sender) finish(items []*sendItem, errOf func(i int) error) (released []*sendItem) {
 	var sent, failed, recovered int64
 	if s.durable {
 		s.markMu.Lock()
@@ -1054,6 +1130,11 @@ func (s *sender) complete(items []*sendItem, errOf func(i int) error) {
 					g.failed = make(map[uint64]struct{})
 				}
 				g.failed[it.seq] = struct{}{}
+			}
+			// Reserved items (seq != 0) are in the window; those whose
+			// reservation failed or never happened are not.
+			if s.bounded && it.seq != 0 && g.win.finish(it.pos) {
+				released = s.releaseLocked(g, released)
 			}
 			if g.inflight == 0 {
 				s.evictLocked(it.group, g)
@@ -1100,6 +1181,7 @@ func (s *sender) complete(items []*sendItem, errOf func(i int) error) {
 			putRun(run)
 		}
 	}
+	return released
 }
 
 // evictLocked drops g's state once it has nothing in flight.
@@ -1109,14 +1191,29 @@ func (s *sender) evictLocked(group string, g *sendGroup) {
 	if g.inflight == 0 && !g.reserving && s.groups[group] == g {
 		delete(s.groups, group)
 		if len(s.freeGroups) < maxFreeGroups {
+			// Small window rings and held lists are kept with the struct.
+			win, held := g.win, g.held.items
 			*g = sendGroup{}
+			if len(win.done) <= maxFreeRing {
+				win.reset(0)
+				g.win = win
+			}
+			if cap(held) <= maxFreeHeld {
+				g.held.items = held[:0]
+			}
 			s.freeGroups = append(s.freeGroups, g)
 		}
 	}
 }
 
-// maxFreeGroups bounds the evicted group structs kept for reuse.
-const maxFreeGroups = 1024
+// maxFreeGroups bounds the evicted group structs kept for reuse;
+// maxFreeRing (words) and maxFreeHeld (pointers) bound the window ring and
+// held list kept with each.
+const (
+	maxFreeGroups = 1024
+	maxFreeRing   = 32
+	maxFreeHeld   = 256
+)
 
 func kick(c chan struct{}) {
 	select {
@@ -1325,6 +1422,7 @@ func (s *sender) stats() SendStats {
 		Groups:       groups,
 		Batches:      s.stat.batches.Load(),
 		Reservations: s.stat.reservations.Load(),
+		Held:         s.stat.held.Load(),
 	}
 }
 

@@ -110,6 +110,33 @@ type SendOptions struct {
 	// never shared: it is locked by one process.
 	NoRecover bool
 
+	// MaxDisorder bounds, per group, how far ahead of the group's oldest
+	// unfinished message (reserved, not yet accepted by the queue nor failed
+	// for good) a message may be handed to the queue: a message whose seq is
+	// more than MaxDisorder past it is held (counted in SendStats.Held)
+	// until the oldest one finishes. A message being retried stays
+	// unfinished, so it keeps its place and later ones wait behind it.
+	// Concurrent requests and retries then never land a group more than
+	// MaxDisorder out of order on a FIFO-like queue.
+	//
+	// Why: a receiver holds at most ReceiveOptions.MaxUndeleted messages
+	// received and not deleted; an early arrival beyond that must be parked
+	// in the store (or, with a store that cannot park, given back to the
+	// queue). A group that never lands more than MaxDisorder out of order,
+	// with MaxDisorder well under the receiver's cap, drains a deep backlog
+	// with no parking at all.
+	//
+	// Holding does not block SendAsync (only MaxInFlight does): the held
+	// message is admitted and reserved, and its result waits. If the
+	// caller's ctx ends while it is held, Send and SendResult.Wait return
+	// an error saying so; the message is not withdrawn and is sent when its
+	// turn comes (Close waits for it like for any message in flight).
+	//
+	// Default max(1, Receive.MaxUndeleted/4) with the receive defaults
+	// applied first (1000); -1 turns the bound off. Messages re-sent by
+	// recovery are not held.
+	MaxDisorder int
+
 	// MarkInterval is how long the record that messages were sent may be
 	// delayed so that many marks share one store call (durable mode). A
 	// mark lost in a crash only makes recovery send a copy, which receivers
@@ -117,7 +144,10 @@ type SendOptions struct {
 	MarkInterval time.Duration
 }
 
-func (o *SendOptions) setDefaults(limits driver.Limits) error {
+// setDefaults fills in the defaults; maxUndeleted is the receive side's cap
+// (ReceiveOptions.MaxUndeleted, its default applied), from which
+// MaxDisorder's default derives.
+func (o *SendOptions) setDefaults(limits driver.Limits, maxUndeleted int) error {
 	switch o.Mode {
 	case SendDurable, SendFast:
 	default:
@@ -146,6 +176,9 @@ func (o *SendOptions) setDefaults(limits driver.Limits) error {
 	if o.MarkInterval == 0 {
 		o.MarkInterval = 100 * time.Millisecond
 	}
+	if o.MaxDisorder == 0 {
+		o.MaxDisorder = max(1, maxUndeleted/4)
+	}
 	return o.validate(limits)
 }
 
@@ -161,6 +194,8 @@ func (o *SendOptions) validate(limits driver.Limits) error {
 		return fmt.Errorf("ordered: options: send: Reservations must be >= 1, got %d", o.Reservations)
 	case o.MaxAttempts < 1:
 		return fmt.Errorf("ordered: options: send: MaxAttempts must be >= 1, got %d", o.MaxAttempts)
+	case o.MaxDisorder < -1:
+		return fmt.Errorf("ordered: options: send: MaxDisorder must be >= 1, or -1 for no bound, got %d", o.MaxDisorder)
 	case o.MarkInterval < 0:
 		return fmt.Errorf("ordered: options: send: MarkInterval must be >= 0, got %v", o.MarkInterval)
 	case maxBatchBytes(limits) < 1:

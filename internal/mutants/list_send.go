@@ -1,0 +1,257 @@
+package main
+
+import "time"
+
+// sendMutants are the breaks of the sender's disorder bound
+// (SendOptions.MaxDisorder): its pure bookkeeping (ordered/send_window.go),
+// against the model test, and the sender's use of it (ordered/send.go,
+// ordered/options.go), against the Queue tests.
+var sendMutants = []mutant{
+	{
+		Name:   "send-window-release-loose",
+		Breaks: "off by one: a message one seq beyond MaxDisorder is released",
+		Edits: []edit{{
+			File: "ordered/send_window.go",
+			Old:  `	for w.released < w.reserved && w.released-w.oldest <= w.limit {`,
+			New:  `	for w.released < w.reserved && w.released-w.oldest <= w.limit+1 {`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestSendWindow",
+	},
+	{
+		Name:   "send-window-release-loose-burst",
+		Breaks: "the same break, against the 50k burst at a plain consumer",
+		Edits: []edit{{
+			File: "ordered/send_window.go",
+			Old:  `	for w.released < w.reserved && w.released-w.oldest <= w.limit {`,
+			New:  `	for w.released < w.reserved && w.released-w.oldest <= w.limit+1 {`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestSendDisorderBurst$",
+	},
+	{
+		Name:   "send-window-release-strict",
+		Breaks: "off by one the other way: a message exactly MaxDisorder ahead is held, so the bound is MaxDisorder-1",
+		Edits: []edit{{
+			File: "ordered/send_window.go",
+			Old:  `	for w.released < w.reserved && w.released-w.oldest <= w.limit {`,
+			New:  `	for w.released < w.reserved && w.released-w.oldest < w.limit {`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestSendWindow",
+	},
+	{
+		Name:   "send-window-no-sweep",
+		Breaks: "when the oldest finishes, the oldest moves by one, not past the later ones that finished first",
+		Edits: []edit{{
+			File: "ordered/send_window.go",
+			Old:  `	for w.oldest < w.released && w.isSet(w.oldest) {`,
+			New:  `	for w.oldest < w.released && w.isSet(w.oldest) && false {`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestSendWindow",
+	},
+	{
+		Name:   "send-window-any-finish-advances",
+		Breaks: "any finished message moves the oldest unfinished one, though the oldest is still in flight",
+		Edits: []edit{{
+			File: "ordered/send_window.go",
+			Old: `	if p != w.oldest {
+		w.set(p)
+		return false
+	}`,
+			New: `	if p < w.oldest {
+		w.set(p)
+		return false
+	}`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestSendWindow",
+	},
+	{
+		Name:   "send-window-no-wakeup",
+		Breaks: "finishing the oldest never says that held messages may go: they wait for ever",
+		Edits: []edit{{
+			File: "ordered/send_window.go",
+			Old: `	return w.released < w.reserved
+}`,
+			New: `	return false
+}`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestSendWindow",
+	},
+	{
+		Name:   "send-window-stale-bit",
+		Breaks: "a finished flag is not cleared when the oldest moves past it: the ring wraps onto a stale flag and an unfinished message counts as finished",
+		Edits: []edit{{
+			File: "ordered/send_window.go",
+			Old: `		w.unset(w.oldest)
+		w.oldest++`,
+			New: `		w.oldest++`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestSendWindow",
+	},
+	{
+		Name:   "send-window-grow-loses-flags",
+		Breaks: "growing the ring drops the finished flags of the messages in flight",
+		Edits: []edit{{
+			File: "ordered/send_window.go",
+			Old:  `		if old.isSet(p) {`,
+			New:  `		if old.isSet(p) && false {`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestSendWindow",
+	},
+	{
+		Name:   "send-window-ring-index",
+		Breaks: "the ring is indexed modulo half its size: two positions in flight share a flag",
+		Edits: []edit{{
+			File: "ordered/send_window.go",
+			Old:  `	i := p % (uint64(len(w.done)) * 64)`,
+			New:  `	i := p % (uint64(len(w.done)) * 32)`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestSendWindow",
+	},
+	{
+		Name:   "send-retry-loses-place",
+		Breaks: "a request that failed with a retryable error gives its messages' place in the bound up before its retry",
+		Edits: []edit{{
+			File: "ordered/send.go",
+			Old: `			if retry {
+				s.retryWait(batch, attempt, err)
+				continue
+			}`,
+			New: `			if retry {
+				s.mu.Lock()
+				var rel []*sendItem
+				for _, it := range batch {
+					if it.grp != nil && it.seq != 0 && it.grp.win.finish(it.pos) {
+						rel = s.releaseLocked(it.grp, rel)
+					}
+					it.seq = 0 // not finished again
+				}
+				s.mu.Unlock()
+				s.dispatch(rel)
+				s.retryWait(batch, attempt, err)
+				continue
+			}`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestSendHeldRetryKeepsPlace$",
+	},
+	{
+		Name:   "send-retry-loses-place-burst",
+		Breaks: "the same break, against the 50k burst at a plain consumer",
+		Edits: []edit{{
+			File: "ordered/send.go",
+			Old: `			if retry {
+				s.retryWait(batch, attempt, err)
+				continue
+			}`,
+			New: `			if retry {
+				s.mu.Lock()
+				var rel []*sendItem
+				for _, it := range batch {
+					if it.grp != nil && it.seq != 0 && it.grp.win.finish(it.pos) {
+						rel = s.releaseLocked(it.grp, rel)
+					}
+					it.seq = 0 // not finished again
+				}
+				s.mu.Unlock()
+				s.dispatch(rel)
+				s.retryWait(batch, attempt, err)
+				continue
+			}`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestSendDisorderBurst$",
+	},
+	{
+		Name:   "send-no-wakeup-on-finish",
+		Breaks: "the sender records a finished message in the window but never releases what it lets go",
+		Edits: []edit{{
+			File: "ordered/send.go",
+			Old:  `			if s.bounded && it.seq != 0 && g.win.finish(it.pos) {`,
+			New:  `			if s.bounded && it.seq != 0 && g.win.finish(it.pos) && false {`,
+		}},
+		Pkg:     "./ordered",
+		Run:     "^TestSendHeldCancel$",
+		Timeout: time.Minute,
+	},
+	{
+		Name:   "send-no-release-on-reserve",
+		Breaks: "a reservation puts its messages in the window but releases none: a group with nothing in flight never starts",
+		Edits: []edit{{
+			File: "ordered/send.go",
+			Old: `	out = s.releaseLocked(g, out)
+	// The run is at the tail`,
+			New: `	// The run is at the tail`,
+		}},
+		Pkg:     "./ordered",
+		Run:     "^TestSendHeldCancel$",
+		Timeout: time.Minute,
+	},
+	{
+		Name:   "send-close-drops-held",
+		Breaks: "when Close gives up, released messages are dropped instead of failed: held ones never finish",
+		Edits: []edit{{
+			File: "ordered/send.go",
+			Old:  `		items = s.finish(items, func(int) error { return err })`,
+			New: `		_ = err
+		return`,
+		}},
+		Pkg:     "./ordered",
+		Run:     "^TestSendHeldClose$",
+		Timeout: time.Minute,
+	},
+	{
+		Name:   "send-held-error-unclear",
+		Breaks: "a Send whose ctx ends while its message is held says only that the ctx ended",
+		Edits: []edit{{
+			File: "ordered/send.go",
+			Old:  `		if n := r.held.Load(); n > 0 {`,
+			New:  `		if n := r.held.Load(); n > 1<<30 {`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestSendHeldCancel$",
+	},
+	{
+		Name:   "send-held-not-counted",
+		Breaks: "SendStats.Held misses the messages that had to wait",
+		Edits: []edit{{
+			File: "ordered/send.go",
+			Old: `	if n > 0 {
+		s.stat.held.Add(int64(n))
+	}`,
+			New: `	if n > 1 {
+		s.stat.held.Add(int64(n - 1))
+	}`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestSendHeldCancel$",
+	},
+	{
+		Name:   "send-default-before-receive",
+		Breaks: "MaxDisorder's default is derived before the receive defaults apply: from MaxUndeleted 0, a bound of 1",
+		Edits: []edit{{
+			File: "ordered/options.go",
+			Old: `	if err := o.Receive.setDefaults(limits); err != nil {
+		return err
+	}
+	return o.Send.setDefaults(limits, o.Receive.MaxUndeleted)`,
+			New: `	if err := o.Send.setDefaults(limits, o.Receive.MaxUndeleted); err != nil {
+		return err
+	}
+	return o.Receive.setDefaults(limits)`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestSendMaxDisorderDefault$",
+	},
+}
+
+func init() {
+	mutants = append(mutants, sendMutants...)
+}
