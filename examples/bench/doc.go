@@ -93,8 +93,8 @@
 //	-count K          run the list K rounds; each row shows its median round
 //	                  (by ratio, else msgs/s), its ratios from that round alone
 //	-backlog B        most messages sent and not yet delivered, per group
-//	                  (times the groups, at most 16384; default 1000, under
-//	                  the receiver's default window of 8192); 0: no bound
+//	                  (times the groups, at most 3000; default 1000, under
+//	                  the receiver's default cap of 4000 undeleted); 0: no bound
 //	-window W         the receiver's look-ahead window (default 8192)
 //	-timeout D        give up on a scenario after D (default 3m, -quick 30s)
 //	-scenario RE      run the scenarios whose name matches RE (and their bases)

@@ -294,9 +294,9 @@ func runOrdered(ctx context.Context, c *config, e *environment, or orderedRun) (
 	alloc1, cpu1 := mallocs(), cpuTime()
 	if werr != nil {
 		st := q.Stats()
-		werr = fmt.Errorf("%w (sent %d, failed %d; received %d, delivered %d, buffered %d, not kept %d, groups %d, stuck %d)", werr,
-			st.Send.Sent, st.Send.Failed, st.Receive.Received, st.Receive.Delivered, st.Receive.Buffered,
-			st.Receive.NotKept, st.Receive.Groups, len(st.Receive.Stuck))
+		werr = fmt.Errorf("%w (sent %d, failed %d; received %d, delivered %d, buffered %d, undeleted %d, parked %d, unparked %d, not kept %d, shortened %d, groups %d, stuck %d)", werr,
+			st.Send.Sent, st.Send.Failed, st.Receive.Received, st.Receive.Delivered, st.Receive.Buffered, st.Receive.Undeleted,
+			st.Receive.Parked, st.Receive.Unparked, st.Receive.NotKept, st.Receive.Shortened, st.Receive.Groups, len(st.Receive.Stuck))
 		if len(st.Receive.Stuck) > 0 {
 			sg := st.Receive.Stuck[0]
 			werr = fmt.Errorf("%w; group %q stuck since %v: %s", werr, sg.Group, time.Since(sg.Since).Round(time.Millisecond), sg.Reason)
