@@ -59,6 +59,7 @@ type checker struct {
 	lastSeq   []atomic.Uint64 // per group: the last seq delivered
 	lastCount []atomic.Uint64 // per (group, producer): the last count delivered
 	lat       []int64         // latencies of first deliveries, in ns
+	at        []int64         // times of first deliveries, in ns since begin (same order as lat)
 	latN      atomic.Int64
 	end       atomic.Int64 // ns since start of the last first delivery
 
@@ -78,7 +79,11 @@ type checker struct {
 
 // maxBacklog caps the bound of setBacklog, so that a run with many groups
 // measures latency with a bounded queue rather than the whole run queued.
-const maxBacklog = 16384
+// It stays under the receiver's default cap of messages received and not
+// deleted (ReceiveOptions.MaxUndeleted, 4,000): beyond it the receiver
+// parks early arrivals in the store, and these rows measure throughput,
+// not parking (the backlog/ rows measure that).
+const maxBacklog = 3000
 
 // setBacklog bounds the messages sent and not yet delivered to perGroup
 // times the groups, at most maxBacklog (0: no bound): with messages spread
@@ -110,6 +115,7 @@ func newChecker(n, groups, producers int) *checker {
 		lastSeq:   make([]atomic.Uint64, groups),
 		lastCount: make([]atomic.Uint64, groups*producers),
 		lat:       make([]int64, n),
+		at:        make([]int64, n),
 		done:      make(chan struct{}),
 	}
 	for g := range c.names {
@@ -151,7 +157,8 @@ func (c *checker) first(s stamp) bool {
 		<-c.tokens
 	}
 	now := c.now()
-	c.lat[c.latN.Add(1)-1] = now - s.admit
+	i := c.latN.Add(1) - 1
+	c.lat[i], c.at[i] = now-s.admit, now
 	if c.delivered.Add(1) == int64(c.n) {
 		c.end.Store(now)
 		c.doneOnce.Do(func() { close(c.done) })
@@ -217,6 +224,21 @@ func (c *checker) latencies() (p50, p99 float64) {
 	l := c.lat[:c.latN.Load()]
 	slices.Sort(l)
 	return percentile(l, 0.50), percentile(l, 0.99)
+}
+
+// pauses returns the time from from (ns since begin) to the first first
+// delivery, and the longest time between two first deliveries.
+func (c *checker) pauses(from int64) (first, longest time.Duration) {
+	at := slices.Clone(c.at[:c.latN.Load()])
+	if len(at) == 0 {
+		return 0, 0
+	}
+	slices.Sort(at)
+	var gap int64
+	for i := 1; i < len(at); i++ {
+		gap = max(gap, at[i]-at[i-1])
+	}
+	return time.Duration(at[0] - from), time.Duration(gap)
 }
 
 // producerRange returns the ids [lo, hi) that producer p sends.

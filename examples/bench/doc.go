@@ -24,8 +24,24 @@
 //     queue latency (memqueue's Latency option). Serial is the MNS sample's
 //     design (reserve one seq, send one message, wait, mark it, next);
 //     pipelined is Queue.SendAsync from one goroutine. Send side only.
-//   - engine/reorder: the reorder buffer alone, on one goroutine, with
-//     arrivals jittered as an MNS standard queue jitters them.
+//   - backlog/memqueue/memstore/g1: one group's backlog (200,000 messages,
+//     -quick 20,000) put in memqueue in a fully shuffled order, then drained
+//     by Queue.Run on default options; /lossy is the same with 1% of receive
+//     responses lost (memqueue Options.LoseReceive), its ratio the calm
+//     drain time over the lossy one. Notes give the drain time, receives and
+//     store writes (Advance and Park calls) per message, the longest pause
+//     between two deliveries, the peak of messages received and not deleted,
+//     arrivals parked and not kept, and the heap in use at the end. -quick
+//     gives memqueue a 5 s visibility timeout instead of 30 s, so that a
+//     lost receive fits in its budget.
+//   - backlog/emulator/memstore/g1 and its base raw/emulator/g1/unbounded:
+//     one group of 20,000 messages (-quick 2,000) sent with SendAsync (raw:
+//     SendBatch) by producers that never wait, while the receiver runs, over
+//     the emulator with a 30 s visibility timeout; the same notes.
+//   - engine/core/g1 and g1000: the receive core (internal/recvcore) alone,
+//     on one goroutine, each message's whole life (arrival in batches of 16
+//     jittered as an MNS standard queue jitters them, hand-out, ack, commit,
+//     delete) with every store and queue call succeeding at once.
 //   - engine/filestore-N: N goroutines each waiting on one filestore
 //     reservation at a time, against N times the append+fdatasync rate
 //     measured in the same directory in the same run (group commit).
@@ -77,8 +93,8 @@
 //	-count K          run the list K rounds; each row shows its median round
 //	                  (by ratio, else msgs/s), its ratios from that round alone
 //	-backlog B        most messages sent and not yet delivered, per group
-//	                  (times the groups, at most 16384; default 1000, under
-//	                  the receiver's default window of 8192); 0: no bound
+//	                  (times the groups, at most 3000; default 1000, under
+//	                  the receiver's default cap of 4000 undeleted); 0: no bound
 //	-window W         the receiver's look-ahead window (default 8192)
 //	-timeout D        give up on a scenario after D (default 3m, -quick 30s)
 //	-scenario RE      run the scenarios whose name matches RE (and their bases)

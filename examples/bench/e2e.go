@@ -79,8 +79,10 @@ func waitDelivered(ctx context.Context, chk *checker, runCtx context.Context, re
 // runRaw sends n messages through the driver alone: SendBatch of MaxBatch
 // from the producers, ReceiveBatch of MaxBatch and DeleteBatch from the
 // consumers, concurrently, until every message was received once. groups
-// only sets the backlog bound, as for the ordered run it is the base of.
-func runRaw(ctx context.Context, c *config, e *environment, dk driverKind, groups, n int) (*result, error) {
+// only sets the backlog bound, as for the ordered run it is the base of;
+// with unbounded the producers never wait, and the row reports the figures
+// of a hot group (see hot).
+func runRaw(ctx context.Context, c *config, e *environment, dk driverKind, groups, n int, unbounded bool) (*result, error) {
 	od, err := dk.open(ctx, e, 0)
 	if err != nil {
 		return nil, err
@@ -90,7 +92,9 @@ func runRaw(ctx context.Context, c *config, e *environment, dk driverKind, group
 	lim := drv.Limits()
 	wait := min(time.Second, lim.MaxWait)
 	chk := newChecker(n, groups, c.producers)
-	chk.setBacklog(c.backlog)
+	if !unbounded {
+		chk.setBacklog(c.backlog)
+	}
 	pl := newPayloads(n, c.size)
 	batches := make([][][]byte, c.producers)
 	for p := range batches {
@@ -102,6 +106,10 @@ func runRaw(ctx context.Context, c *config, e *environment, dk driverKind, group
 	re := &runError{cancel: cancel}
 	var wg sync.WaitGroup
 	req0, alloc0, cpu0 := od.requests(), mallocs(), cpuTime()
+	var rcv0 int64
+	if unbounded {
+		rcv0 = od.received()
+	}
 	chk.begin()
 	for p := range c.producers {
 		wg.Go(func() {
@@ -152,6 +160,10 @@ func runRaw(ctx context.Context, c *config, e *environment, dk driverKind, group
 	}
 	werr := waitDelivered(ctx, chk, runCtx, re)
 	alloc1, cpu1 := mallocs(), cpuTime()
+	var h *hot
+	if unbounded && werr == nil {
+		h = &hot{receives: od.received() - rcv0, heapEnd: heapInuse()}
+	}
 	cancel()
 	wg.Wait()
 	if werr != nil {
@@ -168,6 +180,11 @@ func runRaw(ctx context.Context, c *config, e *environment, dk driverKind, group
 	if d := chk.dups.Load(); d > 0 {
 		r.Notes = fmt.Sprintf("%d duplicate deliveries", d)
 	}
+	if h != nil {
+		h.drain = chk.elapsed()
+		h.first, h.pause = chk.pauses(0)
+		h.apply(r, n)
+	}
 	return r, nil
 }
 
@@ -178,6 +195,9 @@ type orderedRun struct {
 	mode   ordered.SendMode
 	groups int
 	n      int
+	// hot: the producers never wait (no backlog bound), and the row
+	// reports the figures of a hot group (see hot).
+	hot bool
 }
 
 // runOrdered sends n messages over groups with ordered.Queue.SendAsync from
@@ -213,7 +233,9 @@ func runOrdered(ctx context.Context, c *config, e *environment, or orderedRun) (
 
 	n := or.n
 	chk := newChecker(n, or.groups, c.producers)
-	chk.setBacklog(c.backlog)
+	if !or.hot {
+		chk.setBacklog(c.backlog)
+	}
 	pl := newPayloads(n, c.size)
 	results := make([][]*ordered.SendResult, c.producers)
 	counts := make([][]uint64, c.producers)
@@ -232,6 +254,10 @@ func runOrdered(ctx context.Context, c *config, e *environment, or orderedRun) (
 	re := &runError{cancel: cancel}
 	var runWG, sendWG sync.WaitGroup
 	req0, alloc0, cpu0 := od.requests(), mallocs(), cpuTime()
+	var rcv0 int64
+	if or.hot {
+		rcv0 = od.received()
+	}
 	chk.begin()
 	runWG.Go(func() {
 		if err := q.Run(runCtx, handler); err != nil && !errors.Is(err, context.Canceled) {
@@ -268,13 +294,20 @@ func runOrdered(ctx context.Context, c *config, e *environment, or orderedRun) (
 	alloc1, cpu1 := mallocs(), cpuTime()
 	if werr != nil {
 		st := q.Stats()
-		werr = fmt.Errorf("%w (sent %d, failed %d; received %d, delivered %d, buffered %d, not kept %d, groups %d, stuck %d)", werr,
-			st.Send.Sent, st.Send.Failed, st.Receive.Received, st.Receive.Delivered, st.Receive.Buffered,
-			st.Receive.NotKept, st.Receive.Groups, len(st.Receive.Stuck))
+		werr = fmt.Errorf("%w (sent %d, failed %d; received %d, delivered %d, buffered %d, undeleted %d, parked %d, unparked %d, not kept %d, shortened %d, groups %d, stuck %d)", werr,
+			st.Send.Sent, st.Send.Failed, st.Receive.Received, st.Receive.Delivered, st.Receive.Buffered, st.Receive.Undeleted,
+			st.Receive.Parked, st.Receive.Unparked, st.Receive.NotKept, st.Receive.Shortened, st.Receive.Groups, len(st.Receive.Stuck))
 		if len(st.Receive.Stuck) > 0 {
 			sg := st.Receive.Stuck[0]
 			werr = fmt.Errorf("%w; group %q stuck since %v: %s", werr, sg.Group, time.Since(sg.Since).Round(time.Millisecond), sg.Reason)
 		}
+	}
+	var h *hot
+	if or.hot && werr == nil {
+		st := q.Stats()
+		h = &hot{ordered: true, receives: od.received() - rcv0, heapEnd: heapInuse(),
+			advance: st.Requests.Advance, park: st.Requests.Park,
+			maxUndeleted: st.Receive.MaxUndeleted, parked: st.Receive.Parked, notKept: st.Receive.NotKept}
 	}
 	cancel()
 	sendWG.Wait()
@@ -310,11 +343,16 @@ func runOrdered(ctx context.Context, c *config, e *environment, or orderedRun) (
 	if d := chk.dups.Load(); d > 0 {
 		notes = append(notes, fmt.Sprintf("%d duplicate deliveries", d))
 	}
-	if st.Receive.NotKept > 0 {
+	if st.Receive.NotKept > 0 && !or.hot {
 		notes = append(notes, fmt.Sprintf("%d arrivals not kept", st.Receive.NotKept))
 	}
 	notes = append(notes, fmt.Sprintf("close %.2fs", closeTime.Seconds()))
 	r.Notes = joinNotes(notes)
+	if h != nil {
+		h.drain = chk.elapsed()
+		h.first, h.pause = chk.pauses(0)
+		h.apply(r, n)
+	}
 	return r, nil
 }
 

@@ -7,12 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/inorder/inorder/internal/envelope"
-	"github.com/inorder/inorder/internal/reorder"
+	"github.com/inorder/inorder/internal/recvcore"
 	"github.com/inorder/inorder/ordered"
 	"github.com/inorder/inorder/seqstore"
 	"github.com/inorder/inorder/seqstore/filestore"
@@ -128,59 +129,146 @@ func runPipelined(ctx context.Context, e *environment, sk storeKind, n, size int
 	}, nil
 }
 
-// benchItem stands in for the receive side's per-message record.
-type benchItem struct{ body []byte }
+// coreChunk is how many messages runCore prepares at a time (bodies,
+// receipts), outside the measured time.
+const coreChunk = 1 << 16
 
-// runReorder drives one reorder.Buffer from one goroutine with arrivals
-// jittered the way a standard queue jitters them (each message up to 15
-// places early or late), n messages in and out.
-func runReorder(n int) (*result, error) {
-	const cycle = 1 << 16
+// runCore drives one recvcore.Core from one goroutine through the whole life
+// of n messages spread round-robin over groups, as the shell would: they
+// arrive in batches of 16, jittered the way a standard queue jitters them
+// (each message up to 15 places early or late), and each is handed out
+// (Next), acked, its cursor committed and its receipt deleted, every store
+// and queue call succeeding at once. Bodies and receipts are made before the
+// clock runs, as the driver makes them; the figures cover the Core alone.
+func runCore(n, groups int) (*result, error) {
+	cfg := recvcore.Config{
+		Queue: "bench", GapTimeout: 30 * time.Second, StartSettle: 2 * time.Second, MaxAttempts: 5,
+		RetryInitial: 50 * time.Millisecond, RetryMax: 5 * time.Second, Window: 4000, MaxHeld: 4000,
+		MaxMemory: 64 << 20, MaxUndeletedRate: 1e9, MaxBatch: 16, MaxAdvances: 4096, MaxParks: 256,
+		ReapInterval: 200 * time.Millisecond, Visibility: time.Hour, VisibilityMargin: -1,
+		VisibilityExtend: time.Hour, ShortVisibility: time.Second, MaxVisibilityRate: 50, IdleEvict: -1,
+		MaxEpochAhead: 24 * time.Hour,
+	}
+	core, err := recvcore.New(cfg)
+	if err != nil {
+		return nil, err
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	keys := make([]int, cycle)
-	order := make([]uint64, cycle)
+	keys := make([]int, coreChunk)
+	order := make([]int, coreChunk)
 	for i := range order {
-		order[i] = uint64(i)
+		order[i] = i
 		keys[i] = i + rng.IntN(16)
 	}
-	slices.SortStableFunc(order, func(a, b uint64) int { return keys[a] - keys[b] })
-	buf := reorder.New[*benchItem](1, 1024, 1<<30)
-	item := &benchItem{body: make([]byte, 100)}
-	// Warm up: the ring grows to its working size.
-	for i := range uint64(cycle) {
-		buf.Insert(1+i, item, len(item.body))
-		for buf.Ready() {
-			buf.Pop()
+	slices.SortStableFunc(order, func(a, b int) int { return keys[a] - keys[b] })
+	names := make([]string, groups)
+	for g := range names {
+		names[g] = fmt.Sprintf("g%04d", g)
+	}
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	payload := make([]byte, 100)
+	in := make([]recvcore.Incoming, coreChunk)
+	delivered, wrong := 0, 0
+	next := make([]uint64, groups) // the next seq expected per group
+	for g := range next {
+		next[g] = 1
+	}
+	drain := func() {
+		for {
+			d, ok := core.Next(now)
+			if !ok {
+				break
+			}
+			if gi, ok := groupIndex(d.Group, groups); !ok || d.Seq != next[gi] {
+				wrong++
+			} else {
+				next[gi]++
+			}
+			if _, err := core.Ack(now, &d, false); err == nil {
+				delivered++
+			}
+		}
+		rd := core.Ready(now)
+		for _, r := range rd.Reads {
+			core.Read(now, r.ID, make([]seqstore.Cursor, len(r.Streams)), nil)
+		}
+		for _, cm := range rd.Commits {
+			core.Committed(now, cm.ID, nil)
+		}
+		for _, p := range rd.Parks {
+			core.Parked(now, p.ID, nil)
+		}
+		for _, d := range rd.Deletes {
+			core.Deleted(now, d.ID, make([]recvcore.DeleteResult, len(d.Receipts)))
 		}
 	}
-	base := uint64(1 + cycle)
-	popped := 0
-	alloc0, cpu0 := mallocs(), cpuTime()
+	var elapsed, cpu time.Duration
+	var allocs uint64
+	for base := 0; base < n; base += coreChunk {
+		m := min(coreChunk, n-base)
+		perm := order
+		if m < coreChunk { // the last, partial chunk: the same jitter among its own messages
+			perm = slices.DeleteFunc(slices.Clone(order), func(k int) bool { return k >= m })
+		}
+		for i, k := range perm {
+			id := base + k
+			g := id % groups
+			in[i] = recvcore.Incoming{
+				Body:    envelope.Append(nil, envelope.Header{Group: names[g], Epoch: 1, Seq: uint64(id/groups) + 1}, payload),
+				ID:      strconv.Itoa(id),
+				Receipt: "r" + strconv.Itoa(id),
+			}
+		}
+		alloc0, cpu0 := mallocs(), cpuTime()
+		start := time.Now()
+		for i := 0; i < m; i += 16 {
+			core.Arrive(now, in[i:min(i+16, m)])
+			drain()
+		}
+		elapsed += time.Since(start)
+		cpu += cpuTime() - cpu0
+		allocs += mallocs() - alloc0
+	}
 	start := time.Now()
-	for i := 0; i < n; {
-		for _, off := range order {
-			if r, _ := buf.Insert(base+off, item, len(item.body)); r != reorder.Ready && r != reorder.Buffered {
-				return nil, fmt.Errorf("Insert(%d) with Next()=%d: %v", base+off, buf.Next(), r)
-			}
-			for buf.Ready() {
-				buf.Pop()
-				popped++
-			}
-		}
-		i += cycle
-		base += cycle
+	for range 3 { // partial delete batches go out on the reap timer
+		now = now.Add(time.Second)
+		core.Tick(now)
+		drain()
 	}
-	elapsed := time.Since(start)
-	if buf.Len() != 0 {
-		return nil, fmt.Errorf("%d items left in the buffer", buf.Len())
+	elapsed += time.Since(start)
+	st := core.Stats()
+	switch {
+	case wrong > 0:
+		return nil, fmt.Errorf("ORDER VIOLATED: %d of %d hand-outs out of order", wrong, delivered+wrong)
+	case delivered != n:
+		return nil, fmt.Errorf("delivered %d of %d messages", delivered, n)
+	case st.Held != 0:
+		return nil, fmt.Errorf("%d messages left undeleted", st.Held)
 	}
 	return &result{
-		Messages:     popped,
-		Rate:         float64(popped) / elapsed.Seconds(),
-		AllocsPerMsg: float64(mallocs()-alloc0) / float64(popped),
-		CPUPerMsg:    cpuPerMsg(cpuTime()-cpu0, popped),
-		Notes:        "one goroutine, jitter 16, window 1024",
+		Messages:     n,
+		Rate:         float64(n) / elapsed.Seconds(),
+		AllocsPerMsg: float64(allocs) / float64(n),
+		CPUPerMsg:    cpuPerMsg(cpu, n),
+		Notes: fmt.Sprintf("one goroutine, %d group(s), arrivals in 16s jittered by up to 15 places; commits %d, deletes %d",
+			groups, st.Commits, st.Deleted),
 	}, nil
+}
+
+// groupIndex returns the index of a group named by runCore ("g0042"),
+// without allocating.
+func groupIndex(name string, groups int) (int, bool) {
+	if len(name) < 2 || name[0] != 'g' {
+		return 0, false
+	}
+	i := 0
+	for _, c := range []byte(name[1:]) {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		i = i*10 + int(c-'0')
+	}
+	return i, i < groups
 }
 
 // fsyncRate measures small append+fdatasync rounds per second in dir, the

@@ -92,9 +92,11 @@ func (e *environment) name(prefix string) string {
 // openDriver is an open queue with a way to count the requests it served.
 type openDriver struct {
 	q driver.Queue
-	// requests counts the requests served since the driver was opened.
-	requests func() int64
-	close    func()
+	// requests counts the requests served since the driver was opened;
+	// received the messages its receives handed out, each redelivery again
+	// (nil: the driver does not count them).
+	requests, received func() int64
+	close              func()
 }
 
 // driverKind opens fresh queues of one kind; latency is an emulated delay
@@ -118,24 +120,35 @@ func drivers(e *environment) []driverKind {
 }
 
 func openMemqueue(_ context.Context, _ *environment, latency time.Duration) (*openDriver, error) {
-	mq := memqueue.New(&memqueue.Options{Seed: 1, Latency: latency})
+	return openMemqueueWith(&memqueue.Options{Seed: 1, Latency: latency}), nil
+}
+
+func openMemqueueWith(o *memqueue.Options) *openDriver {
+	mq := memqueue.New(o)
 	return &openDriver{
 		q: mq,
 		requests: func() int64 {
 			s := mq.Stats()
 			return s.SendRequests + s.ReceiveRequests + s.DeleteRequests + s.VisibilityRequests
 		},
-		close: func() { mq.Close() },
-	}, nil
+		received: func() int64 { return mq.Stats().Delivered },
+		close:    func() { mq.Close() },
+	}
 }
 
 func openEmulator(ctx context.Context, e *environment, _ time.Duration) (*openDriver, error) {
+	return openEmulatorWith(ctx, e, nil)
+}
+
+// openEmulatorWith opens a queue with attrs (nil: the defaults, among them
+// a 30 s visibility timeout) on a fresh emulator.
+func openEmulatorWith(ctx context.Context, e *environment, attrs *mnstest.QueueAttributes) (*openDriver, error) {
 	srv, err := mnstest.NewServer(nil)
 	if err != nil {
 		return nil, err
 	}
 	name := e.name("bench")
-	if err := srv.CreateQueue(name, nil); err != nil {
+	if err := srv.CreateQueue(name, attrs); err != nil {
 		srv.Close()
 		return nil, err
 	}
@@ -156,6 +169,7 @@ func openEmulator(ctx context.Context, e *environment, _ time.Duration) (*openDr
 	return &openDriver{
 		q:        q,
 		requests: func() int64 { return sum() - base },
+		received: func() int64 { return srv.Stats().Received },
 		close: func() {
 			q.Close()
 			srv.Close()

@@ -103,6 +103,16 @@ func TestStampRoundTrip(t *testing.T) {
 	assert.False(t, ok, "a short body carries no stamp")
 }
 
+func TestCheckerPauses(t *testing.T) {
+	c := newChecker(3, 1, 1)
+	ms := int64(time.Millisecond)
+	c.at[0], c.at[1], c.at[2] = 50*ms, 20*ms, 90*ms // first deliveries of concurrent handlers land out of order
+	c.latN.Store(3)
+	first, longest := c.pauses(5 * ms)
+	assert.Equal(t, 15*time.Millisecond, first, "from the start to the earliest delivery")
+	assert.Equal(t, 40*time.Millisecond, longest, "the longest gap between two deliveries in time order (50 to 90 ms)")
+}
+
 func TestProducerRangeCoversAll(t *testing.T) {
 	for _, tc := range []struct{ n, producers int }{{10, 3}, {16, 4}, {1, 4}, {0, 2}, {1000, 7}} {
 		next := 0
@@ -151,7 +161,7 @@ func TestRunSmall(t *testing.T) {
 	c := &config{
 		json: true, count: 1, messages: 2000, producers: 2, consumers: 2, size: 64, backlog: 1000,
 		timeout: 30 * time.Second, quick: true,
-		scenario: `^(ordered/memqueue/memstore/durable/g.*|ordered/emulator/filestore/fast/g1000|pipelined/memstore|engine/reorder)$`,
+		scenario: `^(ordered/memqueue/memstore/durable/g.*|ordered/emulator/filestore/fast/g1000|pipelined/memstore|engine/core/g1|backlog/memqueue/memstore/g1)$`,
 	}
 	var out, progress bytes.Buffer
 	ok, err := run(context.Background(), c, &out, &progress)
@@ -159,12 +169,16 @@ func TestRunSmall(t *testing.T) {
 	require.True(t, ok, "every scenario must pass; progress:\n%s", progress.String())
 	var doc struct {
 		Results []struct {
-			Name     string  `json:"scenario"`
-			Rate     float64 `json:"msgs_per_s"`
-			Ratio    float64 `json:"ratio"`
-			Messages int     `json:"messages"`
-			Failed   string  `json:"failed"`
-			Reqs     float64 `json:"queue_requests_per_msg"`
+			Name         string  `json:"scenario"`
+			Rate         float64 `json:"msgs_per_s"`
+			Ratio        float64 `json:"ratio"`
+			Messages     int     `json:"messages"`
+			Failed       string  `json:"failed"`
+			Reqs         float64 `json:"queue_requests_per_msg"`
+			Drain        float64 `json:"drain_s"`
+			Receives     float64 `json:"receives_per_msg"`
+			MaxUndeleted int     `json:"max_undeleted"`
+			Heap         float64 `json:"heap_inuse_mib"`
 		} `json:"results"`
 		Targets []struct {
 			Scenario string `json:"scenario"`
@@ -181,11 +195,17 @@ func TestRunSmall(t *testing.T) {
 			assert.Positive(t, r.Ratio, "%s: ratio to its raw base", r.Name)
 			assert.Positive(t, r.Reqs, "%s: requests per message", r.Name)
 		}
+		if strings.HasPrefix(r.Name, "backlog/") {
+			assert.Positive(t, r.Drain, "%s: drain time", r.Name)
+			assert.GreaterOrEqual(t, r.Receives, 1.0, "%s: every message received at least once", r.Name)
+			assert.Positive(t, r.MaxUndeleted, "%s: peak undeleted", r.Name)
+			assert.Positive(t, r.Heap, "%s: heap in use", r.Name)
+		}
 	}
 	assert.Equal(t, []string{
 		"raw/memqueue/g1", "raw/memqueue/g1000", "ordered/memqueue/memstore/durable/g1", "ordered/memqueue/memstore/durable/g1000",
 		"raw/emulator/g1000", "ordered/emulator/filestore/fast/g1000",
-		"serial/memstore", "pipelined/memstore", "engine/reorder",
+		"serial/memstore", "pipelined/memstore", "backlog/memqueue/memstore/g1", "engine/core/g1",
 	}, names, "selected scenarios and their bases, in order")
 	run := 0
 	for _, tg := range doc.Targets {
@@ -193,18 +213,19 @@ func TestRunSmall(t *testing.T) {
 			run++
 		}
 	}
-	assert.Equal(t, 8, run, "targets with a measured scenario: ordered/raw (wall and CPU) and reqs/msg for two memqueue rows, pipelined, reorder")
+	assert.Equal(t, 14, run, "targets with a measured scenario: ordered/raw (wall and CPU) and reqs/msg for two memqueue rows, pipelined, "+
+		"the receive core's rate and allocations, the hot group's requests, receives, store writes, pause and cap")
 }
 
 func TestRunTable(t *testing.T) {
-	c := &config{count: 1, messages: 1000, producers: 1, consumers: 1, size: minPayload, timeout: 30 * time.Second, scenario: `^engine/reorder$`, quick: true}
+	c := &config{count: 1, messages: 1000, producers: 1, consumers: 1, size: minPayload, timeout: 30 * time.Second, scenario: `^engine/core/g1$`, quick: true}
 	var out, progress bytes.Buffer
 	ok, err := run(context.Background(), c, &out, &progress)
 	require.NoError(t, err)
 	require.True(t, ok)
-	assert.Contains(t, out.String(), "engine/reorder")
+	assert.Contains(t, out.String(), "engine/core/g1")
 	assert.Contains(t, out.String(), "Targets")
-	assert.Contains(t, out.String(), "reorder engine msgs/s on one core")
+	assert.Contains(t, out.String(), "receive core msgs/s on one core")
 }
 
 func TestRunUnknownScenario(t *testing.T) {

@@ -31,6 +31,19 @@ type result struct {
 	CPUPerMsg float64 `json:"cpu_us_per_msg,omitempty"`
 	CPURatio  float64 `json:"cpu_ratio,omitempty"`
 	Notes     string  `json:"notes,omitempty"`
+	// Hot-group figures (backlog rows, see hot): drain time, messages the
+	// queue handed out per message, store writes (Advance and Park calls)
+	// per message, the longest time between two deliveries, the peak of
+	// messages received and not deleted, arrivals parked and not kept, and
+	// the heap in use at the end (after a GC).
+	DrainSeconds      float64 `json:"drain_s,omitempty"`
+	ReceivesPerMsg    float64 `json:"receives_per_msg,omitempty"`
+	StoreWritesPerMsg float64 `json:"store_writes_per_msg,omitempty"`
+	LongestPause      float64 `json:"longest_pause_s,omitempty"`
+	MaxUndeleted      int     `json:"max_undeleted,omitempty"`
+	Parked            int64   `json:"parked,omitempty"`
+	NotKept           int64   `json:"not_kept,omitempty"`
+	HeapInuseMiB      float64 `json:"heap_inuse_mib,omitempty"`
 	// Round is the round (from 1) whose run the row shows, with -count
 	// above 1: the median round (see pickRounds); 0 with one round.
 	Round   int     `json:"round,omitempty"`
@@ -135,7 +148,19 @@ func checkTargets(byName map[string]*result) []target {
 	for _, s := range []string{"ordered/memqueue/memstore/durable/g1", "ordered/memqueue/memstore/durable/g1000"} {
 		atMost("queue requests per delivered message", s, 0.25, func(r *result) float64 { return r.ReqsPerMsg })
 	}
-	atLeast("reorder engine msgs/s on one core", "engine/reorder", 2e6, func(r *result) float64 { return r.Rate })
+	for _, s := range []string{"engine/core/g1", "engine/core/g1000"} {
+		atLeast("receive core msgs/s on one core", s, 2e6, func(r *result) float64 { return r.Rate })
+		atMost("receive core allocs per message", s, 1, func(r *result) float64 { return r.AllocsPerMsg })
+	}
+	const calm = "backlog/memqueue/memstore/g1"
+	atMost("hot group: queue requests per message", calm, 1.3, func(r *result) float64 { return r.ReqsPerMsg })
+	atMost("hot group: receives per message", calm, 1.3, func(r *result) float64 { return r.ReceivesPerMsg })
+	atMost("hot group: store writes per message", calm, 0.2, func(r *result) float64 { return r.StoreWritesPerMsg })
+	atMost("hot group: longest pause, s", calm, 1, func(r *result) float64 { return r.LongestPause })
+	atMost("hot group: peak received and not deleted", calm, 4000, func(r *result) float64 { return float64(r.MaxUndeleted) })
+	atLeast("hot group: calm/lossy drain time (1% lost)", calm+"/lossy", 0.5, ratio)
+	atLeast("hot group over emulator: ordered/raw", "backlog/emulator/memstore/g1", 0.8, ratio)
+	atMost("hot group over emulator: longest pause, s", "backlog/emulator/memstore/g1", 30, func(r *result) float64 { return r.LongestPause })
 	atLeast("filestore reservations / (N x fsyncs/s)", "engine/filestore-16", 0.7, ratio)
 	return ts
 }

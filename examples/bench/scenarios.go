@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/inorder/inorder/ordered"
+	"github.com/inorder/inorder/ordered/mnsqueue/mnstest"
 )
 
 // scenario is one row of the table. base names the row whose rate the
@@ -25,7 +26,7 @@ func scenarios(c *config, e *environment) []scenario {
 		n := max(c.messages/dk.scale, 1)
 		for _, groups := range groupCounts {
 			ss = append(ss, scenario{name: fmt.Sprintf("raw/%s/g%d", dk.name, groups), run: func(ctx context.Context) (*result, error) {
-				return runRaw(ctx, c, e, dk, groups, n)
+				return runRaw(ctx, c, e, dk, groups, n, false)
 			}})
 		}
 		for _, sk := range stores(e) {
@@ -63,13 +64,17 @@ func scenarios(c *config, e *environment) []scenario {
 		)
 	}
 
-	reorderN, fsDur := 20_000_000, 3*time.Second
+	ss = append(ss, backlogScenarios(c, e)...)
+
+	coreN, fsDur := 1_000_000, 3*time.Second
 	if c.quick {
-		reorderN, fsDur = 2_000_000, 600*time.Millisecond
+		coreN, fsDur = 100_000, 600*time.Millisecond
 	}
-	ss = append(ss, scenario{name: "engine/reorder", run: func(context.Context) (*result, error) {
-		return runReorder(reorderN)
-	}})
+	for _, groups := range groupCounts {
+		ss = append(ss, scenario{name: fmt.Sprintf("engine/core/g%d", groups), run: func(context.Context) (*result, error) {
+			return runCore(coreN, groups)
+		}})
+	}
 	for _, callers := range []int{1, 16} {
 		ss = append(ss, scenario{
 			name: fmt.Sprintf("engine/filestore-%d", callers),
@@ -80,6 +85,45 @@ func scenarios(c *config, e *environment) []scenario {
 		})
 	}
 	return ss
+}
+
+// backlogScenarios are the hot-group rows of issue 12: one group's deep
+// backlog drained over memqueue, calm and with lost receive responses, and
+// one group's unbounded burst over the emulator against raw.
+func backlogScenarios(c *config, e *environment) []scenario {
+	backlogN, emulatorN := 200_000, 20_000
+	var visibility time.Duration // memqueue's default, 30 s
+	if c.quick {
+		// A lost receive costs one visibility timeout: 30 s would take
+		// the quick run past its timeout and budget.
+		backlogN, emulatorN, visibility = 20_000, 2000, 5*time.Second
+	}
+	calm := "backlog/memqueue/memstore/g1"
+	// The emulator's queue has the service's default visibility timeout,
+	// 30 s, set explicitly so that the row does not depend on the default.
+	emu := driverKind{name: "emulator", scale: 1, open: func(ctx context.Context, e *environment, _ time.Duration) (*openDriver, error) {
+		return openEmulatorWith(ctx, e, &mnstest.QueueAttributes{VisibilityTimeout: 30})
+	}}
+	mem := stores(e)[0]
+	rawEmu := "raw/emulator/g1/unbounded"
+	return []scenario{
+		{name: calm, run: func(ctx context.Context) (*result, error) {
+			return runBacklog(ctx, c, e, backlogRun{n: backlogN, visibility: visibility})
+		}},
+		{name: calm + "/lossy", base: calm, run: func(ctx context.Context) (*result, error) {
+			return runBacklog(ctx, c, e, backlogRun{n: backlogN, loseReceive: 0.01, visibility: visibility})
+		}},
+		{name: rawEmu, run: func(ctx context.Context) (*result, error) {
+			return runRaw(ctx, c, e, emu, 1, emulatorN, true)
+		}},
+		{name: "backlog/emulator/memstore/g1", base: rawEmu, run: func(ctx context.Context) (*result, error) {
+			r, err := runOrdered(ctx, c, e, orderedRun{driver: emu, store: mem, mode: ordered.SendDurable, groups: 1, n: emulatorN, hot: true})
+			if r != nil {
+				r.Notes += ", no lost receive responses (mnstest has no fault that loses only a receive's response)"
+			}
+			return r, err
+		}},
+	}
 }
 
 func modeName(m ordered.SendMode) string {
