@@ -549,6 +549,12 @@ func (w *world) doOne(heal bool) bool {
 			w.core.Parked(w.now, p.ID, errors.New("park failed"))
 			break
 		}
+		if err := seqstore.CheckPark(p.Entries); err != nil {
+			// As every store: a call that parks one seq twice (or an
+			// invalid entry) is refused whole.
+			w.core.Parked(w.now, p.ID, err)
+			break
+		}
 		errs := make([]error, len(p.Entries))
 		bad := false
 		for i, e := range p.Entries {

@@ -727,7 +727,7 @@ func (c *Core) forceCommit(g *group) {
 // park entry (a larger one would be refused on every retry).
 func (c *Core) canPark(g *group, m *msg) bool {
 	return c.cfg.Park && g != nil && g.phase == phActive && m.epoch == g.epoch && m.seq > g.next &&
-		!m.has(fStored) && !c.closing && len(m.raw) <= seqstore.MaxParkBody
+		!m.has(fStored|fNoPark) && !c.closing && len(m.raw) <= seqstore.MaxParkBody
 }
 
 // park queues m to be parked in the store, then deleted from the queue.
@@ -757,9 +757,28 @@ func (c *Core) readyParks(now time.Time, rd *Ready) {
 	if len(c.parkBusy) > 0 || len(c.parkq) == 0 || now.Before(c.parkAfter) {
 		return
 	}
-	n := min(len(c.parkq), c.cfg.MaxParks)
-	ms := slices.Clone(c.parkq[:n])
-	c.parkq = slices.Delete(c.parkq, 0, n)
+	// Two copies of one seq (a redelivery, a duplicate send) never go in
+	// one call, which a store refuses whole: the second waits for the
+	// next call, where it replaces the first's body.
+	type seqKey struct {
+		g          *group
+		epoch, seq uint64
+	}
+	var ms []*msg
+	seen := make(map[seqKey]struct{}, min(len(c.parkq), c.cfg.MaxParks))
+	rest := c.parkq[:0]
+	for _, m := range c.parkq {
+		k := seqKey{m.g, m.epoch, m.seq}
+		if _, dup := seen[k]; dup || len(ms) == c.cfg.MaxParks {
+			rest = append(rest, m)
+			continue
+		}
+		seen[k] = struct{}{}
+		ms = append(ms, m)
+	}
+	clear(c.parkq[len(rest):])
+	c.parkq = rest
+	n := len(ms)
 	entries := make([]seqstore.Parked, n)
 	for i, m := range ms {
 		entries[i] = seqstore.Parked{Stream: c.stream(m.g.name), Epoch: m.epoch, Seq: m.seq, Body: m.raw}
@@ -806,6 +825,14 @@ func (c *Core) Parked(now time.Time, id uint64, err error) {
 			}
 		case errors.Is(e, seqstore.ErrAborted):
 			c.parkq = append(c.parkq, m)
+		case e != err && permanent(e):
+			// The store refuses this entry for good: it goes back to the
+			// queue and is held, not parked, when it comes back.
+			g.parking--
+			m.flags |= fNoPark
+			m.where = wHeld
+			c.report(Report{Kind: ReportWarn, Msg: "park refused: held in memory instead", Group: g.name, Epoch: m.epoch, Seq: m.seq, Err: e})
+			c.release(m, now)
 		default:
 			failed = true
 			c.parkq = append(c.parkq, m)

@@ -29,6 +29,7 @@ const (
 	fStored            // read back from the park: no receipt, not in the queue
 	fLapsed            // its visibility ended: the receipt may be stale
 	fSpare             // made by unsettle: recycled once gone
+	fNoPark            // the store refused to park it for good: never parked again
 )
 
 // msg is one message held by the Core.
