@@ -69,8 +69,8 @@ func (c *Core) moving() bool {
 // next seq go first, those of blocked groups before all others; a group's
 // next message is evicted only if the group is blocked. Evicted messages
 // are parked in the store when it can (then deleted from the queue), else
-// released (they come back). Without parking, nothing is released while
-// delivery moves: the room it frees is enough.
+// released (they come back). Nothing is evicted for the cap while delivery
+// moves: the room it frees is enough, and a fast drain parks nothing.
 func (c *Core) makeRoom(now time.Time) {
 	if c.closing {
 		return
@@ -78,7 +78,7 @@ func (c *Core) makeRoom(now time.Time) {
 	c.expireReleased(now)
 	room := c.cfg.MaxHeld - c.live - len(c.released)
 	need := 0
-	if r := c.reserve(); room < r && (c.cfg.Park || !c.moving()) {
+	if r := c.reserve(); room < r && !c.moving() {
 		// Evict in chunks, so that a full cap costs one pass now and then.
 		need = r - room + c.cfg.MaxHeld/8
 	}
