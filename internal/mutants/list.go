@@ -300,9 +300,9 @@ var mutants = []mutant{
 		Breaks: "filestore releases the callers of a commit before it writes and fsyncs their frame",
 		Edits: []edit{{
 			File: "seqstore/filestore/writer.go",
-			Old: `	records, reserved, advanced := w.records, w.reserved, w.advanced
+			Old: `	records, reserved, advanced, parked := w.records, w.reserved, w.advanced, w.parked
 	if records > 0 {`,
-			New: `	records, reserved, advanced := w.records, w.reserved, w.advanced
+			New: `	records, reserved, advanced, parked := w.records, w.reserved, w.advanced, w.parked
 	for _, r := range w.taken {
 		r.done <- struct{}{}
 	}
