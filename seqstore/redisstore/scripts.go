@@ -195,41 +195,181 @@ end
 return out
 `)
 
-// advanceScript compare-and-sets several cursors, all or nothing.
-//
-// KEYS: the cursor hashes. ARGV: dry ("1": check only), then 7 per key:
-// from epoch, next, owner, to epoch, next, owner, skipped.
-//
-// Returns {"ok"}, or {"fail", status per key} writing nothing.
-var advanceScript = redis.NewScript(luaCommon + luaTypes + `
-local status, failed = {}, false
-for i = 1, #KEYS do
-  local b = 1 + (i - 1) * 7
-  status[i] = badtype(KEYS[i], 'hash', 'cursor') or ''
-  if status[i] == '' then
-    local v = redis.call('HMGET', KEYS[i], 'epoch', 'next', 'owner')
-    local e, n, o = v[1], v[2], v[3]
-    if not e and not n and not o then
-      if redis.call('EXISTS', KEYS[i]) == 1 then
-        status[i] = '` + corruptTag + ` cursor hash has no epoch, next or owner'
-      end
-      e, n, o = '0', '0', '0'
-    elseif not canon(e) or not canon(n) or not canon(o) then
-      status[i] = '` + corruptTag + ` cursor hash has a malformed epoch, next or owner'
+// luaCursor reads a stored cursor's epoch, next and owner ('0' each when
+// the cursor was never stored), or returns a corrupt status as its fourth
+// value. It needs luaCommon and luaTypes.
+const luaCursor = `
+local function readcursor(k)
+  local bad = badtype(k, 'hash', 'cursor')
+  if bad then return nil, nil, nil, bad end
+  local v = redis.call('HMGET', k, 'epoch', 'next', 'owner')
+  local e, n, o = v[1], v[2], v[3]
+  if not e and not n and not o then
+    if redis.call('EXISTS', k) == 1 then
+      return nil, nil, nil, '` + corruptTag + ` cursor hash has no epoch, next or owner'
     end
-    if status[i] == '' and (e ~= ARGV[b + 1] or n ~= ARGV[b + 2] or o ~= ARGV[b + 3]) then
-      status[i] = '` + conflictTag + ` stored cursor ' .. e .. '/' .. n .. ' owner ' .. o
-    end
+    return '0', '0', '0', nil
   end
-  if status[i] ~= '' then failed = true end
+  if not canon(e) or not canon(n) or not canon(o) then
+    return nil, nil, nil, '` + corruptTag + ` cursor hash has a malformed epoch, next or owner'
+  end
+  return e, n, o, nil
+end
+`
+
+// luaPark names parked entries and checks a stream's park keys. A member
+// of the park sorted set is the epoch and the seq as 19-digit zero-padded
+// decimals joined by ':', every score 0, so that the set's lexical order is
+// (epoch, seq) order and a cursor bounds a lexical range.
+const luaPark = `
+local function pad(d) return string.rep('0', 19 - #d) .. d end
+local function member(epoch, seq) return pad(epoch) .. ':' .. pad(seq) end
+local function lt(a, b)
+  if #a ~= #b then return #a < #b end
+  return a < b
+end
+-- parkkeys checks the park set, its bodies and (index > 0) the queue's
+-- park index: a status, or nil and whether the stream has parks.
+local function parkkeys(set, bodies, index)
+  local t = typeof(set)
+  if t ~= 'none' and t ~= 'zset' then
+    return '` + corruptTag + ` park key holds a ' .. t, false
+  end
+  local bad = badtype(bodies, 'hash', 'park bodies')
+  if not bad and index > 0 then bad = badtype(KEYS[index], 'set', 'park index') end
+  return bad, t == 'zset'
+end
+-- unpark drops the parked entries of a stream that cursor (epoch, next)
+-- passed and unlists the stream (index > 0) when none is left.
+local function unpark(set, bodies, index, name, epoch, next)
+  local bound = '(' .. member(epoch, next)
+  local gone = redis.call('ZRANGEBYLEX', set, '-', bound)
+  if #gone == 0 then return end
+  local i = 1
+  while i <= #gone do
+    local j = math.min(i + 999, #gone)
+    redis.call('HDEL', bodies, unpack(gone, i, j))
+    i = j + 1
+  end
+  redis.call('ZREMRANGEBYLEX', set, '-', bound)
+  if index > 0 and redis.call('EXISTS', set) == 0 then
+    redis.call('SREM', KEYS[index], name)
+  end
+end
+`
+
+// advanceScript compare-and-sets several cursors, all or nothing, and drops
+// the parked entries each new cursor passed.
+//
+// KEYS: per stream i = 1..N, KEYS[3i-2] its cursor hash, KEYS[3i-1] its
+// park set and KEYS[3i] its park bodies; then the park index keys. ARGV:
+// dry ("1": check only), then 9 per stream: from epoch, next, owner, to
+// epoch, next, owner, skipped, the position in KEYS of its queue's park
+// index (0: none) and its stream key.
+//
+// A stream without parks costs one TYPE beyond the compare-and-set.
+// Returns {"ok"}, or {"fail", status per stream} writing nothing.
+var advanceScript = redis.NewScript(luaCommon + luaTypes + luaCursor + luaPark + `
+local N = (#ARGV - 1) / 9
+local status, parked, failed = {}, {}, false
+for i = 1, N do
+  local b = 1 + (i - 1) * 9
+  local e, n, o, bad = readcursor(KEYS[3 * i - 2])
+  if not bad and (e ~= ARGV[b + 1] or n ~= ARGV[b + 2] or o ~= ARGV[b + 3]) then
+    bad = '` + conflictTag + ` stored cursor ' .. e .. '/' .. n .. ' owner ' .. o
+  end
+  if not bad then
+    bad, parked[i] = parkkeys(KEYS[3 * i - 1], KEYS[3 * i], tonumber(ARGV[b + 8]))
+  end
+  status[i] = bad or ''
+  if bad then failed = true end
 end
 if failed then return fail(status) end
 if ARGV[1] == '1' then return {'ok'} end
-for i = 1, #KEYS do
-  local b = 1 + (i - 1) * 7
-  redis.call('HSET', KEYS[i], 'epoch', ARGV[b + 4], 'next', ARGV[b + 5], 'owner', ARGV[b + 6], 'skipped', ARGV[b + 7])
+for i = 1, N do
+  local b = 1 + (i - 1) * 9
+  redis.call('HSET', KEYS[3 * i - 2], 'epoch', ARGV[b + 4], 'next', ARGV[b + 5], 'owner', ARGV[b + 6], 'skipped', ARGV[b + 7])
+  if parked[i] then
+    unpark(KEYS[3 * i - 1], KEYS[3 * i], tonumber(ARGV[b + 8]), ARGV[b + 9], ARGV[b + 4], ARGV[b + 5])
+  end
 end
 return {'ok'}
+`)
+
+// parkScript parks entries of several streams, all or nothing.
+//
+// KEYS: per stream s = 1..S, KEYS[3s-2] its cursor hash, KEYS[3s-1] its
+// park set and KEYS[3s] its park bodies; then the park index keys. ARGV:
+// dry ("1": check only), S, then per stream its stream key and the
+// position in KEYS of its queue's park index (0: none), then per entry its
+// stream number, epoch, seq and stored value (CRC and body).
+//
+// Returns {"ok"}, or {"fail", status per entry} writing nothing.
+var parkScript = redis.NewScript(luaCommon + luaTypes + luaCursor + luaPark + `
+local S = tonumber(ARGV[2])
+local bad, ce, cn = {}, {}, {}
+for s = 1, S do
+  local e, n, _, b = readcursor(KEYS[3 * s - 2])
+  if not b then b = parkkeys(KEYS[3 * s - 1], KEYS[3 * s], tonumber(ARGV[2 + 2 * s])) end
+  bad[s], ce[s], cn[s] = b, e, n
+end
+local p0 = 3 + 2 * S
+local E = (#ARGV - p0 + 1) / 4
+local status, failed = {}, false
+for i = 1, E do
+  local p = p0 + (i - 1) * 4
+  local s, e, q = tonumber(ARGV[p]), ARGV[p + 1], ARGV[p + 2]
+  status[i] = ''
+  if bad[s] then
+    status[i], failed = bad[s], true
+  elseif lt(e, ce[s]) or e == ce[s] and lt(q, cn[s]) then
+    status[i], failed = '` + conflictTag + ` stored cursor ' .. ce[s] .. '/' .. cn[s] .. ' passed ' .. e .. '/' .. q, true
+  end
+end
+if failed then return fail(status) end
+if ARGV[1] == '1' then return {'ok'} end
+for i = 1, E do
+  local p = p0 + (i - 1) * 4
+  local s = tonumber(ARGV[p])
+  local m = member(ARGV[p + 1], ARGV[p + 2])
+  redis.call('ZADD', KEYS[3 * s - 1], 0, m)
+  redis.call('HSET', KEYS[3 * s], m, ARGV[p + 3])
+end
+for s = 1, S do
+  local index = tonumber(ARGV[2 + 2 * s])
+  if index > 0 then redis.call('SADD', KEYS[index], ARGV[1 + 2 * s]) end
+end
+return {'ok'}
+`)
+
+// unparkScript reads parked entries. KEYS: per query q, KEYS[2q-1] its
+// stream's park set and KEYS[2q] its park bodies. ARGV: per query the
+// lexical range's low and high bounds and the most entries. Returns per
+// query {member, value, ...} (Go validates them), or a corrupt status.
+var unparkScript = redis.NewScript(luaTypes + `
+local out = {}
+for q = 1, #KEYS / 2 do
+  local set, bodies = KEYS[2 * q - 1], KEYS[2 * q]
+  local bad = badtype(set, 'zset', 'park') or badtype(bodies, 'hash', 'park bodies')
+  if bad then
+    out[q] = bad
+  else
+    local b = 3 * (q - 1)
+    local ms = redis.call('ZRANGEBYLEX', set, ARGV[b + 1], ARGV[b + 2], 'LIMIT', 0, ARGV[b + 3])
+    local r, i = {}, 1
+    while i <= #ms do
+      local j = math.min(i + 999, #ms)
+      local vs = redis.call('HMGET', bodies, unpack(ms, i, j))
+      for k = i, j do
+        r[2 * k - 1] = ms[k]
+        r[2 * k] = vs[k - i + 1]
+      end
+      i = j + 1
+    end
+    out[q] = r
+  end
+end
+return out
 `)
 
 // indexAddScript: KEYS index; ARGV stream key. A script so that it travels
@@ -238,10 +378,11 @@ var indexAddScript = redis.NewScript(`
 return redis.call('SADD', KEYS[1], ARGV[1])
 `)
 
-// pruneScript (single node only): KEYS journal, index; ARGV stream key.
-// Removes the stream from the index if its journal is empty.
+// pruneScript (single node only): KEYS a stream's journal or park set, an
+// index; ARGV stream key. Removes the stream from the index if the key is
+// gone (Redis deletes an emptied hash or sorted set).
 var pruneScript = redis.NewScript(`
-if redis.call('HLEN', KEYS[1]) == 0 then
+if redis.call('EXISTS', KEYS[1]) == 0 then
   return redis.call('SREM', KEYS[2], ARGV[1])
 end
 return 0

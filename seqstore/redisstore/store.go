@@ -152,7 +152,16 @@ func (s *Store) key(st seqstore.Stream, kind string) string {
 }
 
 func (s *Store) indexKey(queue string) string {
-	return s.prefix + "pending:{" + strings.TrimSuffix(seqstore.Stream{Queue: queue}.Key(), "/") + "}"
+	return s.prefix + "pending:{" + queueKey(queue) + "}"
+}
+
+func (s *Store) parkIndexKey(queue string) string {
+	return s.prefix + "parked:{" + queueKey(queue) + "}"
+}
+
+// queueKey is a queue's part of its streams' keys.
+func queueKey(queue string) string {
+	return strings.TrimSuffix(seqstore.Stream{Queue: queue}.Key(), "/")
 }
 
 // Reserve implements seqstore.Store. On a single node the call is one
@@ -447,14 +456,33 @@ func (s *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
 }
 
 func (s *Store) advanceCall(batch []seqstore.Advance, ri []int, dry bool) *call {
-	c := &call{script: advanceScript, idx: ri, keys: make([]string, 0, len(ri)), args: make([]any, 1, 1+7*len(ri))}
+	c := &call{script: advanceScript, idx: ri, keys: make([]string, 0, 3*len(ri)+1), args: make([]any, 1, 1+9*len(ri))}
 	c.args[0] = flag(dry)
 	f := func(v uint64) string { return strconv.FormatUint(v, 10) }
 	for _, i := range ri {
+		st := batch[i].Stream
+		c.keys = append(c.keys, s.key(st, "cursor"), s.key(st, "park"), s.key(st, "parkbody"))
+	}
+	var index map[string]int // queue -> position of its park index in keys
+	for _, i := range ri {
 		a := batch[i]
-		c.keys = append(c.keys, s.key(a.Stream, "cursor"))
 		c.args = append(c.args, f(a.From.Epoch), f(a.From.Next), f(a.From.Owner),
 			f(a.To.Epoch), f(a.To.Next), f(a.To.Owner), seqstore.FormatSkipped(a.To.Skipped))
+		if s.sharded {
+			// The park index lives on another slot: ParkedStreams prunes it.
+			c.args = append(c.args, "0", "")
+			continue
+		}
+		ip, ok := index[a.Stream.Queue]
+		if !ok {
+			if index == nil {
+				index = map[string]int{}
+			}
+			c.keys = append(c.keys, s.parkIndexKey(a.Stream.Queue))
+			ip = len(c.keys)
+			index[a.Stream.Queue] = ip
+		}
+		c.args = append(c.args, strconv.Itoa(ip), a.Stream.Key())
 	}
 	return c
 }
@@ -602,31 +630,9 @@ func (s *Store) Pending(ctx context.Context, queue string) ([]seqstore.Entry, er
 		return nil, fmt.Errorf("redisstore: pending: %w", seqstore.ErrClosed)
 	}
 	index := s.indexKey(queue)
-	var members []string
-	var cursor uint64
-	for {
-		keys, next, err := s.client.SScan(ctx, index, cursor, "", 1000).Result()
-		s.roundTrips.Add(1)
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: pending %q: %w", queue, mapErr(err))
-		}
-		members = append(members, keys...)
-		if cursor = next; cursor == 0 {
-			break
-		}
-	}
-	sort.Strings(members)
-	members = compactStrings(members)
-	streams := make([]seqstore.Stream, len(members))
-	for i, m := range members {
-		st, err := seqstore.ParseKey(m)
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: pending %q: index member %q: %w", queue, m, err)
-		}
-		if st.Queue != queue {
-			return nil, fmt.Errorf("redisstore: pending %q: %w: index lists stream %s of another queue", queue, seqstore.ErrCorrupt, st)
-		}
-		streams[i] = st
+	streams, err := s.listed(ctx, index, queue)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: pending %q: %w", queue, err)
 	}
 	var out []seqstore.Entry
 	var empty []seqstore.Stream
@@ -654,13 +660,45 @@ func (s *Store) Pending(ctx context.Context, queue string) ([]seqstore.Entry, er
 		}
 	}
 	if len(empty) > 0 {
-		if err := s.prune(ctx, index, empty); err != nil {
+		if err := s.prune(ctx, index, empty, "journal"); err != nil {
 			// The entries were read; a failed prune only leaves the index
 			// larger than needed.
 			s.log.WarnContext(ctx, "redisstore: pruning the pending index failed", "queue", queue, "err", err)
 		}
 	}
 	return out, nil
+}
+
+// listed reads the streams that index lists, sorted by stream key; every
+// member must be a stream of queue.
+func (s *Store) listed(ctx context.Context, index, queue string) ([]seqstore.Stream, error) {
+	var members []string
+	var cursor uint64
+	for {
+		keys, next, err := s.client.SScan(ctx, index, cursor, "", 1000).Result()
+		s.roundTrips.Add(1)
+		if err != nil {
+			return nil, mapErr(err)
+		}
+		members = append(members, keys...)
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	sort.Strings(members)
+	members = compactStrings(members)
+	streams := make([]seqstore.Stream, len(members))
+	for i, m := range members {
+		st, err := seqstore.ParseKey(m)
+		if err != nil {
+			return nil, fmt.Errorf("index member %q: %w", m, err)
+		}
+		if st.Queue != queue {
+			return nil, fmt.Errorf("%w: index lists stream %s of another queue", seqstore.ErrCorrupt, st)
+		}
+		streams[i] = st
+	}
+	return streams, nil
 }
 
 func compactStrings(s []string) []string {
@@ -704,17 +742,18 @@ func journalEntries(st seqstore.Stream, jc *redis.MapStringStringCmd, sc *redis.
 	return out, nil
 }
 
-// prune removes streams with an empty journal from the index. On a single
+// prune removes from index the streams whose key of kind ("journal",
+// "park") is gone: Redis deletes an emptied hash or sorted set. On a single
 // node one script checks and removes atomically. On a cluster the check and
 // the removal are on different slots: remove, re-check, and put the stream
-// back if a Reserve journaled it meanwhile (Reserve writes the journal before
-// it adds to the index, so one of the two sees the other).
-func (s *Store) prune(ctx context.Context, index string, streams []seqstore.Stream) error {
+// back if a writer filled its key meanwhile (Reserve and Park write the key
+// before they add to the index, so one of the two sees the other).
+func (s *Store) prune(ctx context.Context, index string, streams []seqstore.Stream, kind string) error {
 	pipe := s.client.Pipeline()
 	if !s.sharded {
 		cmds := make([]*redis.Cmd, len(streams))
 		for i, st := range streams {
-			cmds[i] = pruneScript.Eval(ctx, pipe, []string{s.key(st, "journal"), index}, st.Key())
+			cmds[i] = pruneScript.Eval(ctx, pipe, []string{s.key(st, kind), index}, st.Key())
 		}
 		_, err := pipe.Exec(ctx)
 		s.roundTrips.Add(1)
@@ -727,9 +766,9 @@ func (s *Store) prune(ctx context.Context, index string, streams []seqstore.Stre
 		return err
 	}
 	pipe = s.client.Pipeline()
-	lens := make([]*redis.IntCmd, len(streams))
+	exists := make([]*redis.IntCmd, len(streams))
 	for i, st := range streams {
-		lens[i] = pipe.HLen(ctx, s.key(st, "journal"))
+		exists[i] = pipe.Exists(ctx, s.key(st, kind))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return err
@@ -737,7 +776,7 @@ func (s *Store) prune(ctx context.Context, index string, streams []seqstore.Stre
 	pipe = s.client.Pipeline()
 	readd := 0
 	for i, st := range streams {
-		if lens[i].Val() > 0 {
+		if exists[i].Val() > 0 {
 			pipe.SAdd(ctx, index, st.Key())
 			readd++
 		}
