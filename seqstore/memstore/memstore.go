@@ -18,7 +18,10 @@ type Store struct {
 	closed  bool
 	senders map[seqstore.Stream]*sender
 	cursors map[seqstore.Stream]seqstore.Cursor
-	now     func() time.Time
+	// parks holds each stream's parked entries, ordered by epoch and seq;
+	// a stream without any has no key.
+	parks map[seqstore.Stream][]parked
+	now   func() time.Time
 }
 
 // sender is the sender state of one stream.
@@ -35,6 +38,7 @@ func New() *Store {
 	return &Store{
 		senders: make(map[seqstore.Stream]*sender),
 		cursors: make(map[seqstore.Stream]seqstore.Cursor),
+		parks:   make(map[seqstore.Stream][]parked),
 		now:     time.Now,
 	}
 }
@@ -176,8 +180,9 @@ func (st *Store) Cursors(ctx context.Context, streams []seqstore.Stream) ([]seqs
 	return out, nil
 }
 
-// Advance applies a batch of compare-and-set cursor moves, all or none; see
-// seqstore.Store.
+// Advance applies a batch of compare-and-set cursor moves, all or none, and
+// drops the parked entries the new cursors passed; see seqstore.Store and
+// seqstore.Parker.
 func (st *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
 	if err := st.lock(ctx, "advance"); err != nil {
 		return err
@@ -197,6 +202,7 @@ func (st *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
 	}
 	for _, a := range batch {
 		st.cursors[a.Stream] = cloneCursor(a.To)
+		st.dropParked(a.Stream, a.To)
 	}
 	return nil
 }

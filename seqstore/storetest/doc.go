@@ -15,6 +15,15 @@
 // storage, cancelled contexts, closed stores, hostile stream names and
 // counters near seqstore.MaxSeq.
 //
+// The Park/* tests check the seqstore.Parker contract for a store whose
+// opened Store implements it, and skip otherwise: park and unpark (order,
+// From, Max, the epoch filter, copies), re-parking, validation, the body
+// limit, refusal of entries a cursor passed, Advance dropping exactly the
+// passed entries in its own write (and nothing when it fails),
+// ParkedStreams, reopening, concurrency, cancelled contexts, closed stores
+// and hostile names. BenchPark measures parking and the Advance that drops
+// the parks, for stores that set Harness.OpenBench.
+//
 // Each subtest opens its own fresh storage through Harness.Open, so
 // subtests run in parallel and never see each other's streams.
 //

@@ -45,6 +45,10 @@ type Harness struct {
 	// check that the report matches what is stored instead of all or
 	// nothing.
 	PerStreamAtomic bool
+	// OpenBench opens a Store over fresh, isolated storage for a benchmark
+	// (BenchPark), as Open does for a test; the benchmark closes it.
+	// Benchmarks skip when it is nil.
+	OpenBench func(b *testing.B) seqstore.Store
 }
 
 // Run runs the conformance suite against the stores h opens.
@@ -92,6 +96,7 @@ func Run(t *testing.T, h Harness) {
 		{"Overflow/Cursor", testOverflowCursor},
 		{"Overflow/Reserve", testOverflowReserve},
 	}
+	tests = append(tests, parkTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,0 +1,144 @@
+package memstore
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"slices"
+
+	"github.com/inorder/inorder/seqstore"
+)
+
+var _ seqstore.Parker = (*Store)(nil)
+
+// parked is one parked body, with the CRC-32C that Unpark checks.
+type parked struct {
+	epoch, seq uint64
+	body       []byte
+	sum        uint32
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// parkSum is the CRC-32C of a parked entry: stream key, epoch, seq, body.
+func parkSum(s seqstore.Stream, epoch, seq uint64, body []byte) uint32 {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], epoch)
+	binary.BigEndian.PutUint64(b[8:], seq)
+	sum := crc32.Update(0, castagnoli, []byte(s.Key()))
+	sum = crc32.Update(sum, castagnoli, b[:])
+	return crc32.Update(sum, castagnoli, body)
+}
+
+// comparePos orders parked entries by epoch and then seq: the order in
+// which a cursor passes them.
+func comparePos(p parked, epoch, seq uint64) int {
+	return cmp.Or(cmp.Compare(p.epoch, epoch), cmp.Compare(p.seq, seq))
+}
+
+// Park stores entries, all or none; see seqstore.Parker.
+func (st *Store) Park(ctx context.Context, entries []seqstore.Parked) error {
+	if err := st.lock(ctx, "park"); err != nil {
+		return err
+	}
+	defer st.mu.Unlock()
+	if err := seqstore.CheckPark(entries); err != nil {
+		return fmt.Errorf("memstore: park: %w", err)
+	}
+	errs := make([]error, len(entries))
+	for i, p := range entries {
+		if c := st.cursors[p.Stream]; c.Below(p.Epoch, p.Seq) {
+			errs[i] = fmt.Errorf("%w: park of %s %d/%d: the cursor is at %d/%d",
+				seqstore.ErrConflict, p.Stream, p.Epoch, p.Seq, c.Epoch, c.Next)
+		}
+	}
+	if err := seqstore.Abort(errs); err != nil {
+		return fmt.Errorf("memstore: park: %w", err)
+	}
+	for _, p := range entries {
+		e := parked{epoch: p.Epoch, seq: p.Seq, body: slices.Clone(p.Body), sum: parkSum(p.Stream, p.Epoch, p.Seq, p.Body)}
+		ps := st.parks[p.Stream]
+		i, found := slices.BinarySearchFunc(ps, e, func(a, b parked) int { return comparePos(a, b.epoch, b.seq) })
+		if found {
+			ps[i] = e
+			continue
+		}
+		st.parks[p.Stream] = slices.Insert(ps, i, e)
+	}
+	return nil
+}
+
+// Unpark returns parked entries per query; see seqstore.Parker. A body
+// whose checksum fails fails its query alone, with seqstore.ErrCorrupt.
+func (st *Store) Unpark(ctx context.Context, queries []seqstore.ParkQuery) ([][]seqstore.Parked, error) {
+	if err := st.lock(ctx, "unpark"); err != nil {
+		return nil, err
+	}
+	defer st.mu.Unlock()
+	errs := make([]error, len(queries))
+	for i, q := range queries {
+		errs[i] = q.Check()
+	}
+	if err := seqstore.Abort(errs); err != nil {
+		return nil, fmt.Errorf("memstore: unpark: %w", err)
+	}
+	out := make([][]seqstore.Parked, len(queries))
+	failed := false
+	for i, q := range queries {
+		ps := st.parks[q.Stream]
+		k, _ := slices.BinarySearchFunc(ps, q, func(p parked, q seqstore.ParkQuery) int { return comparePos(p, q.Epoch, q.From) })
+		for ; k < len(ps) && ps[k].epoch == q.Epoch && len(out[i]) < q.Max; k++ {
+			p := ps[k]
+			if parkSum(q.Stream, p.epoch, p.seq, p.body) != p.sum {
+				errs[i] = fmt.Errorf("%w: parked %s %d/%d fails its checksum", seqstore.ErrCorrupt, q.Stream, p.epoch, p.seq)
+				out[i], failed = nil, true
+				break
+			}
+			out[i] = append(out[i], seqstore.Parked{Stream: q.Stream, Epoch: p.epoch, Seq: p.seq, Body: slices.Clone(p.body)})
+		}
+	}
+	if failed {
+		return out, fmt.Errorf("memstore: unpark: %w", &seqstore.BatchError{Errs: errs})
+	}
+	return out, nil
+}
+
+// ParkedStreams lists the streams of queue with parked entries, ordered by
+// stream key; see seqstore.Parker.
+func (st *Store) ParkedStreams(ctx context.Context, queue string) ([]seqstore.Stream, error) {
+	if err := st.lock(ctx, "parked streams"); err != nil {
+		return nil, err
+	}
+	defer st.mu.Unlock()
+	if err := (seqstore.Stream{Queue: queue}).Validate(); err != nil {
+		return nil, fmt.Errorf("memstore: parked streams: %w", err)
+	}
+	var out []seqstore.Stream
+	for s := range st.parks {
+		if s.Queue == queue {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b seqstore.Stream) int { return cmp.Compare(a.Key(), b.Key()) })
+	return out, nil
+}
+
+// dropParked drops the parked entries of s that cursor c has passed. The
+// caller holds the mutex.
+func (st *Store) dropParked(s seqstore.Stream, c seqstore.Cursor) {
+	ps := st.parks[s]
+	n, _ := slices.BinarySearchFunc(ps, c, func(p parked, c seqstore.Cursor) int { return comparePos(p, c.Epoch, c.Next) })
+	if n == 0 {
+		return
+	}
+	if n == len(ps) {
+		delete(st.parks, s)
+		return
+	}
+	// Parks are handed out from the front: reslice, and let append
+	// reallocate once the dropped prefix is worth reclaiming.
+	clear(ps[:n])
+	st.parks[s] = ps[n:]
+}
