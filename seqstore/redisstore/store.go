@@ -62,9 +62,9 @@ func (o *Options) validate() error {
 // Stats counts the work a Store did since New.
 type Stats struct {
 	// Calls is the number of script calls sent (Reserve, Sent, Cursors,
-	// Advance each count one, whatever their number of streams; on a
-	// cluster one per stream, and a check before a call of several
-	// streams).
+	// Advance, Park and Unpark each count one, whatever their number of
+	// streams; on a cluster one per stream, a check before a call of
+	// several streams, and the index update of a Park).
 	Calls uint64
 	// RoundTrips is the number of pipelines sent, retries included. On a
 	// cluster one pipeline reaches every node it involves, in parallel.
