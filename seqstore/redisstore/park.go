@@ -101,7 +101,7 @@ func (s *Store) parkCall(entries []seqstore.Parked, values [][]byte, ri []int, d
 	}
 	c.args = make([]any, 0, 2+2*len(streams)+4*len(ri))
 	c.args = append(c.args, flag(dry), strconv.Itoa(len(streams)))
-	index := map[string]int{} // queue -> position of its park index in keys
+	var idx indexPositions
 	for _, st := range streams {
 		ip := 0
 		switch {
@@ -110,11 +110,10 @@ func (s *Store) parkCall(entries []seqstore.Parked, values [][]byte, ri []int, d
 			// parks are written (prune relies on this order).
 			c.then = append(c.then, &call{script: indexAddScript, keys: []string{s.parkIndexKey(st.Queue)}, args: []any{st.Key()}})
 		case !s.sharded:
-			if index[st.Queue] == 0 {
+			ip = idx.pos(st.Queue, func() int {
 				c.keys = append(c.keys, s.parkIndexKey(st.Queue))
-				index[st.Queue] = len(c.keys)
-			}
-			ip = index[st.Queue]
+				return len(c.keys)
+			})
 		}
 		c.args = append(c.args, st.Key(), strconv.Itoa(ip))
 	}

@@ -533,3 +533,37 @@ func TestParkConcurrent(t *testing.T) {
 		assert.Len(t, parkedStreams(t, s, "q"), workers)
 	})
 }
+
+// TestParkManyQueues parks and advances one call over streams of 12 queues
+// (two streams each): every queue's index is found (more queues than the
+// small list indexPositions starts with) and emptied.
+func TestParkManyQueues(t *testing.T) {
+	forEachMode(t, func(t *testing.T, c redis.UniversalClient, prefix string, sharded bool) {
+		ctx := context.Background()
+		s := newModeStore(t, c, prefix, sharded)
+		var in []seqstore.Parked
+		var batch []seqstore.Advance
+		for q := range 12 {
+			for g := range 2 {
+				st := seqstore.Stream{Queue: fmt.Sprintf("q%02d", q), Group: fmt.Sprint(g)}
+				in = append(in, park(st, 1, 2, "x"))
+				batch = append(batch, seqstore.Advance{Stream: st, To: seqstore.Cursor{Epoch: 1, Next: 3}})
+			}
+		}
+		require.NoError(t, s.Park(ctx, in))
+		for q := range 12 {
+			queue := fmt.Sprintf("q%02d", q)
+			assert.Equal(t, []seqstore.Stream{{Queue: queue, Group: "0"}, {Queue: queue, Group: "1"}}, parkedStreams(t, s, queue))
+		}
+		require.NoError(t, s.Advance(ctx, batch))
+		for q := range 12 {
+			queue := fmt.Sprintf("q%02d", q)
+			assert.Empty(t, parkedStreams(t, s, queue), queue)
+			if !sharded {
+				n, err := c.Exists(ctx, s.parkIndexKey(queue)).Result()
+				require.NoError(t, err)
+				assert.Zero(t, n, "the Advance emptied %s's park index", queue)
+			}
+		}
+	})
+}

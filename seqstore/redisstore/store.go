@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -456,16 +457,15 @@ func (s *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
 }
 
 func (s *Store) advanceCall(batch []seqstore.Advance, ri []int, dry bool) *call {
-	c := &call{script: advanceScript, idx: ri, keys: make([]string, 0, 3*len(ri)+1), args: make([]any, 1, 1+9*len(ri))}
+	c := &call{script: advanceScript, idx: ri, keys: make([]string, 3*len(ri), 3*len(ri)+1), args: make([]any, 1, 1+9*len(ri))}
 	c.args[0] = flag(dry)
 	f := func(v uint64) string { return strconv.FormatUint(v, 10) }
-	for _, i := range ri {
-		st := batch[i].Stream
-		c.keys = append(c.keys, s.key(st, "cursor"), s.key(st, "park"), s.key(st, "parkbody"))
-	}
-	var index map[string]int // queue -> position of its park index in keys
-	for _, i := range ri {
+	var idx indexPositions
+	for k, i := range ri {
 		a := batch[i]
+		name := a.Stream.Key()
+		base := s.prefix + "{" + name + "}:"
+		c.keys[3*k], c.keys[3*k+1], c.keys[3*k+2] = base+"cursor", base+"park", base+"parkbody"
 		c.args = append(c.args, f(a.From.Epoch), f(a.From.Next), f(a.From.Owner),
 			f(a.To.Epoch), f(a.To.Next), f(a.To.Owner), seqstore.FormatSkipped(a.To.Skipped))
 		if s.sharded {
@@ -473,18 +473,46 @@ func (s *Store) advanceCall(batch []seqstore.Advance, ri []int, dry bool) *call 
 			c.args = append(c.args, "0", "")
 			continue
 		}
-		ip, ok := index[a.Stream.Queue]
-		if !ok {
-			if index == nil {
-				index = map[string]int{}
-			}
+		ip := idx.pos(a.Stream.Queue, func() int {
 			c.keys = append(c.keys, s.parkIndexKey(a.Stream.Queue))
-			ip = len(c.keys)
-			index[a.Stream.Queue] = ip
-		}
-		c.args = append(c.args, strconv.Itoa(ip), a.Stream.Key())
+			return len(c.keys)
+		})
+		c.args = append(c.args, strconv.Itoa(ip), name)
 	}
 	return c
+}
+
+// indexPositions maps queues to the position of their index key among a
+// script's KEYS. A call spans few queues: a slice, and a map beyond 8.
+type indexPositions struct {
+	queues []string
+	at     []int
+	m      map[string]int
+}
+
+// pos returns the position of queue's index key, calling add (which
+// appends the key and returns its position) the first time.
+func (p *indexPositions) pos(queue string, add func() int) int {
+	if p.m != nil {
+		if at, ok := p.m[queue]; ok {
+			return at
+		}
+	} else if i := slices.Index(p.queues, queue); i >= 0 {
+		return p.at[i]
+	}
+	at := add()
+	if p.m == nil && len(p.queues) < 8 {
+		p.queues, p.at = append(p.queues, queue), append(p.at, at)
+		return at
+	}
+	if p.m == nil {
+		p.m = make(map[string]int, 16)
+		for i, q := range p.queues {
+			p.m[q] = p.at[i]
+		}
+	}
+	p.m[queue] = at
+	return at
 }
 
 // parts splits the n requests of a call into the groups that one script
