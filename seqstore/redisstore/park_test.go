@@ -567,3 +567,44 @@ func TestParkManyQueues(t *testing.T) {
 		}
 	})
 }
+
+// TestParkLarge crosses the scripts' chunk sizes (1000 members per
+// command, within Lua's unpack limit): a Park of 2,500 entries of one
+// stream and 1,100 streams, an Unpark of all of them and the Advance that
+// drops them.
+func TestParkLarge(t *testing.T) {
+	forEachMode(t, func(t *testing.T, c redis.UniversalClient, prefix string, sharded bool) {
+		ctx := context.Background()
+		s := newModeStore(t, c, prefix, sharded)
+		hot := seqstore.Stream{Queue: "q", Group: "hot"}
+		var in []seqstore.Parked
+		for q := uint64(1); q <= 2500; q++ {
+			in = append(in, park(hot, 1, q, fmt.Sprint(q)))
+		}
+		require.NoError(t, s.Park(ctx, in))
+		got, err := s.Unpark(ctx, []seqstore.ParkQuery{{Stream: hot, Epoch: 1, From: 2, Max: 5000}})
+		require.NoError(t, err)
+		require.Len(t, got[0], 2499)
+		for i, p := range got[0] {
+			require.Equal(t, fmt.Sprint(i+2), string(p.Body), "entry %d", i)
+		}
+		advance(t, s, hot, seqstore.Cursor{}, seqstore.Cursor{Epoch: 1, Next: 2501})
+		assert.Empty(t, parkedSeqs(t, s, hot, 1))
+		assert.Empty(t, parkedStreams(t, s, "q"))
+
+		if sharded {
+			return // 1,100 scripts and index updates: the single node covers the chunked SADD
+		}
+		in = in[:0]
+		var batch []seqstore.Advance
+		for g := range 1100 {
+			st := seqstore.Stream{Queue: "many", Group: fmt.Sprint(g)}
+			in = append(in, park(st, 1, 1, "x"))
+			batch = append(batch, seqstore.Advance{Stream: st, To: seqstore.Cursor{Epoch: 1, Next: 2}})
+		}
+		require.NoError(t, s.Park(ctx, in))
+		assert.Len(t, parkedStreams(t, s, "many"), 1100)
+		require.NoError(t, s.Advance(ctx, batch))
+		assert.Empty(t, parkedStreams(t, s, "many"))
+	})
+}

@@ -229,23 +229,29 @@ const luaPark = `
 local function member(epoch, seq)
   return string.rep('0', 19 - #epoch) .. epoch .. ':' .. string.rep('0', 19 - #seq) .. seq
 end
--- parkstate checks a stream's park set and, when the set exists or all is
--- true, its bodies and (index > 0) the queue's park index. It returns a
--- status, or nil and whether the stream has parks. A stream without parks
--- costs one ZCARD (a foreign type makes it fail, caught by pcall).
+-- parkstate checks a stream's park set and, when the set has entries or
+-- all is true, its bodies and (index > 0) the queue's park index (once per
+-- script). It returns a status, or nil and the number of parks. A stream
+-- without parks costs one ZCARD (a foreign type makes it fail, caught by
+-- pcall).
+local indexok = {}
 local function parkstate(set, bodies, index, all)
   local z = redis.pcall('ZCARD', set)
   if type(z) == 'table' then
-    return '` + corruptTag + ` park key holds a foreign value: ' .. tostring(z.err), false
+    return '` + corruptTag + ` park key holds a foreign value: ' .. tostring(z.err), 0
   end
-  if z == 0 and not all then return nil, false end
+  if z == 0 and not all then return nil, 0 end
   local bad = badtype(bodies, 'hash', 'park bodies')
-  if not bad and index > 0 then bad = badtype(KEYS[index], 'set', 'park index') end
-  return bad, z > 0
+  if not bad and index > 0 and not indexok[index] then
+    bad = badtype(KEYS[index], 'set', 'park index')
+    indexok[index] = not bad
+  end
+  return bad, z
 end
--- unpark drops the parked entries of a stream that cursor (epoch, next)
--- passed and unlists the stream (index > 0) when none is left.
-local function unpark(set, bodies, index, name, epoch, next)
+-- unpark drops the parked entries of a stream (n of them) that cursor
+-- (epoch, next) passed and unlists the stream (index > 0) when none is
+-- left.
+local function unpark(set, bodies, n, index, name, epoch, next)
   local bound = '(' .. member(epoch, next)
   local gone = redis.call('ZRANGEBYLEX', set, '-', bound)
   if #gone == 0 then return end
@@ -256,7 +262,7 @@ local function unpark(set, bodies, index, name, epoch, next)
     i = j + 1
   end
   redis.call('ZREMRANGEBYLEX', set, '-', bound)
-  if index > 0 and redis.call('EXISTS', set) == 0 then
+  if index > 0 and #gone == n then
     redis.call('SREM', KEYS[index], name)
   end
 end
@@ -293,8 +299,8 @@ if ARGV[1] == '1' then return {'ok'} end
 for i = 1, N do
   local b = 1 + (i - 1) * 9
   redis.call('HSET', KEYS[3 * i - 2], 'epoch', ARGV[b + 4], 'next', ARGV[b + 5], 'owner', ARGV[b + 6], 'skipped', ARGV[b + 7])
-  if parked[i] then
-    unpark(KEYS[3 * i - 1], KEYS[3 * i], tonumber(ARGV[b + 8]), ARGV[b + 9], ARGV[b + 4], ARGV[b + 5])
+  if parked[i] > 0 then
+    unpark(KEYS[3 * i - 1], KEYS[3 * i], parked[i], tonumber(ARGV[b + 8]), ARGV[b + 9], ARGV[b + 4], ARGV[b + 5])
   end
 end
 return {'ok'}
@@ -336,16 +342,41 @@ for i = 1, E do
 end
 if failed then return fail(status) end
 if ARGV[1] == '1' then return {'ok'} end
+-- One ZADD and one HSET per stream (in chunks of 1000 entries, within
+-- unpack's limits), one SADD per index.
+local zadd, hset = {}, {}
+local function flush(s)
+  if #zadd[s] == 0 then return end
+  redis.call('ZADD', KEYS[3 * s - 1], unpack(zadd[s]))
+  redis.call('HSET', KEYS[3 * s], unpack(hset[s]))
+  zadd[s], hset[s] = {}, {}
+end
+for s = 1, S do zadd[s], hset[s] = {}, {} end
 for i = 1, E do
   local p = p0 + (i - 1) * 4
   local s = tonumber(ARGV[p])
   local m = member(ARGV[p + 1], ARGV[p + 2])
-  redis.call('ZADD', KEYS[3 * s - 1], 0, m)
-  redis.call('HSET', KEYS[3 * s], m, ARGV[p + 3])
+  local z, h = zadd[s], hset[s]
+  z[#z + 1], z[#z + 2] = 0, m
+  h[#h + 1], h[#h + 2] = m, ARGV[p + 3]
+  if #z >= 2000 then flush(s) end
 end
+local names = {}
 for s = 1, S do
+  flush(s)
   local index = tonumber(ARGV[2 + 2 * s])
-  if index > 0 then redis.call('SADD', KEYS[index], ARGV[1 + 2 * s]) end
+  if index > 0 then
+    names[index] = names[index] or {}
+    table.insert(names[index], ARGV[1 + 2 * s])
+  end
+end
+for index, list in pairs(names) do
+  local i = 1
+  while i <= #list do
+    local j = math.min(i + 999, #list)
+    redis.call('SADD', KEYS[index], unpack(list, i, j))
+    i = j + 1
+  end
 end
 return {'ok'}
 `)
