@@ -23,7 +23,21 @@ import (
 // may be deleted unseen. Once the seq 1s arrive, everything is delivered in
 // order: what was not kept came back. (MaxMemory covers everything held,
 // group state included: 20 groups cost about 16 KB of it.)
+//
+// With a store that parks, arrivals beyond the bounds are parked; with
+// one that cannot (a seqstore.Store without seqstore.Parker), they go back
+// to the queue and come back, about ten receives per message here, so that
+// variant lifts MaxUndeletedRate (at the default 900/s net it would take a
+// minute).
 func TestReceiveBoundedMemory(t *testing.T) {
+	t.Run("park", func(t *testing.T) { testReceiveBoundedMemory(t, memstore.New(), 0) })
+	t.Run("no-park", func(t *testing.T) { testReceiveBoundedMemory(t, noParkStore{memstore.New()}, 1e6) })
+}
+
+// noParkStore hides the seqstore.Parker of the store it wraps.
+type noParkStore struct{ seqstore.Store }
+
+func testReceiveBoundedMemory(t *testing.T, store seqstore.Store, rate float64) {
 	const (
 		window   = 32
 		maxBytes = 48 << 10
@@ -31,9 +45,9 @@ func TestReceiveBoundedMemory(t *testing.T) {
 		n        = 150
 	)
 	drv := memqueue.New(&memqueue.Options{Shards: 4, Seed: 5, Visibility: 50 * time.Millisecond})
-	store := memstore.New()
 	q := rxQueue(t, drv, store, &ordered.Options{Receive: ordered.ReceiveOptions{
 		Wait: 10 * time.Millisecond, Window: window, MaxMemory: maxBytes, ReapInterval: 10 * time.Millisecond,
+		MaxUndeletedRate: rate,
 	}})
 	bs := [][]byte{rxBody("g0", 1, 1<<40)} // forged, far ahead
 	for g := range groups {
@@ -64,8 +78,14 @@ func TestReceiveBoundedMemory(t *testing.T) {
 	}
 	st := q.Stats().Receive
 	assert.Zero(t, delivered.total, "nothing is deliverable while every seq 1 is missing")
-	assert.Zero(t, drv.Stats().Deleted, "nothing undelivered is deleted")
-	assert.Positive(t, st.NotKept, "arrivals beyond the bounds were not kept")
+	_, parks := store.(seqstore.Parker)
+	if parks {
+		assert.Positive(t, st.Parked, "arrivals beyond the bounds were parked")
+		assert.LessOrEqual(t, drv.Stats().Deleted, st.Parked, "nothing undelivered is deleted unless parked")
+	} else {
+		assert.Zero(t, drv.Stats().Deleted, "nothing undelivered is deleted")
+		assert.Positive(t, st.NotKept, "arrivals beyond the bounds were not kept")
+	}
 	assert.LessOrEqual(t, st.MaxBuffered, groups*window, "per-group window")
 	assert.LessOrEqual(t, maxBytesSeen, maxBytes, "global byte bound")
 	assert.LessOrEqual(t, maxMemSeen, maxBytes+16*1024, "memory budget, give or take one receive batch")
@@ -99,7 +119,7 @@ func TestReceiveBoundedMemory(t *testing.T) {
 	assert.LessOrEqual(t, st.MaxBuffered, groups*window)
 	assert.LessOrEqual(t, maxBytesSeen, maxBytes)
 	assert.LessOrEqual(t, maxMemSeen, maxBytes+16*1024, "memory budget, give or take one receive batch")
-	t.Logf("peak buffered %d messages, %d bytes, %d bytes charged (budget %d); not kept %d", st.MaxBuffered, maxBytesSeen, maxMemSeen, maxBytes, st.NotKept)
+	t.Logf("peak buffered %d messages, %d bytes, %d bytes charged (budget %d); not kept %d, parked %d", st.MaxBuffered, maxBytesSeen, maxMemSeen, maxBytes, st.NotKept, st.Parked)
 	vis, inflight := drv.Len()
 	assert.Equal(t, 1, vis+inflight, "only the forged message is left, never deleted")
 }

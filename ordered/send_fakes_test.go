@@ -189,7 +189,8 @@ type testStore struct {
 	// atomic store fails: the group's request with errBadGroup, the others
 	// aborted, nothing applied.
 	failGroup string
-	sizes     []int // requests per Reserve call
+	sizes     []int        // requests per Reserve call
+	entered   atomic.Int64 // Reserve calls begun (before the delay)
 }
 
 var errBadGroup = errors.New("teststore: this group's state is corrupt")
@@ -212,6 +213,7 @@ func (s *testStore) Reserve(ctx context.Context, reqs []seqstore.ReserveRequest)
 	if err := seqstore.CheckReserve(reqs); err != nil {
 		return nil, err
 	}
+	s.entered.Add(1)
 	if s.delay > 0 {
 		time.Sleep(s.delay)
 	}

@@ -885,6 +885,8 @@ func TestSendReserveRetriesAborted(t *testing.T) {
 	q := newSendQueue(t, d, store, nil)
 	first, err := q.SendAsync(t.Context(), "first", []byte("x")) // keeps the store busy while the others pile up
 	require.NoError(t, err)
+	require.Eventually(t, func() bool { return store.entered.Load() == 1 }, 5*time.Second, time.Millisecond,
+		"the first Reserve call is in the store before the others are queued")
 	groups := []string{"a", "b", "bad", "c", "d"}
 	results := map[string]*ordered.SendResult{}
 	for _, g := range groups {

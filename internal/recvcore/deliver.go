@@ -481,10 +481,10 @@ func (g *group) lowestKnown() uint64 {
 }
 
 // checkGap starts, reports or skips a hole: g's next seq is missing while
-// later ones are known. A group that still reads its park does not count
-// as waiting: what it reads may fill the hole.
+// later ones are known. The hole ages while the park is read (a read in
+// flight does not hide a stuck group); skip reads the park before it skips.
 func (c *Core) checkGap(g *group, now time.Time) {
-	if !g.waiting() && g.parking == 0 || g.unparking || g.parkLow == g.next || c.lowestParking(g) == g.next {
+	if !g.waiting() && g.parking == 0 || g.parkLow == g.next || c.lowestParking(g) == g.next {
 		c.clearGap(g)
 		return
 	}

@@ -718,10 +718,11 @@ func (c *Core) forceCommit(g *group) {
 // Parking.
 
 // canPark reports whether m, held for g, may be parked: the store can,
-// and m is of g's current epoch, beyond its next seq.
+// m is of g's current epoch, beyond its next seq, and its body fits a
+// park entry (a larger one would be refused on every retry).
 func (c *Core) canPark(g *group, m *msg) bool {
 	return c.cfg.Park && g != nil && g.phase == phActive && m.epoch == g.epoch && m.seq > g.next &&
-		!m.has(fStored) && !c.closing
+		!m.has(fStored) && !c.closing && len(m.raw) <= seqstore.MaxParkBody
 }
 
 // park queues m to be parked in the store, then deleted from the queue.

@@ -301,14 +301,21 @@ func (s *script) find(name string) *recvcore.Delivery {
 }
 
 // body encodes group/epoch/seq as a tagged body, "plain:x" as untagged.
+// body returns the body of an arrival written group/epoch/seq (suffix
+// "!big": a payload one byte over seqstore.MaxParkBody) or plain:text.
 func body(a string) []byte {
 	if p, ok := strings.CutPrefix(a, "plain:"); ok {
 		return []byte(p)
 	}
+	a, big := strings.CutSuffix(a, "!big")
+	payload := []byte(a)
+	if big {
+		payload = append(payload, make([]byte, seqstore.MaxParkBody+1)...)
+	}
 	parts := strings.Split(a, "/")
 	e, _ := strconv.ParseUint(parts[1], 10, 64)
 	q, _ := strconv.ParseUint(parts[2], 10, 64)
-	return envelope.Append(nil, envelope.Header{Group: parts[0], Epoch: e, Seq: q}, []byte(a))
+	return envelope.Append(nil, envelope.Header{Group: parts[0], Epoch: e, Seq: q}, payload)
 }
 
 func parseCursor(c string) seqstore.Cursor {

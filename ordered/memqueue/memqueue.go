@@ -14,7 +14,8 @@ import (
 	"github.com/inorder/inorder/ordered/driver"
 )
 
-// ErrInjected is wrapped by every failure injected by Options.ErrorRate.
+// ErrInjected is wrapped by every failure injected by Options.ErrorRate
+// and Options.LoseReceive.
 // Queue.IsRetryable reports it as retryable.
 var ErrInjected = errors.New("memqueue: injected transient error")
 
@@ -378,6 +379,10 @@ func (q *Queue) ReceiveBatch(ctx context.Context, n int, wait time.Duration) ([]
 	if len(picks) == 0 && !fail {
 		q.stats.EmptyReceives++
 	}
+	if len(picks) > 0 && !fail && q.opts.LoseReceive > 0 && q.rng.Float64() < q.opts.LoseReceive {
+		q.stats.LostReceives++
+		fail = true
+	}
 	q.mu.Unlock()
 	if fail {
 		return nil, injected("receive")
@@ -690,6 +695,8 @@ type Stats struct {
 	Deleted int64
 	// Lost counts messages dropped by Options.Loss or Options.Retention.
 	Lost int64
+	// LostReceives counts receive responses lost by Options.LoseReceive.
+	LostReceives int64
 }
 
 // Stats returns a snapshot of the counters.

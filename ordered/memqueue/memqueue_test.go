@@ -275,6 +275,48 @@ func TestLoss(t *testing.T) {
 	assert.Equal(t, int64(n), st.Sent, "Stats.Sent counts lost messages too")
 }
 
+// TestLoseReceive: a lost receive response fails the call and leaves its
+// messages invisible for one visibility timeout; then they come back, with
+// a new receipt, and nothing else is disturbed.
+func TestLoseReceive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		const n, p = 3200, 0.1
+		q := memqueue.New(&memqueue.Options{LoseReceive: p, Seed: 12, Visibility: time.Second, Shards: 1})
+		defer q.Close()
+		sendN(t, q, n)
+		got := map[string]int{}
+		var lostCalls int
+		start := time.Now()
+		for len(got) < n {
+			msgs, err := q.ReceiveBatch(ctx, 16, 5*time.Second)
+			if err != nil {
+				require.ErrorIs(t, err, memqueue.ErrInjected)
+				require.True(t, q.IsRetryable(err))
+				lostCalls++
+				continue
+			}
+			require.NotEmpty(t, msgs, "every message comes back")
+			for _, m := range msgs {
+				got[string(m.Body)]++
+			}
+			require.NoError(t, q.DeleteBatch(ctx, receipts(msgs)))
+		}
+		st := q.Stats()
+		assert.Equal(t, int64(lostCalls), st.LostReceives, "Stats.LostReceives counts the lost responses")
+		calls := float64(n / 16)
+		within(t, float64(lostCalls), calls*p/(1-p), 6*math.Sqrt(calls*p)/(1-p), "lost responses")
+		assert.Equal(t, int64(n), st.Deleted, "every message delivered and deleted")
+		assert.Equal(t, st.Delivered-int64(n), st.Redelivered, "only the lost ones came again")
+		assert.Equal(t, int64(16*lostCalls), st.Redelivered, "each lost response took a full batch of 16")
+		// The receives take no virtual time: the last lost ones are back
+		// one visibility timeout after they were lost, not before.
+		took := time.Since(start)
+		assert.GreaterOrEqual(t, took, time.Second, "lost messages stay invisible for the visibility timeout")
+		assert.LessOrEqual(t, took, 2*time.Second, "and come back after it")
+	})
+}
+
 // TestErrorRate checks injected failures: their rate, that half of them take
 // effect, and that a client retrying on IsRetryable ends with every message
 // delivered and deleted.

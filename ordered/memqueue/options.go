@@ -68,6 +68,12 @@ type Options struct {
 	// Loss is the probability (0..1) that a message accepted by SendBatch
 	// is dropped and never delivered, as when retention expires unnoticed.
 	Loss float64
+	// LoseReceive is the probability (0..1) that a receive which took
+	// messages loses its response: the messages stay invisible until their
+	// visibility timeout, as if the network dropped the answer, and the
+	// call fails with an error wrapping ErrInjected (counted in
+	// Stats.LostReceives).
+	LoseReceive float64
 	// Latency is added to every call, before it takes effect.
 	Latency time.Duration
 	// LatencyJitter adds a uniform random 0..LatencyJitter to Latency.
@@ -141,7 +147,7 @@ func (o *Options) validate() error {
 	for _, p := range []struct {
 		name string
 		v    float64
-	}{{"Redeliver", o.Redeliver}, {"EarlyEmpty", o.EarlyEmpty}, {"Loss", o.Loss}, {"ErrorRate", o.ErrorRate}} {
+	}{{"Redeliver", o.Redeliver}, {"EarlyEmpty", o.EarlyEmpty}, {"Loss", o.Loss}, {"LoseReceive", o.LoseReceive}, {"ErrorRate", o.ErrorRate}} {
 		if !(p.v >= 0 && p.v <= 1) { // also rejects NaN
 			return fmt.Errorf("memqueue: %s %v out of range 0..1", p.name, p.v)
 		}

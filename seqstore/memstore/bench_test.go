@@ -7,6 +7,7 @@ import (
 
 	"github.com/inorder/inorder/seqstore"
 	"github.com/inorder/inorder/seqstore/memstore"
+	"github.com/inorder/inorder/seqstore/storetest"
 )
 
 // BenchmarkReserve measures Reserve of one seq from parallel goroutines,
@@ -58,4 +59,10 @@ func BenchmarkAdvance(b *testing.B) {
 			from = to
 		}
 	})
+}
+
+// BenchmarkPark runs storetest.BenchPark: Park of 16-entry batches over
+// many streams, each followed by the Advance that drops them.
+func BenchmarkPark(b *testing.B) {
+	storetest.BenchPark(b, storetest.Harness{OpenBench: func(*testing.B) seqstore.Store { return memstore.New() }})
 }

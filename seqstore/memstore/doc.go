@@ -8,6 +8,30 @@
 // copied, and slices returned are fresh copies, so callers may reuse or
 // modify them.
 //
+// # Parking
+//
+// Store implements seqstore.Parker. Each stream's parked entries are one
+// slice ordered by epoch and seq, kept in a map by stream (a stream
+// without parks has no key, so ParkedStreams sorts only the streams of
+// the queue that have parks). Each entry holds a copy of its body and the
+// CRC-32C of its stream key, epoch, seq and body, which Unpark checks: a
+// mismatch fails that query with seqstore.ErrCorrupt instead of returning
+// a wrong body.
+//
+// Park checks every entry, and that no cursor passed it, before it
+// changes anything, then inserts or replaces each entry by binary search:
+// O(log n) per entry plus the copy of its body (and a shift when it lands
+// in the middle of a long park). Unpark is a binary search and a copy of
+// what it returns. Advance drops the passed entries of each stream under
+// the same mutex hold that moves its cursor, so no caller ever sees one
+// without the other; the passed entries are a prefix of the stream's
+// slice, so dropping them costs a binary search. Memory is the bodies
+// plus 48 bytes per entry and one map entry per stream with parks.
+// storetest.BenchPark (BenchmarkPark) parks and drops about 400,000
+// entries of 1 KiB per second on one idle core, most of it allocating,
+// copying and checksumming bodies; the one mutex keeps more cores from
+// adding much.
+//
 // # Errors
 //
 // Errors wrap the seqstore sentinels (seqstore.ErrClosed,

@@ -136,7 +136,7 @@ func assertStreams(t *testing.T, want, got []seqstore.Stream, msgAndArgs ...any)
 }
 
 func testParkUnpark(t *testing.T, h Harness) {
-	_, p, _ := openParker(t, h)
+	st, p, _ := openParker(t, h)
 	a := seqstore.Stream{Queue: "q", Group: "a"}
 	b := seqstore.Stream{Queue: "q", Group: "b"}
 	const e1, e2 = 100, 200
@@ -164,6 +164,11 @@ func testParkUnpark(t *testing.T, h Harness) {
 		{seqstore.ParkQuery{Stream: a, Epoch: e1, From: 10, Max: 100}, a1[5:]},
 		{seqstore.ParkQuery{Stream: a, Epoch: e1, From: 11, Max: 100}, nil},
 		{seqstore.ParkQuery{Stream: a, Epoch: e1, From: seqstore.MaxSeq, Max: 100}, nil},
+		// Valid queries beyond the range of a signed 64-bit column.
+		{seqstore.ParkQuery{Stream: a, Epoch: e1, From: seqstore.MaxSeq + 1, Max: 100}, nil},
+		{seqstore.ParkQuery{Stream: a, Epoch: e1, From: 1<<64 - 1, Max: 100}, nil},
+		{seqstore.ParkQuery{Stream: a, Epoch: seqstore.MaxSeq + 1, Max: 100}, nil},
+		{seqstore.ParkQuery{Stream: a, Epoch: 1<<64 - 1, Max: 100}, nil},
 		{seqstore.ParkQuery{Stream: a, Epoch: e2, Max: 100}, []seqstore.Parked{pk(a, e2, 1, "a2-1"), pk(a, e2, 2, "a2-2")}},
 		{seqstore.ParkQuery{Stream: a, Epoch: e2, From: 2, Max: 100}, []seqstore.Parked{pk(a, e2, 2, "a2-2")}},
 		{seqstore.ParkQuery{Stream: a, Epoch: e1 + 1, Max: 100}, nil},
@@ -193,9 +198,12 @@ func testParkUnpark(t *testing.T, h Harness) {
 	assertParked(t, nil, got[3], "query 3 of one Unpark call (a stream without parks)")
 	assertParked(t, []seqstore.Parked{pk(b, e1, 5, "b5")}, got[4], "query 4 of one Unpark call")
 
-	// Unpark removes nothing.
+	// Unpark removes nothing; parking touches neither journal nor cursors.
 	assertParked(t, a1, unparkAll(t, p, a, e1), "Unpark must not remove what it returns")
 	assertStreams(t, []seqstore.Stream{a, b}, parkedStreams(t, p, "q"), "ParkedStreams(q)")
+	assert.Empty(t, pending(t, st, "q"), "parks are not journal entries")
+	assertCursor(t, seqstore.Cursor{}, cursor(t, st, a), "Park must not create a cursor")
+	assert.Equal(t, uint64(1), reserve(t, st, a, 1, nil).First, "Park must not consume sender seqs")
 }
 
 func testParkCopies(t *testing.T, h Harness) {
@@ -477,17 +485,24 @@ func testParkedStreams(t *testing.T, h Harness) {
 	other := seqstore.Stream{Queue: "q-other", Group: "a"}
 	prefix := seqstore.Stream{Queue: "qq", Group: "a"}
 	upper := seqstore.Stream{Queue: "Q", Group: "a"}
+	// Names that a LIKE pattern or a padding collation would confuse with q.
+	underscore := seqstore.Stream{Queue: "_", Group: "a"}
+	percent := seqstore.Stream{Queue: "%", Group: "a"}
+	padded := seqstore.Stream{Queue: "q ", Group: "a"}
 	idle := seqstore.Stream{Queue: "q", Group: "idle"}
 	// idle has sender and receiver state but no parks.
 	reserve(t, st, idle, 2, [][]byte{[]byte("x"), nil})
 	advance(t, st, seqstore.Advance{Stream: idle, To: seqstore.Cursor{Epoch: 1, Next: 1}})
 
 	park(t, p, pk(qb, 1, 3, ""), pk(qa, 1, 2, ""), pk(other, 1, 1, ""), pk(qslash, 1, 1, ""), pk(q0, 1, 1, ""),
-		pk(prefix, 1, 1, ""), pk(upper, 1, 1, ""), pk(qb, 1, 4, ""))
+		pk(prefix, 1, 1, ""), pk(upper, 1, 1, ""), pk(qb, 1, 4, ""), pk(underscore, 1, 1, ""), pk(percent, 1, 1, ""), pk(padded, 1, 1, ""))
 	assertStreams(t, sortStreams(qa, qb, q0, qslash), parkedStreams(t, p, "q"), "ParkedStreams(q), ordered by key")
 	assertStreams(t, []seqstore.Stream{other}, parkedStreams(t, p, "q-other"), "ParkedStreams(q-other)")
 	assertStreams(t, []seqstore.Stream{prefix}, parkedStreams(t, p, "qq"), "ParkedStreams(qq)")
 	assertStreams(t, []seqstore.Stream{upper}, parkedStreams(t, p, "Q"), "ParkedStreams(Q)")
+	assertStreams(t, []seqstore.Stream{underscore}, parkedStreams(t, p, "_"), "ParkedStreams(_)")
+	assertStreams(t, []seqstore.Stream{percent}, parkedStreams(t, p, "%"), "ParkedStreams(%)")
+	assertStreams(t, []seqstore.Stream{padded}, parkedStreams(t, p, "q "), "ParkedStreams(\"q \")")
 	assertStreams(t, nil, parkedStreams(t, p, "unknown"), "ParkedStreams of a queue without parks")
 
 	// Dropping a stream's last park forgets it; dropping one of two does not.
@@ -666,6 +681,9 @@ func testParkConcurrent(t *testing.T, h Harness) {
 							conflicts[w] = append(conflicts[w], batch[k])
 						case errors.Is(e, seqstore.ErrAborted):
 							retry = append(retry, batch[k])
+						case e == nil && h.PerStreamAtomic:
+							// Reported as applied: a sharded store is atomic
+							// per stream only under a race.
 						default:
 							report(fmt.Errorf("parker %d: Park of %s seq %d: want ErrConflict or ErrAborted, got %w", w, batch[k].Stream, batch[k].Seq, e))
 							return
@@ -723,7 +741,11 @@ func testParkConcurrent(t *testing.T, h Harness) {
 					report(fmt.Errorf("reader %d: Unpark(%s): %w", r, s, err))
 					return
 				}
-				for _, e := range got[0] {
+				for j, e := range got[0] {
+					if j > 0 && e.Seq <= got[0][j-1].Seq {
+						report(fmt.Errorf("reader %d: Unpark(%s) returned seq %d after seq %d: want increasing seqs", r, s, e.Seq, got[0][j-1].Seq))
+						return
+					}
 					if c.Below(e.Epoch, e.Seq) {
 						report(fmt.Errorf("reader %d: %s seq %d is still parked after its cursor moved to %d/%d: Advance must drop it in the same write", r, s, e.Seq, c.Epoch, c.Next))
 						return

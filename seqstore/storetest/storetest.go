@@ -37,13 +37,13 @@ type Harness struct {
 	// Store at a time). Share turns a store whose instances share nothing
 	// (memstore) into such storage.
 	Shared bool
-	// PerStreamAtomic reports that Reserve and Advance are atomic per
+	// PerStreamAtomic reports that Reserve, Advance and Park are atomic per
 	// stream only when another writer races them (Redis Cluster across
 	// hash slots): a call that fails at rest still applies nothing, but
 	// under a race its *seqstore.BatchError may report requests that took
 	// effect (nil) beside those that failed. The CrossInstance tests then
 	// check that the report matches what is stored instead of all or
-	// nothing.
+	// nothing, and Park/Concurrent takes such a Park's entries as parked.
 	PerStreamAtomic bool
 	// OpenBench opens a Store over fresh, isolated storage for a benchmark
 	// (BenchPark), as Open does for a test; the benchmark closes it.

@@ -3,9 +3,11 @@ package storetest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -90,6 +92,30 @@ var mutants = map[string]struct {
 		// without its row lock does across processes.
 		wrap:     func(s seqstore.Store) seqstore.Store { return lostUpdate{s} },
 		catching: "CrossInstance/Race",
+	},
+	"unpark-unsorted": {
+		wrap:     func(s seqstore.Store) seqstore.Store { return unparkUnsorted{s.(parkerStore)} },
+		catching: "Park/Unpark",
+	},
+	"unpark-max-ignored": {
+		wrap:     func(s seqstore.Store) seqstore.Store { return unparkMaxIgnored{s.(parkerStore)} },
+		catching: "Park/Unpark",
+	},
+	"park-not-atomic": {
+		wrap:     func(s seqstore.Store) seqstore.Store { return parkNotAtomic{s.(parkerStore)} },
+		catching: "Park/BelowCursor",
+	},
+	"unpark-shared-bytes": {
+		wrap:     func(s seqstore.Store) seqstore.Store { return &unparkSharedBytes{parkerStore: s.(parkerStore)} },
+		catching: "Park/Copies",
+	},
+	"parked-streams-unsorted": {
+		wrap:     func(s seqstore.Store) seqstore.Store { return parkedStreamsUnsorted{s.(parkerStore)} },
+		catching: "Park/ParkedStreams",
+	},
+	"park-context-ignored": {
+		wrap:     func(s seqstore.Store) seqstore.Store { return parkContextIgnored{s.(parkerStore)} },
+		catching: "Park/Cancelled",
 	},
 	"forgetful": {
 		// Every reopen loses everything; the harness claims persistence.
@@ -331,4 +357,94 @@ func (s *sharedFate) Reserve(ctx context.Context, reqs []seqstore.ReserveRequest
 		s.failed.Store(&err)
 	}
 	return rs, err
+}
+
+// parkerStore is a Store that parks: the Share instances of memstore.
+type parkerStore interface {
+	seqstore.Store
+	seqstore.Parker
+}
+
+// unparkUnsorted returns each query's entries in descending seq order.
+type unparkUnsorted struct{ parkerStore }
+
+func (s unparkUnsorted) Unpark(ctx context.Context, qs []seqstore.ParkQuery) ([][]seqstore.Parked, error) {
+	out, err := s.parkerStore.Unpark(ctx, qs)
+	for _, ps := range out {
+		slices.Reverse(ps)
+	}
+	return out, err
+}
+
+// unparkMaxIgnored returns every entry from From on.
+type unparkMaxIgnored struct{ parkerStore }
+
+func (s unparkMaxIgnored) Unpark(ctx context.Context, qs []seqstore.ParkQuery) ([][]seqstore.Parked, error) {
+	qs = slices.Clone(qs)
+	for i := range qs {
+		if qs[i].Max > 0 {
+			qs[i].Max = 1 << 20
+		}
+	}
+	return s.parkerStore.Unpark(ctx, qs)
+}
+
+// parkNotAtomic parks each entry on its own, and reports honestly which
+// ones took effect.
+type parkNotAtomic struct{ parkerStore }
+
+func (s parkNotAtomic) Park(ctx context.Context, entries []seqstore.Parked) error {
+	errs := make([]error, len(entries))
+	failed := false
+	for i, e := range entries {
+		if err := s.parkerStore.Park(ctx, []seqstore.Parked{e}); err != nil {
+			errs[i], failed = seqstore.Failed(err, 0, 1), true
+		}
+	}
+	if failed {
+		return &seqstore.BatchError{Errs: errs}
+	}
+	return nil
+}
+
+// unparkSharedBytes hands out the same body slice every time an entry is
+// read, as a store returning its own bytes would.
+type unparkSharedBytes struct {
+	parkerStore
+	mu   sync.Mutex
+	seen map[string][]byte
+}
+
+func (s *unparkSharedBytes) Unpark(ctx context.Context, qs []seqstore.ParkQuery) ([][]seqstore.Parked, error) {
+	out, err := s.parkerStore.Unpark(ctx, qs)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.seen == nil {
+		s.seen = map[string][]byte{}
+	}
+	for _, ps := range out {
+		for i, p := range ps {
+			k := fmt.Sprintf("%s %d %d", p.Stream, p.Epoch, p.Seq)
+			if b, ok := s.seen[k]; ok && len(b) == len(p.Body) {
+				ps[i].Body = b
+			} else {
+				s.seen[k] = p.Body
+			}
+		}
+	}
+	return out, err
+}
+
+type parkedStreamsUnsorted struct{ parkerStore }
+
+func (s parkedStreamsUnsorted) ParkedStreams(ctx context.Context, queue string) ([]seqstore.Stream, error) {
+	ss, err := s.parkerStore.ParkedStreams(ctx, queue)
+	slices.Reverse(ss)
+	return ss, err
+}
+
+type parkContextIgnored struct{ parkerStore }
+
+func (s parkContextIgnored) Park(_ context.Context, entries []seqstore.Parked) error {
+	return s.parkerStore.Park(context.Background(), entries)
 }
