@@ -285,14 +285,15 @@ local status, parked, failed = {}, {}, false
 for i = 1, N do
   local b = 1 + (i - 1) * 9
   local e, n, o, bad = readcursor(KEYS[3 * i - 2])
-  if not bad and (e ~= ARGV[b + 1] or n ~= ARGV[b + 2] or o ~= ARGV[b + 3]) then
-    bad = '` + conflictTag + ` stored cursor ' .. e .. '/' .. n .. ' owner ' .. o
-  end
-  if not bad then
+  status[i], parked[i] = bad or '', 0
+  if status[i] == '' then
     bad, parked[i] = parkstate(KEYS[3 * i - 1], KEYS[3 * i], tonumber(ARGV[b + 8]), false)
+    status[i] = bad or ''
+    if status[i] == '' and (e ~= ARGV[b + 1] or n ~= ARGV[b + 2] or o ~= ARGV[b + 3]) then
+      status[i] = '` + conflictTag + ` stored cursor ' .. e .. '/' .. n .. ' owner ' .. o
+    end
   end
-  status[i] = bad or ''
-  if bad then failed = true end
+  if status[i] ~= '' then failed = true end
 end
 if failed then return fail(status) end
 if ARGV[1] == '1' then return {'ok'} end
