@@ -96,3 +96,22 @@ func benchBackends(b *testing.B) []backend {
 	}
 	return bs
 }
+
+// BenchmarkPark runs storetest.BenchPark (each op: a Park of 16 streams'
+// 1 KiB bodies, then the Advance that hands them out and drops them) and
+// reports round trips per op (two calls).
+func BenchmarkPark(b *testing.B) {
+	for _, be := range benchBackends(b) {
+		b.Run(be.name, func(b *testing.B) {
+			var s *Store
+			storetest.BenchPark(b, storetest.Harness{OpenBench: func(b *testing.B) seqstore.Store {
+				c, prefix := be.open(b)
+				s = newStore(b, c, prefix)
+				return s
+			}})
+			if s != nil {
+				b.ReportMetric(float64(s.Stats().RoundTrips)/float64(b.N), "roundtrips/op")
+			}
+		})
+	}
+}

@@ -195,28 +195,100 @@ end
 return out
 `)
 
-// advanceScript compare-and-sets several cursors, all or nothing.
-//
-// KEYS: the cursor hashes. ARGV: dry ("1": check only), then 7 per key:
-// from epoch, next, owner, to epoch, next, owner, skipped.
-//
-// Returns {"ok"}, or {"fail", status per key} writing nothing.
-var advanceScript = redis.NewScript(luaCommon + luaTypes + `
-local status, failed = {}, false
-for i = 1, #KEYS do
-  local b = 1 + (i - 1) * 7
-  status[i] = badtype(KEYS[i], 'hash', 'cursor') or ''
-  if status[i] == '' then
-    local v = redis.call('HMGET', KEYS[i], 'epoch', 'next', 'owner')
-    local e, n, o = v[1], v[2], v[3]
-    if not e and not n and not o then
-      if redis.call('EXISTS', KEYS[i]) == 1 then
-        status[i] = '` + corruptTag + ` cursor hash has no epoch, next or owner'
-      end
-      e, n, o = '0', '0', '0'
-    elseif not canon(e) or not canon(n) or not canon(o) then
-      status[i] = '` + corruptTag + ` cursor hash has a malformed epoch, next or owner'
+// luaCursor reads a stored cursor's epoch, next and owner ('0' each when
+// the cursor was never stored), or returns a corrupt status as its fourth
+// value. A key of another type makes HMGET fail, caught by pcall before
+// anything is written: cheaper than asking TYPE first on Advance's path.
+// It needs luaCommon.
+const luaCursor = `
+local function readcursor(k)
+  local v = redis.pcall('HMGET', k, 'epoch', 'next', 'owner')
+  if v.err then
+    return nil, nil, nil, '` + corruptTag + ` cursor key holds a foreign value: ' .. v.err
+  end
+  local e, n, o = v[1], v[2], v[3]
+  if not e and not n and not o then
+    if redis.call('EXISTS', k) == 1 then
+      return nil, nil, nil, '` + corruptTag + ` cursor hash has no epoch, next or owner'
     end
+    return '0', '0', '0', nil
+  end
+  if not canon(e) or not canon(n) or not canon(o) then
+    return nil, nil, nil, '` + corruptTag + ` cursor hash has a malformed epoch, next or owner'
+  end
+  return e, n, o, nil
+end
+`
+
+// luaPark names parked entries and checks a stream's park keys. A member
+// of the park sorted set is the epoch and the seq as 19-digit zero-padded
+// decimals joined by ':', every score 0, so that the set's lexical order is
+// (epoch, seq) order and a cursor bounds a lexical range. It needs
+// luaTypes.
+const luaPark = `
+local function member(epoch, seq)
+  return string.rep('0', 19 - #epoch) .. epoch .. ':' .. string.rep('0', 19 - #seq) .. seq
+end
+-- parkstate checks a stream's park set and, when the set has entries or
+-- all is true, its bodies and (index > 0) the queue's park index (once per
+-- script). It returns a status, or nil and the number of parks. A stream
+-- without parks costs one ZCARD (a foreign type makes it fail, caught by
+-- pcall).
+local indexok = {}
+local function parkstate(set, bodies, index, all)
+  local z = redis.pcall('ZCARD', set)
+  if type(z) == 'table' then
+    return '` + corruptTag + ` park key holds a foreign value: ' .. tostring(z.err), 0
+  end
+  if z == 0 and not all then return nil, 0 end
+  local bad = badtype(bodies, 'hash', 'park bodies')
+  if not bad and index > 0 and not indexok[index] then
+    bad = badtype(KEYS[index], 'set', 'park index')
+    indexok[index] = not bad
+  end
+  return bad, z
+end
+-- unpark drops the parked entries of a stream (n of them) that cursor
+-- (epoch, next) passed and unlists the stream (index > 0) when none is
+-- left.
+local function unpark(set, bodies, n, index, name, epoch, next)
+  local bound = '(' .. member(epoch, next)
+  local gone = redis.call('ZRANGEBYLEX', set, '-', bound)
+  if #gone == 0 then return end
+  local i = 1
+  while i <= #gone do
+    local j = math.min(i + 999, #gone)
+    redis.call('HDEL', bodies, unpack(gone, i, j))
+    i = j + 1
+  end
+  redis.call('ZREMRANGEBYLEX', set, '-', bound)
+  if index > 0 and #gone == n then
+    redis.call('SREM', KEYS[index], name)
+  end
+end
+`
+
+// advanceScript compare-and-sets several cursors, all or nothing, and drops
+// the parked entries each new cursor passed.
+//
+// KEYS: per stream i = 1..N, KEYS[3i-2] its cursor hash, KEYS[3i-1] its
+// park set and KEYS[3i] its park bodies; then the park index keys. ARGV:
+// dry ("1": check only), then 9 per stream: from epoch, next, owner, to
+// epoch, next, owner, skipped, the position in KEYS of its queue's park
+// index (0: none) and its stream key.
+//
+// A stream without parks costs one ZCARD beyond the compare-and-set.
+// Returns {"ok"}, or {"fail", status per stream} writing nothing.
+var advanceScript = redis.NewScript(luaCommon + luaTypes + luaCursor + luaPark + `
+local N = (#ARGV - 1) / 9
+local status, parked, failed = {}, {}, false
+for i = 1, N do
+  local b = 1 + (i - 1) * 9
+  local e, n, o, bad = readcursor(KEYS[3 * i - 2])
+  status[i], parked[i] = bad or '', 0
+  if status[i] == '' then
+    bad, parked[i] = parkstate(KEYS[3 * i - 1], KEYS[3 * i], tonumber(ARGV[b + 8]), false)
+    status[i] = bad or ''
     if status[i] == '' and (e ~= ARGV[b + 1] or n ~= ARGV[b + 2] or o ~= ARGV[b + 3]) then
       status[i] = '` + conflictTag + ` stored cursor ' .. e .. '/' .. n .. ' owner ' .. o
     end
@@ -225,11 +297,119 @@ for i = 1, #KEYS do
 end
 if failed then return fail(status) end
 if ARGV[1] == '1' then return {'ok'} end
-for i = 1, #KEYS do
-  local b = 1 + (i - 1) * 7
-  redis.call('HSET', KEYS[i], 'epoch', ARGV[b + 4], 'next', ARGV[b + 5], 'owner', ARGV[b + 6], 'skipped', ARGV[b + 7])
+for i = 1, N do
+  local b = 1 + (i - 1) * 9
+  redis.call('HSET', KEYS[3 * i - 2], 'epoch', ARGV[b + 4], 'next', ARGV[b + 5], 'owner', ARGV[b + 6], 'skipped', ARGV[b + 7])
+  if parked[i] > 0 then
+    unpark(KEYS[3 * i - 1], KEYS[3 * i], parked[i], tonumber(ARGV[b + 8]), ARGV[b + 9], ARGV[b + 4], ARGV[b + 5])
+  end
 end
 return {'ok'}
+`)
+
+// parkScript parks entries of several streams, all or nothing.
+//
+// KEYS: per stream s = 1..S, KEYS[3s-2] its cursor hash, KEYS[3s-1] its
+// park set and KEYS[3s] its park bodies; then the park index keys. ARGV:
+// dry ("1": check only), S, then per stream its stream key and the
+// position in KEYS of its queue's park index (0: none), then per entry its
+// stream number, epoch, seq and stored value (CRC and body).
+//
+// Returns {"ok"}, or {"fail", status per entry} writing nothing.
+var parkScript = redis.NewScript(luaCommon + luaTypes + luaCursor + luaPark + `
+local function lt(a, b)
+  if #a ~= #b then return #a < #b end
+  return a < b
+end
+local S = tonumber(ARGV[2])
+local bad, ce, cn = {}, {}, {}
+for s = 1, S do
+  local e, n, _, b = readcursor(KEYS[3 * s - 2])
+  if not b then b = parkstate(KEYS[3 * s - 1], KEYS[3 * s], tonumber(ARGV[2 + 2 * s]), true) end
+  bad[s], ce[s], cn[s] = b, e, n
+end
+local p0 = 3 + 2 * S
+local E = (#ARGV - p0 + 1) / 4
+local status, failed = {}, false
+for i = 1, E do
+  local p = p0 + (i - 1) * 4
+  local s, e, q = tonumber(ARGV[p]), ARGV[p + 1], ARGV[p + 2]
+  status[i] = ''
+  if bad[s] then
+    status[i], failed = bad[s], true
+  elseif lt(e, ce[s]) or e == ce[s] and lt(q, cn[s]) then
+    status[i], failed = '` + conflictTag + ` stored cursor ' .. ce[s] .. '/' .. cn[s] .. ' passed ' .. e .. '/' .. q, true
+  end
+end
+if failed then return fail(status) end
+if ARGV[1] == '1' then return {'ok'} end
+-- One ZADD and one HSET per stream (in chunks of 1000 entries, within
+-- unpack's limits), one SADD per index.
+local zadd, hset = {}, {}
+local function flush(s)
+  if #zadd[s] == 0 then return end
+  redis.call('ZADD', KEYS[3 * s - 1], unpack(zadd[s]))
+  redis.call('HSET', KEYS[3 * s], unpack(hset[s]))
+  zadd[s], hset[s] = {}, {}
+end
+for s = 1, S do zadd[s], hset[s] = {}, {} end
+for i = 1, E do
+  local p = p0 + (i - 1) * 4
+  local s = tonumber(ARGV[p])
+  local m = member(ARGV[p + 1], ARGV[p + 2])
+  local z, h = zadd[s], hset[s]
+  z[#z + 1], z[#z + 2] = 0, m
+  h[#h + 1], h[#h + 2] = m, ARGV[p + 3]
+  if #z >= 2000 then flush(s) end
+end
+local names = {}
+for s = 1, S do
+  flush(s)
+  local index = tonumber(ARGV[2 + 2 * s])
+  if index > 0 then
+    names[index] = names[index] or {}
+    table.insert(names[index], ARGV[1 + 2 * s])
+  end
+end
+for index, list in pairs(names) do
+  local i = 1
+  while i <= #list do
+    local j = math.min(i + 999, #list)
+    redis.call('SADD', KEYS[index], unpack(list, i, j))
+    i = j + 1
+  end
+end
+return {'ok'}
+`)
+
+// unparkScript reads parked entries. KEYS: per query q, KEYS[2q-1] its
+// stream's park set and KEYS[2q] its park bodies. ARGV: per query the
+// lexical range's low and high bounds and the most entries. Returns per
+// query {member, value, ...} (Go validates them), or a corrupt status.
+var unparkScript = redis.NewScript(luaTypes + `
+local out = {}
+for q = 1, #KEYS / 2 do
+  local set, bodies = KEYS[2 * q - 1], KEYS[2 * q]
+  local bad = badtype(set, 'zset', 'park') or badtype(bodies, 'hash', 'park bodies')
+  if bad then
+    out[q] = bad
+  else
+    local b = 3 * (q - 1)
+    local ms = redis.call('ZRANGEBYLEX', set, ARGV[b + 1], ARGV[b + 2], 'LIMIT', 0, ARGV[b + 3])
+    local r, i = {}, 1
+    while i <= #ms do
+      local j = math.min(i + 999, #ms)
+      local vs = redis.call('HMGET', bodies, unpack(ms, i, j))
+      for k = i, j do
+        r[2 * k - 1] = ms[k]
+        r[2 * k] = vs[k - i + 1]
+      end
+      i = j + 1
+    end
+    out[q] = r
+  end
+end
+return out
 `)
 
 // indexAddScript: KEYS index; ARGV stream key. A script so that it travels
@@ -238,10 +418,11 @@ var indexAddScript = redis.NewScript(`
 return redis.call('SADD', KEYS[1], ARGV[1])
 `)
 
-// pruneScript (single node only): KEYS journal, index; ARGV stream key.
-// Removes the stream from the index if its journal is empty.
+// pruneScript (single node only): KEYS a stream's journal or park set, an
+// index; ARGV stream key. Removes the stream from the index if the key is
+// gone (Redis deletes an emptied hash or sorted set).
 var pruneScript = redis.NewScript(`
-if redis.call('HLEN', KEYS[1]) == 0 then
+if redis.call('EXISTS', KEYS[1]) == 0 then
   return redis.call('SREM', KEYS[2], ARGV[1])
 end
 return 0

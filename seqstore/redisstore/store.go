@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -62,9 +63,9 @@ func (o *Options) validate() error {
 // Stats counts the work a Store did since New.
 type Stats struct {
 	// Calls is the number of script calls sent (Reserve, Sent, Cursors,
-	// Advance each count one, whatever their number of streams; on a
-	// cluster one per stream, and a check before a call of several
-	// streams).
+	// Advance, Park and Unpark each count one, whatever their number of
+	// streams; on a cluster one per stream, a check before a call of
+	// several streams, and the index update of a Park).
 	Calls uint64
 	// RoundTrips is the number of pipelines sent, retries included. On a
 	// cluster one pipeline reaches every node it involves, in parallel.
@@ -152,7 +153,16 @@ func (s *Store) key(st seqstore.Stream, kind string) string {
 }
 
 func (s *Store) indexKey(queue string) string {
-	return s.prefix + "pending:{" + strings.TrimSuffix(seqstore.Stream{Queue: queue}.Key(), "/") + "}"
+	return s.prefix + "pending:{" + queueKey(queue) + "}"
+}
+
+func (s *Store) parkIndexKey(queue string) string {
+	return s.prefix + "parked:{" + queueKey(queue) + "}"
+}
+
+// queueKey is a queue's part of its streams' keys.
+func queueKey(queue string) string {
+	return strings.TrimSuffix(seqstore.Stream{Queue: queue}.Key(), "/")
 }
 
 // Reserve implements seqstore.Store. On a single node the call is one
@@ -447,16 +457,62 @@ func (s *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
 }
 
 func (s *Store) advanceCall(batch []seqstore.Advance, ri []int, dry bool) *call {
-	c := &call{script: advanceScript, idx: ri, keys: make([]string, 0, len(ri)), args: make([]any, 1, 1+7*len(ri))}
+	c := &call{script: advanceScript, idx: ri, keys: make([]string, 3*len(ri), 3*len(ri)+1), args: make([]any, 1, 1+9*len(ri))}
 	c.args[0] = flag(dry)
 	f := func(v uint64) string { return strconv.FormatUint(v, 10) }
-	for _, i := range ri {
+	var idx indexPositions
+	for k, i := range ri {
 		a := batch[i]
-		c.keys = append(c.keys, s.key(a.Stream, "cursor"))
+		name := a.Stream.Key()
+		base := s.prefix + "{" + name + "}:"
+		c.keys[3*k], c.keys[3*k+1], c.keys[3*k+2] = base+"cursor", base+"park", base+"parkbody"
 		c.args = append(c.args, f(a.From.Epoch), f(a.From.Next), f(a.From.Owner),
 			f(a.To.Epoch), f(a.To.Next), f(a.To.Owner), seqstore.FormatSkipped(a.To.Skipped))
+		if s.sharded {
+			// The park index lives on another slot: ParkedStreams prunes it.
+			c.args = append(c.args, "0", "")
+			continue
+		}
+		ip := idx.pos(a.Stream.Queue, func() int {
+			c.keys = append(c.keys, s.parkIndexKey(a.Stream.Queue))
+			return len(c.keys)
+		})
+		c.args = append(c.args, strconv.Itoa(ip), name)
 	}
 	return c
+}
+
+// indexPositions maps queues to the position of their index key among a
+// script's KEYS. A call spans few queues: a slice, and a map beyond 8.
+type indexPositions struct {
+	queues []string
+	at     []int
+	m      map[string]int
+}
+
+// pos returns the position of queue's index key, calling add (which
+// appends the key and returns its position) the first time.
+func (p *indexPositions) pos(queue string, add func() int) int {
+	if p.m != nil {
+		if at, ok := p.m[queue]; ok {
+			return at
+		}
+	} else if i := slices.Index(p.queues, queue); i >= 0 {
+		return p.at[i]
+	}
+	at := add()
+	if p.m == nil && len(p.queues) < 8 {
+		p.queues, p.at = append(p.queues, queue), append(p.at, at)
+		return at
+	}
+	if p.m == nil {
+		p.m = make(map[string]int, 16)
+		for i, q := range p.queues {
+			p.m[q] = p.at[i]
+		}
+	}
+	p.m[queue] = at
+	return at
 }
 
 // parts splits the n requests of a call into the groups that one script
@@ -602,31 +658,9 @@ func (s *Store) Pending(ctx context.Context, queue string) ([]seqstore.Entry, er
 		return nil, fmt.Errorf("redisstore: pending: %w", seqstore.ErrClosed)
 	}
 	index := s.indexKey(queue)
-	var members []string
-	var cursor uint64
-	for {
-		keys, next, err := s.client.SScan(ctx, index, cursor, "", 1000).Result()
-		s.roundTrips.Add(1)
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: pending %q: %w", queue, mapErr(err))
-		}
-		members = append(members, keys...)
-		if cursor = next; cursor == 0 {
-			break
-		}
-	}
-	sort.Strings(members)
-	members = compactStrings(members)
-	streams := make([]seqstore.Stream, len(members))
-	for i, m := range members {
-		st, err := seqstore.ParseKey(m)
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: pending %q: index member %q: %w", queue, m, err)
-		}
-		if st.Queue != queue {
-			return nil, fmt.Errorf("redisstore: pending %q: %w: index lists stream %s of another queue", queue, seqstore.ErrCorrupt, st)
-		}
-		streams[i] = st
+	streams, err := s.listed(ctx, index, queue)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: pending %q: %w", queue, err)
 	}
 	var out []seqstore.Entry
 	var empty []seqstore.Stream
@@ -654,13 +688,45 @@ func (s *Store) Pending(ctx context.Context, queue string) ([]seqstore.Entry, er
 		}
 	}
 	if len(empty) > 0 {
-		if err := s.prune(ctx, index, empty); err != nil {
+		if err := s.prune(ctx, index, empty, "journal"); err != nil {
 			// The entries were read; a failed prune only leaves the index
 			// larger than needed.
 			s.log.WarnContext(ctx, "redisstore: pruning the pending index failed", "queue", queue, "err", err)
 		}
 	}
 	return out, nil
+}
+
+// listed reads the streams that index lists, sorted by stream key; every
+// member must be a stream of queue.
+func (s *Store) listed(ctx context.Context, index, queue string) ([]seqstore.Stream, error) {
+	var members []string
+	var cursor uint64
+	for {
+		keys, next, err := s.client.SScan(ctx, index, cursor, "", 1000).Result()
+		s.roundTrips.Add(1)
+		if err != nil {
+			return nil, mapErr(err)
+		}
+		members = append(members, keys...)
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	sort.Strings(members)
+	members = compactStrings(members)
+	streams := make([]seqstore.Stream, len(members))
+	for i, m := range members {
+		st, err := seqstore.ParseKey(m)
+		if err != nil {
+			return nil, fmt.Errorf("index member %q: %w", m, err)
+		}
+		if st.Queue != queue {
+			return nil, fmt.Errorf("%w: index lists stream %s of another queue", seqstore.ErrCorrupt, st)
+		}
+		streams[i] = st
+	}
+	return streams, nil
 }
 
 func compactStrings(s []string) []string {
@@ -704,17 +770,18 @@ func journalEntries(st seqstore.Stream, jc *redis.MapStringStringCmd, sc *redis.
 	return out, nil
 }
 
-// prune removes streams with an empty journal from the index. On a single
+// prune removes from index the streams whose key of kind ("journal",
+// "park") is gone: Redis deletes an emptied hash or sorted set. On a single
 // node one script checks and removes atomically. On a cluster the check and
 // the removal are on different slots: remove, re-check, and put the stream
-// back if a Reserve journaled it meanwhile (Reserve writes the journal before
-// it adds to the index, so one of the two sees the other).
-func (s *Store) prune(ctx context.Context, index string, streams []seqstore.Stream) error {
+// back if a writer filled its key meanwhile (Reserve and Park write the key
+// before they add to the index, so one of the two sees the other).
+func (s *Store) prune(ctx context.Context, index string, streams []seqstore.Stream, kind string) error {
 	pipe := s.client.Pipeline()
 	if !s.sharded {
 		cmds := make([]*redis.Cmd, len(streams))
 		for i, st := range streams {
-			cmds[i] = pruneScript.Eval(ctx, pipe, []string{s.key(st, "journal"), index}, st.Key())
+			cmds[i] = pruneScript.Eval(ctx, pipe, []string{s.key(st, kind), index}, st.Key())
 		}
 		_, err := pipe.Exec(ctx)
 		s.roundTrips.Add(1)
@@ -727,9 +794,9 @@ func (s *Store) prune(ctx context.Context, index string, streams []seqstore.Stre
 		return err
 	}
 	pipe = s.client.Pipeline()
-	lens := make([]*redis.IntCmd, len(streams))
+	exists := make([]*redis.IntCmd, len(streams))
 	for i, st := range streams {
-		lens[i] = pipe.HLen(ctx, s.key(st, "journal"))
+		exists[i] = pipe.Exists(ctx, s.key(st, kind))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return err
@@ -737,7 +804,7 @@ func (s *Store) prune(ctx context.Context, index string, streams []seqstore.Stre
 	pipe = s.client.Pipeline()
 	readd := 0
 	for i, st := range streams {
-		if lens[i].Val() > 0 {
+		if exists[i].Val() > 0 {
 			pipe.SAdd(ctx, index, st.Key())
 			readd++
 		}

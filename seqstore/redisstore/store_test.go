@@ -386,6 +386,8 @@ func snapshot(t *testing.T, c redis.UniversalClient, key string) string {
 		m, err = c.SMembers(ctx, key).Result()
 		sort.Strings(m)
 		v = m
+	case "zset":
+		v, err = c.ZRangeWithScores(ctx, key, 0, -1).Result()
 	}
 	require.NoError(t, err)
 	return fmt.Sprintf("%s %v", typ, v)
