@@ -467,6 +467,12 @@ func (c *Core) Room(now time.Time) int {
 		// let delivery catch up first.
 		return 0
 	}
+	if c.mem >= c.cfg.MaxMemory*15/16 && (c.reads.len() > 0 || len(c.readBusy) > 0) {
+		// Nearly spent while cursors load: wait for them, so that what
+		// arrives meanwhile does not push out their groups' arrivals,
+		// which could only go back to the queue.
+		return 0
+	}
 	if c.mem >= c.cfg.MaxMemory {
 		// Spent: nothing more unless nothing moves, when one batch may
 		// bring the message everything waits for.
