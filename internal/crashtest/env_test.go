@@ -220,6 +220,21 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 // delivered counts recorded deliveries that are not Unordered.
+// handedOut counts every delivery, those flagged Unordered included.
+func (r *recorder) handedOut() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, h := range r.hs {
+		for _, ev := range h.Events {
+			if ev.Kind == KindDelivered {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 func (r *recorder) delivered() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -467,10 +467,11 @@ func (c *Core) Room(now time.Time) int {
 		// let delivery catch up first.
 		return 0
 	}
-	if c.mem >= c.cfg.MaxMemory*15/16 && (c.reads.len() > 0 || len(c.readBusy) > 0) {
-		// Nearly spent while cursors load: wait for them, so that what
-		// arrives meanwhile does not push out their groups' arrivals,
-		// which could only go back to the queue.
+	if c.mem >= c.cfg.MaxMemory*15/16 && (c.reads.len() > 0 || len(c.readBusy) > 0 || len(c.parkq) > 0 || len(c.parkBusy) > 0) {
+		// Nearly spent while cursors load or parks are on their way:
+		// wait for them. What arrives meanwhile would push out the
+		// loading groups' arrivals, which could only go back to the
+		// queue, and parks free their bodies' memory once durable.
 		return 0
 	}
 	if c.mem >= c.cfg.MaxMemory {
