@@ -81,6 +81,7 @@ type Report struct {
 	Committed    int // distinct seqs committed (exactly-once)
 	Acked        int
 	Deletes      int // messages the receivers asked the queue to delete
+	Parked       int // messages parked durably in a receiver's store
 }
 
 // OK reports whether no rule was broken.
@@ -96,8 +97,8 @@ func (r *Report) First() *Violation {
 
 // Figures returns the run's figures on one line.
 func (r *Report) Figures() string {
-	return fmt.Sprintf("groups %d, incarnations %d (killed %d, torn %d), attempts %d, sent %d, failed %d, delivered %d (distinct %d, duplicates %d, lost %d), committed %d, deletes %d, violations %d",
-		r.Groups, r.Incarnations, r.Killed, r.Torn, r.Attempts, r.Sent, r.Failed, r.Delivered, r.Distinct, r.Duplicates, r.Lost, r.Committed, r.Deletes, len(r.Violations))
+	return fmt.Sprintf("groups %d, incarnations %d (killed %d, torn %d), attempts %d, sent %d, failed %d, delivered %d (distinct %d, duplicates %d, lost %d), committed %d, deletes %d, parked %d, violations %d",
+		r.Groups, r.Incarnations, r.Killed, r.Torn, r.Attempts, r.Sent, r.Failed, r.Delivered, r.Distinct, r.Duplicates, r.Lost, r.Committed, r.Deletes, r.Parked, len(r.Violations))
 }
 
 type key struct {
@@ -152,7 +153,8 @@ type checker struct {
 //     (RuleCommit);
 //   - commit before delete: a message is deleted (KindDelete) only below a
 //     cursor this incarnation knew to be durable before it asked (a
-//     KindDurable record, a commit, or an ack with Durable) (RuleDelete).
+//     KindDurable record, a commit, or an ack with Durable), or that this
+//     incarnation parked durably before it asked (KindParked) (RuleDelete).
 //     Deletes of messages handed out flagged Unordered are not judged.
 //
 // At the end: every Send recorded as successful was delivered with its
@@ -292,15 +294,19 @@ func (c *checker) receiver(h *History) {
 			known[g] = durableCursor{epoch, next}
 		}
 	}
-	loose := map[key]bool{} // handed out flagged Unordered
+	loose := map[key]bool{}  // handed out flagged Unordered
+	parked := map[key]bool{} // parked durably by this incarnation
 	for i := range h.Events {
 		ev := &h.Events[i]
 		switch ev.Kind {
 		case KindDurable:
 			raise(ev.Group, ev.Epoch, ev.Seq)
+		case KindParked:
+			c.rep.Parked++
+			parked[key{ev.Group, ev.Epoch, ev.Seq}] = true
 		case KindDelete:
 			c.rep.Deletes++
-			if d := known[ev.Group]; !d.covers(ev.Epoch, ev.Seq) && !loose[key{ev.Group, ev.Epoch, ev.Seq}] {
+			if d := known[ev.Group]; !d.covers(ev.Epoch, ev.Seq) && !loose[key{ev.Group, ev.Epoch, ev.Seq}] && !parked[key{ev.Group, ev.Epoch, ev.Seq}] {
 				c.fail(RuleDelete, ev, ev.Group, ev.Epoch, ev.Seq, "deleted before the cursor past it was durable (durable cursor known: epoch %d next %d)", d.epoch, d.next)
 			}
 		case KindDelivered:

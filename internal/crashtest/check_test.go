@@ -212,6 +212,21 @@ func TestCheckRules(t *testing.T) {
 			b.inc(RoleReceive, "r", 1).deliver(false, 1, 2).durable(3).end()
 			b.inc(RoleReceive, "r", 2).del(2).end()
 		}, rule: RuleDelete, seq: 2, detail: "epoch 0 next 0"},
+		{name: "delete of a message parked durably", build: func(b *hb) {
+			b.inc(RoleSend, "s", 1).send(1, 1, 3).end()
+			b.inc(RoleReceive, "r", 1).durable(0).ev(Event{Kind: KindParked, Group: "g", Epoch: 7, Seq: 3}).del(3).
+				deliver(false, 1, 2, 3).durable(4).end()
+		}},
+		{name: "delete before the park returned", build: func(b *hb) {
+			b.inc(RoleSend, "s", 1).send(1, 1, 3).end()
+			b.inc(RoleReceive, "r", 1).durable(0).del(3).ev(Event{Kind: KindParked, Group: "g", Epoch: 7, Seq: 3}).
+				deliver(false, 1, 2, 3).durable(4).end()
+		}, rule: RuleDelete, seq: 3, detail: "epoch 7 next 0"},
+		{name: "a park of an earlier incarnation does not count", build: func(b *hb) {
+			b.inc(RoleSend, "s", 1).send(1, 1, 3).end()
+			b.inc(RoleReceive, "r", 1).durable(0).ev(Event{Kind: KindParked, Group: "g", Epoch: 7, Seq: 3}).end()
+			b.inc(RoleReceive, "r", 2).durable(0).del(3).deliver(false, 1, 2, 3).durable(4).end()
+		}, rule: RuleDelete, seq: 3, detail: "epoch 7 next 0"},
 		{name: "delete after a durable ack", build: func(b *hb) {
 			b.inc(RoleSend, "s", 1).send(1, 1, 1).end()
 			b.inc(RoleReceive, "r", 1).deliver(true, 1).del(1).end()

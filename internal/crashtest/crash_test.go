@@ -44,6 +44,11 @@ func receiveWindow(d time.Duration) int {
 	return 0
 }
 
+// crashMaxUndeleted is the receiver's cap in TestCrash: low, so that the
+// chaos makes it park (and the kill points park-after and unpark-after
+// fire), and under the emulator's scaled consumption threshold (1,000).
+const crashMaxUndeleted = 64
+
 // requiredPoints are the kill points each mode must show firing at least
 // once, as the README's Guarantees section cites them: the sender's in
 // every mode (durability of sends), and the receiver's where the mode's
@@ -52,9 +57,9 @@ func receiveWindow(d time.Duration) int {
 // the commit that precedes the hand-out; eo: after the application's
 // commit, before Ack).
 var requiredPoints = map[string][]string{
-	ModeAtLeastOnce: {"send-before", "send-after", "sent", "delivered", "acked", "advance-after", "delete-before"},
-	ModeAtMostOnce:  {"send-before", "send-after", "sent", "delivered", "advance-after", "delete-before"},
-	ModeExactlyOnce: {"send-before", "send-after", "sent", "delivered", "committed", "delete-before"},
+	ModeAtLeastOnce: {"send-before", "send-after", "sent", "delivered", "acked", "advance-after", "delete-before", "park-after", "unpark-after"},
+	ModeAtMostOnce:  {"send-before", "send-after", "sent", "delivered", "advance-after", "delete-before", "park-after", "unpark-after"},
+	ModeExactlyOnce: {"send-before", "send-after", "sent", "delivered", "committed", "delete-before", "park-after", "unpark-after"},
 }
 
 // TestCrash runs senders and a receiver over the emulator with chaos on,
@@ -76,6 +81,7 @@ func TestCrash(t *testing.T) {
 			h := newHarness(t, scenario{mode: mode, senders: 2, groups: 20, workers: 4, chaos: d,
 				killEvery: 700 * time.Millisecond, killPoints: killPoints, require: requiredPoints[mode],
 				drain: max(45*time.Second, d/2), pause: senderPause(d), window: receiveWindow(d),
+				maxUndeleted: crashMaxUndeleted, consumption: true,
 				seed: uint64(time.Now().UnixNano()) + uint64(i)})
 			res := h.run()
 			t.Logf("mode %s, %v chaos, %v in all: %s", mode, d, res.elapsed.Round(time.Millisecond), res)
@@ -108,6 +114,8 @@ func TestCrash(t *testing.T) {
 			assert.Empty(t, res.missing, "kill points the mode must show that never fired in %v of chaos (fired: %v)", d+extraChaos, res.points)
 			assert.Positive(t, res.report.Sent, "messages sent")
 			assert.Positive(t, res.report.Deletes, "deletes recorded (the commit-before-delete rule had something to judge)")
+			assert.Positive(t, res.report.Parked, "messages parked (the park rule had something to judge)")
+			assert.Empty(t, res.server.ConsumptionTrips, "the receiver never tripped the service's consumption throttle")
 			assert.Positive(t, res.deaths, "processes killed")
 			if mode == ModeExactlyOnce {
 				assert.Positive(t, res.report.Committed, "messages committed")

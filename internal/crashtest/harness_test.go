@@ -31,7 +31,12 @@ import (
 var chaos = mnstest.Faults{Redeliver: 0.02, Error5xx: 0.02, Drop: 0.01, Latency: time.Millisecond, Jitter: 3 * time.Millisecond, EarlyEmpty: 0.05}
 
 // killPoints are the worker's self-kill probabilities per passage.
-const killPoints = "send-before=0.003,send-after=0.003,delete-before=0.003,advance-after=0.002,delivered=0.001,acked=0.001,committed=0.002,sent=0.001"
+const killPoints = "send-before=0.003,send-after=0.003,delete-before=0.003,advance-after=0.002,delivered=0.001,acked=0.001,committed=0.002,sent=0.001,park-after=0.003,unpark-after=0.003"
+
+// consumptionScale scales the emulator's abnormal-consumption thresholds in
+// the crash runs: 1,000 received and not deleted, 200 receipts per second
+// ending without a delete, 6 minutes held.
+const consumptionScale = 0.2
 
 // senderPoints are the kill points a sender passes; a receiver passes the
 // others.
@@ -50,6 +55,12 @@ type scenario struct {
 	drain      time.Duration // bound of the final drain
 	pause      time.Duration // sender pause between rounds
 	window     int           // receiver's ReceiveOptions.Window (0: default)
+	// maxUndeleted is the receiver's ReceiveOptions.MaxUndeleted (0:
+	// default). TestCrash sets it low so that the receiver parks.
+	maxUndeleted int
+	// consumption turns on the emulator's abnormal-consumption throttle,
+	// with the service's thresholds times consumptionScale.
+	consumption bool
 	// require lists the kill points that must fire: until they did, each
 	// new incarnation of the role that passes them has them armed (it
 	// kills itself at an early passage), and the chaos phase goes on for
@@ -227,7 +238,8 @@ func (p *proc) restartClean() {
 
 func newHarness(t *testing.T, sc scenario) *harness {
 	t.Helper()
-	srv, err := mnstest.NewServer(&mnstest.Options{Seed: int64(sc.seed), Shards: 4, Faults: chaos})
+	srv, err := mnstest.NewServer(&mnstest.Options{Seed: int64(sc.seed), Shards: 4, Faults: chaos,
+		Throttle: mnstest.Throttle{Consumption: sc.consumption, ConsumptionScale: consumptionScale}})
 	require.NoError(t, err, "mnstest.NewServer")
 	t.Cleanup(func() { require.NoError(t, srv.Close(), "emulator Close") })
 	h := &harness{t: t, sc: sc, srv: srv, queue: "crash-" + sc.mode, dir: t.TempDir(), bin: workerBinary(t),
@@ -246,7 +258,7 @@ func newHarness(t *testing.T, sc scenario) *harness {
 	if sc.mode == ModeExactlyOnce {
 		rargs = []string{"-sqlite", filepath.Join(h.dir, "recv.db")}
 	}
-	rargs = append(rargs, "-window", strconv.Itoa(sc.window))
+	rargs = append(rargs, "-window", strconv.Itoa(sc.window), "-max-undeleted", strconv.Itoa(sc.maxUndeleted))
 	h.procs = append(h.procs, &proc{h: h, name: "r", role: RoleReceive, done: make(chan struct{}), args: rargs})
 	return h
 }
@@ -266,9 +278,10 @@ type result struct {
 }
 
 func (r *result) String() string {
-	return fmt.Sprintf("kills %d external, %d SIGKILL deaths in all (kill points %v), %d failed exits; stalls %d; leftover %d; %s; server: sent %d, received %d, deleted %d, 5xx %d, drops %d, redelivered %d, early-empty %d",
-		r.kills, r.deaths, r.points, len(r.failures), r.stalls, r.leftover, r.report.Figures(), r.server.Sent, r.server.Received, r.server.Deleted,
-		r.server.Errors5xx, r.server.Drops, r.server.Redelivered, r.server.EarlyEmpty)
+	return fmt.Sprintf("kills %d external, %d SIGKILL deaths in all (kill points %v), %d failed exits; stalls %d; leftover %d; %s; server: sent %d, received %d (%.2f per message sent), deleted %d, 5xx %d, drops %d, redelivered %d, early-empty %d, consumption trips %v",
+		r.kills, r.deaths, r.points, len(r.failures), r.stalls, r.leftover, r.report.Figures(), r.server.Sent, r.server.Received,
+		float64(r.server.Received)/float64(max(r.server.Sent, 1)), r.server.Deleted,
+		r.server.Errors5xx, r.server.Drops, r.server.Redelivered, r.server.EarlyEmpty, r.server.ConsumptionTrips)
 }
 
 // exited accounts for an incarnation's exit: the kill point it hit, or the

@@ -44,6 +44,10 @@ const (
 	// KindDelete is written (before the request) by a receiver for each
 	// tagged message it is about to delete from the queue.
 	KindDelete = "delete"
+	// KindParked is written by a receiver when the store's Park returned
+	// nil: the message Group, Epoch, Seq is durably parked (and may then be
+	// deleted from the queue although the cursor has not passed it).
+	KindParked = "parked"
 	// KindEnd closes an incarnation that stopped cleanly: Close returned
 	// nil, so everything acknowledged is durable.
 	KindEnd = "end"
@@ -163,7 +167,7 @@ func Parse(name string, r io.Reader) (*History, error) {
 
 func isKind(k string) bool {
 	switch k {
-	case KindStart, KindAttempt, KindSent, KindFailed, KindDelivered, KindAcked, KindCommitted, KindDurable, KindDelete, KindEnd:
+	case KindStart, KindAttempt, KindSent, KindFailed, KindDelivered, KindAcked, KindCommitted, KindDurable, KindDelete, KindParked, KindEnd:
 		return true
 	}
 	return false

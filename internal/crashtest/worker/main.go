@@ -19,6 +19,8 @@
 //	send-after     in the driver's SendBatch, after the queue accepted (not yet marked sent)
 //	delete-before  in the driver's DeleteBatch, after the delete records, before the request (cursor durable, messages not deleted)
 //	advance-after  in the store's Advance, after it returned (commit before delete)
+//	park-after     in the store's Park, after it returned (parked, not yet deleted from the queue)
+//	unpark-after   in the store's Unpark, after it returned (read back, not yet handed out or advanced past)
 //	delivered      after the delivered record, before Ack
 //	acked          after Ack returned, before the acked record
 //	committed      after the exactly-once transaction committed, before Ack
@@ -78,6 +80,7 @@ type config struct {
 	groupFrom, groupTo int
 	workers            int
 	window             int
+	maxUndeleted       int
 	pause              time.Duration
 	fsync              bool
 	seed               uint64
@@ -100,6 +103,7 @@ func main() {
 	flag.IntVar(&c.groupTo, "group-to", 10, "group index past the last (sender)")
 	flag.IntVar(&c.workers, "workers", 4, "sender or receiver goroutines")
 	flag.IntVar(&c.window, "window", 0, "receive window (0: the library's default)")
+	flag.IntVar(&c.maxUndeleted, "max-undeleted", 0, "receiver's cap on messages received and not deleted (0: the library's default)")
 	flag.DurationVar(&c.pause, "pause", 0, "pause between a sender goroutine's rounds")
 	flag.BoolVar(&c.fsync, "fsync", false, "fsync each gating history record (protects against power loss, not needed for SIGKILL)")
 	flag.Uint64Var(&c.seed, "seed", 0, "random seed (0: from the clock)")
@@ -322,6 +326,41 @@ func (s *killStore) Advance(ctx context.Context, batch []seqstore.Advance) error
 	return err
 }
 
+// killParkStore adds the store's parking to killStore, with the park-after
+// and unpark-after kill points, and records each message parked durably.
+type killParkStore struct {
+	*killStore
+	p seqstore.Parker
+}
+
+func (s *killParkStore) Park(ctx context.Context, entries []seqstore.Parked) error {
+	err := s.p.Park(ctx, entries)
+	if err == nil {
+		for _, e := range entries {
+			s.h.add(crashtest.Event{Kind: crashtest.KindParked, Group: e.Stream.Group, Epoch: e.Epoch, Seq: e.Seq}, false)
+		}
+		s.k.at("park-after")
+	}
+	return err
+}
+
+func (s *killParkStore) Unpark(ctx context.Context, queries []seqstore.ParkQuery) ([][]seqstore.Parked, error) {
+	res, err := s.p.Unpark(ctx, queries)
+	if err == nil {
+		for _, r := range res {
+			if len(r) > 0 {
+				s.k.at("unpark-after")
+				break
+			}
+		}
+	}
+	return res, err
+}
+
+func (s *killParkStore) ParkedStreams(ctx context.Context, queue string) ([]seqstore.Stream, error) {
+	return s.p.ParkedStreams(ctx, queue)
+}
+
 func run(c config) error {
 	if c.seed == 0 {
 		c.seed = uint64(time.Now().UnixNano())
@@ -382,7 +421,11 @@ func run(c config) error {
 		store = fs
 	}
 	defer store.Close()
-	store = &killStore{Store: store, k: k, h: h}
+	ks := &killStore{Store: store, k: k, h: h}
+	store = ks
+	if p, ok := ks.Store.(seqstore.Parker); ok {
+		store = &killParkStore{killStore: ks, p: p}
+	}
 
 	opts := &ordered.Options{
 		Name:   "crash",
@@ -392,6 +435,7 @@ func run(c config) error {
 			Wait:         time.Second,
 			ReapInterval: 50 * time.Millisecond,
 			Window:       c.window,
+			MaxUndeleted: c.maxUndeleted,
 		},
 	}
 	switch c.mode {
