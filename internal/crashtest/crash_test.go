@@ -115,7 +115,11 @@ func TestCrash(t *testing.T) {
 			assert.Positive(t, res.report.Sent, "messages sent")
 			assert.Positive(t, res.report.Deletes, "deletes recorded (the commit-before-delete rule had something to judge)")
 			assert.Positive(t, res.report.Parked, "messages parked (the park rule had something to judge)")
-			assert.Empty(t, res.server.ConsumptionTrips, "the receiver never tripped the service's consumption throttle")
+			// Kills leave what the receiver held to lapse together, which
+			// the service counts as receipts ended without a delete (its
+			// "rate" reason); holding too much undeleted is the receiver's
+			// own doing.
+			assert.Zero(t, res.server.ConsumptionTrips["undeleted"], "the receiver never held more than the service's threshold")
 			assert.Positive(t, res.deaths, "processes killed")
 			if mode == ModeExactlyOnce {
 				assert.Positive(t, res.report.Committed, "messages committed")

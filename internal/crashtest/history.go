@@ -45,8 +45,9 @@ const (
 	// tagged message it is about to delete from the queue.
 	KindDelete = "delete"
 	// KindParked is written by a receiver when the store's Park returned
-	// nil: the message Group, Epoch, Seq is durably parked (and may then be
-	// deleted from the queue although the cursor has not passed it).
+	// nil, or its Unpark returned the entry: the message Group, Epoch, Seq
+	// is durably parked (and a queue copy of it may then be deleted
+	// although the cursor has not passed it).
 	KindParked = "parked"
 	// KindEnd closes an incarnation that stopped cleanly: Close returned
 	// nil, so everything acknowledged is durable.

@@ -347,11 +347,17 @@ func (s *killParkStore) Park(ctx context.Context, entries []seqstore.Parked) err
 func (s *killParkStore) Unpark(ctx context.Context, queries []seqstore.ParkQuery) ([][]seqstore.Parked, error) {
 	res, err := s.p.Unpark(ctx, queries)
 	if err == nil {
+		// What the park returned is durably parked: the receiver may
+		// delete a queue copy of it (the park holds the message).
+		n := 0
 		for _, r := range res {
-			if len(r) > 0 {
-				s.k.at("unpark-after")
-				break
+			for _, e := range r {
+				s.h.add(crashtest.Event{Kind: crashtest.KindParked, Group: e.Stream.Group, Epoch: e.Epoch, Seq: e.Seq}, false)
+				n++
 			}
+		}
+		if n > 0 {
+			s.k.at("unpark-after")
 		}
 	}
 	return res, err
