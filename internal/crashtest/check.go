@@ -39,6 +39,11 @@ type Config struct {
 	Leftover int
 	// AllowUnordered accepts deliveries flagged Unordered.
 	AllowUnordered bool
+	// AllowLateStart accepts that a receiver's first delivery of a group
+	// (after its store was wiped: StartLowest) passes over seqs: those
+	// must then arrive late, handed out flagged Unordered, which the
+	// end-of-run rule "lost" checks with AllowUnordered.
+	AllowLateStart bool
 	// MaxViolations bounds how many violations are collected (default 100).
 	MaxViolations int
 }
@@ -411,7 +416,7 @@ func (c *checker) deliver(h *History, ev *Event, mode string, first bool) {
 			switch {
 			case s <= st.durable:
 				c.fail(RuleDuplicate, ev, g, e, s, "seq %d delivered again though the cursor was durably past %d", s, st.durable)
-			case s > st.maxDel+1:
+			case s > st.maxDel+1 && !(first && c.cfg.AllowLateStart && c.cfg.AllowUnordered):
 				c.fail(RuleGap, ev, g, e, s, "seq %d after %d delivered, want at most %d", s, st.maxDel, st.maxDel+1)
 			}
 		}

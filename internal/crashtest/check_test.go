@@ -241,6 +241,26 @@ func TestCheckRules(t *testing.T) {
 			b.inc(RoleReceive, "r", 1).ev(Event{Kind: KindDurable, Group: "g", Epoch: 8, Seq: 1})
 			b.del(40).end()
 		}},
+		{name: "late start after a wiped store, passed-over seqs handed out late", cfg: Config{AllowUnordered: true, AllowLateStart: true}, build: func(b *hb) {
+			b.inc(RoleSend, "s", 1).send(1, 1, 4).end()
+			b.inc(RoleReceive, "r", 1).deliver(true, 1).end()
+			b.inc(RoleReceive, "r", 2).deliver(true, 4)
+			for _, q := range []uint64{2, 3} {
+				b.ev(Event{Kind: KindDelivered, Group: "g", Epoch: 7, Seq: q, Unordered: true, Payload: pid(1, int(q))})
+			}
+			b.end()
+		}},
+		{name: "late start, a passed-over seq never comes", cfg: Config{AllowUnordered: true, AllowLateStart: true}, build: func(b *hb) {
+			b.inc(RoleSend, "s", 1).send(1, 1, 4).end()
+			b.inc(RoleReceive, "r", 1).deliver(true, 1).end()
+			b.inc(RoleReceive, "r", 2).deliver(true, 4)
+			b.ev(Event{Kind: KindDelivered, Group: "g", Epoch: 7, Seq: 2, Unordered: true, Payload: pid(1, 2)}).end()
+		}, rule: RuleLost, seq: 3},
+		{name: "a jump without late start allowed", cfg: Config{AllowUnordered: true}, build: func(b *hb) {
+			b.inc(RoleSend, "s", 1).send(1, 1, 4).end()
+			b.inc(RoleReceive, "r", 1).deliver(true, 1).end()
+			b.inc(RoleReceive, "r", 2).deliver(true, 4).end()
+		}, rule: RuleGap, seq: 4},
 		{name: "delete of an unordered hand-out is not judged", cfg: Config{AllowUnordered: true}, build: func(b *hb) {
 			b.inc(RoleReceive, "r", 1).ev(Event{Kind: KindDelivered, Group: "g", Epoch: 7, Seq: 5, Unordered: true, Payload: "x.1.0.5"})
 			b.del(5).end()
