@@ -20,7 +20,7 @@ type Store struct {
 	cursors map[seqstore.Stream]seqstore.Cursor
 	// parks holds each stream's parked entries, ordered by epoch and seq;
 	// a stream without any has no key.
-	parks map[seqstore.Stream][]parked
+	parks map[seqstore.Stream]*parkList
 	now   func() time.Time
 }
 
@@ -38,7 +38,7 @@ func New() *Store {
 	return &Store{
 		senders: make(map[seqstore.Stream]*sender),
 		cursors: make(map[seqstore.Stream]seqstore.Cursor),
-		parks:   make(map[seqstore.Stream][]parked),
+		parks:   make(map[seqstore.Stream]*parkList),
 		now:     time.Now,
 	}
 }

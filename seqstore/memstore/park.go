@@ -20,6 +20,38 @@ type parked struct {
 	sum        uint32
 }
 
+// pos is a parked entry's place: epoch, then seq.
+type pos struct{ epoch, seq uint64 }
+
+// parkList is one stream's park: the entries by position, and their
+// positions in order, sorted when read after a Park added some (a deep
+// shuffled backlog parks in random order: keeping a slice sorted on every
+// insert cost O(n) each).
+type parkList struct {
+	m     map[pos]*parked
+	keys  []pos
+	dirty bool // keys not sorted
+}
+
+func comparePosKey(a, b pos) int {
+	return cmp.Or(cmp.Compare(a.epoch, b.epoch), cmp.Compare(a.seq, b.seq))
+}
+
+// sorted returns the positions in order.
+func (l *parkList) sorted() []pos {
+	if l.dirty {
+		slices.SortFunc(l.keys, comparePosKey)
+		l.dirty = false
+	}
+	return l.keys
+}
+
+// search returns the index of the first position at or after p.
+func (l *parkList) search(p pos) int {
+	i, _ := slices.BinarySearchFunc(l.sorted(), p, comparePosKey)
+	return i
+}
+
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // parkSum is the CRC-32C of a parked entry: stream key, epoch, seq, body.
@@ -30,12 +62,6 @@ func parkSum(s seqstore.Stream, epoch, seq uint64, body []byte) uint32 {
 	sum := crc32.Update(0, castagnoli, []byte(s.Key()))
 	sum = crc32.Update(sum, castagnoli, b[:])
 	return crc32.Update(sum, castagnoli, body)
-}
-
-// comparePos orders parked entries by epoch and then seq: the order in
-// which a cursor passes them.
-func comparePos(p parked, epoch, seq uint64) int {
-	return cmp.Or(cmp.Compare(p.epoch, epoch), cmp.Compare(p.seq, seq))
 }
 
 // Park stores entries, all or none; see seqstore.Parker.
@@ -58,14 +84,18 @@ func (st *Store) Park(ctx context.Context, entries []seqstore.Parked) error {
 		return fmt.Errorf("memstore: park: %w", err)
 	}
 	for _, p := range entries {
-		e := parked{epoch: p.Epoch, seq: p.Seq, body: slices.Clone(p.Body), sum: parkSum(p.Stream, p.Epoch, p.Seq, p.Body)}
-		ps := st.parks[p.Stream]
-		i, found := slices.BinarySearchFunc(ps, e, func(a, b parked) int { return comparePos(a, b.epoch, b.seq) })
-		if found {
-			ps[i] = e
-			continue
+		e := &parked{epoch: p.Epoch, seq: p.Seq, body: slices.Clone(p.Body), sum: parkSum(p.Stream, p.Epoch, p.Seq, p.Body)}
+		l := st.parks[p.Stream]
+		if l == nil {
+			l = &parkList{m: make(map[pos]*parked)}
+			st.parks[p.Stream] = l
 		}
-		st.parks[p.Stream] = slices.Insert(ps, i, e)
+		k := pos{p.Epoch, p.Seq}
+		if _, found := l.m[k]; !found {
+			l.keys = append(l.keys, k)
+			l.dirty = l.dirty || len(l.keys) > 1 && comparePosKey(l.keys[len(l.keys)-2], k) > 0
+		}
+		l.m[k] = e
 	}
 	return nil
 }
@@ -87,11 +117,14 @@ func (st *Store) Unpark(ctx context.Context, queries []seqstore.ParkQuery) ([][]
 	out := make([][]seqstore.Parked, len(queries))
 	failed := false
 	for i, q := range queries {
-		ps := st.parks[q.Stream]
-		k, _ := slices.BinarySearchFunc(ps, q, func(p parked, q seqstore.ParkQuery) int { return comparePos(p, q.Epoch, q.From) })
-		for ; k < len(ps) && ps[k].epoch == q.Epoch && len(out[i]) < q.Max; k++ {
-			p := ps[k]
-			if parkSum(q.Stream, p.epoch, p.seq, p.body) != p.sum {
+		l := st.parks[q.Stream]
+		if l == nil {
+			continue
+		}
+		keys := l.sorted()
+		for k := l.search(pos{q.Epoch, q.From}); k < len(keys) && keys[k].epoch == q.Epoch && len(out[i]) < q.Max; k++ {
+			p := l.m[keys[k]]
+			if p.epoch != keys[k].epoch || p.seq != keys[k].seq || parkSum(q.Stream, keys[k].epoch, keys[k].seq, p.body) != p.sum {
 				errs[i] = fmt.Errorf("%w: parked %s %d/%d fails its checksum", seqstore.ErrCorrupt, q.Stream, p.epoch, p.seq)
 				out[i], failed = nil, true
 				break
@@ -128,17 +161,22 @@ func (st *Store) ParkedStreams(ctx context.Context, queue string) ([]seqstore.St
 // dropParked drops the parked entries of s that cursor c has passed. The
 // caller holds the mutex.
 func (st *Store) dropParked(s seqstore.Stream, c seqstore.Cursor) {
-	ps := st.parks[s]
-	n, _ := slices.BinarySearchFunc(ps, c, func(p parked, c seqstore.Cursor) int { return comparePos(p, c.Epoch, c.Next) })
+	l := st.parks[s]
+	if l == nil {
+		return
+	}
+	n := l.search(pos{c.Epoch, c.Next})
 	if n == 0 {
 		return
 	}
-	if n == len(ps) {
+	if n == len(l.keys) {
 		delete(st.parks, s)
 		return
 	}
+	for _, k := range l.keys[:n] {
+		delete(l.m, k)
+	}
 	// Parks are handed out from the front: reslice, and let append
 	// reallocate once the dropped prefix is worth reclaiming.
-	clear(ps[:n])
-	st.parks[s] = ps[n:]
+	l.keys = l.keys[n:]
 }

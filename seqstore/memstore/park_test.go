@@ -13,14 +13,29 @@ import (
 // moved to another stream) and checks that Unpark reports ErrCorrupt for
 // the query that reads them, never a wrong body, while other queries of
 // the same call are answered.
+// at returns the i-th parked entry of l in order.
+func (l *parkList) at(i int) *parked { return l.m[l.sorted()[i]] }
+
+// rekey moves the i-th parked entry of l, as it is, to position to: a
+// corruption of where it is kept.
+func (l *parkList) rekey(i int, to pos) {
+	from := l.sorted()[i]
+	l.m[to] = l.m[from]
+	delete(l.m, from)
+	l.keys[i], l.dirty = to, true
+}
+
 func TestParkCorrupt(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		corrupt func(st *Store, s, moved seqstore.Stream)
 	}{
-		{"body", func(st *Store, s, _ seqstore.Stream) { st.parks[s][1].body[0] ^= 1 }},
-		{"seq", func(st *Store, s, _ seqstore.Stream) { st.parks[s][1].seq = 3 }},
-		{"epoch", func(st *Store, s, _ seqstore.Stream) { st.parks[s][0].epoch, st.parks[s][1].epoch = 9, 9 }},
+		{"body", func(st *Store, s, _ seqstore.Stream) { st.parks[s].at(1).body[0] ^= 1 }},
+		{"seq", func(st *Store, s, _ seqstore.Stream) { st.parks[s].rekey(1, pos{7, 3}) }},
+		{"epoch", func(st *Store, s, _ seqstore.Stream) {
+			st.parks[s].rekey(1, pos{9, 2})
+			st.parks[s].rekey(0, pos{9, 1})
+		}},
 		{"stream", func(st *Store, s, moved seqstore.Stream) { st.parks[moved] = st.parks[s] }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
