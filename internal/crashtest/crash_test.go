@@ -47,7 +47,7 @@ func receiveWindow(d time.Duration) int {
 // crashMaxUndeleted is the receiver's cap in TestCrash: low, so that the
 // chaos makes it park (and the kill points park-after and unpark-after
 // fire), and under the emulator's scaled consumption threshold (1,000).
-const crashMaxUndeleted = 64
+const crashMaxUndeleted = 200
 
 // requiredPoints are the kill points each mode must show firing at least
 // once, as the README's Guarantees section cites them: the sender's in
