@@ -137,6 +137,8 @@ func newReceiver(q *Queue) *receiver {
 	if r.park == nil {
 		r.log.Info("ordered: the store cannot park (seqstore.Parker): early arrivals beyond the cap are left to come back")
 	}
+	r.log.Info("ordered: receiver starting", "queue", q.opts.Name, "mode", q.opts.Receive.Mode,
+		"max_undeleted", q.opts.Receive.MaxUndeleted, "parking", r.park != nil)
 	core, err := recvcore.New(q.coreConfig(r.park != nil))
 	if err != nil {
 		// The options were validated by New: a failure here is a bug.

@@ -147,7 +147,7 @@ func TestCheckerCatchesPlantedBugs(t *testing.T) {
 		t.Run(tc.bug, func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, scenario{mode: ModeAtLeastOnce, senders: 1, groups: 10, workers: 4, chaos: 2 * time.Second,
-				killEvery: time.Second, killPoints: "send-before=0.002", bug: tc.bug, drain: 6 * time.Second, pause: 20 * time.Millisecond,
+				killEvery: time.Second, killPoints: "send-before=0.002,delivered=0.003", bug: tc.bug, drain: 6 * time.Second, pause: 20 * time.Millisecond,
 				seed: uint64(time.Now().UnixNano())})
 			res := h.run()
 			t.Logf("bug %s: %s", tc.bug, res)

@@ -34,9 +34,11 @@ var chaos = mnstest.Faults{Redeliver: 0.02, Error5xx: 0.02, Drop: 0.01, Latency:
 const killPoints = "send-before=0.003,send-after=0.003,delete-before=0.003,advance-after=0.002,delivered=0.001,acked=0.001,committed=0.002,sent=0.001,park-after=0.003,unpark-after=0.003"
 
 // consumptionScale scales the emulator's abnormal-consumption thresholds in
-// the crash runs: 1,000 received and not deleted, 200 receipts per second
-// ending without a delete, 6 minutes held.
-const consumptionScale = 0.2
+// the crash runs: the service's own (5,000 received and not deleted, 1,000
+// receipts per second ending without a delete, 30 minutes held). Scaled to
+// 0.2, the kills alone (whatever a killed receiver held lapses at once)
+// tripped the rate rule, and the throttled receives slowed the final drain.
+const consumptionScale = 1
 
 // senderPoints are the kill points a sender passes; a receiver passes the
 // others.
