@@ -42,7 +42,8 @@
 //     passed over), GapTimeout after the newer epoch showed up;
 //   - an older epoch, or a seq inside a range the gap policy skipped: a
 //     late arrival, reported (Hooks.OnLate), then dead-lettered or handed
-//     out flagged [Message.Unordered], once per receiver's life; never
+//     out flagged [Message.Unordered], once per receiver's life (within
+//     ReceiveOptions.MaxMemory: see ReceiveStats.Forgotten); never
 //     silently deleted;
 //   - a body without a valid header: by ReceiveOptions.Untagged. A header
 //     whose epoch lies more than a day ahead of the clock, or (with

@@ -554,7 +554,7 @@ func (r *receiver) stats() ReceiveStats {
 		EpochSwitches: c.EpochSwitches, DeadLettered: c.DeadLettered, Conflicts: c.Conflicts, Mismatches: c.Mismatches,
 		Commits: c.Commits, Committed: c.Committed, CommitFailures: c.CommitFailures,
 		Deleted: c.Deleted, StaleReceipts: c.StaleReceipts, Extended: c.Extended, Shortened: c.Shortened,
-		Parked: c.Parked, Unparked: c.Unparked, Evicted: c.Evicted,
+		Parked: c.Parked, Unparked: c.Unparked, Evicted: c.Evicted, Forgotten: c.Forgotten,
 		Buffered: c.Buffered, BufferedBytes: c.BufferedBytes, MaxBuffered: c.MaxBuffered,
 		Undeleted: c.Held, MaxUndeleted: c.MaxHeld, Memory: c.Memory, Groups: c.Groups,
 		Throttled: r.throttled.Load(),
@@ -597,6 +597,7 @@ type ReceiveStats struct {
 	Parked         int64 // early arrivals parked in the store
 	Unparked       int64 // parked messages read back
 	Evicted        int64 // idle groups dropped from memory
+	Forgotten      int64 // handed-out Unordered copies forgotten to stay within MaxMemory: a later copy may be handed out again
 	Throttled      int64 // receives the service refused for its rate (driver.ErrThrottled): backed off
 	Buffered       int   // messages waiting for their turn in memory
 	BufferedBytes  int
