@@ -187,10 +187,11 @@ func (c *Core) shed(now time.Time) {
 			gs = append(gs, g) // idle: the cheapest to drop
 			continue
 		}
-		if g.parking > 0 || g.parkLow != 0 || g.parkHigh != 0 {
-			// Its next messages may be in the park only: shed, it would
-			// wait for an arrival that never comes, and forget the epoch
-			// its parked messages belong to.
+		if g.parking > 0 || (g.parkLow != 0 || g.parkHigh != 0) && g.dur.Epoch == 0 {
+			// Parks on their way; or parks of a group that never stored a
+			// cursor: loaded again, it would not know their epoch. A group
+			// with a stored cursor may go: the park's streams are listed
+			// again (below) and it is loaded from its cursor.
 			continue
 		}
 		if g.out == nil && len(g.held)+len(g.newer)+len(g.pending)+len(g.settled)+len(g.tickets) == 0 &&
