@@ -187,11 +187,12 @@ func (c *Core) shed(now time.Time) {
 			gs = append(gs, g) // idle: the cheapest to drop
 			continue
 		}
-		if g.parking > 0 || (g.parkLow != 0 || g.parkHigh != 0) && g.dur.Epoch == 0 {
-			// Parks on their way; or parks of a group that never stored a
-			// cursor: loaded again, it would not know their epoch. A group
-			// with a stored cursor may go: the park's streams are listed
-			// again (below) and it is loaded from its cursor.
+		if (g.parkLow != 0 || g.parkHigh != 0) && g.dur.Epoch == 0 {
+			// Parks of a group that never stored a cursor: loaded again,
+			// it would not know their epoch. A group with a stored cursor
+			// may go: the park's streams are listed again (below) and it
+			// is loaded from its cursor. (No park is on its way here: see
+			// above.)
 			continue
 		}
 		if g.out == nil && len(g.held)+len(g.newer)+len(g.pending)+len(g.settled)+len(g.tickets) == 0 &&
@@ -222,7 +223,7 @@ func (c *Core) shed(now time.Time) {
 		if !g.cold() {
 			c.clearStuck(g, g.stuck)
 		}
-		if c.cfg.Park && (g.parkLow != 0 || g.parkHigh != 0 || g.parking > 0 || !g.probed) && c.scanned {
+		if c.cfg.Park && (g.parkLow != 0 || g.parkHigh != 0 || !g.probed) && c.scanned {
 			c.scanned = false
 			c.scanAfter = now.Add(rescanInterval)
 		}
