@@ -26,7 +26,7 @@ func (q *Queue) Receive(ctx context.Context) (*Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.receive(ctx)
+	return r.receive(ctx, nil)
 }
 
 // Run hands messages to h with up to ReceiveOptions.Concurrency handlers at
@@ -55,22 +55,24 @@ func (q *Queue) Run(ctx context.Context, h Handler) error {
 	for range n {
 		wg.Go(func() {
 			defer r.runWG.Done()
-			for {
-				m, err := r.receive(ctx)
-				if err != nil {
-					if errors.Is(err, ErrClosed) {
-						once.Do(func() { closed = true })
-					}
-					return
-				}
+			m, err := r.receive(ctx, nil)
+			for err == nil {
+				var serr error
+				done := m
 				if herr := h(ctx, m); herr != nil {
-					err = m.Nack(ctx, herr)
+					serr = m.Nack(ctx, herr)
+					m, err = r.receive(ctx, nil)
 				} else {
-					err = m.Ack(ctx)
+					// The ack and the next hand-out take one step:
+					// one lock and one look at the core per message.
+					m, serr, err = r.ackReceive(ctx, m)
 				}
-				if err != nil && !errors.Is(err, ErrClosed) && ctx.Err() == nil {
-					r.log.WarnContext(ctx, "ordered: run: settle message", "group", m.Group, "seq", m.Seq, "err", err)
+				if serr != nil && !errors.Is(serr, ErrClosed) && ctx.Err() == nil {
+					r.log.WarnContext(ctx, "ordered: run: settle message", "group", done.Group, "seq", done.Seq, "err", serr)
 				}
+			}
+			if errors.Is(err, ErrClosed) {
+				once.Do(func() { closed = true })
 			}
 		})
 	}
@@ -240,8 +242,31 @@ func (r *receiver) dispatch(rd recvcore.Ready) {
 	}
 }
 
-// receive hands out the next ready message.
-func (r *receiver) receive(ctx context.Context) (*Message, error) {
+// ackReceive acks m and hands out the next ready message, in one step when
+// the ack does not wait (SyncAck off). It returns the ack's error apart.
+func (r *receiver) ackReceive(ctx context.Context, m *Message) (*Message, error, error) {
+	if r.o.SyncAck {
+		aerr := r.ack(ctx, m)
+		next, err := r.receive(ctx, nil)
+		return next, aerr, err
+	}
+	var aerr error
+	acked := false
+	next, err := r.receive(ctx, func(now time.Time) {
+		if !acked {
+			acked = true
+			_, aerr = r.core.Ack(now, &m.d, false)
+		}
+	})
+	if !acked {
+		aerr = r.ack(ctx, m) // receive returned before its first step
+	}
+	return next, settleErr(aerr), err
+}
+
+// receive hands out the next ready message. before, if not nil, runs in
+// the first step, ahead of the look for the next message.
+func (r *receiver) receive(ctx context.Context, before func(now time.Time)) (*Message, error) {
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -256,6 +281,9 @@ func (r *receiver) receive(ctx context.Context) (*Message, error) {
 		}
 		r.mu.Unlock()
 		r.step(func(now time.Time) {
+			if before != nil {
+				before(now)
+			}
 			d, ok = r.core.Next(now)
 			if ok && d.Await != 0 {
 				wait = make(chan error, 1)

@@ -67,6 +67,10 @@ func (r *receiver) delete(a recvcore.Delete) {
 	ctx, cancel := r.ioCtx()
 	err := r.q.drvDelete(ctx, a.Receipts)
 	cancel()
+	if err == nil {
+		r.step(func(now time.Time) { r.core.Deleted(now, a.ID, nil) })
+		return
+	}
 	res := make([]recvcore.DeleteResult, len(a.Receipts))
 	var be *driver.BatchError
 	perEntry := errors.As(err, &be) && len(be.Errs) == len(a.Receipts)

@@ -98,6 +98,7 @@ type Core struct {
 	undelAt     time.Time
 
 	spare    []*msg                     // recycled messages of unsettle
+	spareDel [][]*msg                   // recycled message lists of Delete actions
 	gbuf     [envelope.MaxGroupLen]byte // ParseRaw's buffer
 	stuck    map[*group]struct{}
 	compactq fifo[compactItem] // groups gone idle, compacted after compactDelay

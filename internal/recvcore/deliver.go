@@ -79,9 +79,17 @@ func (c *Core) handOut(now time.Time, g *group) Delivery {
 			g.next++
 		}
 		m = g.held[0]
-		copy(g.held, g.held[1:])
-		g.held[len(g.held)-1] = nil
-		g.held = g.held[:len(g.held)-1]
+		if n := len(g.held); n > heldShift {
+			// A long run: step past the head instead of moving the
+			// rest down, which would cost O(n) per message. The array
+			// is given back when it grows again, or the group idles.
+			g.held[0] = nil
+			g.held = g.held[1:]
+		} else {
+			copy(g.held, g.held[1:])
+			g.held[n-1] = nil
+			g.held = g.held[:n-1]
+		}
 		c.unbuffer(m)
 		g.next = m.seq + 1
 		g.out = m
@@ -120,6 +128,11 @@ func (c *Core) handOut(now time.Time, g *group) Delivery {
 	c.st.Delivered++
 	return d
 }
+
+// heldShift is the length of g.held above which a hand-out steps past
+// the head rather than moving the rest down: short lists keep their array
+// (no allocation per message), long ones cost O(1) per message.
+const heldShift = 64
 
 // check finds the message of d if d is still the current hand-out.
 func (c *Core) check(d *Delivery) (*msg, error) {

@@ -330,8 +330,9 @@ func (c *Core) Committed(now time.Time, id uint64, err error) {
 		to := b.tos[i]
 		if !known {
 			// The outcome is unknown: read the cursor before writing
-			// again.
-			g.uncertain = &to
+			// again. (A copy, so that to itself stays on the stack.)
+			u := to
+			g.uncertain = &u
 			c.needRead(g)
 			continue
 		}
@@ -424,7 +425,14 @@ func (c *Core) readyDeletes(now time.Time, rd *Ready) {
 		if n == 0 {
 			break
 		}
-		ms := make([]*msg, 0, n)
+		var ms []*msg
+		if k := len(c.spareDel); k > 0 && cap(c.spareDel[k-1]) >= n {
+			ms, c.spareDel = c.spareDel[k-1], c.spareDel[:k-1]
+		} else {
+			ms = make([]*msg, 0, c.cfg.MaxBatch)
+		}
+		// The receipts go to the shell, which may keep them: they are
+		// its own.
 		receipts := make([]string, 0, n)
 		for range n {
 			m, _ := c.delq.pop()
@@ -441,7 +449,7 @@ func (c *Core) readyDeletes(now time.Time, rd *Ready) {
 }
 
 // Deleted reports the outcome of the Delete action id, one result per
-// receipt.
+// receipt; nil results mean every receipt was deleted.
 func (c *Core) Deleted(now time.Time, id uint64, res []DeleteResult) {
 	c.now = now
 	ms, ok := c.delBusy[id]
@@ -451,9 +459,11 @@ func (c *Core) Deleted(now time.Time, id uint64, res []DeleteResult) {
 	delete(c.delBusy, id)
 	for i, m := range ms {
 		var r DeleteResult
-		if i < len(res) {
+		switch {
+		case res == nil:
+		case i < len(res):
 			r = res[i]
-		} else {
+		default:
 			r = DeleteResult{Err: errors.New("no result"), Retry: true}
 		}
 		if m.where == wOut && (m.out == outDelete || m.out == outAbandoned) {
@@ -481,6 +491,10 @@ func (c *Core) Deleted(now time.Time, id uint64, res []DeleteResult) {
 			c.report(Report{Kind: ReportWarn, Msg: "delete failed; the message comes back and is deleted then", ID: m.id, Err: r.Err})
 			c.gone(m)
 		}
+	}
+	if len(c.spareDel) < maxDeletesInFlight {
+		clear(ms)
+		c.spareDel = append(c.spareDel, ms[:0])
 	}
 	c.settle(now)
 }
