@@ -199,9 +199,14 @@ type ReceiveOptions struct {
 	// SyncAck makes Ack wait until its cursor advance is durable.
 	SyncAck bool
 
-	// CommitInterval delays each cursor commit so that more advances share
-	// one store write. Default 0: a commit starts as soon as the previous
-	// one ended, and the acks made meanwhile share the next one.
+	// CommitInterval delays each cursor commit so that more advances
+	// share one store write: with many groups, each commit then carries
+	// the acks of every group made in that time, and nothing waits for
+	// it but the deletes. Default 5ms in AtLeastOnce mode without
+	// SyncAck, else 0 (an Ack, or in AtMostOnce mode a hand-out, waits
+	// for its commit). -1 (or 0 where 0 is the default): a commit starts
+	// as soon as the previous one ended, and the acks made meanwhile
+	// share the next one.
 	CommitInterval time.Duration
 
 	// ReapInterval is how often the reaper deletes acknowledged messages and
@@ -239,6 +244,12 @@ func (o *ReceiveOptions) setDefaults(limits driver.Limits) error {
 	}
 	if o.Fetchers == 0 {
 		o.Fetchers = 2
+	}
+	switch {
+	case o.CommitInterval == -1:
+		o.CommitInterval = 0
+	case o.CommitInterval == 0 && o.Mode == AtLeastOnce && !o.SyncAck:
+		o.CommitInterval = 5 * time.Millisecond
 	}
 	if o.Wait == 0 {
 		o.Wait = 20 * time.Second
