@@ -49,7 +49,7 @@ type Core struct {
 	delq        fifo[*msg]
 	delSince    time.Time
 	delUrgent   bool // a hand-out waits for a delete: send the partial batch now
-	delBusy     map[uint64][]*msg
+	delBusy     map[uint64]delBatch
 	visBusy     map[uint64]visChange
 	shortq      fifo[string]
 	deadq       []*msg
@@ -98,7 +98,7 @@ type Core struct {
 	undelAt     time.Time
 
 	spare    []*msg                     // recycled messages of unsettle
-	spareDel [][]*msg                   // recycled message lists of Delete actions
+	spareDel []delBatch                 // recycled lists of Delete actions
 	gbuf     [envelope.MaxGroupLen]byte // ParseRaw's buffer
 	stuck    map[*group]struct{}
 	compactq fifo[compactItem] // groups gone idle, compacted after compactDelay
@@ -140,7 +140,7 @@ func New(cfg Config) (*Core, error) {
 		rng:         rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		groups:      make(map[string]*group),
 		readBusy:    make(map[uint64][]*group),
-		delBusy:     make(map[uint64][]*msg),
+		delBusy:     make(map[uint64]delBatch),
 		visBusy:     make(map[uint64]visChange),
 		deadBusy:    make(map[uint64][]*msg),
 		parkBusy:    make(map[uint64][]*msg),

@@ -425,38 +425,43 @@ func (c *Core) readyDeletes(now time.Time, rd *Ready) {
 		if n == 0 {
 			break
 		}
-		var ms []*msg
-		if k := len(c.spareDel); k > 0 && cap(c.spareDel[k-1]) >= n {
-			ms, c.spareDel = c.spareDel[k-1], c.spareDel[:k-1]
+		var b delBatch
+		if k := len(c.spareDel); k > 0 && cap(c.spareDel[k-1].ms) >= n {
+			b, c.spareDel = c.spareDel[k-1], c.spareDel[:k-1]
 		} else {
-			ms = make([]*msg, 0, c.cfg.MaxBatch)
+			b = delBatch{make([]*msg, 0, c.cfg.MaxBatch), make([]string, 0, c.cfg.MaxBatch)}
 		}
-		// The receipts go to the shell, which may keep them: they are
-		// its own.
-		receipts := make([]string, 0, n)
 		for range n {
 			m, _ := c.delq.pop()
-			ms = append(ms, m)
-			receipts = append(receipts, m.receipt)
+			b.ms = append(b.ms, m)
+			b.receipts = append(b.receipts, m.receipt)
 		}
 		id := c.id()
-		c.delBusy[id] = ms
-		rd.Deletes = append(rd.Deletes, Delete{ID: id, Receipts: receipts})
+		c.delBusy[id] = b
+		rd.Deletes = append(rd.Deletes, Delete{ID: id, Receipts: b.receipts})
 		full = c.delq.len() >= c.cfg.MaxBatch
 		due = due && c.delq.len() > 0
 		c.delSince = now
 	}
 }
 
+// delBatch is a Delete in flight: its messages and the receipts the shell
+// was given. Both are recycled once Deleted answers.
+type delBatch struct {
+	ms       []*msg
+	receipts []string
+}
+
 // Deleted reports the outcome of the Delete action id, one result per
 // receipt; nil results mean every receipt was deleted.
 func (c *Core) Deleted(now time.Time, id uint64, res []DeleteResult) {
 	c.now = now
-	ms, ok := c.delBusy[id]
+	b, ok := c.delBusy[id]
 	if !ok {
 		return
 	}
 	delete(c.delBusy, id)
+	ms := b.ms
 	for i, m := range ms {
 		var r DeleteResult
 		switch {
@@ -493,8 +498,9 @@ func (c *Core) Deleted(now time.Time, id uint64, res []DeleteResult) {
 		}
 	}
 	if len(c.spareDel) < maxDeletesInFlight {
-		clear(ms)
-		c.spareDel = append(c.spareDel, ms[:0])
+		clear(b.ms)
+		clear(b.receipts)
+		c.spareDel = append(c.spareDel, delBatch{b.ms[:0], b.receipts[:0]})
 	}
 	c.settle(now)
 }

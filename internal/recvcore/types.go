@@ -194,7 +194,9 @@ type Commit struct {
 	Advances []seqstore.Advance
 }
 
-// Delete asks to delete Receipts in one request.
+// Delete asks to delete Receipts in one request. Receipts belongs to the
+// Core again once [Core.Deleted] reports the outcome: copy what must
+// outlive that.
 type Delete struct {
 	ID       uint64
 	Receipts []string

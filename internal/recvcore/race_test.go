@@ -1,0 +1,5 @@
+//go:build race
+
+package recvcore_test
+
+const raceEnabled = true
