@@ -83,6 +83,18 @@
 // After the table, a Targets section compares the figures with the targets of
 // DESIGN.md ("Performance").
 //
+// With -guard FILE, a regression guard follows: FILE (CI passes README.md)
+// holds a table of baseline ratios between the lines <!-- bench-guard:begin -->
+// and <!-- bench-guard:end -->, one row per scenario (| scenario | ratio |),
+// measured with the same flags. The run fails (exit status 1) if a ratio
+// is more than 30% below its baseline. A ratio divides two figures of the
+// same run, so a slower or busier machine moves both; what noise is left is
+// handled by running a row under its floor again with its base (up to
+// -guard-retries times, default 2) and keeping its best ratio. A scenario
+// that did not run (not selected, or a store whose env var is unset) is
+// reported as such and passes. The verdicts are printed after the table,
+// or to stderr and in the JSON ("guard") with -json.
+//
 // # Flags
 //
 //	-quick            few messages per scenario, for CI
@@ -102,6 +114,9 @@
 //	-consumers C      raw receive loops and ordered fetchers (default 2)
 //	-size B           payload bytes (default 100, at least 32)
 //	-cpuprofile FILE  write a CPU profile of the whole run
+//	-guard FILE       fail if a ratio falls more than 30% below its baseline in
+//	                  FILE's bench-guard table (CI: README.md)
+//	-guard-retries N  run a row under its floor again up to N times (default 2)
 //	-blockprofile F   write a profile of blocking (channels, mutexes, conds)
 //	-list             list the scenarios and exit
 //

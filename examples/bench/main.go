@@ -32,6 +32,8 @@ type config struct {
 	cpuprofile string
 	blockprof  string
 	list       bool
+	guard      string
+	retries    int
 }
 
 func (c *config) validate() error {
@@ -42,6 +44,8 @@ func (c *config) validate() error {
 		return errors.New("bench: -producers and -consumers must be at least 1")
 	case c.size < minPayload:
 		return fmt.Errorf("bench: -size must be at least %d", minPayload)
+	case c.retries < 0:
+		return errors.New("bench: -guard-retries must not be negative")
 	case c.count < 1:
 		return errors.New("bench: -count must be at least 1")
 	case c.window < 0:
@@ -74,6 +78,8 @@ func main() {
 	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.StringVar(&c.blockprof, "blockprofile", "", "write a profile of blocking (channel, mutex, cond waits) to this file")
 	flag.BoolVar(&c.list, "list", false, "list the scenarios and exit")
+	flag.StringVar(&c.guard, "guard", "", "fail if a ratio falls more than 30% below its baseline in this file's bench-guard table (the README's)")
+	flag.IntVar(&c.retries, "guard-retries", 2, "with -guard, run a row below its floor again up to this many times; its best ratio counts")
 	flag.Parse()
 	if c.messages == 0 {
 		c.messages = 200_000
@@ -118,6 +124,14 @@ func run(ctx context.Context, c *config, out, progress io.Writer) (bool, error) 
 	}
 	if len(selected) == 0 {
 		return false, fmt.Errorf("bench: no scenario matches %q (see -list)", c.scenario)
+	}
+	var guardRows []guardRow
+	if c.guard != "" {
+		rows, err := readGuard(c.guard)
+		if err != nil {
+			return false, err
+		}
+		guardRows = rows
 	}
 	if c.cpuprofile != "" {
 		f, err := os.Create(c.cpuprofile)
@@ -169,13 +183,19 @@ func run(ctx context.Context, c *config, out, progress io.Writer) (bool, error) 
 	for _, r := range results {
 		byName[r.Name] = r
 	}
+	var verdicts []guardVerdict
+	if guardRows != nil {
+		verdicts = guard(ctx, c, selected, byName, guardRows, c.retries, progress)
+		ok = ok && guardPassed(verdicts)
+	}
 	fmt.Fprintf(progress, "bench: done; %s\n", loadAverage())
 	targets := checkTargets(byName)
 	doc := struct {
-		Environment string    `json:"environment"`
-		Results     []*result `json:"results"`
-		Targets     []target  `json:"targets"`
-	}{env.describe() + "; " + loadAverage(), results, targets}
+		Environment string         `json:"environment"`
+		Results     []*result      `json:"results"`
+		Targets     []target       `json:"targets"`
+		Guard       []guardVerdict `json:"guard,omitempty"`
+	}{env.describe() + "; " + loadAverage(), results, targets, verdicts}
 	if c.jsonFile != "" {
 		b, err := json.MarshalIndent(doc, "", "  ")
 		if err == nil {
@@ -186,12 +206,18 @@ func run(ctx context.Context, c *config, out, progress io.Writer) (bool, error) 
 		}
 	}
 	if c.json {
+		if verdicts != nil {
+			printGuard(progress, c.guard, verdicts) // the verdict stays readable in a CI log
+		}
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		return ok, enc.Encode(doc)
 	}
 	printTable(out, results)
 	printTargets(out, targets)
+	if verdicts != nil {
+		printGuard(out, c.guard, verdicts)
+	}
 	return ok, nil
 }
 
