@@ -592,9 +592,20 @@ func (c *Core) checkEpoch(g *group, now time.Time) {
 	}
 	to := g.newerEpoch
 	from, oldNext := g.epoch, g.next
+	// The new epoch starts at 1, or past what is already acknowledged or
+	// durable in it: after a conflict reset the group to an older epoch,
+	// the application may still have held, and acked, a message of this
+	// one. Starting below would wait forever for a seq already handled.
+	start := uint64(1)
+	if g.ack.Epoch == to {
+		start = max(start, g.ack.Next)
+	}
+	if g.dur.Epoch == to {
+		start = max(start, g.dur.Next)
+	}
 	addSkipped(&g.ack, seqstore.Range{Epoch: from, First: oldNext, Last: seqstore.MaxSeq})
-	g.ack.Epoch, g.ack.Next = to, 1
-	g.epoch, g.next = to, 1
+	g.ack.Epoch, g.ack.Next = to, start
+	g.epoch, g.next = to, start
 	g.farLow, g.farHigh, g.parkLow, g.parkHigh, g.probed = 0, 0, 0, 0, false
 	c.clearGap(g)
 	take, keep := []*msg(nil), g.newer[:0]

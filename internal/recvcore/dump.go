@@ -51,3 +51,16 @@ func seqs(ms []*msg) []uint64 {
 	}
 	return s
 }
+
+// Invariants checks what must hold between any two events, cheaply enough
+// for a test to call after each: an active group never waits for a seq
+// below its durable cursor (it would wait forever for a seq already
+// handled).
+func (c *Core) Invariants() error {
+	for name, g := range c.groups {
+		if g.phase == phActive && g.epoch == g.dur.Epoch && g.next < g.dur.Next {
+			return fmt.Errorf("group %s waits for %d/%d, below its durable cursor %d/%d", name, g.epoch, g.next, g.dur.Epoch, g.dur.Next)
+		}
+	}
+	return nil
+}

@@ -196,9 +196,12 @@ func (c *Core) resolveConflict(now time.Time, g *group, cur seqstore.Cursor) {
 		g.phase = phFresh
 	}
 	g.epoch, g.next = cur.Epoch, max(cur.Next, 1)
-	if m := g.out; m != nil && m.out == outHanded && m.epoch == g.epoch && m.seq == g.next {
-		// The application has the seq the store expects next: the group
-		// goes on after it (its Ack advances the cursor from here).
+	if m := g.out; m != nil && m.epoch == g.epoch && m.seq == g.next {
+		// The seq the store expects next is out: with the application,
+		// or waiting for its retry (a Nack) or its dead-lettering. The
+		// group goes on after it (its Ack advances the cursor from here);
+		// left at it, next would stay behind the cursor once that Ack is
+		// durable, waiting forever for a seq already handled.
 		g.next = m.seq + 1
 	}
 	g.parkLow, g.parkHigh, g.probed = 0, 0, false

@@ -383,7 +383,19 @@ func (c *Core) dup(now time.Time, g *group, m *msg) {
 // late handles a late arrival (an older epoch, or a seq the group skipped):
 // reported, then dead-lettered if a dead-letter queue is configured, else
 // handed out flagged Unordered. Never deleted unseen.
+//
+// The verdict must be durable first: while the newer epoch or the skipped
+// range that makes m late is only in memory, a restart may begin the
+// group where m is not late at all (an epoch adopted from the first
+// arrival, a start chosen after StartSettle), and m, consumed as late,
+// would be a hole there that nothing fills. Until the commit that records
+// it is durable, m is released: it comes back, and is late then.
 func (c *Core) late(now time.Time, g *group, m *msg) {
+	if !durablyLate(g, m) {
+		c.markDirty(g)
+		c.release(m, now)
+		return
+	}
 	c.st.Late++
 	m.flags |= fLate
 	c.report(Report{Kind: ReportLate, Msg: "late arrival", Group: g.name, Epoch: m.epoch, Seq: m.seq, ID: m.id, DequeueCount: m.dequeue})
@@ -394,6 +406,20 @@ func (c *Core) late(now time.Time, g *group, m *msg) {
 		return
 	}
 	c.unorderedArrival(now, m, key, false)
+}
+
+// durablyLate reports whether the durable cursor of g says that m is late:
+// its epoch is older than the cursor's, or a skipped range holds it.
+func durablyLate(g *group, m *msg) bool {
+	if g.dur.Epoch > m.epoch {
+		return true
+	}
+	for _, r := range g.dur.Skipped {
+		if r.Contains(m.epoch, m.seq) {
+			return true
+		}
+	}
+	return false
 }
 
 // untagged applies the untagged policy to a body without a valid header.
