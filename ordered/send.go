@@ -347,6 +347,7 @@ type sendRun struct {
 	items   []sendItem
 	buf     []byte       // the envelopes of items
 	journal [][]byte     // scratch for the store call
+	ctr     envelope.Counter
 	left    atomic.Int32 // items not yet completed
 }
 
@@ -797,11 +798,21 @@ func (s *sender) encode(r *reservation) {
 	if cap(buf) < total {
 		buf = make([]byte, 0, total)
 	}
+	// Unsigned headers of one run differ only in their seq: the counter
+	// encodes the first and counts the others up in place.
+	count := !s.signed() && len(items) > 1
+	if count {
+		r.run.ctr.Reset(s.header(r.group, r.res.Epoch, r.res.First, nil))
+	}
 	for i := range items {
 		it := &items[i]
 		it.epoch, it.seq = r.res.Epoch, r.res.First+uint64(i)
 		start := len(buf)
-		buf = envelope.Append(buf, s.header(r.group, it.epoch, it.seq, it.payload), it.payload)
+		if count {
+			buf = r.run.ctr.Append(buf, it.payload)
+		} else {
+			buf = envelope.Append(buf, s.header(r.group, it.epoch, it.seq, it.payload), it.payload)
+		}
 		it.body = buf[start:len(buf):len(buf)]
 		it.payload = nil
 		if it.res != nil {

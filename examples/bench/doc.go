@@ -118,6 +118,7 @@
 //	                  FILE's bench-guard table (CI: README.md)
 //	-guard-retries N  run a row under its floor again up to N times (default 2)
 //	-blockprofile F   write a profile of blocking (channels, mutexes, conds)
+//	-memprofile FILE  write a profile of the run's allocations
 //	-list             list the scenarios and exit
 //
 // Samples of both profiles carry a "scenario" label: split a profile of

@@ -31,6 +31,7 @@ type config struct {
 	timeout    time.Duration
 	cpuprofile string
 	blockprof  string
+	memprofile string
 	list       bool
 	guard      string
 	retries    int
@@ -77,6 +78,7 @@ func main() {
 	flag.DurationVar(&c.timeout, "timeout", 0, "give up on a scenario after this long (default 3m, -quick 30s)")
 	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.StringVar(&c.blockprof, "blockprofile", "", "write a profile of blocking (channel, mutex, cond waits) to this file")
+	flag.StringVar(&c.memprofile, "memprofile", "", "write a profile of the run's allocations to this file (go tool pprof -sample_index=alloc_objects)")
 	flag.BoolVar(&c.list, "list", false, "list the scenarios and exit")
 	flag.StringVar(&c.guard, "guard", "", "fail if a ratio falls more than 30% below its baseline in this file's bench-guard table (the README's)")
 	flag.IntVar(&c.retries, "guard-retries", 2, "with -guard, run a row below its floor again up to this many times; its best ratio counts")
@@ -143,6 +145,13 @@ func run(ctx context.Context, c *config, out, progress io.Writer) (bool, error) 
 			return false, fmt.Errorf("bench: %w", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if c.memprofile != "" {
+		defer func() {
+			if err := writeProfile("allocs", c.memprofile); err != nil {
+				fmt.Fprintln(progress, err)
+			}
+		}()
 	}
 	if c.blockprof != "" {
 		runtime.SetBlockProfileRate(int(10 * time.Microsecond))
