@@ -345,8 +345,8 @@ type sendGroup struct {
 // allocates nothing per message but its SendResult.
 type sendRun struct {
 	items   []sendItem
-	buf     []byte       // the envelopes of items
-	journal [][]byte     // scratch for the store call
+	buf     []byte   // the envelopes of items
+	journal [][]byte // scratch for the store call
 	ctr     envelope.Counter
 	left    atomic.Int32 // items not yet completed
 }
