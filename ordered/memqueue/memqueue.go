@@ -520,11 +520,26 @@ func (q *Queue) parseReceipt(r string) (int32, uint32, error) {
 		gen, err2 := strconv.ParseUint(b, 32, 32)
 		// Only the spelling writeReceipt produces: "00" or "A" would
 		// otherwise name an issued handle without being it.
-		if err1 == nil && err2 == nil && strconv.FormatUint(slot, 32) == a && strconv.FormatUint(gen, 32) == b {
+		if err1 == nil && err2 == nil && canonical32(a) && canonical32(b) {
 			return int32(slot), uint32(gen), nil
 		}
 	}
 	return 0, 0, fmt.Errorf("receipt %q: %w", r, driver.ErrBadReceipt)
+}
+
+// canonical32 reports whether a number that strconv.ParseUint read in base
+// 32 is spelled as strconv.FormatUint writes it: lower case, no leading
+// zero. (Formatting it again to compare would allocate per receipt.)
+func canonical32(s string) bool {
+	if len(s) > 1 && s[0] == '0' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; 'A' <= c && c <= 'Z' {
+			return false
+		}
+	}
+	return true
 }
 
 // lookupLocked returns the in-flight slot that receipt r designates.
