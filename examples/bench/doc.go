@@ -86,14 +86,16 @@
 // With -guard FILE, a regression guard follows: FILE (CI passes README.md)
 // holds a table of baseline ratios between the lines <!-- bench-guard:begin -->
 // and <!-- bench-guard:end -->, one row per scenario (| scenario | ratio |),
-// measured with the same flags. The run fails (exit status 1) if a ratio
-// is more than 30% below its baseline. A ratio divides two figures of the
-// same run, so a slower or busier machine moves both; what noise is left is
-// handled by running a row under its floor again with its base (up to
-// -guard-retries times, default 2) and keeping its best ratio. A scenario
-// that did not run (not selected, or a store whose env var is unset) is
-// reported as such and passes. The verdicts are printed after the table,
-// or to stderr and in the JSON ("guard") with -json.
+// measured with the same flags. The ratio guarded is the row's CPU ratio
+// where it has one (ordered against raw), else its throughput ratio. The
+// run fails (exit status 1) if a ratio is more than 30% below its
+// baseline. A ratio divides two figures of the same run, so a slower or
+// busier machine moves both; what noise is left is handled by running a
+// row under its floor again with its base (up to -guard-retries times,
+// default 2) and keeping its best ratio. A scenario that did not run (not
+// selected, or a store whose env var is unset) is reported as such and
+// passes. The verdicts are printed after the table, or to stderr and in
+// the JSON ("guard") with -json.
 //
 // # Flags
 //

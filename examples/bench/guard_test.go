@@ -118,3 +118,26 @@ func TestRunGuard(t *testing.T) {
 	assert.True(t, ok, out.String())
 	assert.Contains(t, out.String(), "Regression guard")
 }
+
+// Where a row has a CPU ratio, that is what the guard checks: a row whose
+// throughput fell with the machine's load but whose CPU per message held
+// passes, and one whose CPU per message grew fails.
+func TestGuardPrefersCPURatio(t *testing.T) {
+	check := func(rate, cpu float64) guardVerdict {
+		ss := []scenario{
+			{name: "raw/y", run: func(context.Context) (*result, error) { return &result{Rate: 100, CPUPerMsg: 1}, nil }},
+			{name: "ordered/y", base: "raw/y", run: func(context.Context) (*result, error) { return &result{Rate: rate, CPUPerMsg: cpu}, nil }},
+		}
+		c := &config{timeout: time.Minute}
+		round := []*result{runOne(context.Background(), c, ss[0]), runOne(context.Background(), c, ss[1])}
+		withRatios(ss, round)
+		byName := map[string]*result{"raw/y": round[0], "ordered/y": round[1]}
+		return guard(context.Background(), c, ss, byName, []guardRow{{"ordered/y", 0.8}}, 2, io.Discard)[0]
+	}
+	v := check(30, 1.25)
+	assert.True(t, v.Passed, "throughput 0.3, CPU ratio 0.8: passes on the CPU ratio")
+	assert.InDelta(t, 0.8, v.Ratio, 1e-9)
+	v = check(90, 2.5)
+	assert.False(t, v.Passed, "throughput 0.9, CPU ratio 0.4: fails on the CPU ratio")
+	assert.Len(t, v.Tries, 3)
+}
