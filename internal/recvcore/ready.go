@@ -156,7 +156,9 @@ func (c *Core) settleUncertain(now time.Time, g *group, cur seqstore.Cursor) {
 // resolveConflict settles a conflict with the cursor read: when the store
 // holds what this Core last knew, there is none; when it is behind what
 // this Core acknowledged, the advance is written again from it (nothing
-// acknowledged is delivered twice); otherwise someone else is ahead, and
+// acknowledged is delivered twice), in an older epoch too (going back to
+// it would hand out its later seqs after the newer epoch's message the
+// application holds or acked); otherwise someone else is ahead, and
 // the group continues from the stored cursor: what it holds below it is
 // deleted, the rest is routed again.
 func (c *Core) resolveConflict(now time.Time, g *group, cur seqstore.Cursor) {
@@ -186,7 +188,7 @@ func (c *Core) resolveConflict(now time.Time, g *group, cur seqstore.Cursor) {
 		g.out = nil
 		c.requeue(now, g, m)
 	}
-	if c.cfg.Mode != ExactlyOnce && behind(cur, g.ack) && cur.Epoch == g.ack.Epoch {
+	if c.cfg.Mode != ExactlyOnce && behind(cur, g.ack) {
 		g.dur = cur
 		c.markDirty(g)
 		return
