@@ -108,6 +108,7 @@ type harness struct {
 	rng      *rand.Rand     // arming draws
 	points   map[string]int // self-kills by kill point
 	failures []string       // unexpected exits and race reports, described
+	overtime bool           // the chaos runs past its duration for missing kill points
 }
 
 func (p *proc) start() error {
@@ -301,14 +302,21 @@ func (h *harness) exited(name string, log logScan, failure string) {
 
 // killSpec is INORDER_CRASH_KILL for a new incarnation of role: the
 // scenario's probabilities, plus the required points of the role that have
-// not fired yet, each armed at an early passage.
+// not fired yet, each armed at an early passage: one of the first eight,
+// or the first once the chaos runs over its duration for them (an
+// incarnation killed from outside before its eighth park left park-after
+// unfired through 23 s of chaos in one eo run).
 func (h *harness) killSpec(role string) string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	spec := h.sc.killPoints
 	for _, p := range h.missingLocked() {
 		if senderPoints[p] == (role == RoleSend) {
-			spec += fmt.Sprintf(",%s@%d", p, 1+h.rng.IntN(8))
+			n := 1 + h.rng.IntN(8)
+			if h.overtime {
+				n = 1
+			}
+			spec += fmt.Sprintf(",%s@%d", p, n)
 		}
 	}
 	return spec
@@ -351,6 +359,11 @@ func (h *harness) run() *result {
 		h.mu.Unlock()
 		if now.After(bound) || now.After(deadline) && missing == 0 {
 			break
+		}
+		if now.After(deadline) {
+			h.mu.Lock()
+			h.overtime = true
+			h.mu.Unlock()
 		}
 		d := time.Duration(rng.Int64N(int64(2*h.sc.killEvery) + 1))
 		time.Sleep(min(d, time.Until(bound)))
