@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -149,6 +150,13 @@ func TestReceipts(t *testing.T) {
 	// A well-formed handle for a slot or generation never issued.
 	if i := len(r) - 1; i > 0 {
 		bad = append(bad, r[:i]+"zz")
+	}
+	// Another spelling of the issued handle (a leading zero in its slot
+	// or its generation) names it without being it.
+	if g := strings.LastIndexByte(r, '.'); g > 0 {
+		if s := strings.LastIndexByte(r[:g], '.'); s >= 0 {
+			bad = append(bad, r[:g+1]+"0"+r[g+1:], r[:s+1]+"0"+r[s+1:])
+		}
 	}
 	for _, h := range bad {
 		err := q.DeleteBatch(ctx, []string{h})
