@@ -104,36 +104,58 @@ func TestReceiveRestart(t *testing.T) {
 			}
 
 			cursors := map[string]uint64{}
+			skipped := map[string][]uint64{} // group -> seqs its durable cursor marks skipped
+			wantLate := 0
 			for g := range groups {
 				name := fmt.Sprintf("g%d", g)
 				c, err := storeCursor(context.Background(), store, seqstore.Stream{Queue: "default", Group: name})
 				require.NoError(t, err)
 				cursors[name] = max(c.Next, 1)
+				for _, r := range c.Skipped {
+					for s := r.First; s <= r.Last; s++ {
+						skipped[name] = append(skipped[name], s)
+					}
+				}
+				wantLate += len(skipped[name])
+			}
+			if tc.mode != ordered.AtMostOnce {
+				require.Zero(t, wantLate, "only an AtMostOnce crash skips (a message committed but not taken)")
 			}
 
-			// Second receiver on the same store: runs to the end.
+			// Second receiver on the same store: runs to the end. In
+			// order it hands out each group from its cursor on; a seq the
+			// first one committed but did not take before the crash is
+			// skipped in its cursor and comes flagged Unordered (late).
 			q2 := rxQueue(t, drv, store, opts)
-			var second deliveries
+			var second, late deliveries
 			want := 0
 			for _, next := range cursors {
 				want += int(n + 1 - next)
 			}
 			ctx2, cancel2 := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel2()
+			var mu sync.Mutex // orders the two counts
 			done := make(chan struct{})
 			go func() {
 				_ = q2.Run(ctx2, func(ctx context.Context, m *ordered.Message) error {
-					if second.add(m) == want {
+					mu.Lock()
+					defer mu.Unlock()
+					if m.Unordered {
+						late.add(m)
+					} else {
+						second.add(m)
+					}
+					if second.total == want && late.total == wantLate {
 						close(done)
 					}
 					return nil
 				})
 			}()
-			if want > 0 {
+			if want > 0 || wantLate > 0 {
 				select {
 				case <-done:
 				case <-ctx2.Done():
-					t.Fatalf("second receiver delivered %d of %d", second.total, want)
+					t.Fatalf("second receiver delivered %d of %d in order and %d of %d late", second.total, want, late.total, wantLate)
 				}
 			}
 			cancel2()
@@ -148,6 +170,10 @@ func TestReceiveRestart(t *testing.T) {
 					consecutive(t, "second receiver", name, second.seqs[name], next)
 					require.Len(t, second.seqs[name], int(n+1-next), "group %q: second receiver runs to the end", name)
 				}
+				require.ElementsMatch(t, skipped[name], late.seqs[name], "group %q: the late deliveries are the skipped seqs, each once", name)
+				for _, s := range skipped[name] {
+					require.Greater(t, s, last1, "group %q: seq %d skipped after the first receiver handed it out", name, s)
+				}
 				if tc.mode == ordered.AtMostOnce {
 					// The cursor may pass messages never processed (at most
 					// once), never stay behind one that was.
@@ -157,7 +183,7 @@ func TestReceiveRestart(t *testing.T) {
 				require.LessOrEqual(t, next, last1+1, "group %q: durable cursor %d beyond the last delivery %d: a message would be lost", name, next, last1)
 				repeats += int(last1 + 1 - next)
 			}
-			t.Logf("%s: first delivered %d, second %d, repeated %d", tc.name, first.total, second.total, repeats)
+			t.Logf("%s: first delivered %d, second %d in order and %d late, repeated %d", tc.name, first.total, second.total, late.total, repeats)
 			switch {
 			case tc.mode == ordered.AtMostOnce:
 				assert.Zero(t, repeats, "at-most-once never repeats a message")
