@@ -91,6 +91,16 @@ func (st *Store) Reserve(ctx context.Context, reqs []seqstore.ReserveRequest) ([
 	if err := seqstore.Abort(errs); err != nil {
 		return nil, fmt.Errorf("memstore: reserve: %w", err)
 	}
+	// The call's journal bodies are copied into one block: one allocation
+	// per call, not per body. A block lives until its last entry is marked
+	// sent.
+	size := 0
+	for _, r := range reqs {
+		for _, body := range r.Journal {
+			size += len(body)
+		}
+	}
+	block := make([]byte, 0, size)
 	for i, r := range reqs {
 		sd := st.senders[r.Stream]
 		if sd == nil {
@@ -102,7 +112,9 @@ func (st *Store) Reserve(ctx context.Context, reqs []seqstore.ReserveRequest) ([
 			if sd.journal == nil {
 				sd.journal = make(map[uint64][]byte)
 			}
-			sd.journal[out[i].First+uint64(k)] = slices.Clone(body)
+			start := len(block)
+			block = append(block, body...)
+			sd.journal[out[i].First+uint64(k)] = block[start:len(block):len(block)]
 		}
 		sd.next = out[i].First + uint64(r.N)
 	}

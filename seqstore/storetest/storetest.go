@@ -412,16 +412,20 @@ func eventuallyPending(t *testing.T, st seqstore.Store, queue string, n int) []s
 func testJournalCopies(t *testing.T, h Harness) {
 	st, _ := open(t, h)
 	s := seqstore.Stream{Queue: "q"}
-	body := []byte("original")
-	reserve(t, st, s, 1, [][]byte{body})
+	body, body2 := []byte("original"), []byte("second")
+	reserve(t, st, s, 2, [][]byte{body, body2})
 	copy(body, "mutated!")
+	copy(body2, "mutate")
 	got := pending(t, st, "q")
-	require.Len(t, got, 1)
+	require.Len(t, got, 2)
 	assert.Equal(t, "original", string(got[0].Body), "the store must keep its own copy of a journal body")
+	assert.Equal(t, "second", string(got[1].Body), "the store must keep its own copy of a journal body")
 	copy(got[0].Body, "mutated!")
+	got[1].Body = append(got[1].Body[:0], "overwritten"...)
 	again := pending(t, st, "q")
-	require.Len(t, again, 1)
+	require.Len(t, again, 2)
 	assert.Equal(t, "original", string(again[0].Body), "Pending must return copies, not the store's bytes")
+	assert.Equal(t, "second", string(again[1].Body), "Pending must return copies, not the store's bytes")
 
 	c := seqstore.Cursor{Epoch: 1, Next: 2, Skipped: []seqstore.Range{{Epoch: 1, First: 1, Last: 1}}}
 	advance(t, st, seqstore.Advance{Stream: s, To: c})
