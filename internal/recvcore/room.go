@@ -223,7 +223,9 @@ func (c *Core) shed(now time.Time) {
 		if !g.cold() {
 			c.clearStuck(g, g.stuck)
 		}
-		if c.cfg.Park && (g.parkLow != 0 || g.parkHigh != 0 || !g.probed) && c.scanned {
+		// (A cold group knows of no parked seq, or it would not be cold:
+		// only probed is left to look at.)
+		if c.cfg.Park && (!g.probed || !g.cold() && (g.parkLow != 0 || g.parkHigh != 0)) && c.scanned {
 			c.scanned = false
 			c.scanAfter = now.Add(rescanInterval)
 		}
