@@ -97,7 +97,7 @@ type Core struct {
 	undelTokens float64
 	undelAt     time.Time
 
-	spare    []*msg                     // recycled messages of unsettle
+	spare    []*msg                     // msgs to reuse (see take)
 	spareDel []delBatch                 // recycled lists of Delete actions
 	gbuf     [envelope.MaxGroupLen]byte // ParseRaw's buffer
 	stuck    map[*group]struct{}
@@ -121,7 +121,8 @@ type commitBatch struct {
 }
 
 type visChange struct {
-	m       *msg // nil for a shortening
+	m       *msg   // nil for a shortening
+	gen     uint32 // m.gen: m may be reused meanwhile (see take)
 	receipt string
 }
 
@@ -393,13 +394,8 @@ func (c *Core) settleMsg(g *group, m *msg) {
 // Such messages are never seen outside the Core: they are recycled.
 func (c *Core) unsettle(e settledEntry) *msg {
 	c.mem -= settledCost + len(e.receipt)
-	var m *msg
-	if n := len(c.spare); n > 0 {
-		m, c.spare = c.spare[n-1], c.spare[:n-1]
-	} else {
-		m = new(msg)
-	}
-	*m = msg{epoch: e.epoch, seq: e.seq, receipt: e.receipt, where: wHeld, flags: fLapsed | fSpare}
+	m := c.take()
+	m.epoch, m.seq, m.receipt, m.where, m.flags = e.epoch, e.seq, e.receipt, wHeld, fLapsed|fSpare
 	if e.dup {
 		m.flags |= fDup
 	}
@@ -419,10 +415,38 @@ func (c *Core) gone(m *msg) {
 	c.vis.remove(m)
 	c.uncharge(m)
 	m.raw, m.payload = nil, nil
-	if m.has(fSpare) && len(c.spare) < 1024 {
-		*m = msg{where: wGone}
-		c.spare = append(c.spare, m)
+	if m.has(fSpare) {
+		c.recycle(m)
 	}
+}
+
+// maxSpare bounds the msgs kept for reuse: about 250 KB.
+const maxSpare = 1024
+
+// take returns a zero msg, reused when one is spare, to save an
+// allocation per arrival and per delete of a settled message. A msg is
+// reused only once nothing in the Core refers to it: after a settling Ack
+// (the application's Delivery still does, and check tells it apart by
+// the generation), or once a spare one is gone.
+func (c *Core) take() *msg {
+	n := len(c.spare)
+	if n == 0 {
+		return new(msg)
+	}
+	m := c.spare[n-1]
+	c.spare[n-1] = nil
+	c.spare = c.spare[:n-1]
+	m.where = 0 // as new: not gone
+	return m
+}
+
+// recycle keeps m, which nothing in the Core refers to any more, for take.
+func (c *Core) recycle(m *msg) {
+	if len(c.spare) >= maxSpare {
+		return
+	}
+	*m = msg{where: wGone, gen: m.gen + 1}
+	c.spare = append(c.spare, m)
 }
 
 // release gives m back to the queue unprocessed: it is forgotten here and

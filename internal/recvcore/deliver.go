@@ -56,7 +56,7 @@ func (c *Core) nextUnordered(now time.Time, m *msg) (Delivery, bool) {
 	m.out = outHanded
 	c.st.Delivered++
 	d := Delivery{Group: m.name, Epoch: m.epoch, Seq: m.seq, Body: m.payload, Raw: m.raw, ID: m.id,
-		Attempt: m.attempt, Unordered: true, Redelivered: m.has(fRedelivered), m: m}
+		Attempt: m.attempt, Unordered: true, Redelivered: m.has(fRedelivered), m: m, mgen: m.gen}
 	if c.cfg.Mode == AtMostOnce && m.attempt == 1 {
 		// Delete first: a crash after the hand-out must not deliver it
 		// again.
@@ -106,7 +106,7 @@ func (c *Core) handOut(now time.Time, g *group) Delivery {
 	g.started = true
 	c.clearGap(g)
 	d := Delivery{Group: g.name, Epoch: m.epoch, Seq: m.seq, Body: m.payload, Raw: m.raw, ID: m.id,
-		Attempt: m.attempt, Redelivered: m.has(fRedelivered), m: m, gen: g.outGen}
+		Attempt: m.attempt, Redelivered: m.has(fRedelivered), m: m, gen: g.outGen, mgen: m.gen}
 	switch c.cfg.Mode {
 	case ExactlyOnce:
 		to := cloneCursor(g.ack)
@@ -137,8 +137,8 @@ const heldShift = 64
 // check finds the message of d if d is still the current hand-out.
 func (c *Core) check(d *Delivery) (*msg, error) {
 	m := d.m
-	if m == nil || m.where != wOut {
-		return nil, ErrSettled
+	if m == nil || m.gen != d.mgen || m.where != wOut {
+		return nil, ErrSettled // settled, and maybe reused since (see take)
 	}
 	if g := m.g; g != nil && (g.out != m || g.outGen != d.gen) {
 		return nil, ErrSettled
@@ -166,11 +166,15 @@ func (c *Core) Ack(now time.Time, d *Delivery, sync bool) (Ticket, error) {
 		return 0, nil
 	}
 	var t Ticket
+	reuse := false
 	switch c.cfg.Mode {
 	case AtLeastOnce:
 		if !below(g.ack, m.epoch, m.seq) {
 			g.ack.Epoch, g.ack.Next = m.epoch, m.seq+1
 		}
+		// Settled, m is left only in the application's Delivery, which
+		// its generation fences off: it can be reused.
+		reuse = !m.has(fStored) && m.receipt != ""
 		c.settleMsg(g, m)
 		c.markDirty(g)
 		if sync {
@@ -195,6 +199,9 @@ func (c *Core) Ack(now time.Time, d *Delivery, sync bool) (Ticket, error) {
 		c.flushSettled(now, g)
 	}
 	g.out = nil
+	if reuse {
+		c.recycle(m)
+	}
 	c.clearStuck(g, "poison")
 	c.update(g, now)
 	c.settle(now)

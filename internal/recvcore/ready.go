@@ -572,7 +572,7 @@ func (c *Core) readyVisibility(now time.Time, rd *Ready) {
 			c.visTokens--
 			c.vis.remove(m)
 			id := c.id()
-			c.visBusy[id] = visChange{m: m, receipt: m.receipt}
+			c.visBusy[id] = visChange{m: m, gen: m.gen, receipt: m.receipt}
 			rd.Visibility = append(rd.Visibility, ChangeVisibility{ID: id, Receipt: m.receipt, Timeout: c.cfg.VisibilityExtend})
 		case m.where == wHeld && m.g != nil && c.canPark(m.g, m):
 			c.unhold(m)
@@ -603,6 +603,10 @@ func (c *Core) Visibility(now time.Time, id uint64, receipt string, err error) {
 	}
 	delete(c.visBusy, id)
 	m := v.m
+	if m != nil && m.gen != v.gen {
+		c.settle(now) // m was settled and reused meanwhile
+		return
+	}
 	if m == nil {
 		e := c.relBy[v.receipt]
 		delete(c.relBy, v.receipt)

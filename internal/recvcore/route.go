@@ -37,7 +37,8 @@ const maxFetchPause = 5 * time.Millisecond
 func (c *Core) arrive(now time.Time, in *Incoming) {
 	c.st.Received++
 	c.undelTokens--
-	m := &msg{raw: in.Body, id: in.ID, receipt: in.Receipt, dequeue: in.DequeueCount, visibleAt: in.NextVisible}
+	m := c.take()
+	m.raw, m.id, m.receipt, m.dequeue, m.visibleAt = in.Body, in.ID, in.Receipt, in.DequeueCount, in.NextVisible
 	if m.visibleAt.IsZero() {
 		m.visibleAt = now.Add(c.cfg.Visibility)
 	}

@@ -28,7 +28,7 @@ const (
 	fUntagged          // no valid header
 	fStored            // read back from the park: no receipt, not in the queue
 	fLapsed            // its visibility ended: the receipt may be stale
-	fSpare             // made by unsettle: recycled once gone
+	fSpare             // made by unsettle: recycled once gone (see Core.take)
 	fNoPark            // the store refused to park it for good: never parked again
 )
 
@@ -49,6 +49,7 @@ type msg struct {
 	where      where
 	flags      uint8
 	out        outState // while wOut
+	gen        uint32   // counts the msg's reuses: a Delivery of an earlier use no longer matches
 	retryAt    time.Time
 	ticket     Ticket // AtMostOnce: the hand-out waiting for its commit or delete
 

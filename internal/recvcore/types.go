@@ -172,8 +172,9 @@ type Delivery struct {
 	// up with Abandon.
 	Await Ticket
 
-	m   *msg
-	gen uint32
+	m    *msg
+	gen  uint32 // the group's hand-out count
+	mgen uint32 // m.gen at the hand-out
 }
 
 // Resolution ends the wait of a Ticket.
