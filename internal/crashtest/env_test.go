@@ -249,12 +249,27 @@ func (r *recorder) delivered() int {
 	return n
 }
 
-// allDelivered reports whether the checker finds nothing wrong with what
-// was recorded so far: every Send that returned nil was delivered. A count
-// of deliveries does not say as much: failed Sends whose messages reached
-// the queue anyway are delivered too and make up for ones still on their
-// way.
-func (r *recorder) allDelivered() bool { return Check(r.histories(), Config{}).OK() }
+// waitDelivered waits up to d until the checker finds nothing wrong with
+// what was recorded so far: every Send that returned nil was delivered. A
+// count of deliveries does not say as much: failed Sends whose messages
+// reached the queue anyway are delivered too and make up for ones still on
+// their way. On timeout it says what is missing and what the receiver q
+// reports.
+func (r *recorder) waitDelivered(t *testing.T, d time.Duration, q *ordered.Queue) {
+	t.Helper()
+	end := time.Now().Add(d)
+	for {
+		rep := Check(r.histories(), Config{})
+		if rep.OK() {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("waited %v for every sent message delivered: first missing %v (%s); receiver stats %+v",
+				d, rep.First(), rep.Figures(), q.Stats().Receive)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
 
 // check runs the checker on what was recorded and requires no violation.
 func (r *recorder) check(t *testing.T, cfg Config) *Report {

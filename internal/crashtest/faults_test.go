@@ -57,7 +57,7 @@ func TestFaultQueue5xx(t *testing.T) {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	waitFor(t, 20*time.Second, "every sent message delivered", func() bool { return rec.allDelivered() })
+	rec.waitDelivered(t, 20*time.Second, rx)
 	stop()
 	st := e.srv.Stats()
 	rep := rec.check(t, Config{Leftover: e.waitEmpty(10 * time.Second)})
@@ -97,7 +97,7 @@ func TestFaultStoreOutage(t *testing.T) {
 	}
 	_, err := tx.Recover(t.Context())
 	require.NoError(t, err, "Recover after the outage")
-	waitFor(t, 20*time.Second, "every sent message delivered", func() bool { return rec.allDelivered() })
+	rec.waitDelivered(t, 20*time.Second, rx)
 	stop()
 	rep := rec.check(t, Config{Leftover: e.waitEmpty(10 * time.Second)})
 	assert.Positive(t, sstore.fails.Load(), "sender store calls failed")

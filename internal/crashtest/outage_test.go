@@ -53,7 +53,7 @@ func outageRun(t *testing.T, sstore, rstore seqstore.Store, down, up func()) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	waitFor(t, 30*time.Second, "every sent message delivered", func() bool { return rec.allDelivered() })
+	rec.waitDelivered(t, 30*time.Second, rx)
 	stop()
 	rep := rec.check(t, Config{Leftover: e.waitEmpty(10 * time.Second)})
 	assert.Positive(t, failed, "sends failed during the outage")
