@@ -604,7 +604,12 @@ func (c *Core) Visibility(now time.Time, id uint64, receipt string, err error) {
 	delete(c.visBusy, id)
 	m := v.m
 	if m != nil && m.gen != v.gen {
-		c.settle(now) // m was settled and reused meanwhile
+		// m was settled (and maybe reused) meanwhile: as for a settled
+		// one below, its receipt is not updated.
+		if err == nil {
+			c.st.Extended++
+		}
+		c.settle(now)
 		return
 	}
 	if m == nil {
