@@ -2,6 +2,7 @@ package recvcore_test
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -968,12 +969,47 @@ func (w *world) missing() string {
 }
 
 func TestModel(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		w := newWorld(t)
-		steps := rapid.IntRange(150, 1200).Draw(t, "steps")
-		for range steps {
-			w.step()
-		}
-		w.heal()
-	})
+	rapid.Check(t, modelCase)
+}
+
+func modelCase(t *rapid.T) {
+	w := newWorld(t)
+	steps := rapid.IntRange(150, 1200).Draw(t, "steps")
+	for range steps {
+		w.step()
+	}
+	w.heal()
+}
+
+// modelSeeds are rapid seeds whose first TestModel case once failed: each
+// replays as that case on every run, whatever rapid's own seed is.
+var modelSeeds = []struct {
+	seed uint64
+	what string
+}{
+	{16899068928908532533, "shed read a cold group's park state through its nil working state (a panic)"},
+}
+
+func TestModelSeeds(t *testing.T) {
+	for _, s := range modelSeeds {
+		t.Run(fmt.Sprint(s.seed), func(t *testing.T) {
+			setFlag(t, "rapid.seed", fmt.Sprint(s.seed))
+			setFlag(t, "rapid.checks", "1")
+			t.Log(s.what)
+			rapid.Check(t, modelCase)
+		})
+	}
+}
+
+// setFlag sets a command-line flag for the rest of the test.
+func setFlag(t *testing.T, name, value string) {
+	f := flag.Lookup(name)
+	if f == nil {
+		t.Fatalf("no flag %s", name)
+	}
+	old := f.Value.String()
+	if err := flag.Set(name, value); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = flag.Set(name, old) })
 }
