@@ -158,16 +158,29 @@ func TestReceiveEpochSwitchWaitsForTheHole(t *testing.T) {
 	})
 }
 
-// TestReceiveMemoryBudget: 10,000 groups whose bodies sit far ahead of
-// their next seq (a hostile spread: each group blocked on a hole, with big
-// bodies), under a budget of 8 MiB. The heap the receiver holds stays within
-// the budget plus a constant, and the budget is what Stats reports.
+// TestReceiveMemoryBudget: groups whose bodies sit far ahead of their next
+// seq (each group blocked on a hole, with 10 KB bodies), under a budget of
+// 8 MiB: spread over 10,000 groups of one body each (most of the budget
+// goes to per-group state), and deep, 20 groups of 500 (most of it goes to
+// bodies). The heap the receiver holds stays within the budget plus a
+// constant, and the budget is what Stats reports.
 func TestReceiveMemoryBudget(t *testing.T) {
 	if testing.Short() {
-		t.Skip("allocates ~100 MB of bodies")
+		t.Skip("allocates ~100 MB of bodies per case")
 	}
+	for _, tc := range []struct {
+		name             string
+		groups, perGroup int
+	}{
+		{"spread", 10_000, 1},
+		{"deep", 20, 500},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testMemoryBudget(t, tc.groups, tc.perGroup) })
+	}
+}
+
+func testMemoryBudget(t *testing.T, groups, perGroup int) {
 	const (
-		groups = 10_000
 		budget = 8 << 20
 		// What the budget does not count: one receive batch per fetcher
 		// beyond it, the driver's and the test's own slack.
@@ -182,8 +195,13 @@ func TestReceiveMemoryBudget(t *testing.T) {
 	pad := make([]byte, 10_000)
 	var bs [][]byte
 	for g := range groups {
-		b := rxBody(fmt.Sprintf("g%05d", g), 1, uint64(2+g%5000))
-		bs = append(bs, append(b, pad...))
+		for i := range perGroup {
+			b := rxBody(fmt.Sprintf("g%05d", g), 1, uint64(2+(g+i)%5000))
+			if perGroup > 1 {
+				b = rxBody(fmt.Sprintf("g%05d", g), 1, uint64(2+i))
+			}
+			bs = append(bs, append(b, pad...))
+		}
 	}
 	rxSend(t, drv, bs)
 	bs = nil
@@ -200,8 +218,8 @@ func TestReceiveMemoryBudget(t *testing.T) {
 	}
 	st := q.Stats().Receive
 	grown := int64(peak) - int64(queued)
-	t.Logf("groups in memory %d, received %d, memory charged %d (peak %d, budget %d), heap grew %.1f MiB (budget %.1f MiB + %.1f MiB)",
-		st.Groups, st.Received, st.Memory, peakMem, budget, float64(grown)/(1<<20), float64(budget)/(1<<20), float64(constant)/(1<<20))
+	t.Logf("groups in memory %d, received %d, buffered %d, memory charged %d (peak %d, budget %d), heap grew %.1f MiB (budget %.1f MiB + %.1f MiB)",
+		st.Groups, st.Received, st.Buffered, st.Memory, peakMem, budget, float64(grown)/(1<<20), float64(budget)/(1<<20), float64(constant)/(1<<20))
 	rxClose(t, q)
 	assert.Positive(t, st.Received, "the receiver fetched")
 	assert.LessOrEqual(t, peakMem, budget+16*(10_000+1024), "charged memory stays within the budget, give or take one receive batch")

@@ -58,7 +58,10 @@ var (
 
 // Message is a message as received from the queue.
 type Message struct {
-	// Body is the message body exactly as it was passed to SendBatch.
+	// Body is the message body exactly as it was passed to SendBatch. It
+	// belongs to the caller, and shares no memory with other bodies: a
+	// receiver that keeps it charges its budget len(Body), and a body
+	// that pinned its batch's other bodies would break that bound.
 	Body []byte
 	// ID is the service's message id. Every delivery of one message carries
 	// the same ID.

@@ -459,11 +459,6 @@ func (q *Queue) olderHead(a, b int) bool {
 func (q *Queue) build(picks []pick) []*driver.Message {
 	msgs := make([]driver.Message, len(picks))
 	ptrs := make([]*driver.Message, len(picks))
-	size := 0
-	for _, p := range picks {
-		size += len(p.body)
-	}
-	bodies := make([]byte, size)
 	var sb strings.Builder
 	sb.Grow(len(picks) * (2*len(q.tag) + 32))
 	var num [16]byte
@@ -478,12 +473,14 @@ func (q *Queue) build(picks []pick) []*driver.Message {
 		ends = append(ends, sb.Len())
 	}
 	all := sb.String()
-	off, prev := 0, 0
+	prev := 0
 	for k, p := range picks {
 		m := &msgs[k]
-		n := copy(bodies[off:], p.body)
-		m.Body = bodies[off : off+n : off+n]
-		off += n
+		// Each body is an allocation of its own, as a decoded MNS body
+		// is: a receiver that keeps one must not keep its batch's others
+		// (it charges MaxMemory len(Body), see driver.Message).
+		m.Body = make([]byte, len(p.body))
+		copy(m.Body, p.body)
 		m.ID = all[prev:ends[2*k]]
 		m.Receipt = all[ends[2*k]:ends[2*k+1]]
 		prev = ends[2*k+1]
