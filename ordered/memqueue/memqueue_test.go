@@ -190,6 +190,31 @@ func TestReceipts(t *testing.T) {
 	assert.Equal(t, [2]int{0, 0}, [2]int{v, inflight}, "Len after deleting everything")
 }
 
+// TestReceiptsUpperCase: a handle whose generation is spelled in upper
+// case (base 32 reads both cases) names the issued handle without being it.
+func TestReceiptsUpperCase(t *testing.T) {
+	ctx := context.Background()
+	q := memqueue.New(nil)
+	defer q.Close()
+	sendN(t, q, 1)
+	msgs := drain(t, q)
+	require.Len(t, msgs, 1)
+	r := msgs[0].Receipt
+	// Each ChangeVisibility issues the next generation: rotate until it
+	// has a letter (generation 10 is "a").
+	for i := 0; !strings.ContainsAny(r[strings.LastIndexByte(r, '.'):], "abcdefghijklmnopqrstuv"); i++ {
+		require.Less(t, i, 100, "no letter in the generation of %q", r)
+		var err error
+		r, err = q.ChangeVisibility(ctx, r, time.Minute)
+		require.NoError(t, err)
+	}
+	g := strings.LastIndexByte(r, '.')
+	upper := r[:g] + strings.ToUpper(r[g:])
+	_, err := q.ChangeVisibility(ctx, upper, time.Minute)
+	assert.ErrorIs(t, err, driver.ErrBadReceipt, "ChangeVisibility(%q), issued as %q", upper, r)
+	require.NoError(t, q.DeleteBatch(ctx, []string{r}), "the handle as issued")
+}
+
 func TestArguments(t *testing.T) {
 	ctx := context.Background()
 	q := memqueue.New(&memqueue.Options{MaxBatch: 4, MaxBody: 10, MaxBatchBytes: 25})
