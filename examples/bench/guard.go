@@ -133,8 +133,8 @@ func guard(ctx context.Context, c *config, selected []scenario, byName map[strin
 			out = append(out, v)
 			continue
 		}
-		v.Tries = append(v.Tries, guarded(r))
 		v.Ratio = guarded(r)
+		v.Tries = append(v.Tries, v.Ratio)
 		for try := 0; v.Ratio < v.Floor && try < retries && ctx.Err() == nil; try++ {
 			fmt.Fprintf(progress, "  guard: %s at %.3g, under %.3g: again (%d of %d)\n", row.Scenario, v.Ratio, v.Floor, try+1, retries)
 			ratio, err := rerun(ctx, c, scen, s)
@@ -164,10 +164,11 @@ func rerun(ctx context.Context, c *config, scen map[string]scenario, s scenario)
 		}
 	}
 	withRatios([]scenario{b, s}, runs)
-	if guarded(runs[1]) == 0 {
+	ratio := guarded(runs[1])
+	if ratio == 0 {
 		return 0, errors.New("no ratio")
 	}
-	return guarded(runs[1]), nil
+	return ratio, nil
 }
 
 // guarded returns the ratio the guard checks: the CPU ratio if r has one,
