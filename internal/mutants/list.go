@@ -62,12 +62,12 @@ var mutants = []mutant{
 		Breaks: "an acknowledged message goes to the reaper at once, before its cursor advance is durable",
 		Edits: []edit{{
 			File: "internal/recvcore/deliver.go",
-			Old: `		c.settleMsg(g, m)
-		c.markDirty(g)
-		if sync {`,
-			New: `		c.queueDelete(now, m)
-		c.markDirty(g)
-		if sync {`,
+			Old: `	c.settleMsg(g, m)
+	c.markDirty(g)
+	if !sync {`,
+			New: `	c.queueDelete(c.now, m)
+	c.markDirty(g)
+	if !sync {`,
 		}},
 		Pkg: "./internal/crashtest",
 		Run: "^TestCrash$/^alo$",
@@ -77,12 +77,12 @@ var mutants = []mutant{
 		Breaks: "the same break, against the receive core's model test",
 		Edits: []edit{{
 			File: "internal/recvcore/deliver.go",
-			Old: `		c.settleMsg(g, m)
-		c.markDirty(g)
-		if sync {`,
-			New: `		c.queueDelete(now, m)
-		c.markDirty(g)
-		if sync {`,
+			Old: `	c.settleMsg(g, m)
+	c.markDirty(g)
+	if !sync {`,
+			New: `	c.queueDelete(c.now, m)
+	c.markDirty(g)
+	if !sync {`,
 		}},
 		Pkg: "./internal/recvcore",
 		Run: "^TestModel$",
@@ -151,8 +151,8 @@ var mutants = []mutant{
 		Name:   "group-lock",
 		Breaks: "a group whose message is out is still ready: its message is handed out a second time while the first is out",
 		Edits: []edit{{
-			File: "internal/recvcore/state.go",
-			Old:  `		return m.out == outReady || m.out == outOwed || m.out == outRetry && !now.Before(m.retryAt)`,
+			File: "internal/recvcore/group.go",
+			Old:  `		return m.out == outReady || m.out == outOwed || m.retryDue(now)`,
 			New:  `		return true`,
 		}},
 		Pkg: "./internal/crashtest",
@@ -162,8 +162,8 @@ var mutants = []mutant{
 		Name:   "group-lock-model",
 		Breaks: "the same break, against the receive core's model test",
 		Edits: []edit{{
-			File: "internal/recvcore/state.go",
-			Old:  `		return m.out == outReady || m.out == outOwed || m.out == outRetry && !now.Before(m.retryAt)`,
+			File: "internal/recvcore/group.go",
+			Old:  `		return m.out == outReady || m.out == outOwed || m.retryDue(now)`,
 			New:  `		return true`,
 		}},
 		Pkg: "./internal/recvcore",
@@ -199,13 +199,13 @@ var mutants = []mutant{
 		Edits: []edit{{
 			File: "internal/recvcore/route.go",
 			Old: `	g.held = insertAt(g.held, i, m)
-	c.buffer(m)
+	c.hold(m)
 }`,
 			New: `	g.held = insertAt(g.held, i, m)
-	c.buffer(m)
+	c.hold(m)
 	if m.seq > g.next {
 		g.held = slices.DeleteFunc(g.held, func(x *msg) bool { return x == m })
-		c.unbuffer(m)
+		c.budget.unbuffer(m)
 		c.queueDelete(now, m)
 	}
 }`,
@@ -226,13 +226,13 @@ var mutants = []mutant{
 		Edits: []edit{{
 			File: "internal/recvcore/route.go",
 			Old: `	g.held = insertAt(g.held, i, m)
-	c.buffer(m)
+	c.hold(m)
 }`,
 			New: `	g.held = insertAt(g.held, i, m)
-	c.buffer(m)
+	c.hold(m)
 	if m.seq > g.next {
 		g.held = slices.DeleteFunc(g.held, func(x *msg) bool { return x == m })
-		c.unbuffer(m)
+		c.budget.unbuffer(m)
 		c.queueDelete(now, m)
 	}
 }`,

@@ -14,34 +14,45 @@ func (c *Core) Dump() string {
 	}
 	sort.Strings(names)
 	var b strings.Builder
-	fmt.Fprintf(&b, "live=%d released=%d mem=%d ring=%d delq=%d commit=%v moving=%v\n", c.live, len(c.released), c.mem, c.ring.len(), c.delq.len(), c.commit != nil, c.moving())
+	bu := &c.budget
+	fmt.Fprintf(&b, "live=%d released=%d mem=%d ring=%d delq=%d commit=%v moving=%v\n",
+		bu.live, len(bu.released), bu.mem, c.ring.len(), c.deletes.q.len(), c.commits.batch != nil, c.moving())
 	fmt.Fprintf(&b, "timers=%d first=%v reads=%d/%d dirty=%d dirtySince=%v deadq=%d parkq=%d unparkq=%d vis.head=%v tokens=%.2f visAt=%v visBusy=%d shortq=%d idle=%v\n",
-		len(c.timers), func() any {
-			if len(c.timers) > 0 {
-				return c.timers[0]
-			}
-			return nil
-		}(), c.reads.len(), len(c.readBusy), c.dirty.len(), c.dirtySince, len(c.deadq), len(c.parkq), c.unparkq.len(),
-		func() any {
-			if c.vis.head != nil {
-				return fmt.Sprintf("%s/%d where=%d vis=%v", c.vis.head.name, c.vis.head.seq, c.vis.head.where, c.vis.head.visibleAt)
-			}
-			return nil
-		}(), c.visTokens, c.visAt, len(c.visBusy), c.shortq.len(), c.idle.head != nil)
+		len(c.timers), c.firstTimer(), c.reads.q.len(), len(c.reads.busy), c.commits.dirty.len(), c.commits.since,
+		len(c.deads.q), len(c.parks.q), c.unparks.q.len(), c.visHead(), c.vis.tokens, c.vis.at, len(c.vis.busy),
+		c.vis.shortq.len(), c.idle.head != nil)
 	for _, n := range names {
-		g := c.groups[n]
-		if g.cold() {
-			fmt.Fprintf(&b, "  %s idle (cold) epoch=%d next=%d dur=%d/%d\n", n, g.epoch, g.next, g.dur.Epoch, g.dur.Next)
-			continue
-		}
-		fmt.Fprintf(&b, "  %s %s epoch=%d next=%d dur=%d/%d ack=%d/%d held=%v newer=%d pending=%d settled=%d",
-			n, g.phase, g.epoch, g.next, g.dur.Epoch, g.dur.Next, g.ack.Epoch, g.ack.Next, seqs(g.held), len(g.newer), len(g.pending), len(g.settled))
-		if g.out != nil {
-			fmt.Fprintf(&b, " out=%d(%d)", g.out.seq, g.out.out)
-		}
-		fmt.Fprintf(&b, " far=%d..%d park=%d probed=%v stuck=%q dirty=%v uncertain=%v writing=%v\n", g.farLow, g.farHigh, g.parkLow, g.probed, g.stuck, g.dirty, g.uncertain != nil, g.writing)
+		dumpGroup(&b, c.groups[n])
 	}
 	return b.String()
+}
+
+func (c *Core) firstTimer() any {
+	if len(c.timers) > 0 {
+		return c.timers[0]
+	}
+	return nil
+}
+
+func (c *Core) visHead() any {
+	if m := c.vis.list.head; m != nil {
+		return fmt.Sprintf("%s/%d where=%d vis=%v", m.name, m.seq, m.where, m.visibleAt)
+	}
+	return nil
+}
+
+func dumpGroup(b *strings.Builder, g *group) {
+	if g.cold() {
+		fmt.Fprintf(b, "  %s idle (cold) epoch=%d next=%d dur=%d/%d\n", g.name, g.epoch, g.next, g.dur.Epoch, g.dur.Next)
+		return
+	}
+	fmt.Fprintf(b, "  %s %s epoch=%d next=%d dur=%d/%d ack=%d/%d held=%v newer=%d pending=%d settled=%d",
+		g.name, g.phase, g.epoch, g.next, g.dur.Epoch, g.dur.Next, g.ack.Epoch, g.ack.Next, seqs(g.held), len(g.newer), len(g.pending), len(g.settled))
+	if g.out != nil {
+		fmt.Fprintf(b, " out=%d(%d)", g.out.seq, g.out.out)
+	}
+	fmt.Fprintf(b, " far=%d..%d park=%d probed=%v stuck=%q dirty=%v uncertain=%v writing=%v\n",
+		g.farLow, g.farHigh, g.park.low, g.probed, g.stuck, g.dirty, g.uncertain != nil, g.writing)
 }
 
 func seqs(ms []*msg) []uint64 {

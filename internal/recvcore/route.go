@@ -10,23 +10,23 @@ import (
 
 // Arrive routes messages the queue returned.
 func (c *Core) Arrive(now time.Time, in []Incoming) {
-	c.now = now
-	c.refillUndeleted(now)
+	c.begin(now)
+	defer c.end()
 	released := c.st.Released
 	for i := range in {
 		c.arrive(now, &in[i])
 	}
+	b := &c.budget
 	if len(in) > 0 && c.st.Released-released == int64(len(in)) && c.ring.len() == 0 && c.outstanding == 0 {
 		// Nothing of the batch could be kept and nothing is being
-		// delivered: fetching runs ahead of delivery. Back off (up to maxFetchPause) instead
-		// of making the queue invisible; the message everything waits for
-		// comes with a later fetch.
-		c.useless++
-		c.fetchAfter = now.Add(min(c.backoff(c.useless), maxFetchPause))
+		// delivered: fetching runs ahead of delivery. Back off (up to
+		// maxFetchPause) instead of making the queue invisible; the
+		// message everything waits for comes with a later fetch.
+		b.useless++
+		b.fetchAfter = now.Add(min(c.backoff(b.useless), maxFetchPause))
 	} else {
-		c.useless = 0
+		b.useless = 0
 	}
-	c.settle(now)
 }
 
 // maxFetchPause caps the pause after useless fetches: long enough to let a
@@ -36,29 +36,15 @@ const maxFetchPause = 5 * time.Millisecond
 
 func (c *Core) arrive(now time.Time, in *Incoming) {
 	c.st.Received++
-	c.undelTokens--
-	m := c.take()
+	m := c.pool.take()
 	m.raw, m.id, m.receipt, m.dequeue, m.visibleAt = in.Body, in.ID, in.Receipt, in.DequeueCount, in.NextVisible
 	if m.visibleAt.IsZero() {
 		m.visibleAt = now.Add(c.cfg.Visibility)
 	}
-	c.charge(m)
-	c.live++
-	c.peakLive = max(c.peakLive, c.live)
-	c.vis.push(m)
-	h, group, payload, ok := envelope.ParseRaw(in.Body, &c.gbuf)
-	var why error
-	if ok {
-		switch {
-		case len(c.cfg.Keys) > 0:
-			h.Group = string(group)
-			if !envelope.Verify(h, payload, c.cfg.Keys...) {
-				ok, why = false, ErrBadMAC
-			}
-		case !h.Legacy && epochAhead(h.Epoch, now, c.cfg.MaxEpochAhead):
-			ok, why = false, ErrFutureEpoch
-		}
-	}
+	c.budget.charge(m)
+	c.budget.received()
+	c.vis.list.push(m)
+	h, group, payload, ok, why := c.decode(now, in.Body)
 	if in.DequeueCount > 1 {
 		m.flags |= fRedelivered
 		c.st.Redelivered++
@@ -80,6 +66,26 @@ func (c *Core) arrive(now time.Time, in *Incoming) {
 	m.name, m.epoch, m.seq, m.payload = g.name, h.Epoch, h.Seq, payload
 	c.routeTagged(now, g, m)
 	c.update(g, now)
+}
+
+// decode parses a body's header, and checks its MAC (with Config.Keys) or
+// that its epoch is not too far ahead (without): why says why a body that
+// parses is untagged.
+func (c *Core) decode(now time.Time, body []byte) (envelope.Header, []byte, []byte, bool, error) {
+	h, group, payload, ok := envelope.ParseRaw(body, &c.gbuf)
+	if !ok {
+		return h, group, payload, false, nil
+	}
+	switch {
+	case len(c.cfg.Keys) > 0:
+		h.Group = string(group)
+		if !envelope.Verify(h, payload, c.cfg.Keys...) {
+			return h, group, payload, false, ErrBadMAC
+		}
+	case !h.Legacy && epochAhead(h.Epoch, now, c.cfg.MaxEpochAhead):
+		return h, group, payload, false, ErrFutureEpoch
+	}
+	return h, group, payload, true, nil
 }
 
 // epochAhead reports whether epoch, whose high bits are the wall clock in
@@ -147,16 +153,12 @@ func (c *Core) sameCopy(now time.Time, g *group, h, m *msg) {
 func (c *Core) swapReceipt(h, m *msg) {
 	h.receipt, h.visibleAt, h.dequeue = m.receipt, m.visibleAt, max(h.dequeue, m.dequeue)
 	h.flags = h.flags&^fLapsed | fRedelivered
-	c.vis.remove(h)
+	c.vis.list.remove(h)
 	if h.where != wGone && h.where != wDelete {
-		c.vis.push(h)
+		c.vis.list.push(h)
 	}
-	c.recharge(h)
-	// m is the same queue message: it counts once.
-	c.vis.remove(m)
-	c.live--
-	c.uncharge(m)
-	m.where = wGone
+	c.budget.recharge(h)
+	c.countOnce(m)
 }
 
 // holdPending holds an arrival of a group whose cursor is being read.
@@ -172,13 +174,13 @@ func (c *Core) holdPending(now time.Time, g *group, m *msg) {
 		return
 	}
 	g.pending = append(g.pending, m)
-	c.buffer(m)
+	c.hold(m)
 }
 
 // arriveFresh handles an arrival for a group without a stored cursor.
 func (c *Core) arriveFresh(now time.Time, g *group, m *msg) {
 	if c.cfg.Start == StartFirst {
-		g.phase, g.since = phActive, now
+		c.becomeActive(g, now)
 		g.epoch, g.next = m.epoch, 1
 		c.arriveCurrent(now, g, m)
 		return
@@ -205,19 +207,14 @@ func (c *Core) endSettle(g *group, now time.Time) {
 	if first == 0 {
 		return // nothing held: wait for the next arrival
 	}
-	g.phase, g.since = phActive, now
+	c.becomeActive(g, now)
 	g.epoch, g.next = epoch, first
 	g.ack.Epoch, g.ack.Next = epoch, first
 	if first > 1 {
 		addSkipped(&g.ack, seqstore.Range{Epoch: epoch, First: 1, Last: first - 1})
 	}
 	c.markDirty(g)
-	pending := g.pending
-	g.pending = nil
-	for _, m := range pending {
-		c.unbuffer(m)
-		c.routeTagged(now, g, m)
-	}
+	c.routePending(now, g)
 }
 
 // densestRun returns the start of the longest run of consecutive seqs of
@@ -286,7 +283,7 @@ func (c *Core) demote(now time.Time, g *group, epoch uint64) {
 	g.epoch, g.next = epoch, 1
 	g.ack.Epoch, g.ack.Next = 0, 0
 	g.farLow, g.farHigh, g.gapSince, g.gapTold = 0, 0, time.Time{}, false
-	g.parkLow, g.parkHigh, g.probed = 0, 0, false
+	g.forgetPark()
 }
 
 // arriveNewer holds an arrival of a newer epoch until the group switches.
@@ -311,7 +308,7 @@ func (c *Core) arriveNewer(now time.Time, g *group, m *msg) {
 		return
 	}
 	g.newer = append(g.newer, m)
-	c.buffer(m)
+	c.hold(m)
 }
 
 // arriveCurrent handles an arrival of the group's current epoch.
@@ -344,21 +341,14 @@ func (c *Core) arriveCurrent(now time.Time, g *group, m *msg) {
 		return
 	}
 	g.held = insertAt(g.held, i, m)
-	c.buffer(m)
-}
-
-func insertAt(s []*msg, i int, m *msg) []*msg {
-	s = append(s, nil)
-	copy(s[i+1:], s[i:])
-	s[i] = m
-	return s
+	c.hold(m)
 }
 
 // tooFar handles an arrival beyond the group's window: parked when the
 // store can, else released (it comes back later).
 func (c *Core) tooFar(now time.Time, g *group, m *msg) {
 	if c.canPark(g, m) {
-		c.park(g, m)
+		c.toPark(g, m)
 		return
 	}
 	g.noteFar(m.seq)
@@ -372,7 +362,7 @@ func (c *Core) dup(now time.Time, g *group, m *msg) {
 	c.st.Duplicates++
 	c.report(Report{Kind: ReportDuplicate, Group: g.name, Epoch: m.epoch, Seq: m.seq, ID: m.id, DequeueCount: m.dequeue})
 	m.raw, m.payload = nil, nil
-	c.recharge(m)
+	c.budget.recharge(m)
 	if below(g.dur, m.epoch, m.seq) && g.uncertain == nil {
 		c.queueDelete(now, m)
 		return
@@ -431,7 +421,7 @@ func (c *Core) untagged(now time.Time, m *msg, why error) {
 	}
 	m.flags |= fUntagged
 	key := seenKey{id: m.id}
-	if _, ok := c.seen[key]; !ok {
+	if !c.unord.settled(key) {
 		c.report(Report{Kind: ReportUntagged, Msg: "untagged body", ID: m.id, DequeueCount: m.dequeue, Err: why})
 	}
 	switch c.cfg.Untagged {
@@ -441,7 +431,7 @@ func (c *Core) untagged(now time.Time, m *msg, why error) {
 		c.unorderedArrival(now, m, key, true)
 	case UntaggedReject:
 		// Left in the queue: it comes back after its visibility timeout.
-		c.remember(key)
+		c.unord.remember(c, key)
 		c.release(m, now)
 	}
 }
@@ -453,13 +443,13 @@ func (c *Core) untagged(now time.Time, m *msg, why error) {
 // message; another message is released and deleted when it comes back
 // after the first is settled).
 func (c *Core) unorderedArrival(now time.Time, m *msg, key seenKey, dead bool) {
-	if _, ok := c.seen[key]; ok {
+	if c.unord.settled(key) {
 		c.st.Duplicates++
 		c.report(Report{Kind: ReportDuplicate, Msg: "copy of a settled unordered message", Group: key.group, Epoch: m.epoch, Seq: m.seq, ID: m.id})
 		c.queueDelete(now, m)
 		return
 	}
-	if h, ok := c.unordered[key]; ok {
+	if h, ok := c.unord.held[key]; ok {
 		if h.id == m.id && h.where != wGone {
 			c.swapReceipt(h, m)
 		} else {
@@ -467,75 +457,13 @@ func (c *Core) unorderedArrival(now time.Time, m *msg, key seenKey, dead bool) {
 		}
 		return
 	}
-	c.unordered[key] = m
+	c.unord.held[key] = m
 	if dead {
 		c.queueDead(m)
 		return
 	}
-	c.buffer(m)
-	m.out = 0
-	c.ring.push(ringItem{m: m})
+	c.hold(m)
+	m.clearOut()
+	c.ring.push(ringItem{m: m, gen: m.gen})
 }
 
-// remember records an Unordered key as settled, within the memory budget:
-// the oldest keys go first when it is spent.
-func (c *Core) remember(key seenKey) {
-	delete(c.unordered, key)
-	if _, ok := c.seen[key]; ok {
-		return
-	}
-	c.seen[key] = struct{}{}
-	c.seenOrder.push(key)
-	c.mem += seenCost + len(key.group) + len(key.id)
-	for c.mem > c.cfg.MaxMemory*3/4 && c.seenOrder.len() > 0 {
-		old, _ := c.seenOrder.pop()
-		delete(c.seen, old)
-		c.st.Forgotten++
-		c.mem -= seenCost + len(old.group) + len(old.id)
-	}
-}
-
-// addSkipped adds r to the skipped ranges of cur. When more than
-// seqstore.MaxSkipped would be needed, the two closest ranges of one epoch
-// are merged into one that covers what lies between them: a seq delivered
-// in between that arrives again is then reported late (and handed out
-// flagged Unordered or dead-lettered) instead of deleted as a duplicate.
-// Nothing late is ever taken for a duplicate.
-func addSkipped(cur *seqstore.Cursor, r seqstore.Range) {
-	s := append(cur.Skipped[:len(cur.Skipped):len(cur.Skipped)], r)
-	for len(s) > seqstore.MaxSkipped {
-		bi, bj := -1, -1
-		var gap uint64
-		for i := range s {
-			for j := range s {
-				if i == j || s[i].Epoch != s[j].Epoch || s[i].First > s[j].First {
-					continue
-				}
-				var d uint64
-				if s[j].First > s[i].Last {
-					d = s[j].First - s[i].Last
-				}
-				if bi < 0 || d < gap {
-					bi, bj, gap = i, j, d
-				}
-			}
-		}
-		if bi < 0 {
-			// Every range has its own epoch: drop the oldest epoch's. Its
-			// seqs are then late by default (an older epoch with no
-			// record), never duplicates.
-			oldest := 0
-			for i := range s {
-				if s[i].Epoch < s[oldest].Epoch {
-					oldest = i
-				}
-			}
-			s = append(s[:oldest], s[oldest+1:]...)
-			continue
-		}
-		merged := seqstore.Range{Epoch: s[bi].Epoch, First: s[bi].First, Last: max(s[bi].Last, s[bj].Last)}
-		s[bi] = merged
-		s = append(s[:bj], s[bj+1:]...)
-	}
-	cur.Skipped = s
-}

@@ -259,9 +259,16 @@ type Ready struct {
 	Scans       []Scan
 	Reports     []Report
 	Resolved    []Resolution
+
+	// What holds until the next event: Available, whether Next may hand a
+	// message out; Room, how many messages the fetchers may receive (see
+	// Core.Room); Wake, when to Tick (zero: no timer is due).
+	Available bool
+	Room      int
+	Wake      time.Time
 }
 
-// Empty reports whether r holds nothing to do.
+// Empty reports whether r holds no action, report or resolution.
 func (r *Ready) Empty() bool {
 	return len(r.Reads) == 0 && len(r.Commits) == 0 && len(r.Deletes) == 0 && len(r.Visibility) == 0 &&
 		len(r.DeadLetters) == 0 && len(r.Parks) == 0 && len(r.Unparks) == 0 && len(r.Scans) == 0 && len(r.Reports) == 0 && len(r.Resolved) == 0

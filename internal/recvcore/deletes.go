@@ -1,0 +1,183 @@
+package recvcore
+
+import (
+	"errors"
+	"time"
+)
+
+// Limits of the actions the Core asks for.
+const (
+	maxDeletesInFlight    = 4
+	maxVisibilityInFlight = 8
+	maxUnparkQueries      = 64
+	maxUnparkEntries      = 256
+	maxDeleteTries        = 5
+	maxDeadTries          = 5
+)
+
+// deleteLane deletes receipts from the queue in batches of the driver's
+// size: a full batch at once, a partial one after ReapInterval (at once when
+// a hand-out waits for it, or the Core closes).
+type deleteLane struct {
+	lane
+	q      fifo[*msg]
+	since  time.Time // the oldest delete waiting
+	urgent bool      // a hand-out waits for a delete: send the partial batch now
+	busy   map[uint64]delBatch
+	spare  []delBatch // recycled lists of Delete actions
+}
+
+// delBatch is a Delete in flight: its messages and the receipts the shell
+// was given. Both are recycled once Deleted answers.
+type delBatch struct {
+	ms       []*msg
+	receipts []string
+}
+
+func (l *deleteLane) init() {
+	l.lane = lane{limit: maxDeletesInFlight}
+	l.busy = make(map[uint64]delBatch)
+}
+
+// push queues m's receipt.
+func (l *deleteLane) push(now time.Time, m *msg) {
+	if l.q.len() == 0 {
+		l.since = now
+	}
+	l.q.push(m)
+}
+
+func (l *deleteLane) due(c *Core) time.Time {
+	if l.q.len() == 0 || l.inFlight >= l.limit {
+		return time.Time{}
+	}
+	if l.urgent {
+		return c.now
+	}
+	return l.since.Add(c.cfg.ReapInterval)
+}
+
+func (l *deleteLane) flushed(c *Core) bool { return l.idle() && l.q.len() == 0 }
+
+func (l *deleteLane) ready(c *Core, now time.Time, rd *Ready) {
+	full := l.q.len() >= c.cfg.MaxBatch
+	due := l.q.len() > 0 && (c.closing || l.urgent || !now.Before(l.since.Add(c.cfg.ReapInterval)))
+	if due {
+		l.urgent = false
+	}
+	for l.inFlight < l.limit && (full || due) {
+		n := min(l.q.len(), c.cfg.MaxBatch)
+		if n == 0 {
+			break
+		}
+		b := l.batch(n, c.cfg.MaxBatch)
+		for range n {
+			m, _ := l.q.pop()
+			b.ms = append(b.ms, m)
+			b.receipts = append(b.receipts, m.receipt)
+		}
+		id := c.id()
+		l.busy[id] = b
+		l.inFlight++
+		rd.Deletes = append(rd.Deletes, Delete{ID: id, Receipts: b.receipts})
+		full = l.q.len() >= c.cfg.MaxBatch
+		due = due && l.q.len() > 0
+		l.since = now
+	}
+}
+
+// batch returns an empty delBatch for n receipts, recycled when one is spare.
+func (l *deleteLane) batch(n, size int) delBatch {
+	if k := len(l.spare); k > 0 && cap(l.spare[k-1].ms) >= n {
+		b := l.spare[k-1]
+		l.spare = l.spare[:k-1]
+		return b
+	}
+	return delBatch{make([]*msg, 0, size), make([]string, 0, size)}
+}
+
+// Deleted reports the outcome of the Delete action id, one result per
+// receipt; nil results mean every receipt was deleted.
+func (c *Core) Deleted(now time.Time, id uint64, res []DeleteResult) {
+	c.begin(now)
+	defer c.end()
+	l := &c.deletes
+	b, ok := l.busy[id]
+	if !ok {
+		return
+	}
+	delete(l.busy, id)
+	l.inFlight--
+	for i, m := range b.ms {
+		var r DeleteResult
+		switch {
+		case res == nil:
+		case i < len(res):
+			r = res[i]
+		default:
+			r = DeleteResult{Err: errors.New("no result"), Retry: true}
+		}
+		if m.waitsForAny(outDelete, outAbandoned) {
+			c.deletedBeforeHandOut(now, m, r)
+			continue
+		}
+		c.deletedOne(now, m, r)
+	}
+	if len(l.spare) < maxDeletesInFlight {
+		clear(b.ms)
+		clear(b.receipts)
+		l.spare = append(l.spare, delBatch{b.ms[:0], b.receipts[:0]})
+	}
+}
+
+// deletedOne applies the outcome r of m's delete.
+func (c *Core) deletedOne(now time.Time, m *msg, r DeleteResult) {
+	switch {
+	case r.Err == nil:
+		c.st.Deleted++
+		if m.has(fDup) {
+			c.st.DuplicatesReaped++
+		}
+		c.budget.undelTokens++
+		c.gone(m)
+	case r.Stale:
+		c.st.StaleReceipts++
+		c.gone(m)
+	case r.Retry && m.tries+1 < maxDeleteTries && !c.closing:
+		m.tries++
+		c.deletes.push(now, m)
+	default:
+		c.report(Report{Kind: ReportWarn, Msg: "delete failed; the message comes back and is deleted then", ID: m.id, Err: r.Err})
+		c.gone(m)
+	}
+}
+
+// deletedBeforeHandOut completes an AtMostOnce Unordered hand-out, which
+// waits for its delete.
+func (c *Core) deletedBeforeHandOut(now time.Time, m *msg, r DeleteResult) {
+	switch {
+	case r.Err == nil:
+		c.st.Deleted++
+		c.deletedFirst(m)
+		if m.out == outAbandoned {
+			m.ready()
+			c.ring.push(ringItem{m: m, gen: m.gen})
+		} else {
+			m.handed()
+		}
+		c.resolve(m.ticket, nil)
+		m.ticket = 0
+	case r.Retry && m.tries+1 < maxDeleteTries:
+		m.tries++
+		c.deletes.push(now, m)
+	default:
+		// Someone else may hold it now: do not hand it out.
+		if m.out == outDelete {
+			c.outstanding-- // the Receive waiting for it drops it
+		}
+		c.resolve(m.ticket, r.Err)
+		m.ticket = 0
+		c.unord.forget(unorderedKey(m))
+		c.gone(m)
+	}
+}

@@ -1,0 +1,259 @@
+package recvcore
+
+import "time"
+
+// A message's state changes only in this file: where it is (held, out,
+// settled, on its way to a delete, a dead letter or the park, gone) and,
+// while it is out, what its hand-out waits for.
+
+// where is the place of a message in the Core: exactly one at a time.
+type where uint8
+
+const (
+	wHeld    where = iota + 1 // waiting for its turn: g.held, g.newer, g.pending, or an Unordered one in the ring
+	wOut                      // handed out, or waiting to be handed out again (g.out)
+	wSettled                  // acked or a duplicate: waits for the durable cursor past it (g.settled)
+	wDelete                   // queued for delete, or being deleted
+	wDead                     // being dead-lettered
+	wPark                     // being parked
+	wGone                     // deleted, released or dropped: no longer held
+)
+
+// msg flags.
+const (
+	fRedelivered uint8 = 1 << iota
+	fDup               // a copy of a handled message
+	fLate              // an older epoch or a skipped seq
+	fUntagged          // no valid header
+	fStored            // read back from the park: no receipt, not in the queue
+	fLapsed            // its visibility ended: the receipt may be stale
+	fSpare             // made by unsettle: recycled once gone (see Core.take)
+	fNoPark            // the store refused to park it for good: never parked again
+)
+
+// msg is one message held by the Core.
+type msg struct {
+	g          *group // nil for an Unordered message
+	name       string // group name (also for Unordered ones)
+	epoch, seq uint64
+	raw        []byte // the body as received (dropped once acked)
+	payload    []byte // raw without the header
+	id         string
+	receipt    string
+	dequeue    int
+	visibleAt  time.Time
+	cost       int
+	attempt    int
+	tries      int // failed deletes, dead letters or parks
+	where      where
+	flags      uint8
+	out        outState // while wOut
+	gen        uint32   // counts the msg's reuses: a Delivery of an earlier use no longer matches
+	retryAt    time.Time
+	ticket     Ticket // AtMostOnce: the hand-out waiting for its commit or delete
+
+	vprev, vnext *msg // the visibility list, while it holds a live receipt
+	inVis        bool
+}
+
+func (m *msg) has(f uint8) bool { return m.flags&f != 0 }
+
+// live reports whether m holds a receipt of a message not yet deleted.
+func (m *msg) live() bool { return !m.has(fStored) && m.where != wGone }
+
+// outState refines wOut: what the hand-out waits for.
+type outState uint8
+
+const (
+	outHanded    outState = iota + 1 // with the application
+	outRetry                         // waiting for its retry backoff
+	outReady                         // waits to be handed out (a retry that is due, or an owed AtMostOnce message)
+	outCommit                        // AtMostOnce: handed out once its cursor advance is durable
+	outOwed                          // AtMostOnce: committed, but the Receive waiting for it gave up
+	outAbandoned                     // AtMostOnce: the Receive gave up while the commit was in flight
+	outDead                          // being dead-lettered (PoisonDeadLetter)
+	outDelete                        // AtMostOnce Unordered: handed out once deleted
+	outSkipped                       // AtMostOnce: given up at close, marked skipped in the cursor
+)
+
+// hold makes m wait for its turn (in a group's lists, or in the ring for
+// an Unordered message), counted as buffered.
+func (c *Core) hold(m *msg) {
+	m.where = wHeld
+	c.budget.buffer(m)
+}
+
+// takeOut hands m out: it leaves its wait.
+func (c *Core) takeOut(m *msg) {
+	if m.where == wHeld {
+		c.budget.unbuffer(m)
+	}
+	m.where = wOut
+}
+
+// The states of a hand-out.
+
+func (m *msg) handed()                        { m.out = outHanded }
+func (m *msg) ready()                         { m.out = outReady }
+func (m *msg) owe()                           { m.out = outOwed }
+func (m *msg) abandoned()                     { m.out = outAbandoned }
+func (m *msg) deadOut()                       { m.out = outDead }
+func (m *msg) skippedOut()                    { m.out = outSkipped }
+func (m *msg) retryLater(at time.Time)        { m.out, m.retryAt = outRetry, at }
+func (m *msg) awaitCommit(t Ticket)           { m.out, m.ticket = outCommit, t }
+func (m *msg) awaitDelete(t Ticket)           { m.out, m.ticket = outDelete, t }
+func (m *msg) clearOut()                      { m.out = 0 }
+func (m *msg) waitsFor(st outState) bool      { return m.where == wOut && m.out == st }
+func (m *msg) retryDue(now time.Time) bool    { return m.out == outRetry && !now.Before(m.retryAt) }
+func (m *msg) waitsForAny(a, b outState) bool { return m.where == wOut && (m.out == a || m.out == b) }
+
+// settleMsg keeps of m, acknowledged or a duplicate, what deleting it takes
+// once the cursor past it is durable. A message read back from the park has
+// nothing to delete: the advance removes it from the park.
+func (c *Core) settleMsg(g *group, m *msg) {
+	if m.has(fStored) || m.receipt == "" {
+		c.gone(m)
+		return
+	}
+	e := settledEntry{epoch: m.epoch, seq: m.seq, receipt: m.receipt, dup: m.has(fDup)}
+	// The receipt stays held: live counts it until the delete.
+	c.vis.list.remove(m)
+	c.budget.uncharge(m)
+	m.where, m.raw, m.payload = wGone, nil, nil
+	g.settled = append(g.settled, e)
+	c.budget.mem += settledCost + len(e.receipt)
+}
+
+// unsettle makes a settled entry a message again, to delete or release it.
+// Such messages are never seen outside the Core: they are recycled.
+func (c *Core) unsettle(e settledEntry) *msg {
+	c.budget.mem -= settledCost + len(e.receipt)
+	m := c.pool.take()
+	m.epoch, m.seq, m.receipt, m.where, m.flags = e.epoch, e.seq, e.receipt, wHeld, fLapsed|fSpare
+	if e.dup {
+		m.flags |= fDup
+	}
+	c.budget.charge(m)
+	return m
+}
+
+// queueDelete queues m's receipt for deletion. Its cursor is durable, it is
+// a proven duplicate, or it is an Unordered message that was settled.
+func (c *Core) queueDelete(now time.Time, m *msg) {
+	if m.has(fStored) || m.receipt == "" {
+		c.gone(m)
+		return
+	}
+	m.where = wDelete
+	c.vis.list.remove(m)
+	m.raw, m.payload = nil, nil
+	c.budget.recharge(m)
+	c.deletes.push(now, m)
+}
+
+// queueDead queues m to be sent to the dead-letter queue. A message out
+// (a poison one) stays out until its dead letter is sent.
+func (c *Core) queueDead(m *msg) {
+	if m.where == wHeld {
+		c.budget.unbuffer(m)
+	}
+	if m.where != wOut {
+		m.where = wDead
+	}
+	c.deads.q = append(c.deads.q, m)
+}
+
+// toPark queues m, held for g, to be parked in the store and then deleted
+// from the queue.
+func (c *Core) toPark(g *group, m *msg) {
+	m.where = wPark
+	c.parks.q = append(c.parks.q, m)
+	g.park.parking++
+}
+
+// requeueHeld makes a message that came back from a lane (a park refused,
+// a dead letter given up) held again, for its next fate.
+func (m *msg) requeueHeld() { m.where = wHeld }
+
+// gone forgets m: it no longer holds a receipt.
+func (c *Core) gone(m *msg) {
+	if m.where == wGone {
+		return
+	}
+	if m.live() {
+		c.budget.live--
+	}
+	m.where = wGone
+	c.vis.list.remove(m)
+	c.budget.uncharge(m)
+	m.raw, m.payload = nil, nil
+	if m.has(fSpare) {
+		c.pool.recycle(m)
+	}
+}
+
+// deletedFirst records that m, an AtMostOnce Unordered message, was
+// deleted before its hand-out: it holds no receipt any more.
+func (c *Core) deletedFirst(m *msg) {
+	c.budget.live--
+	m.flags |= fStored
+}
+
+// release gives m back to the queue unprocessed: it is forgotten here and
+// comes back after its visibility timeout, which is shortened when the
+// request budget allows so that it comes back soon.
+func (c *Core) release(m *msg, now time.Time) {
+	if m.has(fStored) {
+		c.gone(m)
+		return
+	}
+	c.st.Released++
+	if m.visibleAt.After(now) {
+		e := c.budget.addReleased(m.visibleAt, m.receipt)
+		if m.receipt != "" && !m.has(fLapsed) && m.visibleAt.Sub(now) > 2*c.cfg.ShortVisibility {
+			c.vis.shorten(e, c.cfg.MaxBatch)
+		}
+	}
+	c.gone(m)
+}
+
+// maxSpare bounds the msgs kept for reuse: about 250 KB.
+const maxSpare = 1024
+
+// msgPool keeps msgs for reuse, to save an allocation per arrival and per
+// delete of a settled message. A msg is reused only once nothing in the
+// Core refers to it: after a settling Ack (the application's Delivery
+// still does, and check tells it apart by the generation), or once a
+// spare one is gone.
+type msgPool struct{ spare []*msg }
+
+// take returns a zero msg, reused when one is spare.
+func (p *msgPool) take() *msg {
+	n := len(p.spare)
+	if n == 0 {
+		return new(msg)
+	}
+	m := p.spare[n-1]
+	p.spare[n-1] = nil
+	p.spare = p.spare[:n-1]
+	m.where = 0 // as new: not gone
+	return m
+}
+
+// recycle keeps m, which nothing in the Core refers to any more, for take.
+func (p *msgPool) recycle(m *msg) {
+	if len(p.spare) >= maxSpare {
+		return
+	}
+	*m = msg{where: wGone, gen: m.gen + 1}
+	p.spare = append(p.spare, m)
+}
+
+// countOnce drops m, another receipt of a message the Core holds (which
+// took m's receipt): the queue counts the message once.
+func (c *Core) countOnce(m *msg) {
+	c.vis.list.remove(m)
+	c.budget.live--
+	c.budget.uncharge(m)
+	m.where = wGone
+}

@@ -1,0 +1,213 @@
+package recvcore
+
+import (
+	"time"
+
+	"github.com/inorder/inorder/seqstore"
+)
+
+// A group's phase changes only in this file, in its become* functions.
+
+// phase is a group's state.
+type phase uint8
+
+const (
+	phLoading   phase = iota + 1 // its cursor is being read
+	phFresh                      // no stored cursor: StartLowest settling, or waiting for a first arrival
+	phActive                     // handing out
+	phResolving                  // re-reading its cursor after a conflict or an ambiguous write
+	phFailed                     // a permanent store error: retried after RetryMax
+	phEvicted                    // dropped from memory
+)
+
+func (p phase) String() string {
+	return [...]string{"", "loading", "fresh", "active", "resolving", "failed", "evicted"}[p]
+}
+
+// become moves g to phase p, and tells a tracer (the scripts print phase
+// changes).
+func (c *Core) become(g *group, p phase) {
+	if g.phase == p {
+		return
+	}
+	if c.trace != nil {
+		c.trace(g.name, g.phase, p)
+	}
+	g.phase = p
+}
+
+// group returns the group named name, creating it (its cursor is then read
+// from the store) or waking it from the idle list.
+func (c *Core) group(now time.Time, name string) *group {
+	g := c.groups[name]
+	if g == nil {
+		g = &group{name: name, groupCold: &groupCold{}}
+		c.groups[name] = g
+		c.becomeLoading(g, now)
+		c.budget.recost(g)
+		return g
+	}
+	c.unlist(g)
+	g.wake()
+	return g
+}
+
+// becomeLoading reads g's cursor.
+func (c *Core) becomeLoading(g *group, now time.Time) {
+	c.become(g, phLoading)
+	g.since = now
+	c.reads.need(g)
+}
+
+// becomeResolving re-reads g's cursor after a refused or ambiguous write;
+// nothing of g is handed out meanwhile.
+func (c *Core) becomeResolving(g *group) {
+	if g.phase == phResolving {
+		return
+	}
+	c.become(g, phResolving)
+	c.reads.need(g)
+	g.inRing = false
+}
+
+// becomeFresh waits for g's first arrivals: no cursor is stored.
+func (c *Core) becomeFresh(g *group, now time.Time) {
+	c.become(g, phFresh)
+	g.since = now
+}
+
+// becomeActive hands out g's messages from next on.
+func (c *Core) becomeActive(g *group, now time.Time) {
+	c.become(g, phActive)
+	g.since = now
+}
+
+// becomeLoaded starts g at cursor cur, read from the store.
+func (c *Core) becomeLoaded(g *group, now time.Time, cur seqstore.Cursor) {
+	g.dur, g.ack = cur, cloneCursor(cur)
+	g.epoch, g.next = cur.Epoch, max(cur.Next, 1)
+	g.started = false
+	g.forgetPark()
+	g.uncertain = nil
+	c.clearStuck(g, "store")
+	c.clearStuck(g, "conflict")
+	if cur.Next == 0 {
+		c.becomeFresh(g, now)
+	} else {
+		c.becomeActive(g, now)
+	}
+	c.routePending(now, g)
+	c.update(g, now)
+}
+
+// becomeFailed stops g after a store error that retrying soon cannot fix
+// (corrupt stored state, a refused advance): it is reported stuck, lets go
+// of what it holds (those messages come back from the queue), and its
+// cursor is read again after RetryMax.
+func (c *Core) becomeFailed(g *group, now time.Time, err error) {
+	c.become(g, phFailed)
+	g.since = now
+	c.setStuck(g, now, "store", err)
+	c.report(Report{Kind: ReportStuck, Msg: "group stopped by a store error", Group: g.name, Epoch: g.ack.Epoch, Seq: g.ack.Next, Err: err})
+	c.dropHeld(g, func(m *msg) { c.release(m, now) })
+	for _, w := range g.tickets {
+		c.resolve(w.t, err)
+	}
+	g.tickets = nil
+	c.addTimer(timer{at: now.Add(c.cfg.RetryMax), kind: tFailed, g: g})
+}
+
+// becomeEvicted drops g from memory: its cursor is in the store.
+func (c *Core) becomeEvicted(g *group) {
+	c.unlist(g)
+	c.become(g, phEvicted)
+	delete(c.groups, g.name)
+	c.budget.mem -= g.cost
+	g.cost = 0
+	c.st.Evicted++
+}
+
+func (c *Core) setStuck(g *group, now time.Time, reason string, err error) {
+	if g.stuck != reason {
+		g.stuck, g.since = reason, now
+	}
+	g.stuckErr = err
+	c.stuck[g] = struct{}{}
+}
+
+func (c *Core) clearStuck(g *group, reason string) {
+	if g.stuck == reason {
+		g.stuck, g.stuckErr = "", nil
+		delete(c.stuck, g)
+	}
+}
+
+// unlist takes g off the idle list.
+func (c *Core) unlist(g *group) {
+	if g.list == onIdle {
+		c.idle.remove(g)
+		g.list = onNoList
+	}
+}
+
+// goIdle notes that g holds and waits for nothing: its working state is
+// dropped compactDelay later, and the group itself after IdleEvict.
+func (c *Core) goIdle(g *group, now time.Time) {
+	g.idleAt = now
+	if !g.compactQueued {
+		g.compactQueued = true
+		c.compactq.push(compactItem{g: g, at: now})
+	}
+	if c.cfg.IdleEvict >= 0 && g.list == onNoList {
+		g.idleSince = now
+		g.list = onIdle
+		c.idle.push(g)
+	}
+}
+
+// compactDelay is how long a group stays idle before it drops its working
+// state: a busy group goes idle between two messages, and must not pay an
+// allocation for each.
+const compactDelay = 5 * time.Second
+
+// compact drops the working state of the groups idle for compactDelay. It
+// runs from Tick, at the end of the event: the next event that touches such
+// a group wakes it first.
+func (c *Core) compact(now time.Time) {
+	for {
+		it, ok := c.compactq.peek()
+		if !ok || now.Before(it.at.Add(compactDelay)) {
+			return
+		}
+		c.compactq.pop()
+		g := it.g
+		g.compactQueued = false
+		if g.phase == phEvicted || g.cold() || !g.empty() {
+			continue
+		}
+		if now.Before(g.idleAt.Add(compactDelay)) {
+			// Busy again in between, idle again since: look later.
+			g.compactQueued = true
+			c.compactq.push(compactItem{g: g, at: g.idleAt})
+			continue
+		}
+		g.held, g.settled = nil, nil
+		g.groupCold = nil
+		c.budget.recost(g)
+	}
+}
+
+type compactItem struct {
+	g  *group
+	at time.Time
+}
+
+// evictIdle drops the groups idle for IdleEvict.
+func (c *Core) evictIdle(now time.Time) {
+	if c.cfg.IdleEvict < 0 {
+		return
+	}
+	for g := c.idle.head; g != nil && !now.Before(g.idleSince.Add(c.cfg.IdleEvict)); g = c.idle.head {
+		c.becomeEvicted(g)
+	}
+}

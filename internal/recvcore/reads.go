@@ -1,0 +1,262 @@
+package recvcore
+
+import (
+	"errors"
+	"time"
+
+	"github.com/inorder/inorder/seqstore"
+)
+
+// readLane reads cursors: of new groups, and again to settle a write whose
+// outcome is unknown or a conflict. One read is in flight at a time.
+type readLane struct {
+	lane
+	q    fifo[*group]
+	busy map[uint64][]*group
+}
+
+func (l *readLane) init() {
+	l.lane = lane{what: "read cursors", limit: 1}
+	l.busy = make(map[uint64][]*group)
+}
+
+// need queues g's cursor to be read.
+func (l *readLane) need(g *group) {
+	if !g.toRead {
+		g.toRead = true
+		l.q.push(g)
+	}
+}
+
+// loading reports whether cursors are queued or being read.
+func (l *readLane) loading() bool { return l.q.len() > 0 || len(l.busy) > 0 }
+
+func (l *readLane) due(c *Core) time.Time {
+	if l.q.len() > 0 && l.idle() {
+		return l.after
+	}
+	return time.Time{}
+}
+
+func (l *readLane) flushed(c *Core) bool { return len(l.busy) == 0 }
+
+func (l *readLane) ready(c *Core, now time.Time, rd *Ready) {
+	if !l.open(now) || l.q.len() == 0 {
+		return
+	}
+	var gs []*group
+	var streams []seqstore.Stream
+	for l.q.len() > 0 && len(gs) < c.cfg.MaxAdvances {
+		g, _ := l.q.pop()
+		if !g.toRead || g.phase == phEvicted {
+			g.toRead = false
+			continue
+		}
+		gs = append(gs, g)
+		streams = append(streams, c.stream(g.name))
+	}
+	if len(gs) == 0 {
+		return
+	}
+	id := c.id()
+	l.busy[id] = gs
+	l.inFlight++
+	rd.Reads = append(rd.Reads, Read{ID: id, Streams: streams})
+}
+
+// Read reports the outcome of the Read action id: one cursor per stream,
+// in order, or err.
+func (c *Core) Read(now time.Time, id uint64, curs []seqstore.Cursor, err error) {
+	c.begin(now)
+	defer c.end()
+	l := &c.reads
+	gs, ok := l.busy[id]
+	if !ok {
+		return
+	}
+	delete(l.busy, id)
+	l.inFlight--
+	failed := false
+	for i, g := range gs {
+		g.toRead = false
+		if g.phase == phEvicted {
+			continue
+		}
+		e := seqstore.Failed(err, i, len(gs))
+		switch {
+		case e != nil && permanent(e):
+			c.becomeFailed(g, now, e)
+		case e != nil || i >= len(curs):
+			failed = true
+			l.need(g)
+		default:
+			c.cursorRead(now, g, curs[i])
+		}
+	}
+	if failed {
+		c.failed(&l.lane, err)
+	} else {
+		l.succeeded()
+	}
+}
+
+// permanent reports whether a store error for one stream will not go away
+// by retrying soon.
+func permanent(err error) bool {
+	return errors.Is(err, seqstore.ErrCorrupt) || errors.Is(err, seqstore.ErrInvalidStream) ||
+		errors.Is(err, seqstore.ErrInvalidArgument) || errors.Is(err, seqstore.ErrOverflow)
+}
+
+func (c *Core) cursorRead(now time.Time, g *group, cur seqstore.Cursor) {
+	switch g.phase {
+	case phLoading, phFailed:
+		c.becomeLoaded(g, now, cur)
+	case phResolving:
+		c.resolveConflict(now, g, cur)
+		c.routePending(now, g)
+	default:
+		switch {
+		case g.uncertain != nil:
+			c.settleUncertain(now, g, cur)
+		case !g.writing && !sameCursor(cur, g.dur):
+			// Read again while waiting on a hole, and someone else moved
+			// the cursor: a conflict, settled like one.
+			c.resolveConflict(now, g, cur)
+			c.routePending(now, g)
+		}
+	}
+	c.update(g, now)
+}
+
+// settleUncertain compares the cursor read with the write whose outcome
+// was unknown: applied, not applied (written again), or someone else's.
+func (c *Core) settleUncertain(now time.Time, g *group, cur seqstore.Cursor) {
+	to := *g.uncertain
+	g.uncertain = nil
+	switch {
+	case sameCursor(cur, to):
+		c.durable(now, g, to)
+	case sameCursor(cur, g.dur):
+		c.markDirty(g)
+	default:
+		c.resolveConflict(now, g, cur)
+	}
+}
+
+// resolveConflict settles a conflict with the cursor read: when the store
+// holds what this Core last knew, there is none; when it is behind what
+// this Core acknowledged, the advance is written again from it (nothing
+// acknowledged is delivered twice), in an older epoch too (going back to
+// it would hand out its later seqs after the newer epoch's message the
+// application holds or acked); otherwise someone else is ahead, and
+// the group continues from the stored cursor: what it holds below it is
+// deleted, the rest is routed again.
+func (c *Core) resolveConflict(now time.Time, g *group, cur seqstore.Cursor) {
+	c.become(g, phActive)
+	if g.uncertain != nil {
+		c.settleUncertain(now, g, cur)
+		return
+	}
+	if sameCursor(cur, g.dur) {
+		c.clearStuck(g, "conflict")
+		c.markDirty(g)
+		return
+	}
+	c.st.Conflicts++
+	c.report(Report{Kind: ReportConflict, Msg: "cursor conflict: is a second receiver consuming this queue?",
+		Group: g.name, Epoch: cur.Epoch, Seq: cur.Next, Err: g.stuckErr})
+	for _, w := range g.tickets {
+		c.resolve(w.t, ErrConflict)
+	}
+	g.tickets = nil
+	c.dropAwaitedCommit(now, g)
+	if c.cfg.Mode != ExactlyOnce && behind(cur, g.ack) {
+		g.dur = cur
+		c.markDirty(g)
+		return
+	}
+	c.moveTo(now, g, cur)
+}
+
+// dropAwaitedCommit takes back g's AtMostOnce hand-out whose commit a
+// conflict refused: it was not ours to hand out.
+func (c *Core) dropAwaitedCommit(now time.Time, g *group) {
+	m := g.out
+	if m == nil || m.out != outCommit && m.out != outAbandoned {
+		return
+	}
+	if m.out == outCommit {
+		c.outstanding-- // the Receive waiting for it drops it
+	}
+	c.resolve(m.ticket, ErrConflict)
+	m.ticket = 0
+	g.out = nil
+	c.requeue(now, g, m)
+}
+
+// moveTo continues g from cur, someone else's cursor ahead of this Core's.
+func (c *Core) moveTo(now time.Time, g *group, cur seqstore.Cursor) {
+	g.dur, g.ack = cur, cloneCursor(cur)
+	if cur.Next == 0 {
+		c.become(g, phFresh)
+	}
+	g.epoch, g.next = cur.Epoch, max(cur.Next, 1)
+	if m := g.out; m != nil && m.epoch == g.epoch && m.seq == g.next {
+		// The seq the store expects next is out: with the application,
+		// or waiting for its retry (a Nack) or its dead-lettering. The
+		// group goes on after it (its Ack advances the cursor from here);
+		// left at it, next would stay behind the cursor once that Ack is
+		// durable, waiting forever for a seq already handled.
+		g.next = m.seq + 1
+	}
+	g.forgetPark()
+	if m := g.out; m != nil && m.out != outHanded && below(cur, m.epoch, m.seq) {
+		g.out = nil
+		m.flags |= fDup
+		c.queueDelete(now, m)
+	}
+	var again []*msg
+	c.dropHeld(g, func(m *msg) { again = append(again, m) })
+	for _, m := range again {
+		if m.where == wHeld && m.raw == nil && !m.has(fStored) && m.g == nil {
+			// Settled (acked or duplicate): handled by someone.
+			if below(cur, m.epoch, m.seq) {
+				c.queueDelete(now, m)
+			} else {
+				c.release(m, now)
+			}
+			continue
+		}
+		c.routeTagged(now, g, m)
+	}
+}
+
+// routePending routes what arrived while g's cursor was read again.
+func (c *Core) routePending(now time.Time, g *group) {
+	if g.phase != phActive && g.phase != phFresh {
+		return
+	}
+	pending := g.pending
+	g.pending = nil
+	for _, m := range pending {
+		c.budget.unbuffer(m)
+		c.routeTagged(now, g, m)
+	}
+}
+
+// requeue puts a message that was never seen by the application back as an
+// arrival of g.
+func (c *Core) requeue(now time.Time, g *group, m *msg) {
+	m.clearOut()
+	m.attempt = max(m.attempt-1, 0)
+	c.routeTagged(now, g, m)
+}
+
+// conflicted handles a refused advance: someone else moved g's cursor, as
+// far as the store says. The cursor is read again to tell a real second
+// receiver from this receiver's own write that took effect.
+func (c *Core) conflicted(g *group, cause error) {
+	g.conflictTold = false
+	g.stuckErr = cause
+	c.becomeResolving(g)
+}
