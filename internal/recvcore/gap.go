@@ -44,12 +44,6 @@ func (c *Core) clearGap(g *group) {
 	c.clearStuck(g, "gap")
 }
 
-
-
-
-
-
-
 // checkGap starts, reports or skips a hole: g's next seq is missing while
 // later ones are known. The hole ages while the park is read (a read in
 // flight does not hide a stuck group); skip reads the park before it skips.
@@ -194,4 +188,3 @@ func (c *Core) checkEpoch(g *group, now time.Time) {
 		c.arriveCurrent(now, g, m)
 	}
 }
-

@@ -466,4 +466,3 @@ func (c *Core) unorderedArrival(now time.Time, m *msg, key seenKey, dead bool) {
 	m.clearOut()
 	c.ring.push(ringItem{m: m, gen: m.gen})
 }
-
