@@ -52,22 +52,22 @@ func undeletedBurst(cfg *Config) float64 {
 // changed whenever it drops its body; a group's cost follows its slices.
 
 func (b *budget) charge(m *msg) {
-	m.cost = msgCost + len(m.raw) + len(m.id) + len(m.receipt)
-	b.mem += m.cost
+	m.cost = int32(msgCost + len(m.raw) + len(m.id) + len(m.receipt))
+	b.mem += int(m.cost)
 }
 
 func (b *budget) recharge(m *msg) {
-	b.mem -= m.cost
+	b.mem -= int(m.cost)
 	b.charge(m)
 }
 
 func (b *budget) uncharge(m *msg) {
-	b.mem -= m.cost
+	b.mem -= int(m.cost)
 	m.cost = 0
 }
 
 func (b *budget) recost(g *group) {
-	n := groupCost + len(g.name) + slotCost*cap(g.held) + 48*cap(g.settled) + 24*(cap(g.ack.Skipped)+cap(g.dur.Skipped))
+	n := groupCost + len(g.name) + slotCost*cap(g.held) + settledCost*cap(g.settled) + 24*(cap(g.ack.Skipped)+cap(g.dur.Skipped))
 	if !g.cold() {
 		n += coldCost + slotCost*(cap(g.newer)+cap(g.pending)) + 32*cap(g.tickets)
 	}

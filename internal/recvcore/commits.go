@@ -247,14 +247,19 @@ func (c *Core) resolveDurable(g *group) {
 	g.tickets = keep
 }
 
-// flushSettled deletes the settled messages below the durable cursor.
+// flushSettled deletes the settled messages below the durable cursor. One
+// whose visibility change is in flight waits for it (its receipt changes).
 func (c *Core) flushSettled(now time.Time, g *group) {
 	keep := g.settled[:0]
 	for _, e := range g.settled {
-		if below(g.dur, e.epoch, e.seq) {
-			c.queueDelete(now, c.unsettle(e))
-		} else {
+		switch {
+		case !below(g.dur, e.epoch, e.seq):
 			keep = append(keep, e)
+		case e.flags&fVisBusy != 0:
+			e.flags |= fDelWait
+			keep = append(keep, e)
+		default:
+			c.queueDelete(now, c.unsettle(now, e))
 		}
 	}
 	clear(g.settled[len(keep):])

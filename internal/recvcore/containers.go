@@ -53,20 +53,20 @@ func (q *fifo[T]) all() []T { return q.items[q.head:] }
 type timerKind uint8
 
 const (
-	tRetry     timerKind = iota + 1 // a Nacked message's backoff ended
-	tGap                            // a hole may have reached GapTimeout
-	tEpoch                          // a newer epoch may be ready to switch to
-	tStart                          // StartLowest settle time ended
-	tUnordered                      // an Unordered message's backoff ended
-	tFailed                         // a failed group's retry
+	tRetry  timerKind = iota + 1 // a Nacked message's backoff ended
+	tGap                         // a hole may have reached GapTimeout
+	tEpoch                       // a newer epoch may be ready to switch to
+	tStart                       // StartLowest settle time ended
+	tFailed                      // a failed group's retry
 )
 
 type timer struct {
-	at   time.Time
-	kind timerKind
-	g    *group
-	m    *msg
-	gen  uint32 // m.gen when set: m may be reused meanwhile
+	at      time.Time
+	kind    timerKind
+	g       *group
+	m       *msg
+	gen     uint32 // m.gen when set: m may be reused meanwhile
+	attempt int32  // tRetry: m.attempt when set (a later Nack sets its own)
 }
 
 // timerHeap is a min-heap of timers by time.
@@ -152,11 +152,11 @@ func (l *visList) push(m *msg) {
 		l.head = m
 	}
 	l.tail = m
-	m.inVis = true
+	m.flags |= fInVis
 }
 
 func (l *visList) remove(m *msg) {
-	if !m.inVis {
+	if !m.has(fInVis) {
 		return
 	}
 	if m.vprev != nil {
@@ -169,7 +169,8 @@ func (l *visList) remove(m *msg) {
 	} else {
 		l.tail = m.vprev
 	}
-	m.vprev, m.vnext, m.inVis = nil, nil, false
+	m.vprev, m.vnext = nil, nil
+	m.flags &^= fInVis
 }
 
 // relEntry is a message given back to the queue: received, not deleted,

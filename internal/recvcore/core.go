@@ -217,12 +217,8 @@ func (c *Core) Tick(now time.Time) {
 }
 
 func (c *Core) fire(t timer, now time.Time) {
-	if t.kind == tUnordered {
-		m := t.m
-		if m.gen == t.gen && m.waitsFor(outRetry) && !now.Before(m.retryAt) {
-			m.ready()
-			c.ring.push(ringItem{m: m, gen: m.gen})
-		}
+	if t.kind == tRetry {
+		c.retryDue(now, t)
 		return
 	}
 	g := t.g
@@ -241,6 +237,23 @@ func (c *Core) fire(t timer, now time.Time) {
 		g.gapTimer = false
 	}
 	c.update(g, now)
+}
+
+// retryDue makes a Nacked message ready to be handed out again, if the
+// timer is its latest retry's.
+func (c *Core) retryDue(now time.Time, t timer) {
+	m := t.m
+	if m.gen != t.gen || m.attempt != t.attempt || !m.waitsFor(outRetry) {
+		return
+	}
+	m.ready()
+	if g := m.g; g != nil {
+		if g.phase != phEvicted && g.out == m {
+			c.update(g, now)
+		}
+		return
+	}
+	c.ring.push(ringItem{m: m, gen: m.gen})
 }
 
 // Close begins the shutdown: nothing more is handed out or fetched, and

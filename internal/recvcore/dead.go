@@ -95,7 +95,7 @@ func (c *Core) deadLettered(now time.Time, m *msg) {
 		cause = errors.New("poison message: failed MaxAttempts times")
 	}
 	c.report(Report{Kind: ReportDeadLetter, Msg: "dead-lettered", Group: m.name, Epoch: m.epoch, Seq: m.seq, ID: m.id,
-		DequeueCount: m.dequeue, Attempt: m.attempt, Err: cause})
+		DequeueCount: int(m.dequeue), Attempt: int(m.attempt), Err: cause})
 	g := m.g
 	if g == nil {
 		c.unord.remember(c, unorderedKey(m))

@@ -11,7 +11,7 @@ const (
 	maxVisibilityInFlight = 8
 	maxUnparkQueries      = 64
 	maxUnparkEntries      = 256
-	maxDeleteTries        = 5
+	maxDeleteTries        = 5 // an AtMostOnce hand-out waiting for its delete gives up then
 	maxDeadTries          = 5
 )
 
@@ -52,14 +52,17 @@ func (l *deleteLane) due(c *Core) time.Time {
 		return time.Time{}
 	}
 	if l.urgent {
-		return c.now
+		return maxTime(c.now, l.after)
 	}
-	return l.since.Add(c.cfg.ReapInterval)
+	return maxTime(l.since.Add(c.cfg.ReapInterval), l.after)
 }
 
 func (l *deleteLane) flushed(c *Core) bool { return l.idle() && l.q.len() == 0 }
 
 func (l *deleteLane) ready(c *Core, now time.Time, rd *Ready) {
+	if now.Before(l.after) {
+		return // backing off after failed deletes
+	}
 	full := l.q.len() >= c.cfg.MaxBatch
 	due := l.q.len() > 0 && (c.closing || l.urgent || !now.Before(l.since.Add(c.cfg.ReapInterval)))
 	if due {
@@ -108,6 +111,7 @@ func (c *Core) Deleted(now time.Time, id uint64, res []DeleteResult) {
 	}
 	delete(l.busy, id)
 	l.inFlight--
+	failed := false
 	for i, m := range b.ms {
 		var r DeleteResult
 		switch {
@@ -118,10 +122,15 @@ func (c *Core) Deleted(now time.Time, id uint64, res []DeleteResult) {
 			r = DeleteResult{Err: errors.New("no result"), Retry: true}
 		}
 		if m.waitsForAny(outDelete, outAbandoned) {
-			c.deletedBeforeHandOut(now, m, r)
+			failed = c.deletedBeforeHandOut(now, m, r) || failed
 			continue
 		}
-		c.deletedOne(now, m, r)
+		failed = c.deletedOne(now, m, r) || failed
+	}
+	if failed {
+		c.failed(&l.lane, nil)
+	} else {
+		l.succeeded()
 	}
 	if len(l.spare) < maxDeletesInFlight {
 		clear(b.ms)
@@ -130,8 +139,11 @@ func (c *Core) Deleted(now time.Time, id uint64, res []DeleteResult) {
 	}
 }
 
-// deletedOne applies the outcome r of m's delete.
-func (c *Core) deletedOne(now time.Time, m *msg, r DeleteResult) {
+// deletedOne applies the outcome r of m's delete. A delete that failed is
+// retried, after the lane's backoff, for as long as m's receipt is valid
+// (its visibility lasts); the queue counts m received and not deleted
+// until then, and so does the Core.
+func (c *Core) deletedOne(now time.Time, m *msg, r DeleteResult) bool {
 	switch {
 	case r.Err == nil:
 		c.st.Deleted++
@@ -143,18 +155,23 @@ func (c *Core) deletedOne(now time.Time, m *msg, r DeleteResult) {
 	case r.Stale:
 		c.st.StaleReceipts++
 		c.gone(m)
-	case r.Retry && m.tries+1 < maxDeleteTries && !c.closing:
+	case r.Retry && m.visibleAt().After(now):
 		m.tries++
 		c.deletes.push(now, m)
+		return true
 	default:
-		c.report(Report{Kind: ReportWarn, Msg: "delete failed; the message comes back and is deleted then", ID: m.id, Err: r.Err})
+		if m.tries == 0 || !r.Retry {
+			c.report(Report{Kind: ReportWarn, Msg: "delete failed; the message comes back and is deleted then", ID: m.id, Err: r.Err})
+		}
+		c.countUntilVisible(now, m, false)
 		c.gone(m)
 	}
+	return false
 }
 
 // deletedBeforeHandOut completes an AtMostOnce Unordered hand-out, which
 // waits for its delete.
-func (c *Core) deletedBeforeHandOut(now time.Time, m *msg, r DeleteResult) {
+func (c *Core) deletedBeforeHandOut(now time.Time, m *msg, r DeleteResult) bool {
 	switch {
 	case r.Err == nil:
 		c.st.Deleted++
@@ -167,9 +184,10 @@ func (c *Core) deletedBeforeHandOut(now time.Time, m *msg, r DeleteResult) {
 		}
 		c.resolve(m.ticket, nil)
 		m.ticket = 0
-	case r.Retry && m.tries+1 < maxDeleteTries:
+	case r.Retry && m.visibleAt().After(now) && m.tries+1 < maxDeleteTries:
 		m.tries++
 		c.deletes.push(now, m)
+		return true
 	default:
 		// Someone else may hold it now: do not hand it out.
 		if m.out == outDelete {
@@ -178,6 +196,8 @@ func (c *Core) deletedBeforeHandOut(now time.Time, m *msg, r DeleteResult) {
 		c.resolve(m.ticket, r.Err)
 		m.ticket = 0
 		c.unord.forget(unorderedKey(m))
+		c.countUntilVisible(now, m, false)
 		c.gone(m)
 	}
+	return false
 }

@@ -55,9 +55,9 @@ func (c *Core) nextUnordered(now time.Time, m *msg) (Delivery, bool) {
 	m.attempt++
 	m.handed()
 	c.st.Delivered++
-	d := Delivery{Group: m.name, Epoch: m.epoch, Seq: m.seq, Body: m.payload, Raw: m.raw, ID: m.id,
-		Attempt: m.attempt, Unordered: true, Redelivered: m.has(fRedelivered), m: m, mgen: m.gen}
-	if c.cfg.Mode == AtMostOnce && m.attempt == 1 {
+	d := Delivery{Group: m.name, Epoch: m.epoch, Seq: m.seq, Body: m.payload(), Raw: m.raw, ID: m.id,
+		Attempt: int(m.attempt), Unordered: true, Redelivered: m.has(fRedelivered), m: m, mgen: m.gen}
+	if c.cfg.Mode == AtMostOnce && !m.has(fStored) {
 		// Delete first: a crash after the hand-out must not deliver it
 		// again.
 		m.awaitDelete(c.ticket())
@@ -83,8 +83,8 @@ func (c *Core) handOut(now time.Time, g *group) Delivery {
 	g.outGen++
 	g.started = true
 	c.clearGap(g)
-	d := Delivery{Group: g.name, Epoch: m.epoch, Seq: m.seq, Body: m.payload, Raw: m.raw, ID: m.id,
-		Attempt: m.attempt, Redelivered: m.has(fRedelivered), m: m, gen: g.outGen, mgen: m.gen}
+	d := Delivery{Group: g.name, Epoch: m.epoch, Seq: m.seq, Body: m.payload(), Raw: m.raw, ID: m.id,
+		Attempt: int(m.attempt), Redelivered: m.has(fRedelivered), m: m, gen: g.outGen, mgen: m.gen}
 	switch c.cfg.Mode {
 	case ExactlyOnce:
 		to := cloneCursor(g.ack)
@@ -146,6 +146,9 @@ func (c *Core) check(d *Delivery) (*msg, error) {
 	if g := m.g; g != nil && (g.out != m || g.outGen != d.gen) {
 		return nil, ErrSettled
 	}
+	if m.g == nil && d.Attempt != int(m.attempt) {
+		return nil, ErrSettled // an Unordered message's earlier hand-out
+	}
 	return m, nil
 }
 
@@ -169,12 +172,8 @@ func (c *Core) Ack(now time.Time, d *Delivery, sync bool) (Ticket, error) {
 		return 0, nil
 	}
 	var t Ticket
-	reuse := false
 	switch c.cfg.Mode {
 	case AtLeastOnce:
-		// Settled, m is left only in the application's Delivery, which
-		// its generation fences off: it can be reused.
-		reuse = !m.has(fStored) && m.receipt != ""
 		t = c.ackAtLeastOnce(g, m, sync)
 	case AtMostOnce:
 		c.queueDelete(now, m)
@@ -187,9 +186,6 @@ func (c *Core) Ack(now time.Time, d *Delivery, sync bool) (Ticket, error) {
 		c.flushSettled(now, g)
 	}
 	g.out = nil
-	if reuse {
-		c.pool.recycle(m)
-	}
 	c.clearStuck(g, "poison")
 	c.update(g, now)
 	return t, nil
@@ -244,14 +240,14 @@ func (c *Core) Nack(now time.Time, d *Delivery, cause error) error {
 		g.out = nil
 		c.release(m, now)
 		c.conflicted(g, cause)
-	case m.attempt >= c.cfg.MaxAttempts && c.cfg.Poison == PoisonDeadLetter:
+	case int(m.attempt) >= c.cfg.MaxAttempts && c.cfg.Poison == PoisonDeadLetter:
 		m.deadOut()
 		c.queueDead(m)
 	default:
-		if m.attempt >= c.cfg.MaxAttempts && g != nil && g.stuck != "poison" {
+		if int(m.attempt) >= c.cfg.MaxAttempts && g != nil && g.stuck != "poison" {
 			c.setStuck(g, now, "poison", cause)
 			c.report(Report{Kind: ReportStuck, Msg: "group stuck on a poison message", Group: g.name, Epoch: m.epoch, Seq: m.seq,
-				ID: m.id, Attempt: m.attempt, Err: cause})
+				ID: m.id, Attempt: int(m.attempt), Err: cause})
 		}
 		c.retryLater(now, m)
 	}
@@ -282,15 +278,11 @@ func (c *Core) nackAtMostOnce(now time.Time, m *msg) {
 // failed MaxAttempts times).
 func (c *Core) retryLater(now time.Time, m *msg) {
 	wait := c.cfg.RetryMax
-	if m.attempt < c.cfg.MaxAttempts {
-		wait = c.backoff(m.attempt)
+	if int(m.attempt) < c.cfg.MaxAttempts {
+		wait = c.backoff(int(m.attempt))
 	}
-	m.retryLater(now.Add(wait))
-	if m.g != nil {
-		c.addTimer(timer{at: m.retryAt, kind: tRetry, g: m.g})
-		return
-	}
-	c.addTimer(timer{at: m.retryAt, kind: tUnordered, m: m, gen: m.gen})
+	m.retryLater()
+	c.addTimer(timer{at: now.Add(wait), kind: tRetry, m: m, gen: m.gen, attempt: m.attempt})
 }
 
 // Abandon says that the Receive waiting for d's Await ticket gave up. The
@@ -303,19 +295,31 @@ func (c *Core) Abandon(now time.Time, d *Delivery) error {
 	if err != nil {
 		return err
 	}
-	switch m.out {
-	case outCommit, outDelete:
+	switch {
+	case m.out == outCommit || m.out == outDelete:
 		m.abandoned()
-	case outHanded:
+	case m.out != outHanded:
+		return ErrSettled
+	case m.g == nil:
+		// The ticket resolved meanwhile: an Unordered message deleted
+		// from the queue, whose copy is now only here.
+		c.owedUnordered(m)
+	default:
 		// The ticket resolved meanwhile: the commit is durable.
 		m.owe()
 		m.attempt--
+		c.skipOwed(m.g)
 		c.update(m.g, now)
-	default:
-		return ErrSettled
 	}
 	c.outstanding--
 	return nil
+}
+
+// owedUnordered hands out again an AtMostOnce Unordered message whose
+// Receive gave up after its delete.
+func (c *Core) owedUnordered(m *msg) {
+	m.ready()
+	c.ring.push(ringItem{m: m, gen: m.gen})
 }
 
 // settleUnordered ends an Unordered message after its Ack (or Nack under
@@ -323,9 +327,5 @@ func (c *Core) Abandon(now time.Time, d *Delivery) error {
 // are deleted too.
 func (c *Core) settleUnordered(now time.Time, m *msg) {
 	c.unord.remember(c, unorderedKey(m))
-	if m.out == outHanded && c.cfg.Mode == AtMostOnce && m.attempt == 1 {
-		c.gone(m) // deleted before it was handed out
-		return
-	}
-	c.queueDelete(now, m)
+	c.queueDelete(now, m) // (AtMostOnce: deleted before its hand-out, it is just forgotten)
 }

@@ -36,7 +36,7 @@ func (c *Core) firstTimer() any {
 
 func (c *Core) visHead() any {
 	if m := c.vis.list.head; m != nil {
-		return fmt.Sprintf("%s/%d where=%d vis=%v", m.name, m.seq, m.where, m.visibleAt)
+		return fmt.Sprintf("%s/%d where=%d vis=%v", m.name, m.seq, m.where, m.visibleAt())
 	}
 	return nil
 }

@@ -38,6 +38,7 @@ type group struct {
 	probed       bool // the park was read from next on since it last changed (see parkView)
 	unparking    bool // in the unpark lane
 	list         listKind
+	settledDue   int64 // the earliest visibility end among the settled entries to extend (see visLane.watch): 0 none
 
 	lprev, lnext  *group // the idle or quiet list
 	idleSince     time.Time
@@ -116,16 +117,33 @@ func (g *group) wake() {
 func (g *group) cold() bool { return g.groupCold == nil }
 
 // settledEntry is an acknowledged message, or a duplicate, waiting for the
-// durable cursor past it: only what deleting it takes, so that a store
-// outage during which acks go on costs a few dozen bytes per message.
+// durable cursor past it: what deleting it and keeping its visibility
+// alive take. flags: fDup, fLapsed (its visibility ended), fVisBusy (an
+// extension is in flight), fDelWait (deleted once the extension ends).
 type settledEntry struct {
 	epoch, seq uint64
 	receipt    string
-	dup        bool
+	visible    int64 // Unix nanoseconds
+	flags      uint16
 }
 
-// settledCost is what a settledEntry is charged besides its receipt.
+// settledCost is what a settledEntry costs in a group's slice.
 const settledCost = 48
+
+// watched reports whether e's visibility is to be extended: it has a
+// receipt to extend and no extension in flight.
+func (e *settledEntry) watched() bool { return e.flags&(fLapsed|fVisBusy) == 0 }
+
+// settledIndex returns the position of the settled entry of epoch and seq
+// whose receipt is receipt, -1 if none.
+func (g *group) settledIndex(epoch, seq uint64, receipt string) int {
+	for i := range g.settled {
+		if e := &g.settled[i]; e.epoch == epoch && e.seq == seq && e.receipt == receipt {
+			return i
+		}
+	}
+	return -1
+}
 
 // syncWait is a SyncAck waiting for the durable cursor to reach target.
 type syncWait struct {
@@ -179,7 +197,7 @@ func (g *group) ready(now time.Time) bool {
 		return false
 	}
 	if m := g.out; m != nil {
-		return m.out == outReady || m.out == outOwed || m.retryDue(now)
+		return m.out == outReady || m.out == outOwed
 	}
 	return len(g.held) > 0 && g.held[0].seq == g.next
 }
@@ -290,8 +308,9 @@ func (c *Core) dropHeld(g *group, fn func(*msg)) {
 	}
 	settled := g.settled
 	g.settled = nil
+	g.settledDue = 0
 	for _, e := range settled {
-		fn(c.unsettle(e))
+		fn(c.unsettle(c.now, e))
 	}
 	g.gapSince, g.gapTold = time.Time{}, false
 	g.newerSince, g.newerEpoch = time.Time{}, 0

@@ -21,42 +21,61 @@ const (
 
 // msg flags.
 const (
-	fRedelivered uint8 = 1 << iota
-	fDup               // a copy of a handled message
-	fLate              // an older epoch or a skipped seq
-	fUntagged          // no valid header
-	fStored            // read back from the park: no receipt, not in the queue
-	fLapsed            // its visibility ended: the receipt may be stale
-	fSpare             // made by unsettle: recycled once gone (see Core.take)
-	fNoPark            // the store refused to park it for good: never parked again
+	fRedelivered uint16 = 1 << iota
+	fDup                // a copy of a handled message
+	fLate               // an older epoch or a skipped seq
+	fUntagged           // no valid header
+	fStored             // read back from the park: no receipt, not in the queue
+	fLapsed             // its visibility ended: the receipt may be stale
+	fNoPark             // the store refused to park it for good: never parked again
+	fVisBusy            // a visibility change is in flight: it will rotate the receipt
+	fDelWait            // queued for delete once the visibility change in flight ends
+	fInVis              // on the visibility list
 )
 
 // msg is one message held by the Core.
+// Its fields are packed (160 bytes): a receiver holds thousands.
 type msg struct {
-	g          *group // nil for an Unordered message
-	name       string // group name (also for Unordered ones)
-	epoch, seq uint64
-	raw        []byte // the body as received (dropped once acked)
-	payload    []byte // raw without the header
-	id         string
-	receipt    string
-	dequeue    int
-	visibleAt  time.Time
-	cost       int
-	attempt    int
-	tries      int // failed deletes, dead letters or parks
-	where      where
-	flags      uint8
-	out        outState // while wOut
-	gen        uint32   // counts the msg's reuses: a Delivery of an earlier use no longer matches
-	retryAt    time.Time
-	ticket     Ticket // AtMostOnce: the hand-out waiting for its commit or delete
-
+	g            *group // nil for an Unordered message
+	name         string // group name (also for Unordered ones)
+	raw          []byte // the body as received (dropped once acked)
+	id           string
+	receipt      string
 	vprev, vnext *msg // the visibility list, while it holds a live receipt
-	inVis        bool
+	epoch, seq   uint64
+	visible      int64  // when its visibility ends, in Unix nanoseconds
+	ticket       Ticket // AtMostOnce: the hand-out waiting for its commit or delete
+	hdr          uint32 // the header's length: raw[hdr:] is the payload
+	dequeue      int32
+	cost         int32
+	attempt      int32
+	tries        int32  // failed deletes or dead letters
+	gen          uint32 // counts the msg's reuses: a Delivery of an earlier use no longer matches
+	where        where
+	out          outState // while wOut
+	flags        uint16
 }
 
-func (m *msg) has(f uint8) bool { return m.flags&f != 0 }
+// visibleAt returns when m's visibility ends.
+func (m *msg) visibleAt() time.Time { return time.Unix(0, m.visible) }
+
+// setVisibleAt records when m's visibility ends.
+func (m *msg) setVisibleAt(t time.Time) { m.visible = t.UnixNano() }
+
+func (m *msg) has(f uint16) bool { return m.flags&f != 0 }
+
+// payload returns the body without its header (nil once dropped).
+func (m *msg) payload() []byte {
+	if m.raw == nil {
+		return nil
+	}
+	return m.raw[m.hdr:]
+}
+
+// setBody keeps raw, whose last len(payload) bytes are the payload.
+func (m *msg) setBody(raw, payload []byte) {
+	m.raw, m.hdr = raw, uint32(len(raw)-len(payload))
+}
 
 // live reports whether m holds a receipt of a message not yet deleted.
 func (m *msg) live() bool { return !m.has(fStored) && m.where != wGone }
@@ -99,39 +118,46 @@ func (m *msg) owe()                           { m.out = outOwed }
 func (m *msg) abandoned()                     { m.out = outAbandoned }
 func (m *msg) deadOut()                       { m.out = outDead }
 func (m *msg) skippedOut()                    { m.out = outSkipped }
-func (m *msg) retryLater(at time.Time)        { m.out, m.retryAt = outRetry, at }
+func (m *msg) retryLater()                    { m.out = outRetry }
 func (m *msg) awaitCommit(t Ticket)           { m.out, m.ticket = outCommit, t }
 func (m *msg) awaitDelete(t Ticket)           { m.out, m.ticket = outDelete, t }
 func (m *msg) clearOut()                      { m.out = 0 }
 func (m *msg) waitsFor(st outState) bool      { return m.where == wOut && m.out == st }
-func (m *msg) retryDue(now time.Time) bool    { return m.out == outRetry && !now.Before(m.retryAt) }
 func (m *msg) waitsForAny(a, b outState) bool { return m.where == wOut && (m.out == a || m.out == b) }
 
-// settleMsg keeps of m, acknowledged or a duplicate, what deleting it takes
-// once the cursor past it is durable. A message read back from the park has
-// nothing to delete: the advance removes it from the park.
+// settleMsg keeps of m, acknowledged or a duplicate, what deleting it
+// takes once the cursor past it is durable, and keeping its visibility
+// alive meanwhile (a store outage must not turn it into a redelivery every
+// visibility timeout): a settledEntry, so that an outage during which acks
+// go on costs a few dozen bytes per message. m itself is recycled. A
+// message read back from the park has nothing to delete: the advance
+// removes it from the park.
 func (c *Core) settleMsg(g *group, m *msg) {
 	if m.has(fStored) || m.receipt == "" {
 		c.gone(m)
 		return
 	}
-	e := settledEntry{epoch: m.epoch, seq: m.seq, receipt: m.receipt, dup: m.has(fDup)}
-	// The receipt stays held: live counts it until the delete.
-	c.vis.list.remove(m)
-	c.budget.uncharge(m)
-	m.where, m.raw, m.payload = wGone, nil, nil
+	e := settledEntry{epoch: m.epoch, seq: m.seq, receipt: m.receipt, visible: m.visible, flags: m.flags & (fDup | fLapsed | fVisBusy)}
 	g.settled = append(g.settled, e)
-	c.budget.mem += settledCost + len(e.receipt)
+	c.budget.mem += len(e.receipt)
+	c.vis.watch(g, &e)
+	// The receipt stays held: live counts it until the delete.
+	c.budget.live++
+	c.gone(m)
 }
 
 // unsettle makes a settled entry a message again, to delete or release it.
-// Such messages are never seen outside the Core: they are recycled.
-func (c *Core) unsettle(e settledEntry) *msg {
-	c.budget.mem -= settledCost + len(e.receipt)
+// While a change of its visibility is in flight, its end is unknown: it is
+// taken as extended (countUntilVisible), and a delete goes with the receipt
+// known (refused as stale if the change rotated it: the message then comes
+// back once visible, as a duplicate).
+func (c *Core) unsettle(now time.Time, e settledEntry) *msg {
+	c.budget.mem -= len(e.receipt)
 	m := c.pool.take()
-	m.epoch, m.seq, m.receipt, m.where, m.flags = e.epoch, e.seq, e.receipt, wHeld, fLapsed|fSpare
-	if e.dup {
-		m.flags |= fDup
+	m.epoch, m.seq, m.receipt, m.visible, m.where = e.epoch, e.seq, e.receipt, e.visible, wSettled
+	m.flags = e.flags & (fDup | fLapsed)
+	if e.flags&fVisBusy != 0 {
+		m.setVisibleAt(maxTime(m.visibleAt(), now.Add(c.cfg.VisibilityExtend)))
 	}
 	c.budget.charge(m)
 	return m
@@ -139,6 +165,9 @@ func (c *Core) unsettle(e settledEntry) *msg {
 
 // queueDelete queues m's receipt for deletion. Its cursor is durable, it is
 // a proven duplicate, or it is an Unordered message that was settled.
+// While a visibility change of m is in flight, the delete waits for it:
+// the change rotates the receipt, and a delete with the old one would be
+// refused as stale while the queue still holds the message.
 func (c *Core) queueDelete(now time.Time, m *msg) {
 	if m.has(fStored) || m.receipt == "" {
 		c.gone(m)
@@ -146,8 +175,12 @@ func (c *Core) queueDelete(now time.Time, m *msg) {
 	}
 	m.where = wDelete
 	c.vis.list.remove(m)
-	m.raw, m.payload = nil, nil
+	m.raw = nil
 	c.budget.recharge(m)
+	if m.has(fVisBusy) {
+		m.flags |= fDelWait
+		return
+	}
 	c.deletes.push(now, m)
 }
 
@@ -175,7 +208,9 @@ func (c *Core) toPark(g *group, m *msg) {
 // a dead letter given up) held again, for its next fate.
 func (m *msg) requeueHeld() { m.where = wHeld }
 
-// gone forgets m: it no longer holds a receipt.
+// gone forgets m: it no longer holds a receipt. Nothing in the Core refers
+// to it any more but what checks its generation (a Delivery, a visibility
+// change in flight, the ring, a timer): it is recycled.
 func (c *Core) gone(m *msg) {
 	if m.where == wGone {
 		return
@@ -186,10 +221,10 @@ func (c *Core) gone(m *msg) {
 	m.where = wGone
 	c.vis.list.remove(m)
 	c.budget.uncharge(m)
-	m.raw, m.payload = nil, nil
-	if m.has(fSpare) {
-		c.pool.recycle(m)
+	if m.g == nil {
+		c.unord.drop(m)
 	}
+	c.pool.recycle(m)
 }
 
 // deletedFirst records that m, an AtMostOnce Unordered message, was
@@ -208,23 +243,36 @@ func (c *Core) release(m *msg, now time.Time) {
 		return
 	}
 	c.st.Released++
-	if m.visibleAt.After(now) {
-		e := c.budget.addReleased(m.visibleAt, m.receipt)
-		if m.receipt != "" && !m.has(fLapsed) && m.visibleAt.Sub(now) > 2*c.cfg.ShortVisibility {
-			c.vis.shorten(e, c.cfg.MaxBatch)
-		}
-	}
+	c.countUntilVisible(now, m, true)
 	c.gone(m)
+}
+
+// countUntilVisible counts m, which the Core lets go of, as the queue does:
+// received and not deleted until its visibility ends. With shorten, its
+// visibility is shortened (when the request budget allows) so that it
+// comes back soon. While a change of it is in flight, the end is unknown:
+// counted as extended, and not shortened (the receipt will change).
+func (c *Core) countUntilVisible(now time.Time, m *msg, shorten bool) {
+	until := m.visibleAt()
+	if m.has(fVisBusy) {
+		until, shorten = maxTime(until, now.Add(c.cfg.VisibilityExtend)), false
+	}
+	if !until.After(now) {
+		return
+	}
+	e := c.budget.addReleased(until, m.receipt)
+	if shorten && m.receipt != "" && !m.has(fLapsed) && until.Sub(now) > 2*c.cfg.ShortVisibility {
+		c.vis.shorten(e, c.cfg.MaxBatch)
+	}
 }
 
 // maxSpare bounds the msgs kept for reuse: about 250 KB.
 const maxSpare = 1024
 
-// msgPool keeps msgs for reuse, to save an allocation per arrival and per
-// delete of a settled message. A msg is reused only once nothing in the
-// Core refers to it: after a settling Ack (the application's Delivery
-// still does, and check tells it apart by the generation), or once a
-// spare one is gone.
+// msgPool keeps msgs for reuse, to save an allocation per arrival. A msg is
+// reused once it is gone: what still refers to it then (the application's
+// Delivery, a visibility change in flight, a ring item, a timer) checks its
+// generation.
 type msgPool struct{ spare []*msg }
 
 // take returns a zero msg, reused when one is spare.
@@ -256,4 +304,5 @@ func (c *Core) countOnce(m *msg) {
 	c.budget.live--
 	c.budget.uncharge(m)
 	m.where = wGone
+	c.pool.recycle(m)
 }

@@ -383,13 +383,14 @@ func (c *Core) unparkedEntry(now time.Time, g *group, e seqstore.Parked) {
 	if !ok || h.Seq != e.Seq || h.Epoch != e.Epoch || h.Group != g.name {
 		// A parked body that does not decode as what it was parked
 		// for: reported, and handed out flagged Unordered.
-		m := &msg{name: g.name, epoch: e.Epoch, seq: e.Seq, raw: e.Body, payload: e.Body, flags: fStored | fLate}
+		m := &msg{name: g.name, epoch: e.Epoch, seq: e.Seq, raw: e.Body, flags: fStored | fLate}
 		c.budget.charge(m)
 		c.report(Report{Kind: ReportWarn, Msg: "parked body does not decode: handed out Unordered", Group: g.name, Epoch: e.Epoch, Seq: e.Seq})
 		c.unorderedArrival(now, m, seenKey{group: g.name, epoch: e.Epoch, seq: e.Seq, id: "parked"}, c.cfg.DeadLetter)
 		return
 	}
-	m := &msg{g: g, name: g.name, epoch: e.Epoch, seq: e.Seq, raw: e.Body, payload: payload, flags: fStored}
+	m := &msg{g: g, name: g.name, epoch: e.Epoch, seq: e.Seq, flags: fStored}
+	m.setBody(e.Body, payload)
 	c.budget.charge(m)
 	i, found := g.heldIndex(e.Seq)
 	if found {

@@ -191,7 +191,7 @@ func (c *Core) compact(now time.Time) {
 			c.compactq.push(compactItem{g: g, at: g.idleAt})
 			continue
 		}
-		g.held, g.settled = nil, nil
+		g.held, g.settled, g.settledDue = nil, nil, 0
 		g.groupCold = nil
 		c.budget.recost(g)
 	}

@@ -218,7 +218,7 @@ func (c *Core) moveTo(now time.Time, g *group, cur seqstore.Cursor) {
 	var again []*msg
 	c.dropHeld(g, func(m *msg) { again = append(again, m) })
 	for _, m := range again {
-		if m.where == wHeld && m.raw == nil && !m.has(fStored) && m.g == nil {
+		if m.where == wSettled {
 			// Settled (acked or duplicate): handled by someone.
 			if below(cur, m.epoch, m.seq) {
 				c.queueDelete(now, m)

@@ -37,9 +37,11 @@ const maxFetchPause = 5 * time.Millisecond
 func (c *Core) arrive(now time.Time, in *Incoming) {
 	c.st.Received++
 	m := c.pool.take()
-	m.raw, m.id, m.receipt, m.dequeue, m.visibleAt = in.Body, in.ID, in.Receipt, in.DequeueCount, in.NextVisible
-	if m.visibleAt.IsZero() {
-		m.visibleAt = now.Add(c.cfg.Visibility)
+	m.raw, m.id, m.receipt, m.dequeue = in.Body, in.ID, in.Receipt, int32(in.DequeueCount)
+	if in.NextVisible.IsZero() {
+		m.setVisibleAt(now.Add(c.cfg.Visibility))
+	} else {
+		m.setVisibleAt(in.NextVisible)
 	}
 	c.budget.charge(m)
 	c.budget.received()
@@ -48,10 +50,9 @@ func (c *Core) arrive(now time.Time, in *Incoming) {
 	if in.DequeueCount > 1 {
 		m.flags |= fRedelivered
 		c.st.Redelivered++
-		c.report(Report{Kind: ReportRedeliver, Group: string(group), Epoch: h.Epoch, Seq: h.Seq, ID: m.id, DequeueCount: m.dequeue})
+		c.report(Report{Kind: ReportRedeliver, Group: string(group), Epoch: h.Epoch, Seq: h.Seq, ID: m.id, DequeueCount: int(m.dequeue)})
 	}
 	if !ok {
-		m.payload = in.Body
 		c.untagged(now, m, why)
 		return
 	}
@@ -63,7 +64,8 @@ func (c *Core) arrive(now time.Time, in *Incoming) {
 	} else {
 		g = c.group(now, g.name)
 	}
-	m.name, m.epoch, m.seq, m.payload = g.name, h.Epoch, h.Seq, payload
+	m.name, m.epoch, m.seq = g.name, h.Epoch, h.Seq
+	m.setBody(in.Body, payload)
 	c.routeTagged(now, g, m)
 	c.update(g, now)
 }
@@ -131,7 +133,7 @@ func (c *Core) sameCopy(now time.Time, g *group, h, m *msg) {
 		c.swapReceipt(h, m)
 		return
 	}
-	if !bytes.Equal(h.payload, m.payload) && h.payload != nil {
+	if h.raw != nil && !bytes.Equal(h.payload(), m.payload()) {
 		c.st.Mismatches++
 		c.report(Report{Kind: ReportMismatch, Msg: "two messages with the same seq and different payloads: the first is kept",
 			Group: g.name, Epoch: m.epoch, Seq: m.seq, ID: m.id, Err: ErrPayloadMismatch})
@@ -151,7 +153,7 @@ func (c *Core) sameCopy(now time.Time, g *group, h, m *msg) {
 // swapReceipt keeps the newest receipt of a message received twice: the
 // older one goes stale.
 func (c *Core) swapReceipt(h, m *msg) {
-	h.receipt, h.visibleAt, h.dequeue = m.receipt, m.visibleAt, max(h.dequeue, m.dequeue)
+	h.receipt, h.visible, h.dequeue = m.receipt, m.visible, max(h.dequeue, m.dequeue)
 	h.flags = h.flags&^fLapsed | fRedelivered
 	c.vis.list.remove(h)
 	if h.where != wGone && h.where != wDelete {
@@ -360,8 +362,8 @@ func (c *Core) tooFar(now time.Time, g *group, m *msg) {
 func (c *Core) dup(now time.Time, g *group, m *msg) {
 	m.flags |= fDup
 	c.st.Duplicates++
-	c.report(Report{Kind: ReportDuplicate, Group: g.name, Epoch: m.epoch, Seq: m.seq, ID: m.id, DequeueCount: m.dequeue})
-	m.raw, m.payload = nil, nil
+	c.report(Report{Kind: ReportDuplicate, Group: g.name, Epoch: m.epoch, Seq: m.seq, ID: m.id, DequeueCount: int(m.dequeue)})
+	m.raw = nil
 	c.budget.recharge(m)
 	if below(g.dur, m.epoch, m.seq) && g.uncertain == nil {
 		c.queueDelete(now, m)
@@ -389,7 +391,7 @@ func (c *Core) late(now time.Time, g *group, m *msg) {
 	}
 	c.st.Late++
 	m.flags |= fLate
-	c.report(Report{Kind: ReportLate, Msg: "late arrival", Group: g.name, Epoch: m.epoch, Seq: m.seq, ID: m.id, DequeueCount: m.dequeue})
+	c.report(Report{Kind: ReportLate, Msg: "late arrival", Group: g.name, Epoch: m.epoch, Seq: m.seq, ID: m.id, DequeueCount: int(m.dequeue)})
 	m.g = nil
 	key := seenKey{group: g.name, epoch: m.epoch, seq: m.seq}
 	if c.cfg.DeadLetter {
@@ -422,7 +424,7 @@ func (c *Core) untagged(now time.Time, m *msg, why error) {
 	m.flags |= fUntagged
 	key := seenKey{id: m.id}
 	if !c.unord.settled(key) {
-		c.report(Report{Kind: ReportUntagged, Msg: "untagged body", ID: m.id, DequeueCount: m.dequeue, Err: why})
+		c.report(Report{Kind: ReportUntagged, Msg: "untagged body", ID: m.id, DequeueCount: int(m.dequeue), Err: why})
 	}
 	switch c.cfg.Untagged {
 	case UntaggedDeliver:

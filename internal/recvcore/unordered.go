@@ -35,6 +35,16 @@ func (u *unorderedSet) settled(key seenKey) bool {
 // forget drops a held key that was neither handed out nor settled.
 func (u *unorderedSet) forget(key seenKey) { delete(u.held, key) }
 
+// drop forgets m, gone, if it is the copy held for its key.
+func (u *unorderedSet) drop(m *msg) {
+	if len(u.held) == 0 {
+		return
+	}
+	if k := unorderedKey(m); u.held[k] == m {
+		delete(u.held, k)
+	}
+}
+
 // remember records an Unordered key as settled, within the memory budget:
 // the oldest keys go first when it is spent.
 func (u *unorderedSet) remember(c *Core, key seenKey) {

@@ -6,22 +6,82 @@ import (
 )
 
 // visLane changes visibility timeouts: it extends the visibility of the
-// messages the Core holds before it ends, and shortens that of released
-// ones so that they come back soon, within MaxVisibilityRate.
+// messages the Core holds before it ends (held, out, and settled ones
+// waiting for their commit), and shortens that of released ones so that
+// they come back soon, within MaxVisibilityRate.
 type visLane struct {
 	lane
-	list   visList // the messages whose visibility is kept alive
-	busy   map[uint64]visChange
+	list    visList       // the messages whose visibility is kept alive
+	settled []settledWait // the groups whose settled entries are, by their earliest end
+	busy    map[uint64]visChange
 	shortq fifo[string]         // receipts of released messages to shorten
 	relBy  map[string]*relEntry // by receipt, while a shortening is queued
 	tokens float64
 	at     time.Time
 }
 
+// visChange is a visibility change in flight: of m (m.gen when asked: m may
+// be settled or reused meanwhile), of a settled entry of g, or (m and g nil)
+// the shortening of a released message.
 type visChange struct {
-	m       *msg   // nil for a shortening
-	gen     uint32 // m.gen: m may be reused meanwhile (see msgPool)
-	receipt string
+	m          *msg
+	gen        uint32
+	g          *group
+	epoch, seq uint64
+	receipt    string
+}
+
+// settledWait is a group whose settled entries' visibility is kept alive,
+// by the earliest end among them (stale once g.settledDue moved).
+type settledWait struct {
+	g   *group
+	due int64
+}
+
+// watch keeps the visibility of e, a settled entry of g, alive.
+func (l *visLane) watch(g *group, e *settledEntry) {
+	if !e.watched() || g.settledDue != 0 && g.settledDue <= e.visible {
+		return
+	}
+	g.settledDue = e.visible
+	l.pushSettled(settledWait{g, e.visible})
+}
+
+func (l *visLane) pushSettled(w settledWait) {
+	l.settled = append(l.settled, w)
+	s := l.settled
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if s[p].due <= s[i].due {
+			break
+		}
+		s[i], s[p] = s[p], s[i]
+		i = p
+	}
+}
+
+func (l *visLane) popSettled() settledWait {
+	s := l.settled
+	w := s[0]
+	n := len(s) - 1
+	s[0], s[n] = s[n], settledWait{}
+	s = s[:n]
+	for i := 0; ; {
+		a, b, m := 2*i+1, 2*i+2, i
+		if a < n && s[a].due < s[m].due {
+			m = a
+		}
+		if b < n && s[b].due < s[m].due {
+			m = b
+		}
+		if m == i {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	l.settled = s
+	return w
 }
 
 func (l *visLane) init(cfg *Config) {
@@ -69,7 +129,12 @@ func (l *visLane) due(c *Core) time.Time {
 	}
 	var at time.Time
 	if m := l.list.head; m != nil && c.cfg.VisibilityMargin >= 0 {
-		at = maxTime(m.visibleAt.Add(-c.cfg.VisibilityMargin), token)
+		at = maxTime(m.visibleAt().Add(-c.cfg.VisibilityMargin), token)
+	}
+	if len(l.settled) > 0 && c.cfg.VisibilityMargin >= 0 {
+		if t := maxTime(time.Unix(0, l.settled[0].due).Add(-c.cfg.VisibilityMargin), token); at.IsZero() || t.Before(at) {
+			at = t
+		}
 	}
 	if l.shortq.len() > 0 && (at.IsZero() || token.Before(at)) {
 		at = token
@@ -89,10 +154,10 @@ func (l *visLane) ready(c *Core, now time.Time, rd *Ready) {
 		return
 	}
 	limit := now.Add(c.cfg.VisibilityMargin)
-	for m := l.list.head; m != nil && !m.visibleAt.After(limit); {
+	for m := l.list.head; m != nil && m.visible <= limit.UnixNano(); {
 		next := m.vnext
 		switch {
-		case !m.visibleAt.After(now):
+		case m.visible <= now.UnixNano():
 			m.flags |= fLapsed
 			l.list.remove(m)
 		case m.where == wDelete || m.where == wGone:
@@ -107,6 +172,7 @@ func (l *visLane) ready(c *Core, now time.Time, rd *Ready) {
 		}
 		m = next
 	}
+	l.readySettled(c, now, limit, rd)
 	for l.shortq.len() > 0 && l.tokens >= 1 && l.inFlight < l.limit {
 		receipt, _ := l.shortq.pop()
 		if l.relBy[receipt] == nil {
@@ -119,7 +185,48 @@ func (l *visLane) ready(c *Core, now time.Time, rd *Ready) {
 // extend asks for m's visibility to be extended.
 func (l *visLane) extend(c *Core, m *msg, rd *Ready) {
 	l.list.remove(m)
-	l.start(c, visChange{m: m, gen: m.gen, receipt: m.receipt}, c.cfg.VisibilityExtend, rd)
+	m.flags |= fVisBusy
+	l.start(c, visChange{m: m, gen: m.gen, g: m.g, epoch: m.epoch, seq: m.seq, receipt: m.receipt}, c.cfg.VisibilityExtend, rd)
+}
+
+// readySettled extends the visibility of the settled entries that end
+// before limit, group by group, within the request budget.
+func (l *visLane) readySettled(c *Core, now, limit time.Time, rd *Ready) {
+	for len(l.settled) > 0 && l.settled[0].due <= limit.UnixNano() {
+		w := l.settled[0]
+		if w.g.phase == phEvicted || w.g.settledDue != w.due {
+			l.popSettled() // stale
+			continue
+		}
+		if l.tokens < 1 || l.inFlight >= l.limit {
+			return
+		}
+		l.popSettled()
+		l.extendSettled(c, w.g, now, limit, rd)
+	}
+}
+
+// extendSettled extends the settled entries of g that end before limit,
+// and watches g again by the earliest end left.
+func (l *visLane) extendSettled(c *Core, g *group, now, limit time.Time, rd *Ready) {
+	due := int64(0)
+	for i := range g.settled {
+		e := &g.settled[i]
+		switch {
+		case !e.watched():
+		case e.visible <= now.UnixNano():
+			e.flags |= fLapsed
+		case e.visible <= limit.UnixNano() && l.tokens >= 1 && l.inFlight < l.limit:
+			e.flags |= fVisBusy
+			l.start(c, visChange{g: g, epoch: e.epoch, seq: e.seq, receipt: e.receipt}, c.cfg.VisibilityExtend, rd)
+		case due == 0 || e.visible < due:
+			due = e.visible
+		}
+	}
+	g.settledDue = due
+	if due != 0 {
+		l.pushSettled(settledWait{g, due})
+	}
 }
 
 func (l *visLane) start(c *Core, v visChange, timeout time.Duration, rd *Ready) {
@@ -143,35 +250,79 @@ func (c *Core) Visibility(now time.Time, id uint64, receipt string, err error) {
 	l.inFlight--
 	m := v.m
 	switch {
-	case m == nil:
+	case m == nil && v.g == nil:
 		c.shortened(now, v, err)
-	case m.gen != v.gen:
-		// m was settled (and maybe reused) meanwhile: as for a settled
-		// one below, its receipt is not updated.
-		if err == nil {
-			c.st.Extended++
-		}
-	case err != nil:
+		return
+	case m == nil || m.gen != v.gen:
+		// A settled entry's, or a message's that was settled (or is
+		// gone) meanwhile.
+		c.settledExtended(now, v, receipt, err)
+		return
+	}
+	m.flags &^= fVisBusy
+	if err != nil {
 		if m.receipt == v.receipt {
 			m.flags |= fLapsed
 		}
 		c.report(Report{Kind: ReportWarn, Msg: "extend visibility failed", Group: m.name, Seq: m.seq, ID: m.id, Err: err})
-	default:
+	} else {
 		c.extended(now, m, v.receipt, receipt)
+	}
+	if m.has(fDelWait) {
+		// Its delete waited for this change: it goes with the newest
+		// receipt.
+		m.flags &^= fDelWait
+		c.deletes.push(now, m)
 	}
 }
 
 // extended records m's new receipt and visibility.
 func (c *Core) extended(now time.Time, m *msg, old, receipt string) {
 	c.st.Extended++
-	if m.receipt == old && m.where != wGone && m.where != wDelete {
-		m.receipt = receipt
-		m.visibleAt = now.Add(c.cfg.VisibilityExtend)
-		m.flags &^= fLapsed
-		c.vis.list.remove(m)
-		c.vis.list.push(m)
-		c.budget.recharge(m)
+	if m.receipt != old || m.where == wGone {
+		return
 	}
+	m.receipt = receipt
+	m.setVisibleAt(now.Add(c.cfg.VisibilityExtend))
+	m.flags &^= fLapsed
+	c.vis.list.remove(m)
+	if m.where != wDelete {
+		c.vis.list.push(m)
+	}
+	c.budget.recharge(m)
+}
+
+// settledExtended records the outcome of a settled entry's extension: its
+// new receipt, and its delete if it waited for this.
+func (c *Core) settledExtended(now time.Time, v visChange, receipt string, err error) {
+	if err == nil {
+		c.st.Extended++
+	}
+	g := v.g
+	if g == nil || g.phase == phEvicted || g.cold() {
+		return
+	}
+	i := g.settledIndex(v.epoch, v.seq, v.receipt)
+	if i < 0 {
+		return // deleted or released meanwhile
+	}
+	e := &g.settled[i]
+	e.flags &^= fVisBusy
+	if err != nil {
+		e.flags |= fLapsed
+	} else {
+		c.budget.mem += len(receipt) - len(e.receipt)
+		e.receipt, e.visible = receipt, now.Add(c.cfg.VisibilityExtend).UnixNano()
+		e.flags &^= fLapsed
+	}
+	if e.flags&fDelWait != 0 {
+		d := *e
+		g.settled = append(g.settled[:i], g.settled[i+1:]...)
+		d.flags &^= fDelWait
+		c.queueDelete(now, c.unsettle(now, d))
+		return
+	}
+	c.vis.watch(g, e)
 }
 
 // shortened records that a released message comes back sooner.
