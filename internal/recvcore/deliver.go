@@ -194,16 +194,17 @@ func (c *Core) Ack(now time.Time, d *Delivery, sync bool) (Ticket, error) {
 // ackAtLeastOnce moves g's acknowledged cursor past m and settles m until
 // that is durable; with sync, it returns a ticket that resolves then.
 func (c *Core) ackAtLeastOnce(g *group, m *msg, sync bool) Ticket {
-	if !below(g.ack, m.epoch, m.seq) {
-		g.ack.Epoch, g.ack.Next = m.epoch, m.seq+1
+	epoch, seq := m.epoch, m.seq
+	if !below(g.ack, epoch, seq) {
+		g.ack.Epoch, g.ack.Next = epoch, seq+1
 	}
-	c.settleMsg(g, m)
+	c.settleMsg(g, m) // m is recycled
 	c.markDirty(g)
 	if !sync {
 		return 0
 	}
 	t := c.ticket()
-	if below(g.dur, m.epoch, m.seq) {
+	if below(g.dur, epoch, seq) {
 		// Durable before this Ack: someone else (a second receiver)
 		// moved the cursor past it, and this receiver never wrote it.
 		c.resolve(t, ErrConflict)

@@ -91,7 +91,9 @@ func (c *Core) Parked(now time.Time, id uint64, err error) {
 	delete(l.busy, id)
 	l.inFlight--
 	failed := false
+	gs := make([]*group, len(ms))
 	for i, m := range ms {
+		gs[i] = m.g // m may be recycled below
 		if c.parkedOne(now, m, seqstore.Failed(err, i, len(ms)), err) {
 			failed = true
 		}
@@ -101,10 +103,8 @@ func (c *Core) Parked(now time.Time, id uint64, err error) {
 	} else {
 		l.succeeded()
 	}
-	for _, m := range ms {
-		if m.g != nil {
-			c.update(m.g, now)
-		}
+	for _, g := range gs {
+		c.update(g, now)
 	}
 }
 

@@ -14,10 +14,10 @@ type visLane struct {
 	list    visList       // the messages whose visibility is kept alive
 	settled []settledWait // the groups whose settled entries are, by their earliest end
 	busy    map[uint64]visChange
-	shortq fifo[string]         // receipts of released messages to shorten
-	relBy  map[string]*relEntry // by receipt, while a shortening is queued
-	tokens float64
-	at     time.Time
+	shortq  fifo[string]         // receipts of released messages to shorten
+	relBy   map[string]*relEntry // by receipt, while a shortening is queued
+	tokens  float64
+	at      time.Time
 }
 
 // visChange is a visibility change in flight: of m (m.gen when asked: m may
