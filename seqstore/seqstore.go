@@ -68,9 +68,10 @@ const (
 	MaxQueueLen = 256
 	// MaxGroupLen is the longest group name, in bytes.
 	MaxGroupLen = 128
-	// MaxSkipped is how many skipped ranges a cursor keeps; older ones are
-	// dropped first.
-	MaxSkipped = 16
+	// MaxSkipped is how many skipped ranges a cursor holds. A receiver
+	// never merges ranges across a handled seq nor drops one: a group whose
+	// cursor is full passes over nothing more (it waits, reported stuck).
+	MaxSkipped = 64
 	// MaxParkBody is the largest body a Parker accepts, in bytes: more than
 	// a queue message can carry (MNS: 64 KiB), small enough for a single
 	// store value.
@@ -242,8 +243,9 @@ type Cursor struct {
 	Next uint64
 	// Owner is a fencing token compared by Advance; 0 while unused.
 	Owner uint64
-	// Skipped lists the most recent ranges skipped by the gap policy, oldest
-	// first, at most MaxSkipped.
+	// Skipped lists the ranges of seqs below Next that were passed over
+	// (by the gap policy, a start, an epoch switch), not handled: at most
+	// MaxSkipped.
 	Skipped []Range
 }
 

@@ -296,11 +296,11 @@ func (c *Core) skipOwed(g *group) {
 	}
 	m.skippedOut()
 	r := seqstore.Range{Epoch: m.epoch, First: m.seq, Last: m.seq}
-	addSkipped(&g.ack, r)
+	if !c.skipped(g, c.now, r, 0, "at-most-once message committed but not taken before close: marked skipped") {
+		c.report(Report{Kind: ReportWarn, Msg: "at-most-once message committed but not taken before close, and the cursor cannot mark it skipped: the next receiver takes it for a duplicate",
+			Group: g.name, Epoch: m.epoch, Seq: m.seq, Err: errSkippedFull})
+	}
 	c.markDirty(g)
-	c.st.Skipped++
-	c.report(Report{Kind: ReportSkip, Msg: "at-most-once message committed but not taken before close: marked skipped",
-		Group: g.name, Epoch: m.epoch, Seq: m.seq, Last: m.seq})
 }
 
 // Flushed reports whether, after Close, nothing is left to commit or

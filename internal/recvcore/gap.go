@@ -105,16 +105,15 @@ func (c *Core) skip(g *group, now time.Time) {
 	if target <= next {
 		return
 	}
-	age := now.Sub(g.gapSince)
+	r := seqstore.Range{Epoch: g.epoch, First: next, Last: target - 1}
+	if !c.skipped(g, now, r, now.Sub(g.gapSince), "skipped") {
+		return
+	}
 	g.next = target
 	g.forgetFar()
 	g.passParked()
-	r := seqstore.Range{Epoch: g.epoch, First: next, Last: target - 1}
-	addSkipped(&g.ack, r)
 	g.ack.Epoch, g.ack.Next = g.epoch, target
 	c.clearGap(g)
-	c.st.Skipped += int64(target - next)
-	c.report(Report{Kind: ReportSkip, Msg: "skipped", Group: g.name, Epoch: g.epoch, Seq: next, Last: target - 1, Age: age})
 	c.markDirty(g)
 	c.update(g, now)
 }
@@ -154,7 +153,9 @@ func (c *Core) checkEpoch(g *group, now time.Time) {
 	if g.dur.Epoch == to {
 		start = max(start, g.dur.Next)
 	}
-	addSkipped(&g.ack, seqstore.Range{Epoch: from, First: oldNext, Last: seqstore.MaxSeq})
+	if !c.skipped(g, now, seqstore.Range{Epoch: from, First: oldNext, Last: seqstore.MaxSeq}, 0, "") {
+		return
+	}
 	g.ack.Epoch, g.ack.Next = to, start
 	g.epoch, g.next = to, start
 	g.farLow, g.farHigh = 0, 0

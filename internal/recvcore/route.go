@@ -172,11 +172,34 @@ func (c *Core) holdPending(now time.Time, g *group, m *msg) {
 		}
 	}
 	if len(g.pending) >= c.cfg.Window {
+		if g.phase == phFresh {
+			// StartLowest starts at the lowest seq seen: keep the lowest.
+			m = c.swapHighest(g, m)
+		}
 		c.release(m, now)
 		return
 	}
 	g.pending = append(g.pending, m)
 	c.hold(m)
+}
+
+// swapHighest puts m in g.pending instead of the highest message there
+// when m is lower, and returns the one left out.
+func (c *Core) swapHighest(g *group, m *msg) *msg {
+	hi := 0
+	for i, h := range g.pending {
+		if h.epoch > g.pending[hi].epoch || h.epoch == g.pending[hi].epoch && h.seq > g.pending[hi].seq {
+			hi = i
+		}
+	}
+	h := g.pending[hi]
+	if m.epoch > h.epoch || m.epoch == h.epoch && m.seq >= h.seq {
+		return m
+	}
+	c.budget.unbuffer(h)
+	g.pending[hi] = m
+	c.hold(m)
+	return h
 }
 
 // arriveFresh handles an arrival for a group without a stored cursor.
@@ -195,9 +218,9 @@ func (c *Core) arriveFresh(now time.Time, g *group, m *msg) {
 }
 
 // endSettle ends the StartLowest settle time: the group starts at the
-// first seq of the densest run of consecutive seqs seen (ties: the lowest),
-// so that a lone late duplicate of an old seq does not pull the start back.
-// Seqs below the start in its epoch are recorded as skipped: one that
+// lowest seq seen of the lowest epoch seen, unless that seq is a lone stale
+// copy (see lowestStart). Seqs below the start in its epoch are passed
+// over: recorded as skipped and reported (ReportSkip), so that one that
 // arrives later is a late arrival, reported and handed out Unordered (or
 // dead-lettered), never deleted as a duplicate.
 func (c *Core) endSettle(g *group, now time.Time) {
@@ -205,7 +228,7 @@ func (c *Core) endSettle(g *group, now time.Time) {
 		return
 	}
 	g.startAt = time.Time{}
-	epoch, first := densestRun(g.pending)
+	epoch, first := lowestStart(g.pending, uint64(c.cfg.Window))
 	if first == 0 {
 		return // nothing held: wait for the next arrival
 	}
@@ -213,32 +236,34 @@ func (c *Core) endSettle(g *group, now time.Time) {
 	g.epoch, g.next = epoch, first
 	g.ack.Epoch, g.ack.Next = epoch, first
 	if first > 1 {
-		addSkipped(&g.ack, seqstore.Range{Epoch: epoch, First: 1, Last: first - 1})
+		c.skipped(g, now, seqstore.Range{Epoch: epoch, First: 1, Last: first - 1}, 0, "start: passed over")
 	}
 	c.markDirty(g)
 	c.routePending(now, g)
 }
 
-// densestRun returns the start of the longest run of consecutive seqs of
-// one epoch among ms (ties: the lowest epoch, then seq).
-func densestRun(ms []*msg) (epoch, first uint64) {
-	type key struct{ e, s uint64 }
-	have := make(map[key]bool, len(ms))
+// lowestStart returns where a group without a cursor starts among the
+// arrivals ms: the lowest seq of the lowest epoch, unless that seq is a
+// lone stale copy (an old duplicate left in the queue): more than window
+// below the next one seen, when it starts at that one.
+func lowestStart(ms []*msg, window uint64) (epoch, first uint64) {
 	for _, m := range ms {
-		have[key{m.epoch, m.seq}] = true
+		if epoch == 0 || m.epoch < epoch {
+			epoch = m.epoch
+		}
 	}
-	best := 0
+	var second uint64
 	for _, m := range ms {
-		if m.seq > 1 && have[key{m.epoch, m.seq - 1}] {
-			continue // not the start of a run
+		switch {
+		case m.epoch != epoch || m.seq == first:
+		case first == 0 || m.seq < first:
+			first, second = m.seq, first
+		case second == 0 || m.seq < second:
+			second = m.seq
 		}
-		n := 1
-		for have[key{m.epoch, m.seq + uint64(n)}] {
-			n++
-		}
-		if n > best || n == best && (m.epoch < epoch || m.epoch == epoch && m.seq < first) {
-			best, epoch, first = n, m.epoch, m.seq
-		}
+	}
+	if second != 0 && second-first > window {
+		first = second
 	}
 	return epoch, first
 }

@@ -1,48 +1,76 @@
 package recvcore
 
-import "github.com/inorder/inorder/seqstore"
+import (
+	"slices"
+	"time"
 
-// addSkipped adds r to the skipped ranges of cur. When more than
-// seqstore.MaxSkipped would be needed, the two closest ranges of one epoch
-// are merged into one that covers what lies between them: a seq delivered
-// in between that arrives again is then reported late (and handed out
-// flagged Unordered or dead-lettered) instead of deleted as a duplicate.
-// Nothing late is ever taken for a duplicate.
-func addSkipped(cur *seqstore.Cursor, r seqstore.Range) {
-	s := append(cur.Skipped[:len(cur.Skipped):len(cur.Skipped)], r)
-	for len(s) > seqstore.MaxSkipped {
-		bi, bj := -1, -1
-		var gap uint64
-		for i := range s {
-			for j := range s {
-				if i == j || s[i].Epoch != s[j].Epoch || s[i].First > s[j].First {
-					continue
-				}
-				var d uint64
-				if s[j].First > s[i].Last {
-					d = s[j].First - s[i].Last
-				}
-				if bi < 0 || d < gap {
-					bi, bj, gap = i, j, d
-				}
-			}
+	"github.com/inorder/inorder/seqstore"
+)
+
+// The skipped ranges of a cursor say which seqs below it were passed over,
+// not handled: a copy of one that arrives later is a late arrival (handed
+// out flagged Unordered, or dead-lettered), never a duplicate. They are
+// exact: a range never covers a seq that was handed out (a copy of that one
+// is a duplicate, deleted), and none is dropped. A cursor holds at most
+// seqstore.MaxSkipped of them; a group whose cursor is full passes over
+// nothing more (see Core.skipped).
+
+// addSkipped adds r to the skipped ranges of cur, and reports whether it
+// fits. Ranges that touch or overlap in one epoch become one (no seq lies
+// between them), and a range that another holds goes; nothing else is
+// merged or dropped: when more than seqstore.MaxSkipped ranges would be
+// left, cur is unchanged.
+func addSkipped(cur *seqstore.Cursor, r seqstore.Range) bool {
+	s := append(slices.Clip(cur.Skipped), r)
+	slices.SortStableFunc(s, func(a, b seqstore.Range) int {
+		if a.Epoch != b.Epoch {
+			return cmpUint(a.Epoch, b.Epoch)
 		}
-		if bi < 0 {
-			// Every range has its own epoch: drop the oldest epoch's. Its
-			// seqs are then late by default (an older epoch with no
-			// record), never duplicates.
-			oldest := 0
-			for i := range s {
-				if s[i].Epoch < s[oldest].Epoch {
-					oldest = i
-				}
-			}
-			s = append(s[:oldest], s[oldest+1:]...)
+		return cmpUint(a.First, b.First)
+	})
+	out := s[:1]
+	for _, x := range s[1:] {
+		last := &out[len(out)-1]
+		if x.Epoch == last.Epoch && x.First <= last.Last+1 && last.Last != seqstore.MaxSeq || x.Epoch == last.Epoch && last.Last == seqstore.MaxSeq {
+			last.Last = max(last.Last, x.Last)
 			continue
 		}
-		merged := seqstore.Range{Epoch: s[bi].Epoch, First: s[bi].First, Last: max(s[bi].Last, s[bj].Last)}
-		s[bi] = merged
-		s = append(s[:bj], s[bj+1:]...)
+		out = append(out, x)
 	}
-	cur.Skipped = s
+	if len(out) > seqstore.MaxSkipped {
+		return false
+	}
+	cur.Skipped = out
+	return true
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// skipped passes g over r: recorded in its acknowledged cursor (written by
+// the next commit) and reported (msg says why). It reports false, and
+// passes over nothing, when the cursor's skipped ranges are full: the
+// group is then reported stuck ("skipped") and waits, as under GapWait.
+func (c *Core) skipped(g *group, now time.Time, r seqstore.Range, age time.Duration, why string) bool {
+	if !addSkipped(&g.ack, r) {
+		if g.stuck != "skipped" {
+			c.setStuck(g, now, "skipped", errSkippedFull)
+			c.report(Report{Kind: ReportStuck, Msg: "cannot pass over a hole: the cursor's skipped ranges are full",
+				Group: g.name, Epoch: r.Epoch, Seq: r.First, Last: r.Last, Err: errSkippedFull})
+		}
+		return false
+	}
+	c.clearStuck(g, "skipped")
+	if r.Last != seqstore.MaxSeq {
+		c.st.Skipped += int64(r.Last - r.First + 1)
+		c.report(Report{Kind: ReportSkip, Msg: why, Group: g.name, Epoch: r.Epoch, Seq: r.First, Last: r.Last, Age: age})
+	}
+	return true
 }
