@@ -28,14 +28,15 @@ type Core struct {
 	compactq fifo[compactItem] // groups gone idle, compacted after compactDelay
 	stuck    map[*group]struct{}
 
-	reads   readLane
-	commits commitLane
-	deletes deleteLane
-	vis     visLane
-	deads   deadLane
-	parks   parkLane
-	unparks unparkLane
-	scans   scanLane
+	reads    readLane
+	commits  commitLane
+	deletes  deleteLane
+	vis      visLane
+	deads    deadLane
+	parks    parkLane
+	unparks  unparkLane
+	scans    scanLane
+	requeues requeueLane
 
 	budget      budget
 	unord       unorderedSet
@@ -83,6 +84,7 @@ func New(cfg Config) (*Core, error) {
 	c.parks.init()
 	c.unparks.init()
 	c.scans.init()
+	c.requeues.init()
 	c.budget.undelTokens = undeletedBurst(&c.cfg)
 	return c, nil
 }
@@ -161,6 +163,7 @@ func (c *Core) Ready(now time.Time) Ready {
 	c.vis.ready(c, now, &rd)
 	c.deletes.ready(c, now, &rd)
 	c.deads.ready(c, now, &rd)
+	c.requeues.ready(c, now, &rd)
 	rd.Reports, c.out.reports = c.out.reports, nil
 	rd.Resolved, c.out.resolved = c.out.resolved, nil
 	rd.Available = c.Available()
@@ -254,69 +257,6 @@ func (c *Core) retryDue(now time.Time, t timer) {
 		return
 	}
 	c.ring.push(ringItem{m: m, gen: m.gen})
-}
-
-// Close begins the shutdown: nothing more is handed out or fetched, and
-// what is acknowledged is flushed. An AtMostOnce message whose commit is
-// durable but that no application took is marked skipped in its cursor, so
-// that the next receiver hands it out flagged Unordered instead of deleting
-// it as a duplicate.
-func (c *Core) Close(now time.Time) {
-	c.begin(now)
-	defer c.end()
-	if c.closing {
-		return
-	}
-	c.closing = true
-	for _, g := range c.groups {
-		c.skipOwed(g)
-	}
-	for _, g := range c.groups {
-		if g.cold() {
-			continue
-		}
-		for _, w := range g.tickets {
-			if !behind(g.ack, w.target) {
-				continue // its commit is still flushed
-			}
-			c.resolve(w.t, ErrClosed)
-		}
-	}
-}
-
-// skipOwed marks as skipped the AtMostOnce message of g whose commit is
-// durable but that no application took, once the Core closes: the next
-// receiver then hands it out flagged Unordered (or dead-letters it)
-// instead of deleting it as a duplicate. The commit of one whose Receive
-// gave up may end after Close began: durable calls this too.
-func (c *Core) skipOwed(g *group) {
-	m := g.out
-	if !c.closing || m == nil || m.out != outOwed {
-		return
-	}
-	m.skippedOut()
-	r := seqstore.Range{Epoch: m.epoch, First: m.seq, Last: m.seq}
-	if !c.skipped(g, c.now, r, 0, "at-most-once message committed but not taken before close: marked skipped") {
-		c.report(Report{Kind: ReportWarn, Msg: "at-most-once message committed but not taken before close, and the cursor cannot mark it skipped: the next receiver takes it for a duplicate",
-			Group: g.name, Epoch: m.epoch, Seq: m.seq, Err: errSkippedFull})
-	}
-	c.markDirty(g)
-}
-
-// Flushed reports whether, after Close, nothing is left to commit or
-// delete (or in flight).
-func (c *Core) Flushed() bool {
-	for _, l := range c.lanes() {
-		if !l.flushed(c) {
-			return false
-		}
-	}
-	for _, g := range c.groups {
-		if g.uncertain != nil && c.cfg.Mode != ExactlyOnce {
-			return false
-		}
-	}
-	return true
 }
 
 // Stats returns a snapshot of the counters.

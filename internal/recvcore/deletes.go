@@ -176,14 +176,13 @@ func (c *Core) deletedBeforeHandOut(now time.Time, m *msg, r DeleteResult) bool 
 	case r.Err == nil:
 		c.st.Deleted++
 		c.deletedFirst(m)
+		c.resolve(m.ticket, nil)
+		m.ticket = 0
 		if m.out == outAbandoned {
-			m.ready()
-			c.ring.push(ringItem{m: m, gen: m.gen})
+			c.owedUnordered(m)
 		} else {
 			m.handed()
 		}
-		c.resolve(m.ticket, nil)
-		m.ticket = 0
 	case r.Retry && m.visibleAt().After(now) && m.tries+1 < maxDeleteTries:
 		m.tries++
 		c.deletes.push(now, m)
@@ -196,7 +195,7 @@ func (c *Core) deletedBeforeHandOut(now time.Time, m *msg, r DeleteResult) bool 
 		c.resolve(m.ticket, r.Err)
 		m.ticket = 0
 		c.unord.forget(unorderedKey(m))
-		c.countUntilVisible(now, m, false)
+		c.countUntilVisible(now, m, c.closing)
 		c.gone(m)
 	}
 	return false

@@ -62,9 +62,7 @@ func (c *Core) nextUnordered(now time.Time, m *msg) (Delivery, bool) {
 		// again.
 		m.awaitDelete(c.ticket())
 		d.Await = m.ticket
-		c.queueDelete(now, m)
-		m.where = wOut          // still out: queueDelete only queued its receipt
-		c.deletes.urgent = true // a Receive waits for it: no batching delay
+		c.deleteFirst(now, m)
 	}
 	return d, true
 }
@@ -307,18 +305,24 @@ func (c *Core) Abandon(now time.Time, d *Delivery) error {
 		c.owedUnordered(m)
 	default:
 		// The ticket resolved meanwhile: the commit is durable.
+		g := m.g
 		m.owe()
 		m.attempt--
-		c.skipOwed(m.g)
-		c.update(m.g, now)
+		c.skipOwed(g) // after Close: m is given back, or sent back
+		c.update(g, now)
 	}
 	c.outstanding--
 	return nil
 }
 
 // owedUnordered hands out again an AtMostOnce Unordered message whose
-// Receive gave up after its delete.
+// Receive gave up after its delete; once the Core closes, it goes back to
+// the queue (its only copy is here).
 func (c *Core) owedUnordered(m *msg) {
+	if c.closing {
+		c.requeue(m)
+		return
+	}
 	m.ready()
 	c.ring.push(ringItem{m: m, gen: m.gen})
 }

@@ -35,8 +35,8 @@ func (c *Core) failed(l *lane, err error) {
 }
 
 // lanes lists the Core's lanes, for what goes over all of them.
-func (c *Core) lanes() [8]ioLane {
-	return [8]ioLane{&c.reads, &c.commits, &c.parks, &c.unparks, &c.scans, &c.vis, &c.deletes, &c.deads}
+func (c *Core) lanes() [9]ioLane {
+	return [9]ioLane{&c.reads, &c.commits, &c.parks, &c.unparks, &c.scans, &c.vis, &c.deletes, &c.deads, &c.requeues}
 }
 
 // ioLane is what Deadline and Flushed ask of each lane. Each also has

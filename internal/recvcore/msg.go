@@ -93,6 +93,7 @@ const (
 	outDead                          // being dead-lettered (PoisonDeadLetter)
 	outDelete                        // AtMostOnce Unordered: handed out once deleted
 	outSkipped                       // AtMostOnce: given up at close, marked skipped in the cursor
+	outRequeue                       // AtMostOnce: given up at close, its only copy on its way back to the queue
 )
 
 // hold makes m wait for its turn (in a group's lists, or in the ring for
@@ -118,6 +119,7 @@ func (m *msg) owe()                           { m.out = outOwed }
 func (m *msg) abandoned()                     { m.out = outAbandoned }
 func (m *msg) deadOut()                       { m.out = outDead }
 func (m *msg) skippedOut()                    { m.out = outSkipped }
+func (m *msg) requeued()                      { m.out = outRequeue }
 func (m *msg) retryLater()                    { m.out = outRetry }
 func (m *msg) awaitCommit(t Ticket)           { m.out, m.ticket = outCommit, t }
 func (m *msg) awaitDelete(t Ticket)           { m.out, m.ticket = outDelete, t }
@@ -177,6 +179,19 @@ func (c *Core) queueDelete(now time.Time, m *msg) {
 	c.vis.list.remove(m)
 	m.raw = nil
 	c.budget.recharge(m)
+	if m.has(fVisBusy) {
+		m.flags |= fDelWait
+		return
+	}
+	c.deletes.push(now, m)
+}
+
+// deleteFirst queues the delete of m, an AtMostOnce Unordered message
+// handed out once deleted: it stays out (and keeps its body, which a
+// Receive that gives up hands out again).
+func (c *Core) deleteFirst(now time.Time, m *msg) {
+	c.vis.list.remove(m)
+	c.deletes.urgent = true // a Receive waits for it: no batching delay
 	if m.has(fVisBusy) {
 		m.flags |= fDelWait
 		return
@@ -262,7 +277,23 @@ func (c *Core) countUntilVisible(now time.Time, m *msg, shorten bool) {
 	}
 	e := c.budget.addReleased(until, m.receipt)
 	if shorten && m.receipt != "" && !m.has(fLapsed) && until.Sub(now) > 2*c.cfg.ShortVisibility {
-		c.vis.shorten(e, c.cfg.MaxBatch)
+		c.vis.shorten(e, c.shortBound())
+	}
+}
+
+// shortBound bounds the shortenings queued: none once the Core closes,
+// when everything held is given back.
+func (c *Core) shortBound() int {
+	if c.closing {
+		return 0
+	}
+	return 64 * c.cfg.MaxBatch
+}
+
+// dropOut takes m, out, off its group.
+func (m *msg) dropOut() {
+	if g := m.g; g != nil && g.out == m {
+		g.out = nil
 	}
 }
 

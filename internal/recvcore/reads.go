@@ -191,7 +191,7 @@ func (c *Core) dropAwaitedCommit(now time.Time, g *group) {
 	c.resolve(m.ticket, ErrConflict)
 	m.ticket = 0
 	g.out = nil
-	c.requeue(now, g, m)
+	c.rearrive(now, g, m)
 }
 
 // moveTo continues g from cur, someone else's cursor ahead of this Core's.
@@ -244,9 +244,9 @@ func (c *Core) routePending(now time.Time, g *group) {
 	}
 }
 
-// requeue puts a message that was never seen by the application back as an
+// rearrive puts a message that was never seen by the application back as an
 // arrival of g.
-func (c *Core) requeue(now time.Time, g *group, m *msg) {
+func (c *Core) rearrive(now time.Time, g *group, m *msg) {
 	m.clearOut()
 	m.attempt = max(m.attempt-1, 0)
 	c.routeTagged(now, g, m)

@@ -46,6 +46,10 @@ func (c *Core) arrive(now time.Time, in *Incoming) {
 	c.budget.charge(m)
 	c.budget.received()
 	c.vis.list.push(m)
+	if c.closing {
+		c.giveBack(now, m) // fetched as Close began: not routed
+		return
+	}
 	h, group, payload, ok, why := c.decode(now, in.Body)
 	if in.DequeueCount > 1 {
 		m.flags |= fRedelivered

@@ -101,9 +101,9 @@ func (s *script) ready() string {
 			}
 		}
 	}
-	// Visibility actions are left out: the scripts run within one
-	// visibility timeout.
-	rd.Visibility = nil
+	// The scripts run within one visibility timeout, with extension off:
+	// the visibility changes they show shorten a message's visibility (a
+	// release, or Close giving back what it holds).
 	return describe(rd)
 }
 

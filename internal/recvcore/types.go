@@ -246,6 +246,13 @@ type Scan struct {
 	ID uint64
 }
 
+// Requeue asks to send Bodies, as they were on the queue, back to the
+// queue in one request (see Core.Close).
+type Requeue struct {
+	ID     uint64
+	Bodies [][]byte
+}
+
 // Ready is the batch of actions due, from Core.Ready. The shell executes
 // them (in any order, concurrently) and reports each outcome.
 type Ready struct {
@@ -257,6 +264,7 @@ type Ready struct {
 	Parks       []Park
 	Unparks     []Unpark
 	Scans       []Scan
+	Requeues    []Requeue
 	Reports     []Report
 	Resolved    []Resolution
 
@@ -271,7 +279,8 @@ type Ready struct {
 // Empty reports whether r holds no action, report or resolution.
 func (r *Ready) Empty() bool {
 	return len(r.Reads) == 0 && len(r.Commits) == 0 && len(r.Deletes) == 0 && len(r.Visibility) == 0 &&
-		len(r.DeadLetters) == 0 && len(r.Parks) == 0 && len(r.Unparks) == 0 && len(r.Scans) == 0 && len(r.Reports) == 0 && len(r.Resolved) == 0
+		len(r.DeadLetters) == 0 && len(r.Parks) == 0 && len(r.Unparks) == 0 && len(r.Scans) == 0 &&
+		len(r.Requeues) == 0 && len(r.Reports) == 0 && len(r.Resolved) == 0
 }
 
 // ReportKind says what a Report is about.
@@ -352,6 +361,8 @@ type Stats struct {
 	Deleted, DuplicatesReaped, StaleReceipts   int64
 	Extended, Shortened                        int64
 	Parked, Unparked                           int64
+	Requeued                                   int64 // bodies sent back to the queue at Close (see Core.Close)
+	GivenBack                                  int64 // messages whose visibility Close shortened, to come back soon
 	Evicted                                    int64
 	Forgotten                                  int64 // settled Unordered copies forgotten to stay within MaxMemory: one may be handed out again
 	Held, MaxHeld                              int   // messages received and not deleted (now, peak)

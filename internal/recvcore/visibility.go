@@ -92,9 +92,9 @@ func (l *visLane) init(cfg *Config) {
 }
 
 // shorten queues the released message e for a short visibility, within a
-// bound of queued shortenings.
-func (l *visLane) shorten(e *relEntry, maxBatch int) {
-	if l.shortq.len() < 64*maxBatch {
+// bound of queued shortenings (none when bound is 0).
+func (l *visLane) shorten(e *relEntry, bound int) {
+	if (bound == 0 || l.shortq.len() < bound) && l.relBy[e.receipt] != e {
 		l.shortq.push(e.receipt)
 		l.relBy[e.receipt] = e
 	}
@@ -131,6 +131,9 @@ func (l *visLane) due(c *Core) time.Time {
 	if m := l.list.head; m != nil && c.cfg.VisibilityMargin >= 0 {
 		at = maxTime(m.visibleAt().Add(-c.cfg.VisibilityMargin), token)
 	}
+	if l.shortq.len() > 0 && c.closing {
+		return c.now // giving back at Close: not rate-limited
+	}
 	if len(l.settled) > 0 && c.cfg.VisibilityMargin >= 0 {
 		if t := maxTime(time.Unix(0, l.settled[0].due).Add(-c.cfg.VisibilityMargin), token); at.IsZero() || t.Before(at) {
 			at = t
@@ -142,7 +145,7 @@ func (l *visLane) due(c *Core) time.Time {
 	return at
 }
 
-func (l *visLane) flushed(c *Core) bool { return true }
+func (l *visLane) flushed(c *Core) bool { return l.idle() && l.shortq.len() == 0 }
 
 // ready extends the visibility of held messages before it ends, within the
 // request budget; a held message it cannot extend is parked when the store
@@ -150,6 +153,9 @@ func (l *visLane) flushed(c *Core) bool { return true }
 // held one). Released messages get a short timeout after that.
 func (l *visLane) ready(c *Core, now time.Time, rd *Ready) {
 	l.refill(now, c.cfg.MaxVisibilityRate)
+	if c.closing {
+		l.readyShort(c, rd)
+	}
 	if c.cfg.VisibilityMargin < 0 {
 		return
 	}
@@ -173,7 +179,13 @@ func (l *visLane) ready(c *Core, now time.Time, rd *Ready) {
 		m = next
 	}
 	l.readySettled(c, now, limit, rd)
-	for l.shortq.len() > 0 && l.tokens >= 1 && l.inFlight < l.limit {
+	l.readyShort(c, rd)
+}
+
+// readyShort shortens the visibility of released messages, within the
+// request budget (all of them once the Core closes).
+func (l *visLane) readyShort(c *Core, rd *Ready) {
+	for l.shortq.len() > 0 && (l.tokens >= 1 || c.closing) && l.inFlight < l.limit {
 		receipt, _ := l.shortq.pop()
 		if l.relBy[receipt] == nil {
 			continue // visible again already
@@ -266,7 +278,7 @@ func (c *Core) Visibility(now time.Time, id uint64, receipt string, err error) {
 		}
 		c.report(Report{Kind: ReportWarn, Msg: "extend visibility failed", Group: m.name, Seq: m.seq, ID: m.id, Err: err})
 	} else {
-		c.extended(now, m, v.receipt, receipt)
+		c.extended(now, m, v.receipt, receipt, !m.has(fDelWait) && m.where != wDelete)
 	}
 	if m.has(fDelWait) {
 		// Its delete waited for this change: it goes with the newest
@@ -276,8 +288,9 @@ func (c *Core) Visibility(now time.Time, id uint64, receipt string, err error) {
 	}
 }
 
-// extended records m's new receipt and visibility.
-func (c *Core) extended(now time.Time, m *msg, old, receipt string) {
+// extended records m's new receipt and visibility, and keeps it alive
+// again (keep) unless a delete waits.
+func (c *Core) extended(now time.Time, m *msg, old, receipt string, keep bool) {
 	c.st.Extended++
 	if m.receipt != old || m.where == wGone {
 		return
@@ -286,7 +299,7 @@ func (c *Core) extended(now time.Time, m *msg, old, receipt string) {
 	m.setVisibleAt(now.Add(c.cfg.VisibilityExtend))
 	m.flags &^= fLapsed
 	c.vis.list.remove(m)
-	if m.where != wDelete {
+	if keep {
 		c.vis.list.push(m)
 	}
 	c.budget.recharge(m)
