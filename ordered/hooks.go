@@ -2,12 +2,16 @@ package ordered
 
 import "time"
 
-// Hooks are called on notable events, one at a time (never concurrently)
-// and outside the Queue's locks: a hook may call Queue.Stats. They run on
-// the goroutine that made the event happen (a fetcher, a handler's Ack, a
-// store call's completion), so a slow hook slows that work: keep them
-// quick. A nil hook is skipped. Use them for metrics and alerts; every
-// event is also logged with stable keys (group, epoch, seq, err).
+// Hooks are called on notable events, one at a time (never concurrently),
+// in the order of the events, on a goroutine of the receive side's own,
+// outside the Queue's locks: no receiving, acking or store call waits for
+// a hook, and a hook may call Queue.Stats, Receive or Close (Close called
+// from a hook does not wait for that hook). A slow hook delays only the
+// hooks after it; beyond 65,536 events waiting for it, later ones are
+// dropped, hooks and log lines alike (counted in
+// ReceiveStats.HooksDropped, logged once). A nil hook is skipped. Use them
+// for metrics and alerts; every event is also logged with stable keys
+// (group, epoch, seq, err).
 type Hooks struct {
 	// OnGap: a group's next seq (Event.Seq) has been missing for
 	// GapTimeout while later seqs wait (GapWait). Reported once per hole;

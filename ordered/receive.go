@@ -87,7 +87,7 @@ func (q *Queue) Run(ctx context.Context, h Handler) error {
 // core (internal/recvcore), which makes every decision. The shell feeds the
 // core its events under mu, takes the actions the core asks for, and
 // executes them outside the lock, each in a goroutine it owns; hooks and
-// logs run outside the lock too, one at a time.
+// logs run on a goroutine of their own (reporter), in order.
 type receiver struct {
 	q     *Queue
 	o     *ReceiveOptions
@@ -100,16 +100,15 @@ type receiver struct {
 	fetchCtx    context.Context // cancelled first by close
 	fetchCancel context.CancelFunc
 
-	wg    sync.WaitGroup // every goroutine but Run's handlers
+	wg    sync.WaitGroup // every goroutine but Run's handlers and the reporter
 	runWG sync.WaitGroup // Run's handler goroutines
+	rep   reporter
 
 	closingCh chan struct{} // closed when close begins
 	avail     chan struct{} // cap 1: a hand-out may be ready
 	room      chan struct{} // cap 1: fetch room may be free
 	wake      chan struct{} // cap 1: the keeper must look at the deadline again
 	progress  chan struct{} // cap 1: an action completed (close waits on it)
-
-	hookMu sync.Mutex // hooks and logs of reports run one at a time
 
 	mu        sync.Mutex
 	core      *recvcore.Core
@@ -118,8 +117,10 @@ type receiver struct {
 	throttled atomic.Int64 // receives the service refused for its rate
 
 	fetching int       // messages the fetchers asked for and did not get yet
+	coreRoom int       // the core's fetch room, as of the last step
 	keeperAt time.Time // when the keeper wakes up next (zero: never)
 	waiters  map[recvcore.Ticket]chan error
+	handing  int // AtMostOnce hand-outs whose Receive waits for their commit (close waits for them)
 }
 
 func newReceiver(q *Queue) *receiver {
@@ -149,6 +150,8 @@ func newReceiver(q *Queue) *receiver {
 	r.core = core
 	r.ctx, r.cancel = context.WithCancel(q.life)
 	r.fetchCtx, r.fetchCancel = context.WithCancel(r.ctx)
+	r.rep.start(r.reportOut, r.log.Warn)
+	r.step(func(time.Time) {}) // the first Ready: the scan of the park, the fetch room
 	for range r.o.Fetchers {
 		r.wg.Go(r.fetchLoop)
 	}
@@ -177,10 +180,10 @@ func (r *receiver) step(f func(now time.Time)) {
 			wakeups = append(wakeups, wakeup{ch, res.Err})
 		}
 	}
-	avail := r.core.Available()
-	room := r.core.Room(now) > r.fetching
-	at, ok := r.core.Deadline()
-	wake := ok && (r.keeperAt.IsZero() || at.Before(r.keeperAt))
+	r.coreRoom = rd.Room
+	avail := rd.Available
+	room := rd.Room > r.fetching
+	wake := !rd.Wake.IsZero() && (r.keeperAt.IsZero() || rd.Wake.Before(r.keeperAt))
 	closing := r.closing
 	r.mu.Unlock()
 	for _, w := range wakeups {
@@ -233,13 +236,10 @@ func (r *receiver) dispatch(rd recvcore.Ready) {
 	for _, a := range rd.DeadLetters {
 		r.wg.Go(func() { r.deadLetter(a) })
 	}
-	if len(rd.Reports) > 0 {
-		r.hookMu.Lock()
-		for _, rep := range rd.Reports {
-			r.reportOut(rep)
-		}
-		r.hookMu.Unlock()
+	for _, a := range rd.Requeues {
+		r.wg.Go(func() { r.requeue(a) })
 	}
+	r.rep.add(rd.Reports)
 }
 
 // ackReceive acks m and hands out the next ready message, in one step when
@@ -288,6 +288,7 @@ func (r *receiver) receive(ctx context.Context, before func(now time.Time)) (*Me
 			if ok && d.Await != 0 {
 				wait = make(chan error, 1)
 				r.waiters[d.Await] = wait
+				r.handing++
 			}
 		})
 		if !ok {
@@ -304,28 +305,40 @@ func (r *receiver) receive(ctx context.Context, before func(now time.Time)) (*Me
 			return r.message(d), nil
 		}
 		// AtMostOnce: the advance past the message (or its delete) must
-		// be durable before the application sees it.
+		// be durable before the application sees it. Close does not end
+		// the wait: its flush does, and the message is handed out (or, when
+		// the flush gives up, ErrClosed comes).
 		select {
 		case err := <-wait:
-			if err == nil {
+			r.handed()
+			switch {
+			case err == nil:
 				return r.message(d), nil
+			case errors.Is(err, ErrClosed):
+				return nil, ErrClosed
 			}
 			continue // a conflict: the message is not ours to hand out
 		case <-ctx.Done():
-			r.abandon(&d, wait)
+			r.abandon(&d)
 			return nil, ctx.Err()
-		case <-r.closingCh:
-			r.abandon(&d, wait)
-			return nil, ErrClosed
 		}
 	}
 }
 
+// handed ends an AtMostOnce hand-out's wait.
+func (r *receiver) handed() {
+	r.mu.Lock()
+	r.handing--
+	r.mu.Unlock()
+	signal(r.progress)
+}
+
 // abandon gives back a message whose AtMostOnce wait was given up.
-func (r *receiver) abandon(d *recvcore.Delivery, wait chan error) {
+func (r *receiver) abandon(d *recvcore.Delivery) {
 	r.step(func(now time.Time) {
 		delete(r.waiters, d.Await)
 		_ = r.core.Abandon(now, d)
+		r.handing--
 	})
 }
 
@@ -461,7 +474,7 @@ func (r *receiver) fetchLoop() {
 func (r *receiver) takeRoom() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := min(r.core.Room(time.Now())-r.fetching, r.q.limits.MaxBatch)
+	n := min(r.coreRoom-r.fetching, r.q.limits.MaxBatch)
 	if n <= 0 {
 		return 0
 	}
@@ -526,11 +539,12 @@ func (r *receiver) close(ctx context.Context) error {
 	r.closed = true
 	r.mu.Unlock()
 	// Flush: the acknowledged advances are written and their messages
-	// deleted. Messages held and not delivered are forgotten: they come
-	// back after their visibility timeout (parked ones stay parked).
+	// deleted, what the core holds and will not deliver is given back to
+	// the queue (to come back within seconds), and the AtMostOnce
+	// hand-outs whose Receive waits for their commit are handed out.
 	for err == nil {
 		r.mu.Lock()
-		done := r.core.Flushed()
+		done := r.core.Flushed() && r.handing == 0
 		r.mu.Unlock()
 		if done {
 			break
@@ -551,6 +565,9 @@ func (r *receiver) close(ctx context.Context) error {
 		delete(r.waiters, t)
 	}
 	r.mu.Unlock()
+	if rerr := r.rep.stop(ctx); err == nil {
+		err = rerr
+	}
 	if err != nil {
 		return fmt.Errorf("ordered: close: %w", err)
 	}
@@ -585,7 +602,8 @@ func (r *receiver) stats() ReceiveStats {
 		Parked: c.Parked, Unparked: c.Unparked, Evicted: c.Evicted, Forgotten: c.Forgotten,
 		Buffered: c.Buffered, BufferedBytes: c.BufferedBytes, MaxBuffered: c.MaxBuffered,
 		Undeleted: c.Held, MaxUndeleted: c.MaxHeld, Memory: c.Memory, Groups: c.Groups,
-		Throttled: r.throttled.Load(),
+		Throttled: r.throttled.Load(), HooksDropped: r.rep.dropped.Load(),
+		Requeued: c.Requeued, GivenBack: c.GivenBack,
 	}
 	for _, g := range c.Stuck {
 		s.Stuck = append(s.Stuck, StuckGroup{Group: g.Group, Reason: g.Reason, Since: g.Since, Err: g.Err})
@@ -627,6 +645,9 @@ type ReceiveStats struct {
 	Evicted        int64 // idle groups dropped from memory
 	Forgotten      int64 // handed-out Unordered copies forgotten to stay within MaxMemory: a later copy may be handed out again
 	Throttled      int64 // receives the service refused for its rate (driver.ErrThrottled): backed off
+	HooksDropped   int64 // events whose hooks and log lines were dropped: the hooks were too slow (see Hooks)
+	GivenBack      int64 // messages Close gave back to the queue, their visibility shortened to come back soon
+	Requeued       int64 // AtMostOnce messages Close sent back to the queue: their only copy was in memory (see Queue.Close)
 	Buffered       int   // messages waiting for their turn in memory
 	BufferedBytes  int
 	MaxBuffered    int // peak of Buffered

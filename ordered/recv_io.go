@@ -113,9 +113,22 @@ func (r *receiver) deadLetter(a recvcore.DeadLetter) {
 	ctx, cancel := r.ioCtx()
 	err := r.o.DeadLetter.SendBatch(ctx, a.Bodies)
 	cancel()
-	errs := make([]error, len(a.Bodies))
+	r.step(func(now time.Time) { r.core.DeadLettered(now, a.ID, perBody(err, len(a.Bodies))) })
+}
+
+// requeue sends bodies back to the queue (see recvcore.Core.Close).
+func (r *receiver) requeue(a recvcore.Requeue) {
+	ctx, cancel := r.ioCtx()
+	err := r.q.drvSend(ctx, a.Bodies)
+	cancel()
+	r.step(func(now time.Time) { r.core.Requeued(now, a.ID, perBody(err, len(a.Bodies))) })
+}
+
+// perBody spreads the outcome of a batch send over its bodies.
+func perBody(err error, n int) []error {
+	errs := make([]error, n)
 	var be *driver.BatchError
-	perEntry := errors.As(err, &be) && len(be.Errs) == len(a.Bodies)
+	perEntry := errors.As(err, &be) && len(be.Errs) == n
 	for i := range errs {
 		if perEntry {
 			errs[i] = be.Errs[i]
@@ -123,69 +136,5 @@ func (r *receiver) deadLetter(a recvcore.DeadLetter) {
 			errs[i] = err
 		}
 	}
-	r.step(func(now time.Time) { r.core.DeadLettered(now, a.ID, errs) })
-}
-
-// reportOut passes a report of the core to the hooks and the log, with
-// stable keys. It runs outside the receiver's lock: a hook may call
-// Queue.Stats.
-func (r *receiver) reportOut(rep recvcore.Report) {
-	ev := Event{Group: rep.Group, Epoch: rep.Epoch, Seq: rep.Seq, Last: rep.Last, From: rep.From, ID: rep.ID,
-		DequeueCount: rep.DequeueCount, Attempt: rep.Attempt, Age: rep.Age, Err: rep.Err}
-	h := r.hooks
-	call := func(f func(Event)) {
-		if f != nil {
-			f(ev)
-		}
-	}
-	attrs := []any{"group", rep.Group, "epoch", rep.Epoch, "seq", rep.Seq}
-	if rep.Last != 0 {
-		attrs = append(attrs, "last", rep.Last)
-	}
-	if rep.ID != "" {
-		attrs = append(attrs, "id", rep.ID)
-	}
-	if rep.Attempt != 0 {
-		attrs = append(attrs, "attempt", rep.Attempt)
-	}
-	if rep.Err != nil {
-		attrs = append(attrs, "err", rep.Err)
-	}
-	msg := "ordered: " + rep.Msg
-	switch rep.Kind {
-	case recvcore.ReportGap:
-		call(h.OnGap)
-		r.log.Warn(msg, append(attrs, "age", rep.Age)...)
-	case recvcore.ReportSkip:
-		call(h.OnSkip)
-		r.log.Warn(msg, attrs...)
-	case recvcore.ReportDuplicate:
-		call(h.OnDuplicate)
-	case recvcore.ReportRedeliver:
-		call(h.OnRedeliver)
-	case recvcore.ReportLate:
-		call(h.OnLate)
-		call(h.OnStale)
-		r.log.Warn(msg, attrs...)
-	case recvcore.ReportEpoch:
-		call(h.OnEpoch)
-		r.log.Info(msg, append(attrs, "from", rep.From)...)
-	case recvcore.ReportDeadLetter:
-		call(h.OnDeadLetter)
-		r.log.Warn(msg, attrs...)
-	case recvcore.ReportStuck:
-		call(h.OnStuck)
-		r.log.Warn(msg, attrs...)
-	case recvcore.ReportConflict:
-		call(h.OnConflict)
-		r.log.Error(msg, attrs...)
-	case recvcore.ReportUntagged:
-		call(h.OnUntagged)
-		r.log.Warn(msg, attrs...)
-	case recvcore.ReportMismatch:
-		call(h.OnMismatch)
-		r.log.Warn(msg, attrs...)
-	default:
-		r.log.Warn(msg, attrs...)
-	}
+	return errs
 }

@@ -49,7 +49,7 @@ func (c *Core) Close(now time.Time) {
 	}
 	c.parks.q = nil
 	for _, e := range c.budget.released {
-		if e.receipt != "" {
+		if c.worthShortening(now, e.until) && e.receipt != "" {
 			c.vis.shorten(e, 0) // released before: given back too
 		}
 	}

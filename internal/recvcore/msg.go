@@ -276,9 +276,15 @@ func (c *Core) countUntilVisible(now time.Time, m *msg, shorten bool) {
 		return
 	}
 	e := c.budget.addReleased(until, m.receipt)
-	if shorten && m.receipt != "" && !m.has(fLapsed) && until.Sub(now) > 2*c.cfg.ShortVisibility {
+	if shorten && m.receipt != "" && !m.has(fLapsed) && c.worthShortening(now, until) {
 		c.vis.shorten(e, c.shortBound())
 	}
+}
+
+// worthShortening reports whether a message invisible until then comes
+// back sooner with its visibility shortened.
+func (c *Core) worthShortening(now, until time.Time) bool {
+	return until.Sub(now) > 2*c.cfg.ShortVisibility
 }
 
 // shortBound bounds the shortenings queued: none once the Core closes,
