@@ -1,7 +1,6 @@
 package recvcore
 
 import (
-	"cmp"
 	"slices"
 	"time"
 )
@@ -40,6 +39,8 @@ type budget struct {
 	useless    int
 
 	buffered, bufferedBytes, peakBuffered int // messages waiting for their turn
+
+	holders holderHeap // the groups that hold messages (see Core.makeRoom)
 }
 
 // undeletedBurst is how many receipts may run ahead of their deletes before
@@ -180,6 +181,9 @@ func (c *Core) moving() bool {
 func (c *Core) settle(now time.Time) {
 	c.budget.peakLive = max(c.budget.peakLive, c.budget.live)
 	c.makeRoom(now)
+	if len(c.scans.names) > 0 || c.scans.rescan {
+		c.loadScanned(now)
+	}
 }
 
 // makeRoom evicts held messages when the cap leaves less than a reserve of
@@ -188,7 +192,9 @@ func (c *Core) settle(now time.Time) {
 // next message is evicted only if the group is blocked. Evicted messages
 // are parked in the store when it can (then deleted from the queue), else
 // released (they come back). Nothing is evicted for the cap while delivery
-// moves: the room it frees is enough, and a fast drain parks nothing.
+// moves: the room it frees is enough, and a fast drain parks nothing. The
+// groups that hold messages are found in a heap (budget.holders), never by
+// walking every group.
 func (c *Core) makeRoom(now time.Time) {
 	if c.closing {
 		return
@@ -201,79 +207,164 @@ func (c *Core) makeRoom(now time.Time) {
 		// Evict in chunks, so that a full cap costs one pass now and then.
 		need = r - room + c.cfg.MaxHeld/8
 	}
-	overMem := b.mem > c.cfg.MaxMemory
-	if need == 0 && !overMem {
+	if need == 0 && b.mem <= c.cfg.MaxMemory {
 		return
 	}
-	if overMem {
-		for g := c.idle.head; g != nil && b.mem > c.cfg.MaxMemory; g = c.idle.head {
-			c.becomeEvicted(g)
-		}
+	for g := c.idle.head; g != nil && b.mem > c.cfg.MaxMemory; g = c.idle.head {
+		c.becomeEvicted(g)
 	}
-	names, cands := c.evictionCandidates()
-	for _, cd := range cands {
-		if need <= 0 && b.mem <= c.cfg.MaxMemory*15/16 {
-			break
+	var touched, skipped []*group
+	for (need > 0 || b.mem > c.cfg.MaxMemory*15/16) && len(b.holders) > 0 {
+		// Within the memory budget, only what holds a receipt is worth
+		// evicting: a message read back from the park frees memory, not
+		// the cap.
+		receipts := b.mem <= c.cfg.MaxMemory*15/16
+		top := b.holders[0]
+		g := top.g
+		k, m := c.holdKey(g, receipts)
+		switch {
+		case k == 0 && receipts:
+			b.holders.pop() // nothing of it frees the cap: looked at again next time
+			skipped = append(skipped, g)
+			continue
+		case k < top.key:
+			b.holders.fixTop(k) // its key fell since it was pushed
+			continue
 		}
-		if c.evict(now, cd.m) {
+		if c.evict(now, m) {
 			need--
 		}
-	}
-	for _, name := range names {
-		if g := c.groups[name]; g != nil {
-			c.budget.recost(g)
-			c.update(g, now)
+		if !slices.Contains(touched, g) {
+			touched = append(touched, g)
 		}
+		k, _ = c.holdKey(g, receipts)
+		b.holders.fixTop(k)
+	}
+	for _, g := range skipped {
+		if k, _ := c.holdKey(g, false); k != 0 {
+			b.holders.push(holder{g, k})
+		} else {
+			g.holding = false
+		}
+	}
+	for _, g := range touched {
+		b.recost(g)
+		c.update(g, now)
 	}
 	if b.mem > c.cfg.MaxMemory {
 		c.shed(now)
 	}
 }
 
-type candidate struct {
-	m     *msg
-	score uint64
+// Eviction scores: a blocked group's messages first, then the messages of a
+// newer epoch, then the farthest from next.
+const blockedBonus, newerBonus = 1 << 62, 1 << 61
+
+// holdKey returns the score of the message of g to evict first, and that
+// message (0 and nil: g has none to evict). With receipts, only messages
+// that hold a receipt count (not those read back from the park).
+func (c *Core) holdKey(g *group, receipts bool) (uint64, *msg) {
+	if g.phase == phEvicted || g.cold() {
+		return 0, nil
+	}
+	bonus := uint64(0)
+	if g.blocked() {
+		bonus = blockedBonus
+	}
+	var best uint64
+	var pick *msg
+	see := func(m *msg, score uint64) {
+		if score > best && !(receipts && m.has(fStored)) {
+			best, pick = score, m
+		}
+	}
+	for i := len(g.held) - 1; i >= 0 && pick == nil; i-- {
+		if m := g.held[i]; i > 0 || m.seq != g.next || bonus != 0 {
+			see(m, bonus+(m.seq-g.next)) // (the next message frees room by itself, unless blocked)
+		}
+	}
+	for _, m := range g.newer {
+		see(m, bonus+newerBonus+m.seq)
+	}
+	if !((g.phase == phLoading || g.phase == phResolving) && c.reads.fails == 0) {
+		// (While its cursor is on its way, what arrives is parked then:
+		// released now, it would cost a visibility timeout and a receive;
+		// fetching stops meanwhile, see Room.)
+		for _, m := range g.pending {
+			see(m, blockedBonus+m.seq)
+		}
+	}
+	return best, pick
 }
 
-// evictionCandidates lists the held messages that may be evicted, the
-// first to go first, and the groups that hold them.
-func (c *Core) evictionCandidates() ([]string, []candidate) {
-	var cands []candidate
-	names := make([]string, 0, len(c.groups))
-	for name, g := range c.groups {
-		if !g.cold() && g.buffered() > 0 {
-			names = append(names, name)
-		}
+// holding notes that g holds messages: it joins the heap makeRoom takes
+// them from.
+func (c *Core) holding(g *group) {
+	if !g.holding {
+		g.holding = true
+		c.budget.holders.push(holder{g, 1 << 63})
 	}
-	slices.Sort(names)
-	const blockedBonus, newerBonus = 1 << 62, 1 << 61
-	for _, name := range names {
-		g := c.groups[name]
-		bonus := uint64(0)
-		if g.blocked() {
-			bonus = blockedBonus
+}
+
+// holder is a group that holds messages, by the score of the one to evict
+// first when it was last looked at (a lazy max-heap: makeRoom looks again).
+type holder struct {
+	g   *group
+	key uint64
+}
+
+type holderHeap []holder
+
+func (h *holderHeap) push(x holder) {
+	*h = append(*h, x)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if s[p].key >= s[i].key {
+			break
 		}
-		for i, m := range g.held {
-			if i == 0 && m.seq == g.next && bonus == 0 {
-				continue // deliverable: it frees room by itself
-			}
-			cands = append(cands, candidate{m, bonus + (m.seq - g.next)})
-		}
-		for _, m := range g.newer {
-			cands = append(cands, candidate{m, bonus + newerBonus + m.seq})
-		}
-		if (g.phase == phLoading || g.phase == phResolving) && c.reads.fails == 0 {
-			// Its cursor is on its way: then what does not fit is
-			// parked. Released now, it would cost a visibility timeout
-			// and a receive; fetching stops meanwhile (see Room).
-			continue
-		}
-		for _, m := range g.pending {
-			cands = append(cands, candidate{m, blockedBonus + m.seq})
-		}
+		s[i], s[p] = s[p], s[i]
+		i = p
 	}
-	slices.SortStableFunc(cands, func(a, b candidate) int { return cmp.Compare(b.score, a.score) })
-	return names, cands
+}
+
+func (h *holderHeap) pop() holder {
+	s := *h
+	x := s[0]
+	n := len(s) - 1
+	s[0], s[n] = s[n], holder{}
+	*h = s[:n]
+	h.down()
+	return x
+}
+
+// fixTop sets the top's key to k (0: drops it) and restores the heap.
+func (h *holderHeap) fixTop(k uint64) {
+	if k == 0 {
+		(*h)[0].g.holding = false
+		h.pop()
+		return
+	}
+	(*h)[0].key = k
+	h.down()
+}
+
+func (h holderHeap) down() {
+	n := len(h)
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < n && h[l].key > h[m].key {
+			m = l
+		}
+		if r < n && h[r].key > h[m].key {
+			m = r
+		}
+		if m == i {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
 }
 
 // evict takes m out of its group's memory: parked when the store can, else
@@ -281,9 +372,6 @@ func (c *Core) evictionCandidates() ([]string, []candidate) {
 // whether that freed a receipt.
 func (c *Core) evict(now time.Time, m *msg) bool {
 	g, stored := m.g, m.has(fStored)
-	if stored && c.budget.mem <= c.cfg.MaxMemory*15/16 {
-		return false // holds no receipt: evicting it frees memory, not the cap
-	}
 	c.unhold(m)
 	switch {
 	case c.canPark(g, m):
@@ -301,71 +389,60 @@ func (c *Core) evict(now time.Time, m *msg) bool {
 	return !stored
 }
 
-// shed drops from memory the groups that hold nothing there but wait (a
-// hole, a failed store call), blocked ones first, until the budget holds:
-// their cursors are in the store, their parked messages in the park, and
-// the rest comes back from the queue; a group is loaded again when its
-// next message arrives. Under a flood of groups this bounds their state.
-// Nothing is shed while parks are on their way: once durable, their
-// bodies leave memory by themselves. A group shed with parked messages
-// may have none left in the queue to load it again: the park's streams are
-// listed again (ParkedStreams) a rescan interval later.
+// shed drops from memory the groups that hold nothing there, until the
+// budget holds: idle ones first, then quiet ones (waiting on a hole, a
+// failed store call), oldest first, from their lists (no walk over every
+// group). Their cursors are in the store, their parked messages in the
+// park, and the rest comes back from the queue; a group is loaded again
+// when its next message arrives. Under a flood of groups this bounds their
+// state. Nothing is shed while parks are on their way: once durable, their
+// bodies leave memory by themselves. A group with parks and no stored
+// cursor has its cursor written first (its epoch and next seq), so that
+// loaded again it finds its parks. One shed with parked messages may have
+// none left in the queue to load it again: the park's streams are listed
+// again, after a backoff (see scanLane).
 func (c *Core) shed(now time.Time) {
 	if len(c.parks.q) > 0 || !c.parks.idle() {
 		return
 	}
-	var gs []*group
-	for _, g := range c.groups {
-		if g.cold() {
-			gs = append(gs, g) // idle: the cheapest to drop
-			continue
+	for c.budget.mem > c.cfg.MaxMemory*15/16 {
+		g := c.idle.head
+		if g == nil {
+			g = c.quiet.head
 		}
-		if g.park.known() && g.dur.Epoch == 0 {
-			// Parks of a group that never stored a cursor: loaded again,
-			// it would not know their epoch. A group with a stored cursor
-			// may go: the park's streams are listed again (below) and it
-			// is loaded from its cursor. (No park is on its way here: see
-			// above.)
-			continue
+		if g == nil {
+			return
 		}
-		if g.quiet() {
-			gs = append(gs, g)
+		c.unlist(g)
+		switch {
+		case !g.cold() && !g.quiet():
+			// Busy again since it was listed: relisted when it is done.
+		case !g.cold() && g.park.known() && g.dur.Epoch == 0:
+			c.pin(g)
+		default:
+			c.drop(now, g)
 		}
-	}
-	slices.SortFunc(gs, shedOrder)
-	for _, g := range gs {
-		if c.budget.mem <= c.cfg.MaxMemory*15/16 {
-			break
-		}
-		if !g.cold() {
-			c.clearStuck(g, g.stuck)
-		}
-		// (A cold group knows of no parked seq, or it would not be cold:
-		// only probed is left to look at.)
-		if c.cfg.Park && (!g.probed || !g.cold() && g.park.known()) && c.scans.done {
-			c.scans.again(now.Add(rescanInterval))
-		}
-		c.becomeEvicted(g)
 	}
 }
 
-// shedOrder puts cold groups first, then blocked ones, then by name.
-func shedOrder(a, b *group) int {
-	if a.cold() != b.cold() {
-		if a.cold() {
-			return -1
-		}
-		return 1
+// pin writes the cursor of g, a group that parked without a stored cursor:
+// its epoch and next seq. Once durable, g is quiet again and can be shed.
+func (c *Core) pin(g *group) {
+	if g.ack.Epoch == 0 && g.ack.Next == 0 {
+		g.ack.Epoch, g.ack.Next = g.epoch, g.next
 	}
-	if !a.cold() && a.blocked() != b.blocked() {
-		if a.blocked() {
-			return -1
-		}
-		return 1
-	}
-	return cmp.Compare(a.name, b.name)
+	c.markDirty(g)
 }
 
-// rescanInterval is how long after shedding a group that may have parked
-// messages the park's streams are listed again.
-const rescanInterval = time.Second
+// drop sheds g.
+func (c *Core) drop(now time.Time, g *group) {
+	if !g.cold() {
+		c.clearStuck(g, g.stuck)
+	}
+	// (A cold group knows of no parked seq, or it would not be cold: only
+	// probed is left to look at.)
+	if c.cfg.Park && (!g.probed || !g.cold() && g.park.known()) {
+		c.scans.rescan = true
+	}
+	c.becomeEvicted(g)
+}

@@ -24,7 +24,8 @@ type Core struct {
 	groups   map[string]*group
 	ring     fifo[ringItem]
 	timers   timerHeap
-	idle     groupList
+	idle     groupList         // groups that hold and wait for nothing, oldest first
+	quiet    groupList         // groups that hold nothing in memory but wait, oldest first
 	compactq fifo[compactItem] // groups gone idle, compacted after compactDelay
 	stuck    map[*group]struct{}
 

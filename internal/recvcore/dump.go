@@ -15,8 +15,9 @@ func (c *Core) Dump() string {
 	sort.Strings(names)
 	var b strings.Builder
 	bu := &c.budget
-	fmt.Fprintf(&b, "live=%d released=%d mem=%d ring=%d delq=%d commit=%v moving=%v\n",
-		bu.live, len(bu.released), bu.mem, c.ring.len(), c.deletes.q.len(), c.commits.batch != nil, c.moving())
+	fmt.Fprintf(&b, "live=%d released=%d mem=%d ring=%d delq=%d/%d commit=%v/%d moving=%v outstanding=%d holders=%d\n",
+		bu.live, len(bu.released), bu.mem, c.ring.len(), c.deletes.q.len(), c.deletes.inFlight, c.commits.batch != nil, c.commits.dirty.len(),
+		c.moving(), c.outstanding, len(bu.holders))
 	fmt.Fprintf(&b, "timers=%d first=%v reads=%d/%d dirty=%d dirtySince=%v deadq=%d parkq=%d unparkq=%d vis.head=%v tokens=%.2f visAt=%v visBusy=%d shortq=%d idle=%v\n",
 		len(c.timers), c.firstTimer(), c.reads.q.len(), len(c.reads.busy), c.commits.dirty.len(), c.commits.since,
 		len(c.deads.q), len(c.parks.q), c.unparks.q.len(), c.visHead(), c.vis.tokens, c.vis.at, len(c.vis.busy),

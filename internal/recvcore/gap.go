@@ -14,6 +14,13 @@ func (c *Core) update(g *group, now time.Time) {
 		return
 	}
 	g.wake()
+	c.advance(g, now)
+	c.relist(g, now)
+}
+
+// advance puts g in the ready ring, or moves it on: an epoch switch, a read
+// of its park, its hole's timer.
+func (c *Core) advance(g *group, now time.Time) {
 	if g.ready(now) {
 		c.clearGap(g)
 		if !g.inRing && !c.closing {
@@ -28,14 +35,11 @@ func (c *Core) update(g *group, now time.Time) {
 	if g.out == nil {
 		c.checkEpoch(g, now)
 		if g.ready(now) {
-			c.update(g, now)
+			c.advance(g, now)
 			return
 		}
 		c.checkPark(g)
 		c.checkGap(g, now)
-	}
-	if g.empty() {
-		c.goIdle(g, now)
 	}
 }
 

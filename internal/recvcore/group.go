@@ -38,6 +38,7 @@ type group struct {
 	probed       bool // the park was read from next on since it last changed (see parkView)
 	unparking    bool // in the unpark lane
 	list         listKind
+	holding      bool // in the budget's heap of groups that hold messages (see Core.makeRoom)
 	settledDue   int64 // the earliest visibility end among the settled entries to extend (see visLane.watch): 0 none
 
 	lprev, lnext  *group // the idle or quiet list
@@ -56,7 +57,8 @@ type listKind uint8
 
 const (
 	onNoList listKind = iota
-	onIdle            // holds and waits for nothing: evicted after IdleEvict, or first when memory is short
+	onIdle            // holds and waits for nothing: evicted after IdleEvict, or first when memory is short (Core.idle)
+	onQuiet           // holds nothing in memory but waits (a hole, its park): shed when memory is short (Core.quiet)
 )
 
 // groupCold is the part of a group's state that an idle group does not

@@ -101,6 +101,9 @@ const (
 func (c *Core) hold(m *msg) {
 	m.where = wHeld
 	c.budget.buffer(m)
+	if m.g != nil {
+		c.holding(m.g)
+	}
 }
 
 // takeOut hands m out: it leaves its wait.

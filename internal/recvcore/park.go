@@ -178,19 +178,52 @@ func (c *Core) lowestParking(g *group) uint64 {
 // scanLane lists the streams that have parked entries
 // (seqstore.Parker.ParkedStreams), once when the Core starts (a receiver
 // that crashed after parking leaves messages no longer in the queue), and
-// again after groups with parked messages were shed.
+// again after groups with parked messages were shed: such a group may have
+// nothing left in the queue to load it again. The groups listed are loaded
+// as memory allows (names); the next listing waits until they all were,
+// and then a backoff that doubles while shedding goes on (never a fixed
+// loop: an idle receiver over its budget does not read every shed group
+// again and again).
 type scanLane struct {
 	lane
-	done bool   // the park's streams were listed
-	busy uint64 // the scan in flight
+	done   bool     // the park's streams were listed
+	busy   uint64   // the scan in flight
+	names  []string // groups listed and not loaded yet
+	rescan bool     // groups with parked messages were shed since the last listing
+	delay  time.Duration
 }
 
-func (l *scanLane) init() { l.lane = lane{limit: 1} }
+// Backoff of the rescans.
+const (
+	rescanInterval = time.Second
+	maxRescan      = 5 * time.Minute
+)
+
+func (l *scanLane) init() { l.lane, l.delay = lane{limit: 1}, rescanInterval }
 
 // again asks for another scan, not before at.
 func (l *scanLane) again(at time.Time) {
 	l.done = false
 	l.after = at
+}
+
+// loadScanned loads the groups listed by the last scan while memory is
+// under three quarters of the budget, and asks for the next scan when they
+// all were and groups with parks were shed meanwhile.
+func (c *Core) loadScanned(now time.Time) {
+	l := &c.scans
+	for len(l.names) > 0 && c.budget.mem < c.cfg.MaxMemory*3/4 {
+		name := l.names[0]
+		l.names = l.names[1:]
+		if c.groups[name] == nil {
+			c.update(c.group(now, name), now)
+		}
+	}
+	if len(l.names) == 0 && l.rescan && l.done && !c.closing {
+		l.rescan = false
+		l.again(now.Add(l.delay))
+		l.delay = min(2*l.delay, maxRescan)
+	}
 }
 
 func (l *scanLane) due(c *Core) time.Time {
@@ -229,10 +262,11 @@ func (c *Core) Scanned(now time.Time, id uint64, groups []string, err error) {
 		return
 	}
 	l.done = true
-	for _, name := range groups {
-		g := c.group(now, name)
-		c.update(g, now)
+	l.names = groups
+	if len(groups) == 0 {
+		l.delay = rescanInterval
 	}
+	c.loadScanned(now)
 }
 
 // checkPark asks the park for g's next messages when g's next seq is not in

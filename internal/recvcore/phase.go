@@ -142,11 +142,33 @@ func (c *Core) clearStuck(g *group, reason string) {
 	}
 }
 
-// unlist takes g off the idle list.
+// unlist takes g off the idle or quiet list.
 func (c *Core) unlist(g *group) {
-	if g.list == onIdle {
+	switch g.list {
+	case onIdle:
 		c.idle.remove(g)
-		g.list = onNoList
+	case onQuiet:
+		c.quiet.remove(g)
+	}
+	g.list = onNoList
+}
+
+// relist puts g on the list its state calls for: idle (holds and waits for
+// nothing), quiet (holds nothing in memory, but waits), or none. The lists
+// are what shed and the idle eviction take groups from, oldest first, so
+// that no step walks every group.
+func (c *Core) relist(g *group, now time.Time) {
+	switch {
+	case g.empty():
+		c.goIdle(g, now)
+	case g.quiet():
+		if g.list != onQuiet {
+			c.unlist(g)
+			g.list = onQuiet
+			c.quiet.push(g)
+		}
+	default:
+		c.unlist(g)
 	}
 }
 
@@ -158,7 +180,8 @@ func (c *Core) goIdle(g *group, now time.Time) {
 		g.compactQueued = true
 		c.compactq.push(compactItem{g: g, at: now})
 	}
-	if c.cfg.IdleEvict >= 0 && g.list == onNoList {
+	if g.list != onIdle {
+		c.unlist(g)
 		g.idleSince = now
 		g.list = onIdle
 		c.idle.push(g)

@@ -274,10 +274,11 @@ func lowestStart(ms []*msg, window uint64) (epoch, first uint64) {
 
 // arriveOlder handles an arrival of an epoch older than the group's.
 func (c *Core) arriveOlder(now time.Time, g *group, m *msg) {
-	if !g.started && g.dur.Next == 0 && g.out == nil && g.ack.Next <= 1 {
+	if !g.started && g.dur.Next == 0 && g.out == nil && g.ack.Next == 0 {
 		// A fresh group adopted the epoch of its first arrival, and an
-		// older one shows up before anything was handed out: start with
-		// the older epoch; the newer one follows it.
+		// older one shows up before anything was handed out or written
+		// (shed pins a group's start before it drops it): start with the
+		// older epoch; the newer one follows it.
 		c.demote(now, g, m.epoch)
 		c.arriveCurrent(now, g, m)
 		return
