@@ -38,7 +38,7 @@ type group struct {
 	probed       bool // the park was read from next on since it last changed (see parkView)
 	unparking    bool // in the unpark lane
 	list         listKind
-	holding      bool // in the budget's heap of groups that hold messages (see Core.makeRoom)
+	holding      bool  // in the budget's heap of groups that hold messages (see Core.makeRoom)
 	settledDue   int64 // the earliest visibility end among the settled entries to extend (see visLane.watch): 0 none
 
 	lprev, lnext  *group // the idle or quiet list
