@@ -52,3 +52,25 @@ func TestStoreFlag(t *testing.T) {
 	assert.ErrorContains(t, err, "-store: storeurl: invalid spec")
 	assert.NotContains(t, err.Error(), "hunter2", "the password leaked")
 }
+
+// TestKeyFromEnv: INORDER_KEY is read from the environment only, and a key
+// under 16 bytes stops the program with an error that does not print it.
+func TestKeyFromEnv(t *testing.T) {
+	t.Setenv("INORDER_STORE", "file:"+t.TempDir())
+	t.Setenv("INORDER_KEY", "")
+	c, err := parse(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Nil(t, c.key, "no key when INORDER_KEY is unset")
+
+	t.Setenv("INORDER_KEY", "a key of 32 bytes, from a secret")
+	c, err = parse(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "a key of 32 bytes, from a secret", string(c.key))
+
+	t.Setenv("INORDER_KEY", "shortsecret")
+	_, err = parse(nil, io.Discard)
+	require.Error(t, err, "a short key must stop the program")
+	assert.ErrorContains(t, err, "INORDER_KEY")
+	assert.ErrorContains(t, err, "at least 16")
+	assert.NotContains(t, err.Error(), "shortsecret", "the key leaked")
+}
