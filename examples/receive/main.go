@@ -31,7 +31,9 @@
 //	              mysql://user:pass@host:port/db (MySQL or MariaDB)
 //	            ?prefix=P sets the Redis key prefix or the SQL table prefix;
 //	            SQL tables are created if missing, a SQLite file mode 0600.
-//	            Passwords never appear in messages. A bare string with '=',
+//	            A URL with a password belongs in INORDER_STORE: other users
+//	            can read a command line (a warning says so). Passwords never
+//	            appear in messages. A bare string with '=',
 //	            '@' or HOST:PORT is refused (a connection string must be a
 //	            URL); write file:DIR for a directory of such a name. A file
 //	            store is locked by one process at a time; a server store can
@@ -117,6 +119,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	if c.queue == "" {
 		c.queue = "inorder-sample"
 	}
+	storeFlag := c.store != ""
 	if c.store == "" {
 		// Read here, not as the flag's default, which -h would print
 		// with its password.
@@ -134,6 +137,9 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("-store: %w", err)
 	}
 	c.storeSpec = spec
+	if storeFlag && spec.HasPassword() {
+		fmt.Fprintln(stderr, "receive: WARNING: other users of this machine can read the password in -store (ps, /proc); set INORDER_STORE instead")
+	}
 	if c.n < 1 || c.timeout <= 0 {
 		return c, fmt.Errorf("-n %d and -timeout %v must be positive", c.n, c.timeout)
 	}

@@ -74,3 +74,26 @@ func TestKeyFromEnv(t *testing.T) {
 	assert.ErrorContains(t, err, "at least 16")
 	assert.NotContains(t, err.Error(), "shortsecret", "the key leaked")
 }
+
+// TestStorePasswordOnCommandLine: a -store URL with a password draws a
+// warning that the command line is public; the same in INORDER_STORE does
+// not. Neither prints the password.
+func TestStorePasswordOnCommandLine(t *testing.T) {
+	t.Setenv("INORDER_STORE", "")
+	var stderr strings.Builder
+	_, err := parse([]string{"-store", "redis://u:hunter2@127.0.0.1:6379/0"}, &stderr)
+	require.NoError(t, err)
+	assert.Contains(t, stderr.String(), "WARNING: other users of this machine can read the password in -store")
+	assert.NotContains(t, stderr.String(), "hunter2")
+
+	stderr.Reset()
+	t.Setenv("INORDER_STORE", "redis://u:hunter2@127.0.0.1:6379/0")
+	_, err = parse(nil, &stderr)
+	require.NoError(t, err)
+	assert.Empty(t, stderr.String(), "INORDER_STORE is the recommended place")
+
+	stderr.Reset()
+	_, err = parse([]string{"-store", "redis://127.0.0.1:6379/0"}, &stderr)
+	require.NoError(t, err)
+	assert.Empty(t, stderr.String(), "no password, no warning")
+}
