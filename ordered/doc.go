@@ -47,7 +47,9 @@
 //     silently deleted;
 //   - a body without a valid header: by ReceiveOptions.Untagged. A header
 //     whose epoch lies more than a day ahead of the clock, or (with
-//     Options.Key) whose MAC does not verify, counts as no header.
+//     Options.Key) whose MAC does not verify for this queue's
+//     Options.MACContext, counts as no header; with a key, the default
+//     policy keeps such bodies from the handler.
 //
 // A hole (next seq missing while later ones wait) is reported after
 // GapTimeout and, under GapSkip, skipped; skipped ranges are kept in the
@@ -113,7 +115,9 @@
 // (New, [Queue.Recover]), so sending the payload again would deliver it
 // twice, under two seqs. Retryable driver errors are retried before a send
 // fails; a failed store reservation is not retried, since it may have been
-// applied.
+// applied. [ErrEpochAhead] means the store handed out an epoch far ahead of
+// the clock; recovery refuses such journal entries, and with Options.Key
+// entries whose seal does not verify, counted in SendStats.Tampered.
 //
 // # Shutdown
 //

@@ -94,3 +94,75 @@ func ExampleQueue_Run() {
 	// alice: [entry 1 entry 2 entry 3]
 	// bob: [entry 1 entry 2 entry 3]
 }
+
+// Signing headers with Options.Key, rolled out senders first: a receiver
+// without a key ignores MACs, so the senders can sign before any receiver
+// checks. Then the receivers get the key, and from then on a body that is
+// not signed for this queue does not reach the handler (it stays in the
+// queue, or goes to ReceiveOptions.DeadLetter when one is set), reported
+// through Hooks.OnUntagged.
+//
+// In a program, read the key from the environment or a secret store, never
+// from a flag (flags show in ps), and give it at least 16 random bytes, for
+// example from openssl rand -base64 32:
+//
+//	key := []byte(os.Getenv("INORDER_KEY"))
+//
+// New refuses an empty or shorter key rather than run without one.
+func ExampleOptions_signing() {
+	ctx := context.Background()
+	key := []byte("example key: use 32 random bytes")
+	drv := memqueue.New(&memqueue.Options{Shards: 4, Seed: 5})
+
+	// Step 1: the senders sign.
+	sender, err := ordered.New(ctx, drv, memstore.New(), &ordered.Options{Name: "payments", Key: key})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, p := range []string{"debit 10", "debit 20"} {
+		if err := sender.Send(ctx, "acct-7", []byte(p)); err != nil {
+			log.Fatal(err)
+		}
+	}
+	// Someone without the key writes to the queue.
+	if err := drv.SendBatch(ctx, [][]byte{[]byte("#v1;1;3;acct-7#debit 9999")}); err != nil {
+		log.Fatal(err)
+	}
+
+	// Step 2, once every sender signs: the receivers check.
+	rejected := make(chan ordered.Event, 1)
+	receiver, err := ordered.New(ctx, drv, memstore.New(), &ordered.Options{
+		Name: "payments",
+		Key:  key,
+		Hooks: ordered.Hooks{OnUntagged: func(e ordered.Event) {
+			select { // hooks must not block
+			case rejected <- e:
+			default:
+			}
+		}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for range 2 {
+		m, err := receiver.Receive(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s (seq %d)\n", m.Body, m.Seq)
+		if err := m.Ack(ctx); err != nil {
+			log.Fatal(err)
+		}
+	}
+	<-rejected
+	fmt.Println("the unsigned body was not handed out")
+	for _, q := range []*ordered.Queue{sender, receiver} {
+		if err := q.Close(ctx); err != nil {
+			log.Fatal(err)
+		}
+	}
+	// Output:
+	// debit 10 (seq 1)
+	// debit 20 (seq 2)
+	// the unsigned body was not handed out
+}

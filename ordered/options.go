@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/inorder/inorder/internal/envelope"
 	"github.com/inorder/inorder/internal/retry"
 	"github.com/inorder/inorder/ordered/driver"
 	"github.com/inorder/inorder/seqstore"
@@ -38,27 +39,127 @@ type Options struct {
 
 	// Key, when set, authenticates message headers: the sender appends a
 	// MAC (HMAC-SHA256 over group, epoch, seq and payload, truncated to
-	// 128 bits) to each header, and the receiver treats a header without
-	// a MAC valid under Key or OldKeys as untagged (reported through
-	// Hooks.OnUntagged). Without a key, anyone who can send to the queue
-	// can forge a header: replace a payload, switch a group to a forged
-	// epoch, or make GapSkip jump. To rotate: give receivers the new key
-	// in OldKeys first, then make it Key on senders and receivers (the old
-	// one moving to OldKeys), and drop it once no message signed with it
-	// can remain in the queue. FormatLegacy carries no MAC: it cannot be
-	// used with a key.
+	// 128 bits, under a key derived from Key and MACContext) to each
+	// header, and the receiver treats a header without a MAC valid under
+	// Key or OldKeys, for its MACContext, as untagged (reported through
+	// Hooks.OnUntagged; see ReceiveOptions.Untagged for what happens to
+	// it). Without a key, anyone who can send to the queue can forge a
+	// header: replace a payload, switch a group to a forged epoch, or make
+	// GapSkip jump. A key is at least 16 bytes (128 bits) of secret, random
+	// bytes; New refuses a shorter one, in Key and in OldKeys. To rotate:
+	// give receivers the new key in OldKeys first, then make it Key on
+	// senders and receivers (the old one moving to OldKeys), and drop it
+	// once no message signed with it can remain in the queue. FormatLegacy
+	// carries no MAC: it cannot be used with a key.
+	//
+	// With a key, the send journal (SendDurable) is sealed too: recovery
+	// sends only the entries this key (or one of OldKeys) wrote, so that
+	// whoever can write the store cannot have arbitrary bodies signed
+	// (SendStats.Tampered counts the entries it refused).
 	Key []byte
 
-	// OldKeys are accepted by the receiver besides Key, during a rotation.
+	// OldKeys are accepted by the receiver besides Key, during a rotation,
+	// and by recovery for the journal entries they sealed.
 	OldKeys [][]byte
+
+	// MACContext is what header MACs are bound to, besides Key: a body
+	// signed for one context does not verify in another, so a signed
+	// message copied into another queue that shares the key is untagged
+	// there instead of taking its group over. Default Name: senders and
+	// receivers of one queue already share it. Set it where they do not:
+	// the receivers of a topic's subscription queues set it to the
+	// publisher's context (its Name, or its MACContext).
+	MACContext string
+
+	// AcceptContextFreeMAC makes the receiver also accept the MAC that
+	// senders made before MACs were bound to a context (issue 21): under
+	// Key or OldKeys themselves, valid in any queue that shares the key.
+	// Off by default, because such a MAC can be replayed into any queue
+	// for ever. Turn it on in receivers for the upgrade only: upgrade the
+	// receivers with it on, then the senders, then turn it off once no
+	// message from an old sender can remain in the queue (its retention
+	// period, or a drained queue). Without it, an old sender's messages are
+	// untagged (Hooks.OnUntagged with a bad-MAC error): under the default
+	// untagged policy with a key they stay in the queue or go to the dead
+	// letter queue, never lost.
+	AcceptContextFreeMAC bool
 }
 
-// keys returns every key a receiver accepts, Key first.
-func (o *Options) keys() [][]byte {
+// macContext is the context header MACs are bound to (see MACContext).
+func (o *Options) macContext() string {
+	if o.MACContext != "" {
+		return o.MACContext
+	}
+	return o.Name
+}
+
+// signingKey returns the key the sender signs headers with: Key bound to
+// macContext. Nil without a key.
+func (o *Options) signingKey() []byte {
 	if len(o.Key) == 0 {
 		return nil
 	}
-	return append([][]byte{o.Key}, o.OldKeys...)
+	return envelope.ContextKey(o.Key, o.macContext())
+}
+
+// macKeys returns every key a receiver verifies header MACs under: Key and
+// then OldKeys, each bound to macContext, followed by the bare keys when
+// AcceptContextFreeMAC is set. Nil without a key. These are the receive
+// core's Config.Keys: the core verifies with envelope.Verify and needs to
+// know nothing of contexts.
+func (o *Options) macKeys() [][]byte {
+	if len(o.Key) == 0 {
+		return nil
+	}
+	all := append([][]byte{o.Key}, o.OldKeys...)
+	keys := make([][]byte, 0, 2*len(all))
+	for _, k := range all {
+		keys = append(keys, envelope.ContextKey(k, o.macContext()))
+	}
+	if o.AcceptContextFreeMAC {
+		keys = append(keys, all...)
+	}
+	return keys
+}
+
+// validateKeys refuses keys that authenticate nothing: empty or shorter
+// than envelope.MinKeyLen, in Key or OldKeys (an unset environment variable
+// read into OldKeys would otherwise let anyone sign with the empty key).
+func (o *Options) validateKeys() error {
+	if len(o.Key) == 0 && len(o.OldKeys) > 0 {
+		return errors.New("ordered: options: OldKeys without Key")
+	}
+	if o.Key != nil {
+		if err := envelope.ValidateKey(o.Key); err != nil {
+			return fmt.Errorf("ordered: options: Key: %w", err)
+		}
+	}
+	for i, k := range o.OldKeys {
+		if err := envelope.ValidateKey(k); err != nil {
+			return fmt.Errorf("ordered: options: OldKeys[%d]: %w", i, err)
+		}
+	}
+	if len(o.Key) == 0 && (o.MACContext != "" || o.AcceptContextFreeMAC) {
+		return errors.New("ordered: options: MACContext and AcceptContextFreeMAC need Key")
+	}
+	if len(o.Key) > 0 && o.Send.Format == FormatLegacy {
+		return errors.New("ordered: options: FormatLegacy carries no MAC: it cannot be used with Key")
+	}
+	return nil
+}
+
+// defaultUntagged is the untagged policy UntaggedDefault stands for:
+// without a key, UntaggedDeliver; with one, a body that is not signed must
+// not reach the handler: UntaggedDeadLetter when there is a dead letter
+// queue, else UntaggedReject.
+func (o *Options) defaultUntagged() UntaggedPolicy {
+	switch {
+	case len(o.Key) == 0:
+		return UntaggedDeliver
+	case o.Receive.DeadLetter != nil:
+		return UntaggedDeadLetter
+	}
+	return UntaggedReject
 }
 
 // RetryOptions bounds the exponential backoff, with full jitter, between
@@ -80,11 +181,11 @@ func (o *Options) setDefaults(limits driver.Limits) error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if len(o.Key) == 0 && len(o.OldKeys) > 0 {
-		return errors.New("ordered: options: OldKeys without Key")
+	if err := o.validateKeys(); err != nil {
+		return err
 	}
-	if len(o.Key) > 0 && o.Send.Format == FormatLegacy {
-		return errors.New("ordered: options: FormatLegacy carries no MAC: it cannot be used with Key")
+	if o.Receive.Untagged == UntaggedDefault {
+		o.Receive.Untagged = o.defaultUntagged()
 	}
 	if o.Retry.Initial == 0 {
 		o.Retry.Initial = 50 * time.Millisecond

@@ -73,13 +73,21 @@ const (
 	StartLowest
 )
 
-// UntaggedPolicy decides what happens to a body without a valid header.
+// UntaggedPolicy decides what happens to a body without a valid header
+// (with Options.Key, one whose MAC does not verify counts as such).
 type UntaggedPolicy uint8
 
 const (
-	// UntaggedDeliver (the default) hands the message out at once, flagged
-	// Unordered; its Ack deletes it.
-	UntaggedDeliver UntaggedPolicy = iota
+	// UntaggedDefault (the zero value) is UntaggedDeliver without
+	// Options.Key. With a key, a body that is not signed does not reach the
+	// handler: it is UntaggedDeadLetter when ReceiveOptions.DeadLetter is
+	// set, else UntaggedReject.
+	UntaggedDefault UntaggedPolicy = iota
+	// UntaggedDeliver hands the message out at once, flagged Unordered; its
+	// Ack deletes it. With Options.Key this hands out bodies that anyone who
+	// can send to the queue may have written: choose it explicitly only if
+	// the handler can tell.
+	UntaggedDeliver
 	// UntaggedDeadLetter sends the body to ReceiveOptions.DeadLetter, then
 	// deletes it.
 	UntaggedDeadLetter
@@ -87,6 +95,32 @@ const (
 	// its visibility timeout) and reports it through Hooks.OnUntagged.
 	UntaggedReject
 )
+
+func (p UntaggedPolicy) String() string {
+	switch p {
+	case UntaggedDefault:
+		return "UntaggedDefault"
+	case UntaggedDeliver:
+		return "UntaggedDeliver"
+	case UntaggedDeadLetter:
+		return "UntaggedDeadLetter"
+	case UntaggedReject:
+		return "UntaggedReject"
+	}
+	return fmt.Sprintf("UntaggedPolicy(%d)", uint8(p))
+}
+
+// core is the receive core's spelling of a concrete policy (setDefaults
+// resolves UntaggedDefault first).
+func (p UntaggedPolicy) core() recvcore.UntaggedPolicy {
+	switch p {
+	case UntaggedDeadLetter:
+		return recvcore.UntaggedDeadLetter
+	case UntaggedReject:
+		return recvcore.UntaggedReject
+	}
+	return recvcore.UntaggedDeliver
+}
 
 // PoisonPolicy decides what happens to a message that failed MaxAttempts
 // times.
@@ -176,8 +210,9 @@ type ReceiveOptions struct {
 	// the lowest seq. Default 2s.
 	StartSettle time.Duration
 
-	// Untagged decides what happens to bodies without a header. Default
-	// UntaggedDeliver.
+	// Untagged decides what happens to bodies without a valid header.
+	// Default UntaggedDefault: UntaggedDeliver without Options.Key; with a
+	// key, UntaggedDeadLetter when DeadLetter is set, else UntaggedReject.
 	Untagged UntaggedPolicy
 
 	// MaxAttempts is how many times a message is handed out before the
@@ -356,16 +391,16 @@ func (o *ReceiveOptions) validate(limits driver.Limits) error {
 	return nil
 }
 
-// maxEpochAhead is how far ahead of the receiver's clock an epoch may lie:
-// epochs carry the sender's wall clock (seqstore.NewEpoch), so one further
-// ahead is forged (without Options.Key) and its body is untagged.
+// maxEpochAhead is how far ahead of the clock an epoch may lie: epochs
+// carry the sender's wall clock (seqstore.NewEpoch), so one further ahead is
+// forged or comes from a tampered store. Receivers untag such a header;
+// senders refuse such an epoch from their store (ErrEpochAhead).
 const maxEpochAhead = 24 * time.Hour
 
 // coreConfig maps the options to the receive core's configuration.
 func (q *Queue) coreConfig(park bool) recvcore.Config {
 	o := &q.opts.Receive
 	limits := q.limits
-	keys := q.opts.keys()
 	return recvcore.Config{
 		Queue:             q.opts.Name,
 		Mode:              recvcore.Mode(o.Mode),
@@ -373,7 +408,7 @@ func (q *Queue) coreConfig(park bool) recvcore.Config {
 		GapTimeout:        o.GapTimeout,
 		Start:             recvcore.StartPolicy(o.Start),
 		StartSettle:       o.StartSettle,
-		Untagged:          recvcore.UntaggedPolicy(o.Untagged),
+		Untagged:          o.Untagged.core(),
 		Poison:            recvcore.PoisonPolicy(o.Poison),
 		MaxAttempts:       o.MaxAttempts,
 		DeadLetter:        o.DeadLetter != nil,
@@ -396,7 +431,7 @@ func (q *Queue) coreConfig(park bool) recvcore.Config {
 		MaxVisibilityRate: o.MaxVisibilityRate,
 		IdleEvict:         o.IdleEvict,
 		Park:              park,
-		Keys:              keys,
+		Keys:              q.opts.macKeys(),
 		MaxEpochAhead:     maxEpochAhead,
 	}
 }

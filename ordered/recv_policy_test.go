@@ -212,7 +212,7 @@ func TestReceiveSenderReset(t *testing.T) {
 
 func TestReceiveUntagged(t *testing.T) {
 	for _, policy := range []ordered.UntaggedPolicy{ordered.UntaggedDeliver, ordered.UntaggedDeadLetter, ordered.UntaggedReject} {
-		t.Run([]string{"deliver", "deadletter", "reject"}[policy], func(t *testing.T) {
+		t.Run(policy.String(), func(t *testing.T) {
 			drv := memqueue.New(&memqueue.Options{Shards: 1, Visibility: time.Minute})
 			dlq := memqueue.New(nil)
 			var untagged atomic.Int64

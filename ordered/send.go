@@ -67,6 +67,12 @@ type SendStats struct {
 	// Held counts messages that had to wait for their group's oldest
 	// unfinished message before going to the queue (SendOptions.MaxDisorder).
 	Held int64
+	// Tampered counts journal entries that recovery refused to send, each
+	// time it found them: with Options.Key, a seal that does not verify
+	// (written by someone without the key, or by a release that did not
+	// seal); with or without, an epoch more than a day ahead of the clock.
+	// They stay in the journal, logged at level Error.
+	Tampered int64
 }
 
 // SendResult is the outcome of a message admitted by SendAsync (or of a
@@ -299,7 +305,7 @@ func (q *Queue) recoverOnNew(ctx context.Context) error {
 		return err
 	}
 	s.flushMu.Lock()
-	n, _ := s.enqueueRecovered(entries, false)
+	n, _ := s.enqueueRecovered(s.openJournal(entries), false)
 	s.flushMu.Unlock()
 	q.log.Info("ordered: re-sending journaled messages", "count", n)
 	return nil
@@ -347,6 +353,7 @@ type sendRun struct {
 	items   []sendItem
 	buf     []byte   // the envelopes of items
 	journal [][]byte // scratch for the store call
+	sealed  []byte   // the sealed journal entries of items (Options.Key)
 	ctr     envelope.Counter
 	left    atomic.Int32 // items not yet completed
 }
@@ -361,12 +368,13 @@ func getRun() *sendRun { return runPool.Get().(*sendRun) }
 
 // putRun recycles r once none of its items is referenced any more.
 func putRun(r *sendRun) {
-	if cap(r.items) > maxPooledRun || cap(r.buf) > maxPooledRun*512 {
+	if cap(r.items) > maxPooledRun || cap(r.buf) > maxPooledRun*512 || cap(r.sealed) > maxPooledRun*512 {
 		return
 	}
 	clear(r.items)
 	r.items = r.items[:0]
 	r.buf = r.buf[:0]
+	r.sealed = r.sealed[:0]
 	runPool.Put(r)
 }
 
@@ -377,7 +385,7 @@ type recoverKey struct {
 }
 
 type sendCounters struct {
-	sent, failed, retries, recovered, batches, reservations, held atomic.Int64
+	sent, failed, retries, recovered, batches, reservations, held, tampered atomic.Int64
 }
 
 // sender is the send side of a Queue.
@@ -395,6 +403,10 @@ type sender struct {
 	// longer a default header with the largest epoch and seq is than one
 	// with epoch 0 and seq 1.
 	legacyHeader, numbersExtra int
+
+	// signKey signs headers: Options.Key bound to the MAC context; sealKey
+	// seals journal entries: Options.Key itself. Both nil without a key.
+	signKey, sealKey []byte
 
 	// ctx is the context of every store and driver call of the send side. It
 	// is cancelled when Close gives up waiting.
@@ -460,6 +472,8 @@ func newSender(q *Queue) *sender {
 		markKick:   make(chan struct{}, 1),
 		markFull:   make(chan struct{}, 1),
 		markStop:   make(chan struct{}),
+		signKey:    q.opts.signingKey(),
+		sealKey:    q.opts.Key,
 	}
 	s.legacyHeader = envelope.HeaderLen(envelope.Header{Legacy: true, Seq: envelope.MaxNumber})
 	s.numbersExtra = envelope.HeaderLen(envelope.Header{Epoch: envelope.MaxNumber, Seq: envelope.MaxNumber, Signed: s.signed()}) -
@@ -515,17 +529,17 @@ func (s *sender) maxHeader(group string) int {
 func (s *sender) maxPayload() int { return min(s.maxBody, s.maxBytes) }
 
 // signed reports whether headers carry a MAC (Options.Key).
-func (s *sender) signed() bool { return len(s.q.opts.Key) > 0 }
+func (s *sender) signed() bool { return s.signKey != nil }
 
-// header returns the wire header of a message, signed over payload when
-// Options.Key is set.
+// header returns the wire header of a message, signed over payload for the
+// MAC context when Options.Key is set.
 func (s *sender) header(group string, epoch, seq uint64, payload []byte) envelope.Header {
 	if s.opts.Format == FormatLegacy && group == "" {
 		return envelope.Header{Legacy: true, Seq: seq}
 	}
 	h := envelope.Header{Group: group, Epoch: epoch, Seq: seq}
 	if s.signed() {
-		h.Signed, h.MAC = true, envelope.Sign(s.q.opts.Key, h, payload)
+		h.Signed, h.MAC = true, envelope.Sign(s.signKey, h, payload)
 	}
 	return h
 }
@@ -724,15 +738,12 @@ func (s *sender) reserve(batch []reservation) {
 		r := &batch[i]
 		items := r.run.items
 		r.run.left.Store(int32(len(items)))
+		stream := s.q.stream(r.group)
 		var journal [][]byte
 		if s.durable {
-			journal = r.run.journal[:0]
-			for i := range items {
-				journal = append(journal, items[i].payload)
-			}
-			r.run.journal = journal
+			journal = s.journal(r.run, stream)
 		}
-		reqs[i] = seqstore.ReserveRequest{Stream: s.q.stream(r.group), N: len(items), Journal: journal}
+		reqs[i] = seqstore.ReserveRequest{Stream: stream, N: len(items), Journal: journal}
 	}
 	s.stat.reservations.Add(int64(len(batch)))
 	todo := make([]int, len(batch)) // indexes into batch of the next call
@@ -756,6 +767,10 @@ func (s *sender) reserve(batch []reservation) {
 				r.err = s.reserveError(r, fmt.Errorf("%w: seq %d beyond %d", seqstore.ErrOverflow, last, uint64(envelope.MaxNumber)))
 				return
 			}
+			if epochAhead(rs[k].Epoch, time.Now()) {
+				r.err = s.reserveError(r, fmt.Errorf("%w: epoch %d", ErrEpochAhead, rs[k].Epoch))
+				return
+			}
 			r.res = rs[k]
 			s.encode(r)
 		})
@@ -774,6 +789,36 @@ func (s *sender) reserve(batch []reservation) {
 	for i := range batch {
 		clear(batch[i].run.journal)
 	}
+}
+
+// journal returns the journal entries of run's items for the store call:
+// their payloads, sealed under Options.Key when it is set (see
+// send_journal.go). The slices live in run until it is recycled.
+func (s *sender) journal(run *sendRun, stream seqstore.Stream) [][]byte {
+	items := run.items
+	journal := run.journal[:0]
+	if s.sealKey == nil {
+		for i := range items {
+			journal = append(journal, items[i].payload)
+		}
+		run.journal = journal
+		return journal
+	}
+	size := 0
+	for i := range items {
+		size += sealLen + len(items[i].payload)
+	}
+	buf := run.sealed[:0]
+	if cap(buf) < size {
+		buf = make([]byte, 0, size)
+	}
+	for i := range items {
+		start := len(buf)
+		buf = appendSealed(buf, s.sealKey, stream, items[i].payload)
+		journal = append(journal, buf[start:len(buf):len(buf)])
+	}
+	run.sealed, run.journal = buf, journal
+	return journal
 }
 
 func (s *sender) reserveError(r *reservation, err error) error {
@@ -1310,7 +1355,7 @@ func (s *sender) recover(ctx context.Context) (int, error) {
 		s.flushMu.Unlock()
 		return 0, fmt.Errorf("ordered: recover: read journal: %w", err)
 	}
-	n, r := s.enqueueRecovered(entries, true)
+	n, r := s.enqueueRecovered(s.openJournal(entries), true)
 	s.flushMu.Unlock()
 	if n < 0 {
 		return 0, ErrClosed
@@ -1429,6 +1474,7 @@ func (s *sender) stats() SendStats {
 		Failed:       s.stat.failed.Load(),
 		Retries:      s.stat.retries.Load(),
 		Recovered:    s.stat.recovered.Load(),
+		Tampered:     s.stat.tampered.Load(),
 		InFlight:     int64(inflight),
 		Groups:       groups,
 		Batches:      s.stat.batches.Load(),

@@ -13,3 +13,11 @@ var (
 	// group "" while Options.Send.Format is FormatLegacy.
 	ErrInvalidGroup = errors.New("ordered: invalid group")
 )
+
+// ErrEpochAhead means the store gave the sender an epoch more than a day
+// ahead of its clock. Receivers would take such an epoch for a forgery
+// (or, signed with Options.Key, let it take the group over): the sender
+// does not send the message, which stays journaled in durable mode
+// (recovery refuses it too, counted in SendStats.Tampered). The store was
+// written by someone else, or the clocks disagree.
+var ErrEpochAhead = errors.New("ordered: store epoch far ahead of the clock")

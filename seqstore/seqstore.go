@@ -234,6 +234,13 @@ func (r Range) Contains(epoch, seq uint64) bool {
 	return r.Epoch == epoch && r.First <= seq && seq <= r.Last
 }
 
+// valid reports whether r can be a skipped range: 1 <= First <= Last <=
+// MaxSeq and Epoch <= MaxSeq (seq 0 does not exist; Last is MaxSeq when an
+// epoch switch skipped the rest of the old epoch).
+func (r Range) valid() bool {
+	return 1 <= r.First && r.First <= r.Last && r.Last <= MaxSeq && r.Epoch <= MaxSeq
+}
+
 // Cursor is a receiver's position in a stream. The zero Cursor means no
 // receiver has advanced the stream yet.
 type Cursor struct {
@@ -279,7 +286,7 @@ func (a Advance) Check() error {
 		return fmt.Errorf("%w: %d skipped ranges, at most %d", ErrInvalidArgument, len(a.To.Skipped), MaxSkipped)
 	}
 	for _, r := range a.To.Skipped {
-		if r.First < 1 || r.First > r.Last || r.Last > MaxSeq || r.Epoch > MaxSeq {
+		if !r.valid() {
 			return fmt.Errorf("%w: skipped range %d:%d..%d of %s", ErrInvalidArgument, r.Epoch, r.First, r.Last, a.Stream)
 		}
 	}

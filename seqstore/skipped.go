@@ -26,9 +26,10 @@ func FormatSkipped(rs []Range) string {
 }
 
 // ParseSkipped is the inverse of FormatSkipped. Text that FormatSkipped
-// cannot have written (more than MaxSkipped ranges, non-canonical or
-// out-of-range numbers, a missing separator) gives an error wrapping
-// ErrCorrupt.
+// cannot have written for a cursor that Advance accepted (more than
+// MaxSkipped ranges, non-canonical or out-of-range numbers, a missing
+// separator, a range with first 0 or first after last) gives an error
+// wrapping ErrCorrupt.
 func ParseSkipped(v string) ([]Range, error) {
 	if v == "" {
 		return nil, nil
@@ -50,6 +51,10 @@ func ParseSkipped(v string) ([]Range, error) {
 		out[i].Last, errs[2] = ParseNum(b)
 		if err := errors.Join(errs[:]...); err != nil {
 			return nil, fmt.Errorf("skipped range %q: %w", p, err)
+		}
+		if !out[i].valid() {
+			// Advance.Check refuses such a range: no store wrote it.
+			return nil, fmt.Errorf("%w: skipped range %q: need 1 <= first <= last", ErrCorrupt, p)
 		}
 	}
 	return out, nil

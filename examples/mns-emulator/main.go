@@ -12,8 +12,15 @@
 //	export MNS_ACCESS_KEY_ID=inorder
 //	export MNS_ACCESS_KEY_SECRET=inorder-secret
 //
-// A secret given with -access-key-secret is not printed: only the published
-// default is.
+// A secret of your own is never printed: only the published default is.
+// Give it in a file (-access-key-secret-file) or in the environment
+// (MNS_EMULATOR_ACCESS_KEY_SECRET), not with -access-key-secret: a command
+// line is visible to every user of the machine (ps, /proc). Listening
+// beyond loopback needs such a secret, of at least 16 bytes:
+//
+//	(umask 077; openssl rand -base64 24 > ~/.mns-emulator-secret)
+//	go run ./examples/mns-emulator -addr 0.0.0.0:8931 -access-key-id me \
+//	    -access-key-secret-file ~/.mns-emulator-secret
 //
 // The endpoint ends in "/." because the SDK rejects endpoints without
 // exactly four dots (see the mnstest package documentation).
@@ -21,11 +28,15 @@
 // Flags:
 //
 //	-addr host:port          listen address (default 127.0.0.1:8931; IPv4 only). An
-//	                         address that is not loopback needs -access-key-secret
-//	                         other than the published default
+//	                         address that is not loopback needs a secret of at least
+//	                         16 bytes other than the published default
 //	-read-timeout d          longest time to read a request, headers and body (default 30s)
 //	-access-key-id id        accepted access key id (default inorder)
-//	-access-key-secret s     accepted access key secret (default inorder-secret)
+//	-access-key-secret-file f  read the accepted access key secret from file f (its
+//	                         first line); or set MNS_EMULATOR_ACCESS_KEY_SECRET
+//	-access-key-secret s     the secret on the command line, where other users can read
+//	                         it (a warning says so); default inorder-secret, the
+//	                         published one, when no secret is given at all
 //	-shards n                internal shards per queue: 1 is FIFO, more reorder (default 4)
 //	-reorder-window n        how far a message can be overtaken (default 16)
 //	-seed n                  seed of shard choice and faults (default: fixed)
@@ -124,7 +135,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	pf := preset.Faults
 	fs.StringVar(&opts.Addr, "addr", "127.0.0.1:8931", "listen address (IPv4 host:port)")
 	fs.StringVar(&opts.AccessKeyID, "access-key-id", mnstest.DefaultAccessKeyID, "accepted access key id")
-	fs.StringVar(&opts.AccessKeySecret, "access-key-secret", mnstest.DefaultAccessKeySecret, "accepted access key secret")
+	fs.StringVar(&opts.AccessKeySecret, "access-key-secret", "",
+		"accepted access key secret, visible to other users in ps: prefer -access-key-secret-file or "+secretEnv+" (default "+mnstest.DefaultAccessKeySecret+")")
+	var secretFile string
+	fs.StringVar(&secretFile, "access-key-secret-file", "", "read the accepted access key secret from this file (its first line)")
 	fs.DurationVar(&opts.ReadTimeout, "read-timeout", 30*time.Second, "longest time to read a request, headers and body")
 	fs.IntVar(&opts.Shards, "shards", 4, "internal shards per queue (1 = FIFO)")
 	fs.IntVar(&opts.ReorderWindow, "reorder-window", 16, "how many later sends may overtake a message")
@@ -155,6 +169,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err := chooseSecret(&opts, secretFile, stderr); err != nil {
+		return err
 	}
 	level := slog.LevelInfo
 	if verbose {
@@ -207,7 +224,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "export MNS_ACCESS_KEY_SECRET=%s\n\n", srv.AccessKeySecret())
 	} else {
 		// A secret of the user's own stays out of logs of this banner.
-		fmt.Fprintf(stdout, "# and MNS_ACCESS_KEY_SECRET: the one given with -access-key-secret\n\n")
+		fmt.Fprintf(stdout, "# and MNS_ACCESS_KEY_SECRET: the secret you gave the emulator\n\n")
 	}
 	fmt.Fprintln(stdout, "Ctrl-C to stop.")
 
@@ -233,6 +250,40 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
+}
+
+// secretEnv names the environment variable that may hold the secret.
+const secretEnv = "MNS_EMULATOR_ACCESS_KEY_SECRET"
+
+// chooseSecret sets opts.AccessKeySecret from, in order, -access-key-secret
+// (with a warning: the command line is public), -access-key-secret-file and
+// secretEnv; with none, the published default. Giving both flags is an
+// error.
+func chooseSecret(opts *mnstest.Options, file string, stderr io.Writer) error {
+	switch {
+	case opts.AccessKeySecret != "" && file != "":
+		return errors.New("give -access-key-secret or -access-key-secret-file, not both")
+	case opts.AccessKeySecret != "":
+		if opts.AccessKeySecret != mnstest.DefaultAccessKeySecret {
+			fmt.Fprintf(stderr, "mns-emulator: WARNING: other users of this machine can read -access-key-secret (ps, /proc); "+
+				"use -access-key-secret-file or %s\n", secretEnv)
+		}
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return fmt.Errorf("-access-key-secret-file: %w", err)
+		}
+		line, _, _ := strings.Cut(string(b), "\n")
+		if opts.AccessKeySecret = strings.TrimSuffix(line, "\r"); opts.AccessKeySecret == "" {
+			return fmt.Errorf("-access-key-secret-file %s: the first line is empty", file)
+		}
+	default:
+		opts.AccessKeySecret = os.Getenv(secretEnv)
+	}
+	if opts.AccessKeySecret == "" {
+		opts.AccessKeySecret = mnstest.DefaultAccessKeySecret
+	}
+	return nil
 }
 
 func sum(m map[string]int64) int64 {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/inorder/inorder/ordered/mnsqueue/mnstest"
 )
 
 func TestMain(m *testing.M) {
@@ -26,6 +30,7 @@ func TestMain(m *testing.M) {
 // TestRun starts the program on a free port, reads the endpoint and
 // credentials it prints, uses them with the real SDK, and stops it.
 func TestRun(t *testing.T) {
+	t.Setenv(secretEnv, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pr, pw := io.Pipe()
@@ -171,14 +176,80 @@ func TestChaosFlag(t *testing.T) {
 // secret, which anyone may know, but not one chosen with -access-key-secret,
 // which the user has and a log of the banner must not.
 func TestChosenSecretNotPrinted(t *testing.T) {
+	t.Setenv(secretEnv, "")
 	banner, stop := startRun(t, "-addr", "127.0.0.1:0", "-stats", "0", "-access-key-secret", "chosen-S3cr3t")
 	text := strings.Join(banner, "\n")
 	assert.NotContains(t, text, "S3cr3t", "a chosen secret must not be printed:\n%s", text)
 	assert.Contains(t, text, "export MNS_ACCESS_KEY_ID=inorder\n", "the id is printed:\n%s", text)
-	assert.Contains(t, text, "MNS_ACCESS_KEY_SECRET: the one given with -access-key-secret", "the banner says which secret:\n%s", text)
+	assert.Contains(t, text, "MNS_ACCESS_KEY_SECRET: the secret you gave the emulator", "the banner says which secret:\n%s", text)
 	require.NoError(t, stop())
 
 	banner, stop = startRun(t, "-addr", "127.0.0.1:0", "-stats", "0")
 	assert.Contains(t, banner, "export MNS_ACCESS_KEY_SECRET=inorder-secret", "the published default is printed")
 	require.NoError(t, stop())
+}
+
+// TestSecretSources: the secret comes from -access-key-secret-file or
+// MNS_EMULATOR_ACCESS_KEY_SECRET, stays out of the banner, and signs the
+// SDK's requests; -access-key-secret still works, with a warning that the
+// command line is public. Off loopback, a short one is refused.
+func TestSecretSources(t *testing.T) {
+	const secret = "a-secret-Of-24-bytes-xyz"
+	file := filepath.Join(t.TempDir(), "secret")
+	require.NoError(t, os.WriteFile(file, []byte(secret+"\n"), 0o600))
+	for _, tc := range []struct {
+		name string
+		env  string
+		args []string
+	}{
+		{"file", "", []string{"-access-key-secret-file", file}},
+		{"environment", secret, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(secretEnv, tc.env)
+			banner, stop := startRun(t, append([]string{"-addr", "127.0.0.1:0", "-stats", "0", "-queue", "jobs"}, tc.args...)...)
+			text := strings.Join(banner, "\n")
+			assert.NotContains(t, text, "Of-24", "the secret must not be printed:\n%s", text)
+			var endpoint string
+			for _, l := range banner {
+				if v, ok := strings.CutPrefix(l, "export MNS_ENDPOINT="); ok {
+					endpoint = v
+				}
+			}
+			for key, ok := range map[string]bool{secret: true, mnstest.DefaultAccessKeySecret: false} {
+				client := ali_mns.NewAliMNSClientWithConfig(ali_mns.AliMNSClientConfig{
+					EndPoint: endpoint, AccessKeyId: mnstest.DefaultAccessKeyID, AccessKeySecret: key, TimeoutSecond: 10})
+				_, err := ali_mns.NewMNSQueue("jobs", client).SendMessage(ali_mns.MessageSendRequest{MessageBody: "hello", Priority: 8})
+				if ok {
+					assert.NoError(t, err, "the chosen secret signs")
+				} else {
+					assert.Error(t, err, "the published default no longer signs")
+				}
+			}
+			require.NoError(t, stop())
+		})
+	}
+
+	t.Setenv(secretEnv, "")
+	var stderr strings.Builder
+	o := mnstest.Options{AccessKeySecret: secret}
+	require.NoError(t, chooseSecret(&o, "", &stderr))
+	assert.Contains(t, stderr.String(), "WARNING: other users of this machine can read -access-key-secret")
+	assert.NotContains(t, stderr.String(), "Of-24")
+	o = mnstest.Options{AccessKeySecret: secret}
+	assert.Error(t, chooseSecret(&o, file, io.Discard), "both flags")
+	empty := filepath.Join(t.TempDir(), "empty")
+	require.NoError(t, os.WriteFile(empty, []byte("\n"), 0o600))
+	o = mnstest.Options{}
+	assert.ErrorContains(t, chooseSecret(&o, empty, io.Discard), "first line is empty")
+	o = mnstest.Options{}
+	require.NoError(t, chooseSecret(&o, "", io.Discard))
+	assert.Equal(t, mnstest.DefaultAccessKeySecret, o.AccessKeySecret, "no secret given: the published default")
+
+	short := filepath.Join(t.TempDir(), "short")
+	require.NoError(t, os.WriteFile(short, []byte("tooshort\n"), 0o600))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := run(ctx, []string{"-addr", "0.0.0.0:0", "-access-key-id", "me", "-access-key-secret-file", short}, io.Discard, io.Discard)
+	assert.ErrorContains(t, err, "at least 16 bytes", "a short secret off loopback")
 }

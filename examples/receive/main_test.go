@@ -23,11 +23,19 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/inorder/inorder/ordered/mnsqueue"
 	"github.com/inorder/inorder/ordered/mnsqueue/mnstest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	// The MNS driver TestSendReceiveProcesses plants a body with: fasthttp's
+	// per-host connection cleaners sleep for the idle-connection period
+	// after the last connection closed before they exit.
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*HostClient).connsCleaner"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*Client).mCleaner"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*TCPDialer).tcpAddrsClean"),
+	)
 }
 
 // TestSendReceiveProcesses builds commands send and receive and runs them as
@@ -101,6 +109,23 @@ func TestSendReceiveProcesses(t *testing.T) {
 	assert.Contains(t, out, "send message body is 20 (seq 20)", "legacy send output")
 	out = runCmd("receive", "-queue", "legacy", "-store", filepath.Join(state, "legacy-receive"))
 	assert.Equal(t, want.String(), out, "legacy receive output")
+
+	// Signed headers (INORDER_KEY on both), with an unsigned body planted in
+	// the queue: receive prints the 20 signed messages only, and leaves the
+	// planted one in the queue.
+	key := []string{"INORDER_KEY=" + rand.Text()}
+	out = runCmdEnv(key, "send", "-queue", "signed", "-store", filepath.Join(state, "signed-send"))
+	assert.Contains(t, out, "send message body is 20 (seq 20)", "signed send output")
+	plant, err := mnsqueue.New(t.Context(), srv.Endpoint(), "signed",
+		mnsqueue.Credentials{AccessKeyID: srv.AccessKeyID(), AccessKeySecret: srv.AccessKeySecret()}, nil)
+	require.NoError(t, err)
+	require.NoError(t, plant.SendBatch(t.Context(), [][]byte{[]byte("planted")}))
+	require.NoError(t, plant.Close())
+	out = runCmdEnv(key, "receive", "-queue", "signed", "-store", filepath.Join(state, "signed-receive"))
+	assert.Equal(t, want.String(), out, "signed receive output: the unsigned body is not handed out")
+	info, err := srv.Queue("signed")
+	require.NoError(t, err)
+	assert.Equal(t, 1, info.Active+info.Inactive, "the unsigned body stays in the queue: %+v", info)
 
 	// Server and SQL stores, each shared by send and receive and used twice,
 	// so the second send continues the first's counter: one SQLite file

@@ -33,11 +33,17 @@
 //	              mysql://user:pass@host:port/db (MySQL or MariaDB)
 //	            ?prefix=P sets the Redis key prefix or the SQL table prefix;
 //	            SQL tables are created if missing, a SQLite file mode 0600.
-//	            Passwords never appear in messages. A bare string with '=',
+//	            A URL with a password belongs in INORDER_STORE: other users
+//	            can read a command line (a warning says so). Passwords never
+//	            appear in messages. A bare string with '=',
 //	            '@' or HOST:PORT is refused (a connection string must be a
 //	            URL); write file:DIR for a directory of such a name. A file
 //	            store is locked by one process at a time; a server store can
 //	            be shared by send and receive.
+//	            INORDER_KEY            sign every header with this key (at least 16
+//	            bytes, e.g. from openssl rand -base64 32), bound to the queue's
+//	            name; environment only, a flag would show in ps. Roll out
+//	            senders first: a receiver without the key ignores the MAC
 //	-v          log what the queue, the MNS driver and the store report
 //	            (debug level) to stderr
 //	-legacy     write the sample's own "#<seq>#<body>" header instead of the
@@ -87,6 +93,7 @@ type config struct {
 	endpoint, queue, store string
 	storeSpec              *storeurl.Spec
 	cred                   mnsqueue.Credentials
+	key                    []byte // INORDER_KEY, nil when unset
 	verbose                bool
 	n                      int
 	legacy                 bool
@@ -115,6 +122,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	if c.queue == "" {
 		c.queue = "inorder-sample"
 	}
+	storeFlag := c.store != ""
 	if c.store == "" {
 		// Read here, not as the flag's default, which -h would print
 		// with its password.
@@ -132,10 +140,20 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("-store: %w", err)
 	}
 	c.storeSpec = spec
+	if storeFlag && spec.HasPassword() {
+		fmt.Fprintln(stderr, "send: WARNING: other users of this machine can read the password in -store (ps, /proc); set INORDER_STORE instead")
+	}
 	if c.n < 1 {
 		return c, fmt.Errorf("-n %d: want at least 1", c.n)
 	}
 	c.cred = mnsqueue.Credentials{AccessKeyID: os.Getenv("MNS_ACCESS_KEY_ID"), AccessKeySecret: os.Getenv("MNS_ACCESS_KEY_SECRET")}
+	if k := os.Getenv("INORDER_KEY"); k != "" {
+		// ordered.New refuses it too; here it fails before any connection.
+		if len(k) < 16 {
+			return c, fmt.Errorf("INORDER_KEY has %d bytes: a key needs at least 16 (for example openssl rand -base64 32)", len(k))
+		}
+		c.key = []byte(k)
+	}
 	if c.endpoint == "" {
 		c.endpoint = defaultEndpoint
 		if c.cred.AccessKeyID == "" {
@@ -170,7 +188,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}()
 
-	opts := &ordered.Options{Logger: log}
+	// With a key, MACs are bound to the MNS queue's name: a body signed for
+	// another queue that shares the key is not accepted in this one.
+	opts := &ordered.Options{Logger: log, Key: c.key}
+	if c.key != nil {
+		opts.MACContext = c.queue
+	}
 	if c.legacy {
 		opts.Send.Format = ordered.FormatLegacy
 	}

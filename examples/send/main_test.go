@@ -52,3 +52,48 @@ func TestStoreFlag(t *testing.T) {
 	assert.ErrorContains(t, err, "-store: storeurl: invalid spec")
 	assert.NotContains(t, err.Error(), "hunter2", "the password leaked")
 }
+
+// TestKeyFromEnv: INORDER_KEY is read from the environment only, and a key
+// under 16 bytes stops the program with an error that does not print it.
+func TestKeyFromEnv(t *testing.T) {
+	t.Setenv("INORDER_STORE", "file:"+t.TempDir())
+	t.Setenv("INORDER_KEY", "")
+	c, err := parse(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Nil(t, c.key, "no key when INORDER_KEY is unset")
+
+	t.Setenv("INORDER_KEY", "a key of 32 bytes, from a secret")
+	c, err = parse(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "a key of 32 bytes, from a secret", string(c.key))
+
+	t.Setenv("INORDER_KEY", "shortsecret")
+	_, err = parse(nil, io.Discard)
+	require.Error(t, err, "a short key must stop the program")
+	assert.ErrorContains(t, err, "INORDER_KEY")
+	assert.ErrorContains(t, err, "at least 16")
+	assert.NotContains(t, err.Error(), "shortsecret", "the key leaked")
+}
+
+// TestStorePasswordOnCommandLine: a -store URL with a password draws a
+// warning that the command line is public; the same in INORDER_STORE does
+// not. Neither prints the password.
+func TestStorePasswordOnCommandLine(t *testing.T) {
+	t.Setenv("INORDER_STORE", "")
+	var stderr strings.Builder
+	_, err := parse([]string{"-store", "redis://u:hunter2@127.0.0.1:6379/0"}, &stderr)
+	require.NoError(t, err)
+	assert.Contains(t, stderr.String(), "WARNING: other users of this machine can read the password in -store")
+	assert.NotContains(t, stderr.String(), "hunter2")
+
+	stderr.Reset()
+	t.Setenv("INORDER_STORE", "redis://u:hunter2@127.0.0.1:6379/0")
+	_, err = parse(nil, &stderr)
+	require.NoError(t, err)
+	assert.Empty(t, stderr.String(), "INORDER_STORE is the recommended place")
+
+	stderr.Reset()
+	_, err = parse([]string{"-store", "redis://127.0.0.1:6379/0"}, &stderr)
+	require.NoError(t, err)
+	assert.Empty(t, stderr.String(), "no password, no warning")
+}

@@ -30,9 +30,31 @@
 // The payload is opaque and may be binary; Append copies it unchanged and
 // Parse returns a slice of the body.
 //
+// # Authentication
+//
+// A default-form header may end with a MAC, the unpadded base64url of
+// MACLen bytes after one more ';':
+//
+//	#v1;<epoch>;<seq>;<group>;<mac>#<payload>
+//
+// The MAC (Sign) is HMAC-SHA256, truncated to 128 bits, of a domain string,
+// the group (length-prefixed), epoch and seq, and the payload. Senders make
+// it under a context key (ContextKey): a key derived from the shared key
+// and a context that both ends know and the header does not carry, by
+// default the queue's name (ordered.Options.Name, or Options.MACContext).
+// A signed body copied into a queue of another context does not verify
+// there, even when both queues share the key. The header is unchanged in
+// shape and length; only the MAC's value differs. A MAC under the bare key
+// is the context-free form that senders made before MACs were bound to a
+// context (issue 21): a receiver accepts it only when told to during an
+// upgrade, by verifying against the bare keys as well as the context keys.
+// Keys shorter than MinKeyLen never verify anything (ValidateKey refuses
+// them).
+//
 // # Errors
 //
-// ValidateGroup and Header.Validate return errors wrapping ErrInvalidHeader.
+// ValidateGroup and Header.Validate return errors wrapping ErrInvalidHeader;
+// ValidateKey one wrapping ErrWeakKey.
 // Append panics on an invalid header: callers validate the group before
 // reserving a seq, and seqs and epochs come from a store that keeps them
 // within MaxNumber.

@@ -340,10 +340,50 @@ func parseGroup(field []byte, buf *[MaxGroupLen]byte) ([]byte, bool) {
 // macDomain separates inorder's header MACs from any other use of the key.
 const macDomain = "inorder/envelope/v1 mac\x00"
 
+// contextDomain separates the derivation of context keys (ContextKey) from
+// header MACs and from any other use of the key.
+const contextDomain = "inorder/envelope/v1 context\x00"
+
+// MinKeyLen is the length, in bytes, of the shortest key that signs or
+// verifies a header: 128 bits. Verify never accepts a MAC under a shorter
+// key, so that an empty key (an unset variable) or a guessable one cannot
+// authenticate anything.
+const MinKeyLen = 16
+
+// ErrWeakKey is wrapped by the error of ValidateKey.
+var ErrWeakKey = errors.New("envelope: key too short")
+
+// ValidateKey reports whether key is long enough to sign headers (at least
+// MinKeyLen bytes).
+func ValidateKey(key []byte) error {
+	if len(key) < MinKeyLen {
+		return fmt.Errorf("%w: %d bytes, need at least %d (128 bits) of secret, random bytes", ErrWeakKey, len(key), MinKeyLen)
+	}
+	return nil
+}
+
+// ContextKey returns the key that signs and verifies the headers of one
+// context, such as a queue's name: HMAC-SHA256 under key of a domain
+// string, the context's length (8 bytes, big-endian) and the context. A MAC
+// made under ContextKey(key, "a") does not verify under ContextKey(key, "b")
+// nor under key itself, so a signed body copied into a queue of another
+// context is not authenticated there, even when both share key. The header
+// does not change: the context is known to both ends, never sent.
+func ContextKey(key []byte, context string) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(contextDomain))
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(context)))
+	m.Write(n[:])
+	m.Write([]byte(context))
+	return m.Sum(nil)
+}
+
 // Sign returns the MAC that a signed header of h over payload carries: the
 // first MACLen bytes of HMAC-SHA256 under key of a length-prefixed encoding
 // of h's group, epoch and seq, followed by the payload. h.Signed and h.MAC
-// are ignored.
+// are ignored. Senders sign with a context key (ContextKey); a MAC under
+// the bare key is the context-free form of earlier releases.
 func Sign(key []byte, h Header, payload []byte) [MACLen]byte {
 	m := hmac.New(sha256.New, key)
 	var buf [len(macDomain) + 1 + 2*8]byte
@@ -362,13 +402,17 @@ func Sign(key []byte, h Header, payload []byte) [MACLen]byte {
 }
 
 // Verify reports whether h is signed with a MAC of payload under one of
-// keys. It compares in constant time.
+// keys. Keys shorter than MinKeyLen are ignored: no MAC verifies under them.
+// It compares in constant time.
 func Verify(h Header, payload []byte, keys ...[]byte) bool {
 	if !h.Signed {
 		return false
 	}
 	ok := false
 	for _, k := range keys {
+		if len(k) < MinKeyLen {
+			continue
+		}
 		want := Sign(k, h, payload)
 		if hmac.Equal(want[:], h.MAC[:]) {
 			ok = true

@@ -352,7 +352,7 @@ func TestWorstCaseSignedHeaderLen(t *testing.T) {
 
 func TestSignVerify(t *testing.T) {
 	t.Parallel()
-	key, old, other := []byte("current key"), []byte("previous key"), []byte("attacker")
+	key, old, other := []byte("current key 0123456789"), []byte("previous key 0123456789"), []byte("attacker 0123456789")
 	h := envelope.Header{Group: "acct-7", Epoch: 1700000000000 << 20, Seq: 42, Signed: true}
 	payload := []byte(`{"amount":10}`)
 	h.MAC = envelope.Sign(key, h, payload)

@@ -16,11 +16,12 @@ var errTransportClosed = errors.New("mnsqueue: transport closed")
 // transport carries the SDK's requests (installed with SetTransport) over a
 // fasthttp client of its own, configured as the SDK's cannot be:
 //
-//   - no automatic retry: fasthttp repeats GET and PUT requests that failed
-//     or timed out up to five times, and any request whose connection was
-//     closed before an answer came, so one ReceiveBatch could receive (and
-//     hide) several batches, one ChangeVisibility could rotate the receipt
-//     several times and one SendBatch could enqueue twice. Every request is
+//   - no automatic retry: fasthttp repeats idempotent requests (GET, HEAD,
+//     PUT) that failed or timed out up to five times (v1.52 also repeated
+//     any request whose connection closed before an answer came), so one
+//     ReceiveBatch could receive (and hide) several batches, one
+//     ChangeVisibility could rotate the receipt several times and, with
+//     v1.52, one SendBatch could enqueue twice. Every request is
 //     made once, as the driver contract asks; a failure is reported as a
 //     retryable error and the portable layer decides. The price is that a
 //     request sent on a keep-alive connection that the server had just
@@ -52,10 +53,10 @@ func newTransport(timeout time.Duration, maxConns int, userAgent string) *transp
 		MaxConnsPerHost:    maxConns,
 		MaxConnWaitTimeout: timeout,
 		Dial:               t.dial,
-		// One attempt: Do retries while attempts < MaxIdemponentCallAttempts,
-		// io.EOF included, whatever RetryIf says.
+		// One attempt: Do retries while attempts < MaxIdemponentCallAttempts
+		// and RetryIfErr says so.
 		MaxIdemponentCallAttempts: 1,
-		RetryIf:                   func(*fasthttp.Request) bool { return false },
+		RetryIfErr:                func(*fasthttp.Request, int, error) (resetTimeout, retry bool) { return false, false },
 	}
 	return t
 }

@@ -102,7 +102,9 @@ func TestNoSecretInOutput(t *testing.T) {
 	// Escaped differently in a URL's userinfo, path and query; written raw in
 	// a URL, its '/' ends the authority, and url.Parse quotes what is before.
 	dbSecret := newSecret(t, "db", "/x@y")
-	secrets := []secret{mnsSecret, dbSecret}
+	// The header key of send and receive (INORDER_KEY), in every run.
+	keySecret := newSecret(t, "inorder-key-", "")
+	secrets := []secret{mnsSecret, dbSecret, keySecret}
 	// Faults make the programs retry and log; the stores log their setup.
 	srv, err := mnstest.NewServer(&mnstest.Options{
 		AccessKeyID:     "inorder-leak-test",
@@ -115,7 +117,8 @@ func TestNoSecretInOutput(t *testing.T) {
 	mr.RequireAuth(dbSecret.raw)
 
 	env := append(os.Environ(), "INORDER_STORE=", "XDG_CACHE_HOME="+t.TempDir(),
-		"MNS_ENDPOINT="+srv.Endpoint(), "MNS_ACCESS_KEY_ID=inorder-leak-test", "MNS_ACCESS_KEY_SECRET="+mnsSecret.raw)
+		"MNS_ENDPOINT="+srv.Endpoint(), "MNS_ACCESS_KEY_ID=inorder-leak-test", "MNS_ACCESS_KEY_SECRET="+mnsSecret.raw,
+		"INORDER_KEY="+keySecret.raw)
 	wrongMNS := "MNS_ACCESS_KEY_SECRET=" + mnsSecret.raw + "-wrong"
 	redisURL := (&url.URL{Scheme: "redis", User: url.UserPassword("", dbSecret.raw), Host: mr.Addr(), Path: "/0", RawQuery: "prefix=leak:"}).String()
 	wrongRedis := (&url.URL{Scheme: "redis", User: url.UserPassword("", "wrong-"+dbSecret.raw), Host: mr.Addr(), Path: "/0"}).String()

@@ -67,6 +67,11 @@ type Spec struct {
 // value receiver so that a Spec printed by value shows no password either.
 func (s Spec) String() string { return s.redacted }
 
+// HasPassword reports whether the spec carries a password. A program that
+// took it from its command line should say that other users of the machine
+// can read it there (ps, /proc), and suggest the environment instead.
+func (s *Spec) HasPassword() bool { return len(s.secrets) > 0 }
+
 // GoString is String, so that %#v shows no password either.
 func (s Spec) GoString() string { return "storeurl.Spec(" + s.redacted + ")" }
 

@@ -56,7 +56,13 @@
 // it) for the configured access key: an unknown key is answered 403
 // InvalidAccessKeyId, a wrong signature 403 SignatureDoesNotMatch. A
 // Content-MD5 that does not match the body is 400 InvalidDegist (the
-// service's spelling).
+// service's spelling). As in the service, the signature covers the
+// Content-MD5 header but not the body itself, and both are optional: a
+// request signed without Content-MD5 is accepted with any body (the SDK
+// always sends one), and a captured request can be sent again, to the same
+// effect, as long as its Date is within 15 minutes of the server's clock
+// (there is no nonce). Whoever can read the traffic can do both: serve the
+// emulator on loopback, or behind TLS on a network you trust.
 //
 // # Semantics
 //
@@ -114,8 +120,9 @@
 // dead-letter queue. The server reads a request for at most
 // Options.ReadTimeout, and keeps at most MaxQueues queues, MaxTopics topics,
 // 100 subscriptions per topic and MaxMessages messages of MaxMessageBytes in
-// all, so that it is safe to leave running. It refuses to listen beyond
-// loopback with the published default credentials.
+// all, topic pushes on their way included, so that it is safe to leave
+// running. It refuses to listen beyond loopback unless the secret is one of
+// at least MinRemoteSecretLen bytes other than the published default.
 //
 // # Shutdown
 //

@@ -251,6 +251,7 @@ type queue struct {
 	cons              consumption // Throttle.Consumption
 	bytes             int64       // sum of the stored bodies
 	incoming          arrivals    // topic pushes on their way
+	incomingBytes     int64       // their bodies, reserved against the caps
 	arrivalSeq        uint64
 }
 
@@ -281,8 +282,16 @@ func (h *arrivals) Pop() any {
 	return a
 }
 
-// expect schedules a topic push to land at due; advance lands it.
+// expect schedules a topic push to land at due; advance lands it. Its room
+// is taken now, within Options.MaxMessages and MaxMessageBytes, so that
+// pushes held back by Faults.PushDelay count against the caps: one that
+// finds the emulator full fails at once, as it would have when it landed.
 func (q *queue) expect(body string, due int64) {
+	if !q.srv.reserve(1, int64(len(body)), false) {
+		q.srv.stats.pushFailed.Add(1)
+		return
+	}
+	q.incomingBytes += int64(len(body))
 	q.arrivalSeq++
 	heap.Push(&q.incoming, arrival{due: due, n: q.arrivalSeq, body: body})
 	if q.incoming[0].n == q.arrivalSeq {
@@ -291,14 +300,11 @@ func (q *queue) expect(body string, due int64) {
 }
 
 // land makes the pushes due by now messages of the queue, in the order they
-// arrive, with the queue's delay. One that finds the emulator full fails.
+// arrive, with the queue's delay, in the room expect reserved for them.
 func (q *queue) land(now int64) {
 	for len(q.incoming) > 0 && q.incoming[0].due <= now {
 		a := heap.Pop(&q.incoming).(arrival)
-		if !q.srv.reserve(1, int64(len(a.body)), false) {
-			q.srv.stats.pushFailed.Add(1)
-			continue
-		}
+		q.incomingBytes -= int64(len(a.body))
 		q.send(a.body, md5Hex(a.body), -1, defaultPriority, a.due, false)
 		q.srv.stats.pushed.Add(1)
 	}

@@ -21,15 +21,21 @@ const (
 	DefaultAccessKeySecret = "inorder-secret"
 )
 
+// MinRemoteSecretLen is the shortest AccessKeySecret a server accepts on an
+// address that is not loopback: 16 bytes, so that a secret of one word or a
+// few characters cannot be guessed by whoever reaches the port.
+const MinRemoteSecretLen = 16
+
 // Options configures a Server. A nil *Options means all defaults.
 type Options struct {
 	// Addr is the TCP address to listen on (default "127.0.0.1:0", a free
 	// loopback port). The host must be an IPv4 literal: the SDK accepts only
 	// endpoints with exactly four dots. An unspecified host (0.0.0.0)
 	// listens everywhere and is advertised as 127.0.0.1. A host that is
-	// not loopback is refused unless AccessKeySecret is set to something
-	// other than the published DefaultAccessKeySecret: anyone who can reach
-	// the port could otherwise use the server.
+	// not loopback is refused unless AccessKeySecret is set to a secret of
+	// at least MinRemoteSecretLen bytes other than the published
+	// DefaultAccessKeySecret: anyone who can reach the port could otherwise
+	// use the server.
 	Addr string
 	// AccessKeyID and AccessKeySecret are the one credential the server
 	// accepts (defaults DefaultAccessKeyID and DefaultAccessKeySecret).
@@ -53,7 +59,9 @@ type Options struct {
 	// together, and the sum of their bodies (defaults 1,000,000 and 1 GiB;
 	// the service has no such limit, the emulator's memory does). A send
 	// beyond them answers 400 MessageNumExceededLimit (our code) and
-	// stores nothing.
+	// stores nothing. Topic pushes count from their publish, while
+	// Faults.PushDelay holds them back: one beyond the caps fails at once
+	// (Stats.PushFailed).
 	MaxMessages     int
 	MaxMessageBytes int64
 	// Shards is the number of internal shards per queue (default 4, at most
@@ -154,9 +162,9 @@ func (o *Options) validate() error {
 		return fmt.Errorf("mnstest: address %q: host must be an IPv4 literal (the SDK rejects other endpoints): %w",
 			o.Addr, ErrInvalidArgument)
 	}
-	if !ip.IsLoopback() && (o.AccessKeySecret == "" || o.AccessKeySecret == DefaultAccessKeySecret) {
-		return fmt.Errorf("mnstest: address %q is not loopback: set AccessKeyID and an AccessKeySecret other than the published default, "+
-			"or anyone who reaches the port can use the server: %w", o.Addr, ErrInvalidArgument)
+	if !ip.IsLoopback() && (o.AccessKeySecret == DefaultAccessKeySecret || len(o.AccessKeySecret) < MinRemoteSecretLen) {
+		return fmt.Errorf("mnstest: address %q is not loopback: set an AccessKeySecret of at least %d bytes other than the published default "+
+			"(got %d bytes), or anyone who reaches the port can use the server: %w", o.Addr, MinRemoteSecretLen, len(o.AccessKeySecret), ErrInvalidArgument)
 	}
 	if o.ReadTimeout == 0 {
 		o.ReadTimeout = defaultReadTimeout
@@ -242,7 +250,8 @@ type Server struct {
 	macs       signers
 	stats      counters
 	// stored and storedBytes count the messages of all queues and their
-	// bodies, against MaxMessages and MaxMessageBytes.
+	// bodies, topic pushes on their way included, against MaxMessages and
+	// MaxMessageBytes.
 	stored, storedBytes atomic.Int64
 
 	mu       sync.RWMutex
@@ -500,7 +509,7 @@ func (s *Server) deleteQueue(name string) bool {
 	q.mu.Lock()
 	q.deleted = true
 	q.wake()
-	s.release(int64(len(q.msgs)), q.bytes)
+	s.release(int64(len(q.msgs)+len(q.incoming)), q.bytes+q.incomingBytes)
 	s.stats.pushFailed.Add(int64(len(q.incoming)))
 	q.mu.Unlock()
 	return true
