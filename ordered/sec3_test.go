@@ -348,13 +348,6 @@ func TestSec3ForgedEpoch(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.name == "key-signed-max" {
-				// The receive core checks the epoch clamp only without a
-				// key (internal/recvcore/route.go, arrive). Integration
-				// note: remove this skip once arrive applies it after the
-				// MAC check too (issue 21, item 2).
-				t.Skip("needs the receive core's day-ahead epoch clamp in keyed mode (recvcore arrive)")
-			}
 			drv := memqueue.New(&memqueue.Options{Shards: 1})
 			opts := &ordered.Options{Key: tc.key, Receive: ordered.ReceiveOptions{Wait: 20 * time.Millisecond, GapTimeout: 200 * time.Millisecond,
 				Untagged: ordered.UntaggedDeliver}}

@@ -410,17 +410,34 @@ func (c *Core) unparkedGroup(now time.Time, g *group, entries []seqstore.Parked)
 	c.update(g, now)
 }
 
+// parkedInvalid handles a parked body that does not decode, or does not
+// verify under Config.Keys, as an untagged body: reported, then by the
+// untagged policy handed out flagged Unordered, dead-lettered, or (reject)
+// left in the park, never handed out as the group's seq.
+func (c *Core) parkedInvalid(now time.Time, g *group, e seqstore.Parked, why error) {
+	c.st.Untagged++
+	c.report(Report{Kind: ReportUntagged, Msg: "parked body refused", Group: g.name, Epoch: e.Epoch, Seq: e.Seq, Err: why})
+	if c.cfg.Untagged == UntaggedReject {
+		return
+	}
+	m := &msg{name: g.name, epoch: e.Epoch, seq: e.Seq, raw: e.Body, flags: fStored | fLate}
+	c.budget.charge(m)
+	c.unorderedArrival(now, m, seenKey{group: g.name, epoch: e.Epoch, seq: e.Seq, id: "parked"}, c.cfg.Untagged == UntaggedDeadLetter)
+}
+
 // unparkedEntry holds a parked entry read back for g.
 func (c *Core) unparkedEntry(now time.Time, g *group, e seqstore.Parked) {
 	c.st.Unparked++
 	h, payload, ok := envelope.Parse(e.Body)
-	if !ok || h.Seq != e.Seq || h.Epoch != e.Epoch || h.Group != g.name {
-		// A parked body that does not decode as what it was parked
-		// for: reported, and handed out flagged Unordered.
-		m := &msg{name: g.name, epoch: e.Epoch, seq: e.Seq, raw: e.Body, flags: fStored | fLate}
-		c.budget.charge(m)
-		c.report(Report{Kind: ReportWarn, Msg: "parked body does not decode: handed out Unordered", Group: g.name, Epoch: e.Epoch, Seq: e.Seq})
-		c.unorderedArrival(now, m, seenKey{group: g.name, epoch: e.Epoch, seq: e.Seq, id: "parked"}, c.cfg.DeadLetter)
+	var why error
+	switch {
+	case !ok || h.Seq != e.Seq || h.Epoch != e.Epoch || h.Group != g.name:
+		why = errors.New("parked body does not decode as what was parked")
+	case len(c.cfg.Keys) > 0 && !envelope.Verify(h, payload, c.cfg.Keys...):
+		why = ErrBadMAC // swapped in the store: it is checked as an arrival is
+	}
+	if why != nil {
+		c.parkedInvalid(now, g, e, why)
 		return
 	}
 	m := &msg{g: g, name: g.name, epoch: e.Epoch, seq: e.Seq, flags: fStored}

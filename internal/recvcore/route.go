@@ -74,21 +74,21 @@ func (c *Core) arrive(now time.Time, in *Incoming) {
 	c.update(g, now)
 }
 
-// decode parses a body's header, and checks its MAC (with Config.Keys) or
-// that its epoch is not too far ahead (without): why says why a body that
-// parses is untagged.
+// decode parses a body's header, and checks its MAC (with Config.Keys) and
+// that its epoch is not too far ahead: why says why a body that parses is
+// untagged.
 func (c *Core) decode(now time.Time, body []byte) (envelope.Header, []byte, []byte, bool, error) {
 	h, group, payload, ok := envelope.ParseRaw(body, &c.gbuf)
 	if !ok {
 		return h, group, payload, false, nil
 	}
-	switch {
-	case len(c.cfg.Keys) > 0:
+	if len(c.cfg.Keys) > 0 {
 		h.Group = string(group)
 		if !envelope.Verify(h, payload, c.cfg.Keys...) {
 			return h, group, payload, false, ErrBadMAC
 		}
-	case !h.Legacy && epochAhead(h.Epoch, now, c.cfg.MaxEpochAhead):
+	}
+	if !h.Legacy && epochAhead(h.Epoch, now, c.cfg.MaxEpochAhead) {
 		return h, group, payload, false, ErrFutureEpoch
 	}
 	return h, group, payload, true, nil

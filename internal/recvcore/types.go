@@ -106,8 +106,10 @@ type Config struct {
 	Park bool
 
 	// Keys, when not empty, authenticate headers: a header without a MAC
-	// valid under one of them is untagged. Without keys, an epoch more
-	// than MaxEpochAhead ahead of the clock is untagged.
+	// valid under one of them is untagged. They are the keys of the
+	// stream's MAC context (envelope.ContextKey): a body signed for another
+	// queue does not verify. With or without keys, an epoch more than
+	// MaxEpochAhead ahead of the clock is untagged.
 	Keys          [][]byte
 	MaxEpochAhead time.Duration
 }
