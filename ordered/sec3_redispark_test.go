@@ -94,4 +94,3 @@ func TestSec3RedisParkTamper(t *testing.T) {
 		}
 	}
 }
-
