@@ -271,6 +271,19 @@ type ReceiveOptions struct {
 	// IdleEvict is how long a group with nothing held stays in memory; its
 	// cursor stays in the store. Default 1m. -1 keeps groups forever.
 	IdleEvict time.Duration
+
+	// MaxHold bounds how long the receiver keeps a message received and
+	// not deleted. MNS throttles a queue's receives once one of its
+	// messages has been held for 30 minutes without a break (visibility
+	// changes included), which one group stuck on a hole or a poison
+	// message would otherwise cause for every group. A visibility
+	// extension that would carry a message past MaxHold is not made: a
+	// message waiting for its turn is parked (or, with a store that cannot
+	// park, left to come back and be received again, which starts a new
+	// hold); an acknowledged one waiting for its commit comes back as a
+	// duplicate; one still out to a handler is reported (its visibility
+	// ends, and the queue delivers it again). Default 20m. -1: no bound.
+	MaxHold time.Duration
 }
 
 func (o *ReceiveOptions) setDefaults(limits driver.Limits) error {
@@ -341,6 +354,9 @@ func (o *ReceiveOptions) setDefaults(limits driver.Limits) error {
 	if o.IdleEvict == 0 {
 		o.IdleEvict = time.Minute
 	}
+	if o.MaxHold == 0 {
+		o.MaxHold = 20 * time.Minute
+	}
 	return o.validate(limits)
 }
 
@@ -382,6 +398,8 @@ func (o *ReceiveOptions) validate(limits driver.Limits) error {
 		return bad("VisibilityMargin %v: use -1 to disable", o.VisibilityMargin)
 	case o.IdleEvict < -1:
 		return bad("IdleEvict %v: use -1 to disable", o.IdleEvict)
+	case o.MaxHold < -1:
+		return bad("MaxHold %v: use -1 to disable", o.MaxHold)
 	case !(o.MaxVisibilityRate > 0):
 		return bad("MaxVisibilityRate %v must be positive", o.MaxVisibilityRate)
 	}
@@ -430,6 +448,7 @@ func (q *Queue) coreConfig(park bool) recvcore.Config {
 		ShortVisibility:   max(limits.MinVisibility, time.Second),
 		MaxVisibilityRate: o.MaxVisibilityRate,
 		IdleEvict:         o.IdleEvict,
+		MaxHold:           max(o.MaxHold, 0),
 		Park:              park,
 		Keys:              q.opts.macKeys(),
 		MaxEpochAhead:     maxEpochAhead,

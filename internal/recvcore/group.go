@@ -126,11 +126,12 @@ type settledEntry struct {
 	epoch, seq uint64
 	receipt    string
 	visible    int64 // Unix nanoseconds
+	since      int64 // when it was received (see Config.MaxHold)
 	flags      uint16
 }
 
 // settledCost is what a settledEntry costs in a group's slice.
-const settledCost = 48
+const settledCost = 56
 
 // watched reports whether e's visibility is to be extended: it has a
 // receipt to extend and no extension in flight.

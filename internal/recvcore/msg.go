@@ -31,6 +31,7 @@ const (
 	fVisBusy            // a visibility change is in flight: it will rotate the receipt
 	fDelWait            // queued for delete once the visibility change in flight ends
 	fInVis              // on the visibility list
+	fHoldTold           // reported held past MaxHold by a handler
 )
 
 // msg is one message held by the Core.
@@ -44,6 +45,7 @@ type msg struct {
 	vprev, vnext *msg // the visibility list, while it holds a live receipt
 	epoch, seq   uint64
 	visible      int64  // when its visibility ends, in Unix nanoseconds
+	since        int64  // when it was received (its hold began), in Unix nanoseconds
 	ticket       Ticket // AtMostOnce: the hand-out waiting for its commit or delete
 	hdr          uint32 // the header's length: raw[hdr:] is the payload
 	dequeue      int32
@@ -142,7 +144,7 @@ func (c *Core) settleMsg(g *group, m *msg) {
 		c.gone(m)
 		return
 	}
-	e := settledEntry{epoch: m.epoch, seq: m.seq, receipt: m.receipt, visible: m.visible, flags: m.flags & (fDup | fLapsed | fVisBusy)}
+	e := settledEntry{epoch: m.epoch, seq: m.seq, receipt: m.receipt, visible: m.visible, since: m.since, flags: m.flags & (fDup | fLapsed | fVisBusy)}
 	g.settled = append(g.settled, e)
 	c.budget.mem += len(e.receipt)
 	c.vis.watch(g, &e)
@@ -159,7 +161,7 @@ func (c *Core) settleMsg(g *group, m *msg) {
 func (c *Core) unsettle(now time.Time, e settledEntry) *msg {
 	c.budget.mem -= len(e.receipt)
 	m := c.pool.take()
-	m.epoch, m.seq, m.receipt, m.visible, m.where = e.epoch, e.seq, e.receipt, e.visible, wSettled
+	m.epoch, m.seq, m.receipt, m.visible, m.since, m.where = e.epoch, e.seq, e.receipt, e.visible, e.since, wSettled
 	m.flags = e.flags & (fDup | fLapsed)
 	if e.flags&fVisBusy != 0 {
 		m.setVisibleAt(maxTime(m.visibleAt(), now.Add(c.cfg.VisibilityExtend)))

@@ -43,6 +43,7 @@ func (c *Core) arrive(now time.Time, in *Incoming) {
 	} else {
 		m.setVisibleAt(in.NextVisible)
 	}
+	m.since = now.UnixNano()
 	c.budget.charge(m)
 	c.budget.received()
 	c.vis.list.push(m)
@@ -157,7 +158,8 @@ func (c *Core) sameCopy(now time.Time, g *group, h, m *msg) {
 // swapReceipt keeps the newest receipt of a message received twice: the
 // older one goes stale.
 func (c *Core) swapReceipt(h, m *msg) {
-	h.receipt, h.visible, h.dequeue = m.receipt, m.visible, max(h.dequeue, m.dequeue)
+	// Received again: its previous visibility ended, and so did its hold.
+	h.receipt, h.visible, h.since, h.dequeue = m.receipt, m.visible, m.since, max(h.dequeue, m.dequeue)
 	h.flags = h.flags&^fLapsed | fRedelivered
 	c.vis.list.remove(h)
 	if h.where != wGone && h.where != wDelete {

@@ -102,6 +102,13 @@ type Config struct {
 
 	IdleEvict time.Duration // negative: never
 
+	// MaxHold bounds how long a message stays received and not deleted
+	// (the service throttles a queue where one is held for 30 minutes):
+	// a visibility extension that would carry a message past it is not
+	// made. A held message is then parked (when it can be) or left to
+	// come back; one out to a handler is reported. 0: no bound.
+	MaxHold time.Duration
+
 	// Park enables parking in the store (it implements the capability).
 	Park bool
 
@@ -136,6 +143,8 @@ func (c *Config) check() error {
 		return bad("unknown policy")
 	case !c.DeadLetter && (c.Poison == PoisonDeadLetter || c.Untagged == UntaggedDeadLetter):
 		return bad("PoisonDeadLetter and UntaggedDeadLetter need a dead-letter queue")
+	case c.MaxHold < 0:
+		return bad("MaxHold %v", c.MaxHold)
 	case c.MaxEpochAhead <= 0:
 		return bad("MaxEpochAhead %v", c.MaxEpochAhead)
 	}

@@ -168,6 +168,8 @@ func (l *visLane) ready(c *Core, now time.Time, rd *Ready) {
 			l.list.remove(m)
 		case m.where == wDelete || m.where == wGone:
 			l.list.remove(m)
+		case c.pastHold(now, m.since):
+			c.holdEnds(m)
 		case l.tokens >= 1 && l.inFlight < l.limit:
 			l.extend(c, m, rd)
 		case m.where == wHeld && m.g != nil && c.canPark(m.g, m):
@@ -191,6 +193,29 @@ func (l *visLane) readyShort(c *Core, rd *Ready) {
 			continue // visible again already
 		}
 		l.start(c, visChange{receipt: receipt}, c.cfg.ShortVisibility, rd)
+	}
+}
+
+// pastHold reports whether extending a message received at since would
+// carry it past Config.MaxHold.
+func (c *Core) pastHold(now time.Time, since int64) bool {
+	return c.cfg.MaxHold > 0 && now.Add(c.cfg.VisibilityExtend).UnixNano()-since > int64(c.cfg.MaxHold)
+}
+
+// holdEnds ends the hold of m, received MaxHold ago or nearly: its
+// visibility is not extended again. Waiting for its turn, it is parked when
+// it can be; otherwise it is left to come back from the queue (its copy in
+// memory takes the new receipt then). One out to a handler is reported.
+func (c *Core) holdEnds(m *msg) {
+	c.vis.list.remove(m)
+	switch {
+	case m.where == wHeld && m.g != nil && c.canPark(m.g, m):
+		c.unhold(m)
+		c.toPark(m.g, m)
+	case m.waitsFor(outHanded) && !m.has(fHoldTold):
+		m.flags |= fHoldTold
+		c.report(Report{Kind: ReportWarn, Msg: "a handler holds a message past MaxHold: its visibility is left to end, and the queue delivers it again",
+			Group: m.name, Epoch: m.epoch, Seq: m.seq, ID: m.id})
 	}
 }
 
@@ -228,6 +253,8 @@ func (l *visLane) extendSettled(c *Core, g *group, now, limit time.Time, rd *Rea
 		case !e.watched():
 		case e.visible <= now.UnixNano():
 			e.flags |= fLapsed
+		case e.visible <= limit.UnixNano() && c.pastHold(now, e.since):
+			e.flags |= fLapsed // left to come back (a duplicate then): see Config.MaxHold
 		case e.visible <= limit.UnixNano() && l.tokens >= 1 && l.inFlight < l.limit:
 			e.flags |= fVisBusy
 			l.start(c, visChange{g: g, epoch: e.epoch, seq: e.seq, receipt: e.receipt}, c.cfg.VisibilityExtend, rd)
