@@ -11,7 +11,6 @@ import (
 
 	"github.com/inorder/inorder/internal/recvcore"
 	"github.com/inorder/inorder/ordered/driver"
-	"github.com/inorder/inorder/seqstore"
 )
 
 // Receive returns the next message of any group that has one ready, waiting
@@ -93,7 +92,6 @@ type receiver struct {
 	o     *ReceiveOptions
 	hooks *Hooks
 	log   *slog.Logger
-	park  seqstore.Parker // nil: the store cannot park
 
 	ctx         context.Context // cancelled when the receive side stops for good
 	cancel      context.CancelFunc
@@ -136,13 +134,9 @@ func newReceiver(q *Queue) *receiver {
 		progress:  make(chan struct{}, 1),
 		waiters:   make(map[recvcore.Ticket]chan error),
 	}
-	r.park, _ = q.store.(seqstore.Parker)
-	if r.park == nil {
-		r.log.Info("ordered: the store cannot park (seqstore.Parker): early arrivals beyond the cap are left to come back")
-	}
 	r.log.Info("ordered: receiver starting", "queue", q.opts.Name, "mode", q.opts.Receive.Mode,
-		"max_undeleted", q.opts.Receive.MaxUndeleted, "parking", r.park != nil)
-	core, err := recvcore.New(q.coreConfig(r.park != nil))
+		"max_undeleted", q.opts.Receive.MaxUndeleted, "parking", !q.opts.Receive.NoPark)
+	core, err := recvcore.New(q.coreConfig())
 	if err != nil {
 		// The options were validated by New: a failure here is a bug.
 		panic(fmt.Sprintf("ordered: receive core: %v", err))

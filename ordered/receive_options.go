@@ -167,10 +167,18 @@ type ReceiveOptions struct {
 	// and undeleted messages reach 5,000, or that receives without
 	// deleting at more than 1,000 messages per second, or does so for 30
 	// minutes (Alibaba Cloud, Simple Message Queue, "Throttling policy").
-	// Beyond the cap, early arrivals are parked in the store (the store
-	// implements seqstore.Parker) and deleted from the queue, so each
-	// message is received about once. Default 4000.
+	// Beyond the cap, early arrivals are parked in the store
+	// (seqstore.Parker) and deleted from the queue, so each message is
+	// received about once. Default 4000.
 	MaxUndeleted int
+
+	// NoPark turns parking off: early arrivals beyond a group's Window or
+	// the cap are left to come back from the queue instead of being
+	// parked in the store. Each such message then costs a visibility
+	// timeout and another receive (and brings it closer to the queue's
+	// dead-letter limit), and a stuck group's backlog beyond the cap can
+	// only wait in the queue.
+	NoPark bool
 
 	// MaxUndeletedRate bounds, in messages per second, the net rate of
 	// receipts not followed by a delete (the service's second threshold).
@@ -416,7 +424,7 @@ func (o *ReceiveOptions) validate(limits driver.Limits) error {
 const maxEpochAhead = 24 * time.Hour
 
 // coreConfig maps the options to the receive core's configuration.
-func (q *Queue) coreConfig(park bool) recvcore.Config {
+func (q *Queue) coreConfig() recvcore.Config {
 	o := &q.opts.Receive
 	limits := q.limits
 	return recvcore.Config{
@@ -449,7 +457,7 @@ func (q *Queue) coreConfig(park bool) recvcore.Config {
 		MaxVisibilityRate: o.MaxVisibilityRate,
 		IdleEvict:         o.IdleEvict,
 		MaxHold:           max(o.MaxHold, 0),
-		Park:              park,
+		Park:              !o.NoPark,
 		Keys:              q.opts.macKeys(),
 		MaxEpochAhead:     maxEpochAhead,
 	}

@@ -39,7 +39,7 @@ func (r *receiver) commit(a recvcore.Commit) {
 func (r *receiver) parkEntries(a recvcore.Park) {
 	ctx, cancel := r.ioCtx()
 	r.q.req.park.Add(1)
-	err := r.park.Park(ctx, a.Entries)
+	err := r.q.store.Park(ctx, a.Entries)
 	cancel()
 	r.step(func(now time.Time) { r.core.Parked(now, a.ID, err) })
 }
@@ -47,14 +47,14 @@ func (r *receiver) parkEntries(a recvcore.Park) {
 func (r *receiver) unpark(a recvcore.Unpark) {
 	ctx, cancel := r.ioCtx()
 	r.q.req.unpark.Add(1)
-	res, err := r.park.Unpark(ctx, a.Queries)
+	res, err := r.q.store.Unpark(ctx, a.Queries)
 	cancel()
 	r.step(func(now time.Time) { r.core.Unparked(now, a.ID, res, err) })
 }
 
 func (r *receiver) scanPark(a recvcore.Scan) {
 	ctx, cancel := r.ioCtx()
-	streams, err := r.park.ParkedStreams(ctx, r.q.opts.Name)
+	streams, err := r.q.store.ParkedStreams(ctx, r.q.opts.Name)
 	cancel()
 	groups := make([]string, len(streams))
 	for i, s := range streams {

@@ -189,7 +189,7 @@ func testMemoryBudget(t *testing.T, groups, perGroup int) {
 	drv := memqueue.New(&memqueue.Options{Shards: 4, Visibility: time.Minute})
 	// A store that cannot park: memstore's park lives in this process's
 	// heap, and this test measures the receiver's share of it.
-	q := rxQueue(t, drv, noParkStore{memstore.New()}, &ordered.Options{Receive: ordered.ReceiveOptions{
+	q := rxQueue(t, drv, memstore.New(), &ordered.Options{Receive: ordered.ReceiveOptions{NoPark: true,
 		Wait: 10 * time.Millisecond, MaxMemory: budget, MaxUndeleted: 100_000,
 	}})
 	pad := make([]byte, 10_000)

@@ -46,7 +46,7 @@ func TestSec3RingMemory(t *testing.T) {
 	}{
 		// Without parking, what is given back comes back at the undeleted
 		// rate: the heap is measured after a while, not at the end.
-		{"nopark-memstore", 5 * time.Second, func(t *testing.T) seqstore.Store { return noParkStore{memstore.New()} }},
+		{"nopark-memstore", 5 * time.Second, func(t *testing.T) seqstore.Store { return memstore.New() }},
 		{"filestore", 20 * time.Second, func(t *testing.T) seqstore.Store {
 			s, err := filestore.Open(filepath.Join(t.TempDir(), "fs"), nil)
 			require.NoError(t, err)
@@ -62,7 +62,7 @@ func TestSec3RingMemory(t *testing.T) {
 			}
 			store := tc.store(t)
 			before := sec3HeapNow()
-			q := rxQueue(t, drv, store, &ordered.Options{Receive: ordered.ReceiveOptions{Wait: 100 * time.Millisecond}})
+			q := rxQueue(t, drv, store, &ordered.Options{Receive: ordered.ReceiveOptions{Wait: 100 * time.Millisecond, NoPark: tc.name == "nopark-memstore"}})
 			rxSend(t, drv, bs)
 			bs = nil
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)

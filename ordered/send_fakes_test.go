@@ -350,3 +350,17 @@ func storeReserve(ctx context.Context, store seqstore.Store, st seqstore.Stream,
 	}
 	return rs[0], nil
 }
+
+// The send tests never park.
+
+func (s *testStore) Park(context.Context, []seqstore.Parked) error {
+	return errors.New("testStore: no parking")
+}
+
+func (s *testStore) Unpark(context.Context, []seqstore.ParkQuery) ([][]seqstore.Parked, error) {
+	return nil, errors.New("testStore: no parking")
+}
+
+func (s *testStore) ParkedStreams(context.Context, string) ([]seqstore.Stream, error) {
+	return nil, nil
+}

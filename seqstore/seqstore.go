@@ -508,8 +508,14 @@ type Store interface {
 	// (a missing cursor equals the zero Cursor), nothing is applied and the
 	// error is a *BatchError whose entry for that stream wraps ErrConflict.
 	// A stream may appear at most once per batch. To's Skipped list
-	// replaces the stored one.
+	// replaces the stored one. It also drops the parked entries of each
+	// stream below its new cursor (see Parker).
 	Advance(ctx context.Context, batch []Advance) error
+
+	// Parker parks messages for a receiver: every store does (it is part
+	// of the contract, not found by a type assertion, so that a store
+	// wrapped for metrics or logging keeps it).
+	Parker
 
 	// Close releases the store. It waits for writes in progress; later calls
 	// return ErrClosed. Close is idempotent.
@@ -591,12 +597,12 @@ func (q ParkQuery) Check() error {
 	return nil
 }
 
-// Parker is the optional capability of a Store that can park messages for
-// a receiver (the resequencer's persistent store). A receiver holds at
-// most a capped number of messages received and not deleted; early
-// arrivals beyond it are parked, deleted from the queue, and read back in
-// order when their turn comes. Package ordered discovers it with a type
-// assertion and runs without parking when a store lacks it.
+// Parker is the part of a Store that parks messages for a receiver (the
+// resequencer's persistent store). A receiver holds at most a capped number
+// of messages received and not deleted; early arrivals beyond it are
+// parked, deleted from the queue, and read back in order when their turn
+// comes. Every Store implements it (storetest.Run checks it); a receiver
+// that should not park says so (ordered.ReceiveOptions.NoPark).
 //
 // A Parker's Advance also drops, in the same atomic write, the parked
 // entries of each stream below its new cursor (and of older epochs), so

@@ -18,10 +18,6 @@ import (
 	"github.com/inorder/inorder/seqstore/memstore"
 )
 
-// noParkStore hides the seqstore.Parker of the store it wraps: a receiver
-// over it cannot park, as with a store that lacks the capability.
-type noParkStore struct{ seqstore.Store }
-
 // TestOrderedUnderConsumptionThrottle runs a receiver over a one-group
 // backlog of 3,000 messages in shuffled order, with the emulator's
 // abnormal-consumption throttle on and its thresholds scaled to a tenth
@@ -63,8 +59,8 @@ func TestOrderedUnderConsumptionThrottle(t *testing.T) {
 	}
 
 	t.Run("first-plan receiver trips it", func(t *testing.T) {
-		srv, _, _ := run(t, noParkStore{memstore.New()}, ordered.ReceiveOptions{
-			Wait: time.Second, Window: 8192, MaxUndeleted: 8192, MaxUndeletedRate: 1e6,
+		srv, _, _ := run(t, memstore.New(), ordered.ReceiveOptions{
+			Wait: time.Second, Window: 8192, MaxUndeleted: 8192, MaxUndeletedRate: 1e6, NoPark: true,
 		}, 5*time.Second)
 		st := srv.Stats()
 		t.Logf("consumption trips %v, %d receives refused", st.ConsumptionTrips, st.ConsumptionThrottled)

@@ -42,22 +42,11 @@ var parkTests = []struct {
 	{"Park/HostileNames", testParkHostile},
 }
 
-// parker returns st as a seqstore.Parker, or skips the test.
-func parker(t *testing.T, st seqstore.Store) seqstore.Parker {
-	t.Helper()
-	p, ok := st.(seqstore.Parker)
-	if !ok {
-		t.Skipf("%T does not implement seqstore.Parker", st)
-	}
-	return p
-}
-
-// openParker is open for the Park tests: it skips unless the store is a
-// seqstore.Parker.
+// openParker is open for the Park tests (every store parks).
 func openParker(t *testing.T, h Harness) (seqstore.Store, seqstore.Parker, func(t *testing.T) seqstore.Store) {
 	t.Helper()
 	st, reopen := open(t, h)
-	return st, parker(t, st), reopen
+	return st, st, reopen
 }
 
 func park(t *testing.T, p seqstore.Parker, entries ...seqstore.Parked) {
@@ -582,7 +571,7 @@ func testParkReopen(t *testing.T, h Harness) {
 	require.NoError(t, st.Close(), "Close")
 
 	st2 := reopen(t)
-	p2 := parker(t, st2)
+	p2 := st2
 	assertParked(t, []seqstore.Parked{{Stream: s, Epoch: 4, Seq: 6, Body: bin}, pk(s, 4, 7, "seven")}, unparkAll(t, p2, s, 4),
 		"parks after reopening (seq 5 was dropped before)")
 	assertParked(t, nil, unparkAll(t, p2, s, 3), "a park dropped by an epoch change stays dropped after reopening")
@@ -594,7 +583,7 @@ func testParkReopen(t *testing.T, h Harness) {
 	require.NoError(t, st2.Close())
 
 	st3 := reopen(t)
-	p3 := parker(t, st3)
+	p3 := st3
 	assertParked(t, []seqstore.Parked{{Stream: s, Epoch: 4, Seq: 6, Body: bin}, pk(s, 4, 7, "seven, replaced"), pk(s, 4, 8, "eight")},
 		unparkAll(t, p3, s, 4), "parks after the second reopen: replaced and added")
 	advance(t, st3, seqstore.Advance{Stream: s, From: c, To: seqstore.Cursor{Epoch: 4, Next: 8}},
@@ -602,7 +591,7 @@ func testParkReopen(t *testing.T, h Harness) {
 	require.NoError(t, st3.Close())
 
 	st4 := reopen(t)
-	p4 := parker(t, st4)
+	p4 := st4
 	assertParked(t, []seqstore.Parked{pk(s, 4, 8, "eight")}, unparkAll(t, p4, s, 4), "an Advance's drops survive reopening")
 	assertParked(t, nil, unparkAll(t, p4, o, 3), "an Advance's drops survive reopening")
 	assertStreams(t, []seqstore.Stream{s}, parkedStreams(t, p4, "q"), "ParkedStreams after the drops and a reopen")

@@ -51,12 +51,8 @@ func CursorOne(ctx context.Context, st seqstore.Store, s seqstore.Stream) (seqst
 // storage and whose Close closes only the instance (later calls return
 // seqstore.ErrClosed), leaving storage open for the other instances. It
 // lets a store whose instances share nothing, such as memstore, run the
-// suite's reopen and cross-instance tests (see OpenShared). The instance
-// is a seqstore.Parker when storage is one.
+// suite's reopen and cross-instance tests (see OpenShared).
 func Share(storage seqstore.Store) seqstore.Store {
-	if p, ok := storage.(seqstore.Parker); ok {
-		return &parkerInstance{instance{storage: storage}, p}
-	}
 	return &instance{storage: storage}
 }
 
@@ -118,28 +114,23 @@ func (h *instance) Advance(ctx context.Context, batch []seqstore.Advance) error 
 	return h.storage.Advance(ctx, batch)
 }
 
-type parkerInstance struct {
-	instance
-	parker seqstore.Parker
-}
-
-func (h *parkerInstance) Park(ctx context.Context, entries []seqstore.Parked) error {
+func (h *instance) Park(ctx context.Context, entries []seqstore.Parked) error {
 	if err := h.check(); err != nil {
 		return err
 	}
-	return h.parker.Park(ctx, entries)
+	return h.storage.Park(ctx, entries)
 }
 
-func (h *parkerInstance) Unpark(ctx context.Context, queries []seqstore.ParkQuery) ([][]seqstore.Parked, error) {
+func (h *instance) Unpark(ctx context.Context, queries []seqstore.ParkQuery) ([][]seqstore.Parked, error) {
 	if err := h.check(); err != nil {
 		return nil, err
 	}
-	return h.parker.Unpark(ctx, queries)
+	return h.storage.Unpark(ctx, queries)
 }
 
-func (h *parkerInstance) ParkedStreams(ctx context.Context, queue string) ([]seqstore.Stream, error) {
+func (h *instance) ParkedStreams(ctx context.Context, queue string) ([]seqstore.Stream, error) {
 	if err := h.check(); err != nil {
 		return nil, err
 	}
-	return h.parker.ParkedStreams(ctx, queue)
+	return h.storage.ParkedStreams(ctx, queue)
 }
