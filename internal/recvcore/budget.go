@@ -286,10 +286,15 @@ func (c *Core) holdKey(g *group, receipts bool) (uint64, *msg) {
 	for _, m := range g.newer {
 		see(m, bonus+newerBonus+m.seq)
 	}
-	if !((g.phase == phLoading || g.phase == phResolving) && c.reads.fails == 0) {
-		// (While its cursor is on its way, what arrives is parked then:
-		// released now, it would cost a visibility timeout and a receive;
-		// fetching stops meanwhile, see Room.)
+	switch {
+	case (g.phase == phLoading || g.phase == phResolving) && c.reads.fails == 0:
+		// While its cursor is on its way, what arrives is parked then:
+		// released now, it would cost a visibility timeout and a receive
+		// (fetching stops meanwhile, see Room).
+	case g.phase == phFresh && receipts:
+		// StartLowest settling: its arrivals choose where it starts, and
+		// the settle time ends by itself.
+	default:
 		for _, m := range g.pending {
 			see(m, blockedBonus+m.seq)
 		}

@@ -163,8 +163,15 @@ func (c *Core) resolveConflict(now time.Time, g *group, cur seqstore.Cursor) {
 		return
 	}
 	c.st.Conflicts++
-	c.report(Report{Kind: ReportConflict, Msg: "cursor conflict: is a second receiver consuming this queue?",
-		Group: g.name, Epoch: cur.Epoch, Seq: cur.Next, Err: g.stuckErr})
+	if behind(cur, g.dur) {
+		// Cursors only move forward: one that went back was lost (a
+		// wiped or restored store), and what the store parked with it.
+		c.report(Report{Kind: ReportConflict, Msg: "the stored cursor went back: the store lost data, and the messages it had parked",
+			Group: g.name, Epoch: cur.Epoch, Seq: cur.Next, From: g.dur.Next, Last: g.park.high, Err: ErrStoreLost})
+	} else {
+		c.report(Report{Kind: ReportConflict, Msg: "cursor conflict: is a second receiver consuming this queue?",
+			Group: g.name, Epoch: cur.Epoch, Seq: cur.Next, Err: g.stuckErr})
+	}
 	for _, w := range g.tickets {
 		c.resolve(w.t, ErrConflict)
 	}

@@ -250,28 +250,39 @@ func (c *Core) endSettle(g *group, now time.Time) {
 
 // lowestStart returns where a group without a cursor starts among the
 // arrivals ms: the lowest seq of the lowest epoch, unless that seq is a
-// lone stale copy (an old duplicate left in the queue): more than window
-// below the next one seen, when it starts at that one.
+// lone stale copy, when it starts at the next one seen. A stale copy is an
+// old duplicate left in the queue (its delete failed, or its receiver's
+// store was lost): it was received before (its dequeue count is above 1)
+// and lies more than window below the next seq seen. A message never
+// received before is never passed over, however sparse the first arrivals
+// of a shuffled backlog are.
 func lowestStart(ms []*msg, window uint64) (epoch, first uint64) {
 	for _, m := range ms {
 		if epoch == 0 || m.epoch < epoch {
 			epoch = m.epoch
 		}
 	}
+	var low *msg
 	var second uint64
 	for _, m := range ms {
 		switch {
-		case m.epoch != epoch || m.seq == first:
-		case first == 0 || m.seq < first:
-			first, second = m.seq, first
+		case m.epoch != epoch || low != nil && m.seq == low.seq:
+		case low == nil || m.seq < low.seq:
+			if low != nil {
+				second = low.seq
+			}
+			low = m
 		case second == 0 || m.seq < second:
 			second = m.seq
 		}
 	}
-	if second != 0 && second-first > window {
-		first = second
+	if low == nil {
+		return 0, 0
 	}
-	return epoch, first
+	if second != 0 && second-low.seq > window && low.dequeue > 1 {
+		return epoch, second
+	}
+	return epoch, low.seq
 }
 
 // arriveOlder handles an arrival of an epoch older than the group's.

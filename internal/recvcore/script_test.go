@@ -122,8 +122,11 @@ func (s *script) do(line string) string {
 	case "arrive":
 		var in []recvcore.Incoming
 		for _, a := range args {
+			// group/epoch/seq*n: received n times already (its dequeue count).
+			a, n, _ := strings.Cut(a, "*")
+			dequeue, _ := strconv.Atoi(n)
 			s.receipts++
-			in = append(in, recvcore.Incoming{Body: body(a), ID: "id-" + a, Receipt: fmt.Sprintf("r%d", s.receipts)})
+			in = append(in, recvcore.Incoming{Body: body(a), ID: "id-" + a, Receipt: fmt.Sprintf("r%d", s.receipts), DequeueCount: max(dequeue, 1)})
 		}
 		s.core.Arrive(s.now, in)
 		return ""

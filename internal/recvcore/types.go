@@ -333,6 +333,10 @@ var (
 	// ErrConflict resolves a ticket whose group's cursor was moved by
 	// someone else (a second receiver).
 	ErrConflict = fmt.Errorf("recvcore: cursor moved by another receiver: %w", seqstore.ErrConflict)
+	// ErrStoreLost is the cause of a conflict where the stored cursor went
+	// back: the store lost data, and with it the messages it had parked
+	// (their queue copies were deleted once they were parked).
+	ErrStoreLost = errors.New("recvcore: the stored cursor went back: the store lost data (messages parked there are lost with it)")
 	// ErrClosed resolves the tickets left when the Core closed.
 	ErrClosed = errors.New("recvcore: closed")
 	// ErrSettled is returned by Ack, Nack and Abandon for a delivery that
