@@ -58,9 +58,9 @@ type testHooks struct {
 	// beforeSync runs in the writer after a frame of records records is
 	// written and before it is synced.
 	beforeSync func(records int64)
-	// write and sync, if set, replace the frame's write and the log sync.
-	write func(f *os.File, frame []byte, off int64) error
-	sync  func(f *os.File) error
+	// fs, if set, replaces the real file system (osFS): every write,
+	// sync, rename and removal of the store's files goes through it.
+	fs fileSystem
 }
 
 const (
@@ -93,6 +93,11 @@ func (o *Options) withDefaults() Options {
 	if r.hooks == nil {
 		r.hooks = &testHooks{}
 	}
+	if r.hooks.fs == nil {
+		h := *r.hooks
+		h.fs = osFS{}
+		r.hooks = &h
+	}
 	return r
 }
 
@@ -122,6 +127,7 @@ type Store struct {
 	opts Options
 	log  *slog.Logger
 	lock *os.File
+	fs   fileSystem // osFS, or a test's
 
 	// Requests wait in queue for the writer. The writer sets want before
 	// it sleeps; the submitter that makes the queue that long wakes it, so
@@ -204,6 +210,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		opts:       o,
 		log:        o.Logger,
 		lock:       lock,
+		fs:         o.hooks.fs,
 		wake:       make(chan struct{}, 1),
 		kick:       make(chan struct{}, 1),
 		writerDone: make(chan struct{}),
@@ -473,7 +480,7 @@ func (s *Store) Close() error {
 			// Drop the zeros written ahead, so that a log closed
 			// cleanly ends with its last frame. Not synced: after a
 			// crash recovery cuts them like any torn tail.
-			if err := s.w.f.Truncate(s.w.off); err != nil {
+			if err := s.fs.truncate(s.w.f, s.w.off); err != nil {
 				errs = append(errs, err)
 			}
 		}
