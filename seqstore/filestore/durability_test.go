@@ -2,6 +2,8 @@ package filestore
 
 import (
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -121,4 +123,213 @@ func describeOps(ops []fsOp) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// TestSyncFailures makes one kind of call of the real code path fail, by
+// an error the seam injects, and checks what the store does with it. A
+// failed fdatasync of a log frame fails that commit's calls (its outcome is
+// unknown: never acknowledged) and every later call; so does a failed
+// directory sync once a snapshot is renamed into place (the old log must not
+// be written again). A failure before the rename (the new log's header, the
+// snapshot's fsync, the rename itself) leaves the old log in use: the
+// snapshot is abandoned, never renamed into place unsynced, and tried again
+// later. Whatever was acknowledged is there after reopening.
+func TestSyncFailures(t *testing.T) {
+	isTmpSync := func(op fsOp) bool { return op.kind == "fsync" && op.path == snapTmpName }
+	cases := []struct {
+		name  string
+		fails func(op fsOp) bool
+		// fatal: the store refuses every call from the failure on.
+		// Otherwise the failure comes once and the store goes on.
+		fatal bool
+		// inCommit: the failure is the commit's own, so the call that
+		// meets it fails; else it comes in the snapshot after the call
+		// was answered.
+		inCommit bool
+	}{
+		{name: "fdatasync of a frame", fails: func(op fsOp) bool { return op.kind == "fdatasync" }, fatal: true, inCommit: true},
+		{name: "write of a frame", fails: func(op fsOp) bool {
+			return op.kind == "write" && strings.HasPrefix(op.path, logPrefix)
+		}, fatal: true, inCommit: true},
+		{name: "directory sync after the rename", fails: func(op fsOp) bool { return op.kind == "fsync-dir" }, fatal: true},
+		{name: "fsync of the snapshot", fails: isTmpSync},
+		{name: "fsync of the log left, cut to its last frame", fails: logSync(false)},
+		{name: "fsync of the new log's header", fails: logSync(true)},
+		{name: "rename of the snapshot", fails: func(op fsOp) bool { return op.kind == "rename" }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			rec := newRecFS(dir)
+			s, err := Open(dir, &Options{SnapshotBytes: 1, hooks: &testHooks{fs: rec}})
+			require.NoError(t, err)
+			st := seqstore.Stream{Queue: "q"}
+			var acked uint64 // the last seq acknowledged
+			reserveOne := func() error {
+				res, err := reserve(ctx, s, st, 1, [][]byte{fmt.Appendf(nil, "body %d", acked+1)})
+				if err == nil {
+					acked = res.First
+				}
+				return err
+			}
+			require.NoError(t, reserveOne())
+			require.Eventually(t, func() bool { return s.Stats().Snapshots == 1 }, 10*time.Second, time.Millisecond, "the first snapshot")
+
+			var failed []int // indexes in rec.ops of the calls failed
+			rec.mu.Lock()
+			rec.fail = func(op fsOp) error {
+				if !c.fails(op) || !c.fatal && len(failed) > 0 {
+					return nil
+				}
+				failed = append(failed, len(rec.ops)-1)
+				return errInjected
+			}
+			rec.mu.Unlock()
+			failedOnce := func() bool {
+				rec.mu.Lock()
+				defer rec.mu.Unlock()
+				return len(failed) > 0
+			}
+
+			err = reserveOne()
+			if c.inCommit {
+				require.Error(t, err, "a commit whose %s failed is never acknowledged", c.name)
+				assert.ErrorIs(t, err, errInjected, "the call reports the file system's error")
+			} else {
+				require.NoError(t, err, "the commit before the snapshot is durable")
+			}
+			require.Eventually(t, failedOnce, 10*time.Second, time.Millisecond, "the %s was made to fail", c.name)
+			if c.fatal {
+				// The writer records the failure before it answers
+				// anyone again: the next calls see it.
+				for _, call := range []func() error{
+					reserveOne,
+					func() error {
+						return s.Advance(ctx, []seqstore.Advance{{Stream: st, To: seqstore.Cursor{Epoch: 1, Next: 2}}})
+					},
+					func() error {
+						return s.Park(ctx, []seqstore.Parked{{Stream: st, Epoch: 1, Seq: 9, Body: []byte("p")}})
+					},
+					func() error { return sent(ctx, s, st, []uint64{1}) },
+				} {
+					err := call()
+					require.Error(t, err, "a call after the %s failed", c.name)
+					assert.ErrorIs(t, err, errInjected, "a call after the %s failed reports it", c.name)
+				}
+				assert.ErrorIs(t, s.Close(), errInjected, "Close reports the failure")
+			} else {
+				// The store goes on in the old log, and a later
+				// snapshot succeeds.
+				snaps := s.Stats().Snapshots
+				for range 3 {
+					require.NoError(t, reserveOne(), "a call after the %s failed once", c.name)
+				}
+				require.Eventually(t, func() bool { return s.Stats().Snapshots > snaps }, 10*time.Second, time.Millisecond, "a later snapshot")
+				require.NoError(t, s.Close())
+				ops := rec.calls(true)
+				f := failed[0]
+				next := len(ops)
+				for i := f + 1; i < len(ops); i++ {
+					if ops[i] == (fsOp{kind: "create", path: snapTmpName}) {
+						next = i
+						break
+					}
+				}
+				for i := f + 1; i < next; i++ {
+					require.NotEqual(t, "rename", ops[i].kind, "a rename after the %s failed; calls:\n%s", c.name, describeOps(ops[f:next]))
+				}
+				assert.Contains(t, ops[f+1:next], fsOp{kind: "remove", path: snapTmpName}, "the abandoned snapshot.tmp is removed")
+				// The snapshot that succeeds later leaves a log whose
+				// cut is durable: the last cut of that log is followed by
+				// an fsync that did not fail, before the next log exists.
+				r := slices.Index(ops[f+1:], fsOp{kind: "rename", path: snapTmpName, to: snapName}) + f + 1
+				require.Greater(t, r, f, "a later snapshot renamed into place")
+				created := -1
+				for i := r; i > f && created < 0; i-- {
+					if ops[i].kind == "create" && strings.HasPrefix(ops[i].path, logPrefix) {
+						created = i
+					}
+				}
+				require.Positive(t, created, "the later snapshot's new log")
+				gen, _ := parseLogName(ops[created].path)
+				left := logName(gen - 1)
+				cut := -1
+				for i := created; i >= 0 && cut < 0; i-- {
+					if ops[i] == (fsOp{kind: "truncate", path: left}) {
+						cut = i
+					}
+				}
+				if cut >= 0 {
+					synced := false
+					for i := cut + 1; i < created; i++ {
+						synced = synced || ops[i] == fsOp{kind: "fsync", path: left} && !slices.Contains(failed, i)
+					}
+					assert.True(t, synced, "the cut of %s is synced before %s is created; calls:\n%s", left, ops[created].path, describeOps(ops[cut:created+1]))
+				}
+			}
+
+			s = openT(t, dir, nil)
+			_, next := senderState(s, st)
+			assert.Greater(t, next, acked, "every acknowledged reservation is there after reopening")
+			pending, err := s.Pending(ctx, "q")
+			require.NoError(t, err)
+			bodies := map[uint64]string{}
+			for _, e := range pending {
+				bodies[e.Seq] = string(e.Body)
+			}
+			for seq := uint64(1); seq <= acked; seq++ {
+				assert.Equal(t, fmt.Sprintf("body %d", seq), bodies[seq], "journal entry %d", seq)
+			}
+		})
+	}
+}
+
+// logSync matches the fsync of a log created since it was made (created),
+// or of one that was not (the log being left, cut to its last frame). It is
+// to see every call.
+func logSync(created bool) func(op fsOp) bool {
+	made := map[string]bool{}
+	return func(op fsOp) bool {
+		if op.kind == "create" {
+			made[op.path] = true
+		}
+		return op.kind == "fsync" && strings.HasPrefix(op.path, logPrefix) && made[op.path] == created
+	}
+}
+
+// TestOpenSyncFailures: a sync that Open makes fails Open.
+func TestOpenSyncFailures(t *testing.T) {
+	t.Run("directory sync of a fresh store", func(t *testing.T) {
+		dir := t.TempDir()
+		rec := newRecFS(dir)
+		rec.fail = func(op fsOp) error {
+			if op.kind == "fsync-dir" {
+				return errInjected
+			}
+			return nil
+		}
+		_, err := Open(dir, &Options{hooks: &testHooks{fs: rec}})
+		require.ErrorIs(t, err, errInjected, "Open reports the failed directory sync")
+	})
+	t.Run("fsync of a torn tail's cut", func(t *testing.T) {
+		dir := t.TempDir()
+		s := openT(t, dir, nil)
+		st := seqstore.Stream{Queue: "q"}
+		reserveN(t, s, st, 3)
+		require.NoError(t, s.Close())
+		path := logPath(dir, 1)
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		writeFile(t, path, append(data, 1, 2, 3)) // a torn frame
+		rec := newRecFS(dir)
+		rec.fail = func(op fsOp) error {
+			if op.kind == "fsync" {
+				return errInjected
+			}
+			return nil
+		}
+		_, err = Open(dir, &Options{hooks: &testHooks{fs: rec}})
+		require.ErrorIs(t, err, errInjected, "Open reports the failed sync of the cut")
+		assert.Contains(t, rec.calls(false), fsOp{kind: "truncate", path: logName(1)}, "the torn tail was cut")
+	})
 }

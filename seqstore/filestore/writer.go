@@ -516,17 +516,20 @@ func (s *Store) snapshot() error {
 }
 
 // createLog creates log gen at path with its header, synced.
+// A log it could not finish is removed: left there, it would make the next
+// attempt (the next snapshot) fail to create it, for good.
 func (s *Store) createLog(path string, gen uint64) (*os.File, error) {
 	f, err := s.fs.create(path)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.fs.writeAt(f, logHeader(gen), 0); err != nil {
-		_ = f.Close()
-		return nil, err
+	err = s.fs.writeAt(f, logHeader(gen), 0)
+	if err == nil {
+		err = s.sync(f)
 	}
-	if err := s.sync(f); err != nil {
+	if err != nil {
 		_ = f.Close()
+		_ = s.fs.remove(path)
 		return nil, err
 	}
 	return f, nil
