@@ -33,10 +33,11 @@ func parseLogName(name string) (uint64, bool) {
 	return gen, err == nil
 }
 
-// openRead opens path with flag, refusing a symbolic link, and reads it
-// whole. The file stays open: parked bodies are read from it later.
+// openRead opens path with flag, refusing anything but a regular file (see
+// openRegular), and reads it whole. The file stays open: parked bodies are
+// read from it later.
 func openRead(path string, flag int) (*os.File, []byte, error) {
-	f, err := os.OpenFile(path, flag|oNoFollow, 0)
+	f, err := openRegular(path, flag, 0)
 	if err != nil {
 		return nil, nil, err
 	}
