@@ -79,7 +79,7 @@ func TestMACsComparedInConstantTime(t *testing.T) {
 	bad, good := checkMACCompares(fset, files)
 	for _, b := range bad {
 		rel, _ := filepath.Rel(root, b.pos.Filename)
-		assert.Fail(t, fmt.Sprintf("%s:%d: MAC bytes compared with %s: use hmac.Equal (or crypto/subtle)", rel, b.pos.Line, b.how))
+		assert.Fail(t, "MAC bytes compared with "+b.how, "%s:%d: use hmac.Equal (or crypto/subtle)", rel, b.pos.Line)
 	}
 	assert.GreaterOrEqual(t, good, 2, "constant-time MAC comparisons seen (envelope.Verify, mnstest's signature check): "+
 		"if they are no longer recognised as MACs, this guard sees nothing")
