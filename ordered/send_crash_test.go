@@ -135,8 +135,13 @@ func TestSendDurableSurvivesSIGKILL(t *testing.T) {
 	// run starts a child in mode. With kill > 0 it kills the child that
 	// long after its first ack and returns the payloads it acked; else it
 	// waits for the child and returns the bodies it printed ("msg" lines).
+	// A child that never acks, or never finishes, is killed after a
+	// minute and fails the test: it must not hang it until go test's
+	// timeout, whose panic would leave the child running.
 	run := func(mode string, kill time.Duration) (lines []string) {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestSendCrashChild$", "-test.count=1")
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestSendCrashChild$", "-test.count=1")
 		cmd.Env = append(os.Environ(),
 			crashEnv+"="+mode,
 			"INORDER_CRASH_DIR="+dir,
@@ -169,6 +174,7 @@ func TestSendDurableSurvivesSIGKILL(t *testing.T) {
 				}
 			}
 			_ = cmd.Wait() // killed
+			require.NoError(t, ctx.Err(), "child %s: no ack within a minute (%d acks)", mode, len(lines))
 			return lines
 		}
 		sc := bufio.NewScanner(stdout)
@@ -185,7 +191,9 @@ func TestSendDurableSurvivesSIGKILL(t *testing.T) {
 				lines = append(lines, unq)
 			}
 		}
-		require.NoError(t, cmd.Wait(), "child %s", mode)
+		werr := cmd.Wait()
+		require.NoError(t, ctx.Err(), "child %s did not finish within a minute", mode)
+		require.NoError(t, werr, "child %s", mode)
 		require.True(t, done, "child %s finished", mode)
 		return lines
 	}

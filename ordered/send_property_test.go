@@ -73,6 +73,10 @@ func TestSendProperties(t *testing.T) {
 		if durable {
 			mode = ordered.SendDurable
 		}
+		// A pipeline that never finishes must fail the case, with a
+		// message, not hang it until go test's timeout.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
 		q, err := ordered.New(context.Background(), d, store, &ordered.Options{
 			Retry: ordered.RetryOptions{Initial: 10 * time.Microsecond, Max: 50 * time.Microsecond},
 			Send:  ordered.SendOptions{Mode: mode, MaxAttempts: 3, Concurrency: 3, MaxInFlight: 32},
@@ -95,14 +99,15 @@ func TestSendProperties(t *testing.T) {
 			}
 			g := "g" + strconv.Itoa(int(pick.next()%uint64(groups)))
 			p := fmt.Sprintf("%s-%d", g, i)
-			r, err := q.SendAsync(context.Background(), g, []byte(p))
-			require.NoError(rt, err)
+			r, err := q.SendAsync(ctx, g, []byte(p))
+			require.NoError(rt, err, "admission of %s (within 10s)", p)
 			all = append(all, sent{g, p, r})
 		}
 		for _, s := range all {
-			_ = s.res.Wait(context.Background())
+			_ = s.res.Wait(ctx)
 		}
-		require.NoError(rt, q.Close(context.Background()))
+		require.NoError(rt, ctx.Err(), "every result done within 10s")
+		require.NoError(rt, q.Close(ctx))
 
 		accepted := make(map[string]sentMsg)
 		for _, m := range d.sent() {
@@ -140,10 +145,10 @@ func TestSendProperties(t *testing.T) {
 		mu.Unlock()
 		q2, err := ordered.New(context.Background(), d, store, &ordered.Options{Send: ordered.SendOptions{NoRecover: true}})
 		require.NoError(rt, err)
-		got, err := q2.Recover(context.Background())
-		require.NoError(rt, err)
+		got, err := q2.Recover(ctx)
+		require.NoError(rt, err, "Recover (within 10s)")
 		require.Equal(rt, journaled, got, "Recover sends the failed messages")
-		require.NoError(rt, q2.Close(context.Background()))
+		require.NoError(rt, q2.Close(ctx))
 		require.Zero(rt, store.journalLen())
 		for g, msgs := range d.byGroup() {
 			for i, m := range msgs {

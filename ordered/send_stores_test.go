@@ -71,19 +71,24 @@ func TestSendRecoverOverStores(t *testing.T) {
 			}
 			q1, err := ordered.New(t.Context(), broken, store, nil)
 			require.NoError(t, err)
+			// A sender that never finishes must fail the test, with a
+			// message, not hang it until go test's timeout.
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
 			var results []*ordered.SendResult
 			for i := range 200 {
-				r, err := q1.SendAsync(t.Context(), "g"+strconv.Itoa(i%5), []byte(strconv.Itoa(i)))
-				require.NoError(t, err)
+				r, err := q1.SendAsync(ctx, "g"+strconv.Itoa(i%5), []byte(strconv.Itoa(i)))
+				require.NoError(t, err, "admission %d (within 20s)", i)
 				results = append(results, r)
 			}
 			failed := 0
 			for _, r := range results {
-				if r.Wait(t.Context()) != nil {
+				if r.Wait(ctx) != nil {
 					failed++
 				}
 			}
-			require.NoError(t, q1.Close(t.Context()))
+			require.NoError(t, ctx.Err(), "every message finished, sent or failed, within 20s")
+			require.NoError(t, q1.Close(ctx))
 			require.Positive(t, failed, "some sends failed")
 			pending, err := store.Pending(t.Context(), "default")
 			require.NoError(t, err)
@@ -95,7 +100,7 @@ func TestSendRecoverOverStores(t *testing.T) {
 			broken.mu.Unlock()
 			q2, err := ordered.New(t.Context(), good, store, nil)
 			require.NoError(t, err)
-			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			ctx, cancel = context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
 			require.NoError(t, q2.Close(ctx))
 			assert.Equal(t, int64(failed), q2.Stats().Send.Recovered)

@@ -32,6 +32,15 @@ func newSendQueue(t *testing.T, drv driver.Queue, store seqstore.Store, opts *or
 	return q
 }
 
+// sendCtx is the ctx of a test's sends, waits and recoveries: a send that
+// never finishes fails the test there, with the deadline's error and the
+// call's message, instead of hanging it until go test's timeout.
+func sendCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 func closeQueue(t *testing.T, q *ordered.Queue) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -55,6 +64,7 @@ func checkStreams(t *testing.T, d *sendDriver) map[string][]sentMsg {
 }
 
 func TestSendAsyncAdmissionOrderOneGoroutine(t *testing.T) {
+	ctx := sendCtx(t)
 	d := newSendDriver()
 	d.latency = 200 * time.Microsecond
 	q := newSendQueue(t, d, newTestStore(), nil)
@@ -63,13 +73,13 @@ func TestSendAsyncAdmissionOrderOneGoroutine(t *testing.T) {
 	var results []*ordered.SendResult
 	for i := range perGroup {
 		for _, g := range groups {
-			r, err := q.SendAsync(t.Context(), g, []byte(strconv.Itoa(i)))
+			r, err := q.SendAsync(ctx, g, []byte(strconv.Itoa(i)))
 			require.NoError(t, err, "SendAsync %d to %q", i, g)
 			results = append(results, r)
 		}
 	}
 	for i, r := range results {
-		require.NoError(t, r.Wait(t.Context()), "result %d", i)
+		require.NoError(t, r.Wait(ctx), "result %d", i)
 		assert.Equal(t, uint64(i/len(groups)+1), r.Seq(), "result %d: seq", i)
 		assert.NotZero(t, r.Epoch(), "result %d: epoch", i)
 	}
@@ -96,6 +106,7 @@ func TestSendAsyncAdmissionOrderOneGoroutine(t *testing.T) {
 // that also numbers them, from many goroutines: seqs must follow that
 // numbering exactly, whatever goroutine admitted.
 func TestSendAdmissionOrderManyGoroutines(t *testing.T) {
+	ctx := sendCtx(t)
 	d := newSendDriver()
 	d.latency = 100 * time.Microsecond
 	q := newSendQueue(t, d, newTestStore(), nil)
@@ -112,13 +123,13 @@ func TestSendAdmissionOrderManyGoroutines(t *testing.T) {
 				mu.Lock()
 				n := next
 				next++
-				r, err := q.SendAsync(t.Context(), "shared", []byte(strconv.Itoa(n)))
+				r, err := q.SendAsync(ctx, "shared", []byte(strconv.Itoa(n)))
 				mu.Unlock()
 				if err != nil {
 					errs <- err
 					continue
 				}
-				if err := r.Wait(t.Context()); err != nil {
+				if err := r.Wait(ctx); err != nil {
 					errs <- err
 				} else if r.Seq() != uint64(n+1) {
 					errs <- fmt.Errorf("admission %d got seq %d, want %d", n, r.Seq(), n+1)
@@ -131,7 +142,7 @@ func TestSendAdmissionOrderManyGoroutines(t *testing.T) {
 	for w := range 8 {
 		wg.Go(func() {
 			for i := range each {
-				if err := q.Send(t.Context(), "own-"+strconv.Itoa(w), []byte(strconv.Itoa(i))); err != nil {
+				if err := q.Send(ctx, "own-"+strconv.Itoa(w), []byte(strconv.Itoa(i))); err != nil {
 					errs <- err
 				}
 			}
@@ -158,18 +169,19 @@ func TestSendAdmissionOrderManyGoroutines(t *testing.T) {
 }
 
 func TestSendPipelinesRequests(t *testing.T) {
+	ctx := sendCtx(t)
 	d := newSendDriver()
 	d.latency = time.Millisecond
 	q := newSendQueue(t, d, newTestStore(), nil)
 	const n = 2000
 	var results []*ordered.SendResult
 	for i := range n {
-		r, err := q.SendAsync(t.Context(), "one", []byte(strconv.Itoa(i)))
+		r, err := q.SendAsync(ctx, "one", []byte(strconv.Itoa(i)))
 		require.NoError(t, err)
 		results = append(results, r)
 	}
 	for _, r := range results {
-		require.NoError(t, r.Wait(t.Context()))
+		require.NoError(t, r.Wait(ctx))
 	}
 	peak := d.peak.Load()
 	t.Logf("peak concurrent send requests: %d, requests: %d for %d messages", peak, d.calls.Load(), n)
@@ -295,29 +307,31 @@ func TestSendRetryGivesUpAfterMaxAttempts(t *testing.T) {
 }
 
 func TestSendNonRetryableError(t *testing.T) {
+	ctx := sendCtx(t)
 	d := newSendDriver()
 	d.fail = func(int, [][]byte) error { return errPermanent }
 	q := newSendQueue(t, d, newTestStore(), nil)
-	err := q.Send(t.Context(), "g", []byte("x"))
+	err := q.Send(ctx, "g", []byte("x"))
 	require.ErrorIs(t, err, errPermanent)
 	assert.Equal(t, int64(1), d.calls.Load(), "a non-retryable error is not retried")
 
 	// In a batch, every failure is counted and the first one wrapped.
-	err = q.SendBatch(t.Context(), "g", [][]byte{[]byte("a"), []byte("b"), []byte("c")})
+	err = q.SendBatch(ctx, "g", [][]byte{[]byte("a"), []byte("b"), []byte("c")})
 	require.ErrorIs(t, err, errPermanent)
 	assert.Contains(t, err.Error(), "3 of 3 messages failed")
 }
 
 func TestSendStoreFailure(t *testing.T) {
+	ctx := sendCtx(t)
 	d := newSendDriver()
 	store := newTestStore()
 	errStore := errors.New("store down")
 	store.failNext = errStore
 	q := newSendQueue(t, d, store, nil)
-	err := q.Send(t.Context(), "g", []byte("x"))
+	err := q.Send(ctx, "g", []byte("x"))
 	require.ErrorIs(t, err, errStore)
 	assert.Zero(t, d.calls.Load(), "nothing sent without a reservation")
-	require.NoError(t, q.Send(t.Context(), "g", []byte("y")))
+	require.NoError(t, q.Send(ctx, "g", []byte("y")))
 	msgs := checkStreams(t, d)["g"]
 	require.Len(t, msgs, 1)
 	assert.Equal(t, "y", msgs[0].Payload)
@@ -328,22 +342,23 @@ func TestSendStoreFailure(t *testing.T) {
 // next Queue on the same store, which sends them with the same epoch and
 // seq when it starts.
 func TestSendDurableRecoveryOnNew(t *testing.T) {
+	ctx := sendCtx(t)
 	store := newTestStore()
 	broken := newSendDriver()
 	broken.fail = func(int, [][]byte) error { return errPermanent }
 	q1 := newSendQueue(t, broken, store, nil)
 	var epoch uint64
 	for i := range 5 {
-		r, err := q1.SendAsync(t.Context(), "g", []byte(strconv.Itoa(i)))
+		r, err := q1.SendAsync(ctx, "g", []byte(strconv.Itoa(i)))
 		require.NoError(t, err)
-		require.ErrorIs(t, r.Wait(t.Context()), errPermanent)
+		require.ErrorIs(t, r.Wait(ctx), errPermanent)
 		epoch = r.Epoch()
 	}
 	closeQueue(t, q1)
 	require.Equal(t, 5, store.journalLen(), "failed messages stay journaled")
 
 	// A crash between reservation and send leaves the same trace.
-	_, err := storeReserve(t.Context(), store, seqstore.Stream{Queue: "default", Group: "h"}, 2, [][]byte{[]byte("h1"), []byte("h2")})
+	_, err := storeReserve(ctx, store, seqstore.Stream{Queue: "default", Group: "h"}, 2, [][]byte{[]byte("h1"), []byte("h2")})
 	require.NoError(t, err)
 
 	good := newSendDriver()
@@ -362,6 +377,7 @@ func TestSendDurableRecoveryOnNew(t *testing.T) {
 }
 
 func TestSendRecoverOnDemand(t *testing.T) {
+	ctx := sendCtx(t)
 	store := newTestStore()
 	d := newSendDriver()
 	var broken sync.Mutex
@@ -375,16 +391,16 @@ func TestSendRecoverOnDemand(t *testing.T) {
 		return nil
 	}
 	q := newSendQueue(t, d, store, &ordered.Options{Send: ordered.SendOptions{MarkInterval: time.Millisecond}})
-	require.ErrorIs(t, q.SendBatch(t.Context(), "g", [][]byte{[]byte("1"), []byte("2"), []byte("3")}), errPermanent)
+	require.ErrorIs(t, q.SendBatch(ctx, "g", [][]byte{[]byte("1"), []byte("2"), []byte("3")}), errPermanent)
 	broken.Lock()
 	down = false
 	broken.Unlock()
-	require.NoError(t, q.Send(t.Context(), "g", []byte("4")))
+	require.NoError(t, q.Send(ctx, "g", []byte("4")))
 
-	n, err := q.Recover(t.Context())
+	n, err := q.Recover(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, 3, n, "the three failed messages are sent again, the sent one is not")
-	n, err = q.Recover(t.Context())
+	n, err = q.Recover(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, n, "nothing left to recover")
 	msgs := checkStreams(t, d)["g"]
@@ -399,23 +415,25 @@ func TestSendRecoverOnDemand(t *testing.T) {
 // TestSendRecoverSkipsInFlight: Recover must not re-send what this process
 // has in flight.
 func TestSendRecoverSkipsInFlight(t *testing.T) {
+	ctx := sendCtx(t)
 	store := newTestStore()
 	d := newSendDriver()
 	d.block = make(chan struct{})
 	q := newSendQueue(t, d, store, nil)
-	r, err := q.SendAsync(t.Context(), "g", []byte("x"))
+	r, err := q.SendAsync(ctx, "g", []byte("x"))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return store.journalLen() == 1 }, 5*time.Second, time.Millisecond, "reserved")
-	n, err := q.Recover(t.Context())
+	n, err := q.Recover(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, n, "an in-flight message is not recovered")
 	close(d.block)
-	require.NoError(t, r.Wait(t.Context()))
+	require.NoError(t, r.Wait(ctx))
 	closeQueue(t, q)
 	assert.Len(t, d.sent(), 1, "sent once")
 }
 
 func TestSendFastModeJournalsNothing(t *testing.T) {
+	ctx := sendCtx(t)
 	store := newTestStore()
 	d := newSendDriver()
 	d.fail = func(call int, _ [][]byte) error {
@@ -425,10 +443,10 @@ func TestSendFastModeJournalsNothing(t *testing.T) {
 		return nil
 	}
 	q := newSendQueue(t, d, store, &ordered.Options{Send: ordered.SendOptions{Mode: ordered.SendFast}})
-	require.ErrorIs(t, q.Send(t.Context(), "g", []byte("lost")), errPermanent)
-	require.NoError(t, q.Send(t.Context(), "g", []byte("ok")))
+	require.ErrorIs(t, q.Send(ctx, "g", []byte("lost")), errPermanent)
+	require.NoError(t, q.Send(ctx, "g", []byte("ok")))
 	assert.Zero(t, store.journalLen(), "fast mode journals nothing")
-	n, err := q.Recover(t.Context())
+	n, err := q.Recover(ctx)
 	require.NoError(t, err)
 	assert.Zero(t, n)
 	msgs := d.sent()
@@ -489,16 +507,20 @@ func TestSendBoundedInFlight(t *testing.T) {
 	d := newSendDriver()
 	d.block = make(chan struct{})
 	q := newSendQueue(t, d, newTestStore(), &ordered.Options{Send: ordered.SendOptions{MaxInFlight: 4}})
+	// A bound that never gives room back must fail the test, with a
+	// message, not hang it until go test's timeout.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
 	var results []*ordered.SendResult
 	for i := range 4 {
-		r, err := q.SendAsync(t.Context(), "g", []byte(strconv.Itoa(i)))
+		r, err := q.SendAsync(ctx, "g", []byte(strconv.Itoa(i)))
 		require.NoError(t, err, "admission %d within the bound", i)
 		results = append(results, r)
 	}
 	start := time.Now() // before the deadline is set: it runs from there
-	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-	defer cancel()
-	_, err := q.SendAsync(ctx, "g", []byte("5th"))
+	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancelShort()
+	_, err := q.SendAsync(short, "g", []byte("5th"))
 	require.ErrorIs(t, err, context.DeadlineExceeded, "the 5th admission waits for room")
 	assert.GreaterOrEqual(t, time.Since(start), 50*time.Millisecond)
 	assert.Equal(t, int64(4), q.Stats().Send.InFlight)
@@ -506,9 +528,9 @@ func TestSendBoundedInFlight(t *testing.T) {
 	// Room comes back as messages complete.
 	done := make(chan error, 1)
 	go func() {
-		r, err := q.SendAsync(t.Context(), "g", []byte("4"))
+		r, err := q.SendAsync(ctx, "g", []byte("4"))
 		if err == nil {
-			err = r.Wait(t.Context())
+			err = r.Wait(ctx)
 		}
 		done <- err
 	}()
@@ -518,9 +540,9 @@ func TestSendBoundedInFlight(t *testing.T) {
 	case <-time.After(20 * time.Millisecond):
 	}
 	close(d.block)
-	require.NoError(t, <-done)
-	for _, r := range results {
-		require.NoError(t, r.Wait(t.Context()))
+	require.NoError(t, <-done, "the admission that waited is let in and sent once the 4 in flight complete (within 10s)")
+	for i, r := range results {
+		require.NoError(t, r.Wait(ctx), "message %d completes once the driver is unblocked (within 10s)", i)
 	}
 	msgs := checkStreams(t, d)["g"]
 	require.Len(t, msgs, 5, "the timed-out admission took no seq")
@@ -592,6 +614,7 @@ func TestSendCloseGivesUp(t *testing.T) {
 }
 
 func TestSendPartialBatchPermanentFailureFailsOnlyThatMessage(t *testing.T) {
+	ctx := sendCtx(t)
 	d := newSendDriver()
 	d.fail = func(call int, bodies [][]byte) error {
 		be := &driver.BatchError{Errs: make([]error, len(bodies))}
@@ -606,7 +629,7 @@ func TestSendPartialBatchPermanentFailureFailsOnlyThatMessage(t *testing.T) {
 	q := newSendQueue(t, d, newTestStore(), nil)
 	var results []*ordered.SendResult
 	for _, p := range []string{"ok1", "bad", "ok2"} {
-		r, err := q.SendAsync(t.Context(), "g", []byte(p))
+		r, err := q.SendAsync(ctx, "g", []byte(p))
 		require.NoError(t, err)
 		results = append(results, r)
 	}
@@ -618,9 +641,9 @@ func TestSendPartialBatchPermanentFailureFailsOnlyThatMessage(t *testing.T) {
 	default:
 	}
 	close(d.block)
-	require.NoError(t, results[0].Wait(t.Context()))
-	require.ErrorIs(t, results[1].Wait(t.Context()), errPermanent)
-	require.NoError(t, results[2].Wait(t.Context()))
+	require.NoError(t, results[0].Wait(ctx))
+	require.ErrorIs(t, results[1].Wait(ctx), errPermanent)
+	require.NoError(t, results[2].Wait(ctx))
 	<-results[1].Done()
 	assert.ErrorIs(t, results[1].Err(), errPermanent)
 	assert.Equal(t, uint64(2), results[1].Seq())
@@ -645,19 +668,24 @@ func TestSendBoundedInFlightBytes(t *testing.T) {
 	d := newSendDriver()
 	d.block = make(chan struct{})
 	q := newSendQueue(t, d, newTestStore(), &ordered.Options{Send: ordered.SendOptions{MaxInFlightBytes: 100}})
-	r, err := q.SendAsync(t.Context(), "g", make([]byte, 60))
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	// A bound that never gives room back must fail the test, with a
+	// message, not hang it until go test's timeout.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	_, err = q.SendAsync(ctx, "g", make([]byte, 60))
+	r, err := q.SendAsync(ctx, "g", make([]byte, 60))
+	require.NoError(t, err)
+	short, cancelShort := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancelShort()
+	_, err = q.SendAsync(short, "g", make([]byte, 60))
 	require.ErrorIs(t, err, context.DeadlineExceeded, "60+60 bytes pass MaxInFlightBytes 100")
-	_, err = q.SendAsync(t.Context(), "g", make([]byte, 40))
-	require.NoError(t, err, "60+40 bytes fit")
+	_, err = q.SendAsync(ctx, "g", make([]byte, 40))
+	require.NoError(t, err, "60+40 bytes fit (within 10s)")
 	close(d.block)
-	require.NoError(t, r.Wait(t.Context()))
+	require.NoError(t, r.Wait(ctx), "the first message completes once the driver is unblocked (within 10s)")
 	// A batch larger than the bound alone is admitted once nothing else is
 	// in flight.
-	require.NoError(t, q.SendBatch(t.Context(), "g", [][]byte{make([]byte, 80), make([]byte, 80)}))
+	require.NoError(t, q.SendBatch(ctx, "g", [][]byte{make([]byte, 80), make([]byte, 80)}),
+		"a batch larger than the bound is admitted once nothing is in flight (within 10s)")
 }
 
 func TestSendOptionsValidated(t *testing.T) {
@@ -721,24 +749,25 @@ func TestSendCloseRacesWithSenders(t *testing.T) {
 // Concurrency/4 = 1 such batch may be), later messages wait and leave
 // together in one request instead of one request each.
 func TestSendNagleBatching(t *testing.T) {
+	ctx := sendCtx(t)
 	d := newSendDriver()
 	d.block = make(chan struct{})
 	q := newSendQueue(t, d, newTestStore(), &ordered.Options{Send: ordered.SendOptions{Concurrency: 4}})
-	first, err := q.SendAsync(t.Context(), "g", []byte("first"))
+	first, err := q.SendAsync(ctx, "g", []byte("first"))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return d.calls.Load() == 1 }, 5*time.Second, time.Millisecond, "first request")
 	var rest []*ordered.SendResult
 	for i := range 10 {
-		r, err := q.SendAsync(t.Context(), strconv.Itoa(i%3), []byte("later"))
+		r, err := q.SendAsync(ctx, strconv.Itoa(i%3), []byte("later"))
 		require.NoError(t, err)
 		rest = append(rest, r)
 	}
 	time.Sleep(20 * time.Millisecond)
 	assert.Equal(t, int64(1), d.calls.Load(), "no second partial request while one is in flight")
 	close(d.block)
-	require.NoError(t, first.Wait(t.Context()))
+	require.NoError(t, first.Wait(ctx))
 	for _, r := range rest {
-		require.NoError(t, r.Wait(t.Context()))
+		require.NoError(t, r.Wait(ctx))
 	}
 	assert.Equal(t, int64(2), d.calls.Load(), "the 10 later messages share the second request")
 
@@ -746,17 +775,17 @@ func TestSendNagleBatching(t *testing.T) {
 	d2 := newSendDriver()
 	d2.block = make(chan struct{})
 	q2 := newSendQueue(t, d2, newTestStore(), &ordered.Options{Send: ordered.SendOptions{Concurrency: 4}})
-	_, err = q2.SendAsync(t.Context(), "g", []byte("partial"))
+	_, err = q2.SendAsync(ctx, "g", []byte("partial"))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return d2.calls.Load() == 1 }, 5*time.Second, time.Millisecond)
 	payloads := make([][]byte, 16)
 	for i := range payloads {
 		payloads[i] = []byte("full")
 	}
-	_, err = q2.SendAsync(t.Context(), "h", nil) // joins the waiting messages
+	_, err = q2.SendAsync(ctx, "h", nil) // joins the waiting messages
 	require.NoError(t, err)
 	done := make(chan error, 1)
-	go func() { done <- q2.SendBatch(t.Context(), "g", payloads) }()
+	go func() { done <- q2.SendBatch(ctx, "g", payloads) }()
 	require.Eventually(t, func() bool { return d2.calls.Load() == 2 }, 5*time.Second, time.Millisecond,
 		"a full batch goes out while a partial one is in flight")
 	close(d2.block)
@@ -789,19 +818,23 @@ func TestSendAdmissionFirstComeFirstServed(t *testing.T) {
 	d := newSendDriver()
 	d.block = make(chan struct{})
 	q := newSendQueue(t, d, newTestStore(), &ordered.Options{Send: ordered.SendOptions{MaxInFlight: 4}})
+	// A bound that never gives room back must fail the test, with a
+	// message, not hang it until go test's timeout.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
 	for i := range 3 {
-		_, err := q.SendAsync(t.Context(), "g", []byte(strconv.Itoa(i)))
+		_, err := q.SendAsync(ctx, "g", []byte(strconv.Itoa(i)))
 		require.NoError(t, err)
 	}
 	batch := make(chan error, 1)
-	go func() { batch <- q.SendBatch(t.Context(), "g", [][]byte{[]byte("b1"), []byte("b2")}) }()
+	go func() { batch <- q.SendBatch(ctx, "g", [][]byte{[]byte("b1"), []byte("b2")}) }()
 	time.Sleep(20 * time.Millisecond) // the batch is waiting: 3+2 > 4
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Millisecond)
-	defer cancel()
-	_, err := q.SendAsync(ctx, "g", []byte("small"))
+	short, cancelShort := context.WithTimeout(ctx, 30*time.Millisecond)
+	defer cancelShort()
+	_, err := q.SendAsync(short, "g", []byte("small"))
 	require.ErrorIs(t, err, context.DeadlineExceeded, "3+1 fits, but the waiting batch comes first")
 	close(d.block)
-	require.NoError(t, <-batch)
+	require.NoError(t, <-batch, "the waiting batch is admitted and sent once the driver is unblocked (within 10s)")
 	msgs := checkStreams(t, d)["g"]
 	require.Len(t, msgs, 5)
 	assert.Equal(t, "b1", msgs[3].Payload)
@@ -827,18 +860,19 @@ func TestSendNoRecover(t *testing.T) {
 }
 
 func TestSendGroupStateIsDropped(t *testing.T) {
+	ctx := sendCtx(t)
 	d := newSendDriver()
 	q := newSendQueue(t, d, newTestStore(), nil)
 	const groups = 5000
 	var results []*ordered.SendResult
 	for i := range groups {
-		r, err := q.SendAsync(t.Context(), "group-"+strconv.Itoa(i), []byte("x"))
+		r, err := q.SendAsync(ctx, "group-"+strconv.Itoa(i), []byte("x"))
 		require.NoError(t, err)
 		results = append(results, r)
 	}
 	assert.Positive(t, q.Stats().Send.Groups, "groups in flight have state")
 	for _, r := range results {
-		require.NoError(t, r.Wait(t.Context()))
+		require.NoError(t, r.Wait(ctx))
 	}
 	require.Eventually(t, func() bool { return q.Stats().Send.Groups == 0 }, 5*time.Second, time.Millisecond,
 		"idle groups keep no send state; %d left", q.Stats().Send.Groups)
@@ -849,6 +883,7 @@ func TestSendGroupStateIsDropped(t *testing.T) {
 // reservation call is in flight are reserved together in the next one, one
 // store call for many groups ("the sender batches across groups").
 func TestSendReservesManyGroupsPerCall(t *testing.T) {
+	ctx := sendCtx(t)
 	store := newTestStore()
 	store.delay = 20 * time.Millisecond
 	d := newSendDriver()
@@ -856,12 +891,12 @@ func TestSendReservesManyGroupsPerCall(t *testing.T) {
 	const groups = 200
 	results := make([]*ordered.SendResult, groups)
 	for i := range groups {
-		r, err := q.SendAsync(t.Context(), fmt.Sprintf("g%03d", i), []byte("x"))
+		r, err := q.SendAsync(ctx, fmt.Sprintf("g%03d", i), []byte("x"))
 		require.NoError(t, err)
 		results[i] = r
 	}
 	for i, r := range results {
-		require.NoError(t, r.Wait(t.Context()), "send to group %d", i)
+		require.NoError(t, r.Wait(ctx), "send to group %d", i)
 	}
 	sizes := store.callSizes()
 	t.Logf("Reserve calls and their requests: %v", sizes)
@@ -878,25 +913,26 @@ func TestSendReservesManyGroupsPerCall(t *testing.T) {
 // others are reserved again without it and sent; only the bad group's
 // send fails, with the store's error.
 func TestSendReserveRetriesAborted(t *testing.T) {
+	ctx := sendCtx(t)
 	store := newTestStore()
 	store.delay = 20 * time.Millisecond
 	store.failGroup = "bad"
 	d := newSendDriver()
 	q := newSendQueue(t, d, store, nil)
-	first, err := q.SendAsync(t.Context(), "first", []byte("x")) // keeps the store busy while the others pile up
+	first, err := q.SendAsync(ctx, "first", []byte("x")) // keeps the store busy while the others pile up
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return store.entered.Load() == 1 }, 5*time.Second, time.Millisecond,
 		"the first Reserve call is in the store before the others are queued")
 	groups := []string{"a", "b", "bad", "c", "d"}
 	results := map[string]*ordered.SendResult{}
 	for _, g := range groups {
-		r, err := q.SendAsync(t.Context(), g, []byte(g))
+		r, err := q.SendAsync(ctx, g, []byte(g))
 		require.NoError(t, err)
 		results[g] = r
 	}
-	require.NoError(t, first.Wait(t.Context()))
+	require.NoError(t, first.Wait(ctx))
 	for _, g := range groups {
-		err := results[g].Wait(t.Context())
+		err := results[g].Wait(ctx)
 		if g == "bad" {
 			assert.ErrorIs(t, err, errBadGroup, "the bad group fails with the store's error for it")
 			continue

@@ -13,17 +13,18 @@ import (
 	"github.com/inorder/inorder/internal/envelope"
 	"github.com/inorder/inorder/ordered"
 	"github.com/inorder/inorder/ordered/mnsqueue/mnstest"
+	"github.com/inorder/inorder/seqstore"
 	"github.com/inorder/inorder/seqstore/memstore"
 )
 
-// TestFaultHeldStall: a receiver holds more than half its window (Window
-// 1024, so the pause threshold holdHigh is 512 messages; the test sends
-// 599) of a group whose seq 1 is missing, while another group's message is
-// out with the application. The fetchers pause ("much held and something
-// moving"); when the application acks, nothing moves any more, and the
-// fetchers must look again, because the missing seq 1 that unblocks
-// everything may be in the queue. It is sent then, and
-// every message must be delivered.
+// TestFaultHeldStall: a receiver whose store cannot park holds more than
+// half its window (Window 1024, so the fetchers pause at 512 messages; the
+// test sends 599) of a group whose seq 1 is missing, while another group's
+// message is out with the application. The fetchers pause ("much held and
+// something moving"); when the application acks, nothing moves any more,
+// and the fetchers must look again, because the missing seq 1 that
+// unblocks everything may be in the queue. It is sent then, and every
+// message must be delivered.
 //
 // It reproduces the stall the crash harness found under load (the final
 // receiver held 517..3880 messages behind holes and made no receive request
@@ -36,13 +37,27 @@ import (
 // this test guards it. The window is set, not the default: with the default
 // (8192) 599 held messages never reach the pause threshold, and the test
 // would pass with the fetchers' wake-ups removed.
+//
+// The same runs with a store that parks (subtests park/...): the fetchers
+// do not pause then, and every message must be delivered all the same.
 func TestFaultHeldStall(t *testing.T) {
-	for _, mode := range []ordered.Mode{ordered.AtLeastOnce, ordered.AtMostOnce} {
-		t.Run(mode.String(), func(t *testing.T) { heldStall(t, mode) })
+	stores := []struct {
+		name string
+		new  func() seqstore.Store
+	}{
+		{"no-park", func() seqstore.Store { return noParkStore{memstore.New()} }},
+		{"park", func() seqstore.Store { return memstore.New() }},
+	}
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			for _, mode := range []ordered.Mode{ordered.AtLeastOnce, ordered.AtMostOnce} {
+				t.Run(mode.String(), func(t *testing.T) { heldStall(t, st.new(), mode) })
+			}
+		})
 	}
 }
 
-func heldStall(t *testing.T, mode ordered.Mode) {
+func heldStall(t *testing.T, store seqstore.Store, mode ordered.Mode) {
 	e := newEnv(t, &mnstest.Options{Shards: 1}, &mnstest.QueueAttributes{VisibilityTimeout: 30})
 	drv := e.driver("")
 	ctx := t.Context()
@@ -67,7 +82,7 @@ func heldStall(t *testing.T, mode ordered.Mode) {
 	batch = append(batch, body("b", 1))
 	flush()
 
-	rx := e.open(memstore.New(), &ordered.Options{Receive: ordered.ReceiveOptions{Mode: mode, Window: heldStallWindow}})
+	rx := e.open(store, &ordered.Options{Receive: ordered.ReceiveOptions{Mode: mode, Window: heldStallWindow}})
 	var got atomic.Int64
 	acked := make(chan struct{})
 	stop := run(t, rx, func(_ context.Context, m *ordered.Message) error {
@@ -99,3 +114,11 @@ func heldStall(t *testing.T, mode ordered.Mode) {
 // heldStallWindow is the receive window of TestFaultHeldStall: the fetchers
 // pause at heldStallWindow/2 held messages.
 const heldStallWindow = 1024
+
+// noParkStore hides the seqstore.Parker of the store it wraps. The
+// fetchers pause on "much held and something moving" only when the store
+// cannot park (recvcore's Core.Room); with one that parks they never run
+// out of room in TestFaultHeldStall, which then cannot see fetchers that
+// are never woken (the mutant fetch-wakeups survived it while its only
+// store parked).
+type noParkStore struct{ seqstore.Store }

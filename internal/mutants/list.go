@@ -24,6 +24,8 @@ import "time"
 //		Needs:   []string{"INORDER_TEST_POSTGRES_DSN"}, // optional: skipped without (a failure with CI=true)
 //		Race:    true,                          // optional: build the tests with -race
 //		Timeout: 3 * time.Minute,               // optional, default 5m
+//		Cost:    2 * time.Minute,               // optional: the time it takes, build included,
+//		                                        // for -rotate's budget (default 30s)
 //	},
 //
 // Edits apply in order; each Old must occur exactly once in its file as the
@@ -45,6 +47,19 @@ type mutant struct {
 	Needs   []string
 	Race    bool
 	Timeout time.Duration
+	Cost    time.Duration
+}
+
+// defaultCost is the time a mutant without a Cost is taken to need: the
+// build of its package's tests and a short test run.
+const defaultCost = 30 * time.Second
+
+// cost is m's estimated time, for the rotation's budget.
+func (m mutant) cost() time.Duration {
+	if m.Cost > 0 {
+		return m.Cost
+	}
+	return defaultCost
 }
 
 // edit replaces the one occurrence of Old in File by New.
@@ -69,8 +84,9 @@ var mutants = []mutant{
 	c.markDirty(g)
 	if !sync {`,
 		}},
-		Pkg: "./internal/crashtest",
-		Run: "^TestCrash$/^alo$",
+		Pkg:  "./internal/crashtest",
+		Run:  "^TestCrash$/^alo$",
+		Cost: time.Minute, // caught in 50s on a 2-CPU machine
 	},
 	{
 		Name:   "commit-before-delete-model",
@@ -125,8 +141,9 @@ var mutants = []mutant{
 	c.st.Duplicates++
 	c.report(Report{Kind: ReportDuplicate, Group: g.name,`,
 		}},
-		Pkg: "./internal/crashtest",
-		Run: "^TestCrash$/^alo$",
+		Pkg:  "./internal/crashtest",
+		Run:  "^TestCrash$/^alo$",
+		Cost: 75 * time.Second, // caught in 64s on a 2-CPU machine
 	},
 	{
 		Name:   "dedup-below-cursor-model",
@@ -179,8 +196,9 @@ var mutants = []mutant{
 	}`,
 			New: `	_ = room`,
 		}},
-		Pkg: "./internal/crashtest",
-		Run: "^TestFaultHeldStall$",
+		Pkg:  "./internal/crashtest",
+		Run:  "^TestFaultHeldStall$/^no-park$",
+		Cost: 75 * time.Second, // caught in 59-65s on a 2-CPU machine
 	},
 	{
 		Name:   "deletes-dropped",
@@ -190,8 +208,9 @@ var mutants = []mutant{
 			Old:  `	err := r.q.drvDelete(ctx, a.Receipts)`,
 			New:  `	var err error // planted: the delete is never sent`,
 		}},
-		Pkg: "./internal/crashtest",
-		Run: "^(TestFaultPoison|TestFaultBodySizeLimit|TestFaultHeldStall|TestFaultSecondReceiver)$",
+		Pkg:  "./internal/crashtest",
+		Run:  "^(TestFaultPoison|TestFaultBodySizeLimit|TestFaultHeldStall|TestFaultSecondReceiver)$",
+		Cost: 4 * time.Minute, // caught in 3m45s on a 2-CPU machine
 	},
 	{
 		Name:   "held-deleted",
@@ -280,6 +299,7 @@ var mutants = []mutant{
 		Pkg:  "./internal/crashtest",
 		Run:  "^TestCrash$/^alo$",
 		Race: true,
+		Cost: 2 * time.Minute, // caught in 89s on a 2-CPU machine
 	},
 	{
 		Name:   "kill-point-never-fires",
@@ -292,8 +312,9 @@ var mutants = []mutant{
 			New: `	d.recordDeletes(receipts)
 `,
 		}},
-		Pkg: "./internal/crashtest",
-		Run: "^TestCrash$/^alo$",
+		Pkg:  "./internal/crashtest",
+		Run:  "^TestCrash$/^alo$",
+		Cost: time.Minute, // caught in 54s on a 2-CPU machine
 	},
 	{
 		Name:   "fsync-order",
@@ -330,6 +351,71 @@ var mutants = []mutant{
 		Run: "^(TestTornTailEveryOffset|TestCorruptMiddleFrame)$",
 	},
 	{
+		Name:   "snapshot-fsync",
+		Breaks: "filestore renames a snapshot into place without fsyncing it (review2 plant ST5)",
+		Edits: []edit{{
+			File: "seqstore/filestore/writer.go",
+			Old: `	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		err = s.sync(f)
+	}`,
+			New: `	if err == nil {
+		err = bw.Flush()
+	}`,
+		}},
+		Pkg: "./seqstore/filestore",
+		Run: "^(TestSnapshotSyncOrder|TestPowerLoss)$",
+	},
+	{
+		Name:   "fdatasync-error",
+		Breaks: "filestore drops the error of a log frame's fdatasync and acknowledges the commit (review2 plant ST6)",
+		Edits: []edit{{
+			File: "seqstore/filestore/writer.go",
+			Old:  `		err = s.fs.syncData(w.f)`,
+			New:  `		s.fs.syncData(w.f)`,
+		}},
+		Pkg: "./seqstore/filestore",
+		Run: "^TestSyncFailures$",
+	},
+	{
+		Name:   "unfinished-log-left",
+		Breaks: "filestore leaves behind a new log whose header it could not sync: every later snapshot fails to create it",
+		Edits: []edit{{
+			File: "seqstore/filestore/writer.go",
+			Old: `		_ = f.Close()
+		_ = s.fs.remove(path)
+		return nil, err`,
+			New: `		_ = f.Close()
+		return nil, err`,
+		}},
+		Pkg: "./seqstore/filestore",
+		Run: "^TestSyncFailures$",
+	},
+	{
+		Name:   "lock-not-regular",
+		Breaks: "filestore opens LOCK whatever it is: a FIFO or a device is accepted (review2 plant H1)",
+		Edits: []edit{{
+			File: "seqstore/filestore/store.go",
+			Old:  `	return openRegular(path, os.O_RDWR|os.O_CREATE, 0o600)`,
+			New:  `	return os.OpenFile(path, os.O_RDWR|os.O_CREATE|oNoFollow, 0o600)`,
+		}},
+		Pkg: "./seqstore/filestore",
+		Run: "^TestNonRegularFiles$/_as_LOCK$",
+	},
+	{
+		Name:   "log-not-regular",
+		Breaks: "filestore reads a log or snapshot that is not a regular file: a FIFO hangs Open, a device is read",
+		Edits: []edit{{
+			File: "seqstore/filestore/store.go",
+			Old:  `	if err == nil && !info.Mode().IsRegular() {`,
+			New:  `	if false && err == nil && !info.Mode().IsRegular() {`,
+		}},
+		Pkg: "./seqstore/filestore",
+		Run: "^TestNonRegularFiles$/_as_(only_log|older_log|snapshot)$",
+	},
+	{
 		Name:   "lua-cas",
 		Breaks: "redisstore's advance script applies every move without comparing the stored cursor with From",
 		Edits: []edit{{
@@ -364,6 +450,7 @@ var mutants = []mutant{
 		Pkg:   "./internal/crashtest",
 		Run:   "^TestFaultSecondReceiver$/^postgres$",
 		Needs: []string{"INORDER_TEST_POSTGRES_DSN"},
+		Cost:  45 * time.Second, // caught in 42s on a 2-CPU machine
 	},
 	{
 		Name:   "bench-best-of-rounds",
@@ -393,5 +480,30 @@ var mutants = []mutant{
 		}},
 		Pkg: "./examples/bench",
 		Run: "^TestRoundsRatioFromOneRound$",
+	},
+	{
+		Name:   "mac-compare-constant-time",
+		Breaks: "a header's MAC is compared with == instead of hmac.Equal (review2 plant EN2: only the source can show it)",
+		Edits: []edit{{
+			File: "internal/envelope/envelope.go",
+			Old:  `		if hmac.Equal(want[:], h.MAC[:]) {`,
+			New:  `		if want == h.MAC {`,
+		}},
+		Pkg: "./internal/envelope",
+		Run: "^TestMACsComparedInConstantTime$",
+	},
+	{
+		Name:   "fanout-stops-at-failed-push",
+		Breaks: "the emulator's topic fan-out stops at the first failed push: later subscriptions get nothing (review2 plant EM2)",
+		Edits: []edit{{
+			File: "ordered/mnsqueue/mnstest/topic_ops.go",
+			Old: `			failed, reasons = append(failed, p), append(reasons, reason)
+		}`,
+			New: `			failed, reasons = append(failed, p), append(reasons, reason)
+			break
+		}`,
+		}},
+		Pkg: "./ordered/mnsqueue/mnstest",
+		Run: "^TestTopicFanOutPastFailedPush$",
 	},
 }

@@ -11,6 +11,9 @@
 //	                                 a named mutant, three test runs: "caught 3 of 3"
 //	.ci/mutants -check               only verify that every anchor still matches (CI runs this)
 //	.ci/mutants -list                print the list
+//	.ci/mutants -rotate KEY -budget 2m -baseline=false
+//	                                 a few mutants chosen by KEY, within the budget (CI runs
+//	                                 this with KEY the commit hash: see Rotation)
 //
 // The scratch copy holds the tracked files plus uncommitted changes and new
 // untracked files (git ls-files -co --exclude-standard), so a mutant is
@@ -29,6 +32,16 @@
 // once on the unmutated copy and must pass ("baseline"), so that a failure
 // under a mutant is the mutant's doing. The exit status is 0 only if every
 // selected mutant was caught in every run.
+//
+// # Rotation
+//
+// Planting the whole list takes far longer than a CI run may, so CI plants
+// a few mutants on every run: -rotate KEY starts at the mutant a hash of KEY
+// picks and takes the mutants after it in list order (wrapping), while
+// their estimated times (mutant.Cost) fit in -budget; the first is always
+// taken. With KEY the commit hash, every mutant takes its turn as commits
+// come, and a run can be repeated with the same KEY. -run narrows the list
+// first.
 package main
 
 import (
@@ -36,6 +49,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"os"
 	"os/exec"
@@ -54,6 +68,8 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 1, "test runs per mutant")
 	flag.BoolVar(&o.baseline, "baseline", true, "first run each test command on the unmutated copy; it must pass")
 	flag.BoolVar(&o.keep, "keep", false, "keep the scratch copy and print where it is")
+	flag.StringVar(&o.rotate, "rotate", "", "plant only a few mutants chosen by this key (a commit hash), within -budget")
+	flag.DurationVar(&o.budget, "budget", 2*time.Minute, "with -rotate: the estimated time the chosen mutants may take")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		// Bare arguments name mutants exactly.
@@ -87,11 +103,16 @@ type options struct {
 	run               string
 	runs              int  // test runs per mutant (default 1)
 	baseline          bool // run each test command unmutated first
+	rotate            string
+	budget            time.Duration
 }
 
 func (o *options) validate() error {
 	if o.runs < 1 {
 		return errors.New("mutants: -runs must be at least 1")
+	}
+	if o.rotate != "" && o.budget <= 0 {
+		return errors.New("mutants: -budget must be positive")
 	}
 	if _, err := regexp.Compile(o.run); err != nil {
 		return fmt.Errorf("mutants: -run: %w", err)
@@ -126,6 +147,16 @@ func run(ctx context.Context, root string, list []mutant, o options, out io.Writ
 	}
 	if len(sel) == 0 {
 		return false, fmt.Errorf("mutants: no mutant matches %q (see -list)", o.run)
+	}
+	if o.rotate != "" {
+		var first int
+		first, sel = rotation(sel, o.rotate, o.budget)
+		var est time.Duration
+		for _, m := range sel {
+			est += m.cost()
+		}
+		fmt.Fprintf(out, "rotation %q: %d of %d mutants from #%d (%s), estimated %v of a %v budget\n",
+			o.rotate, len(sel), countMutants(list, re), first+1, sel[0].Name, est, o.budget)
 	}
 	if o.list {
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
@@ -177,6 +208,37 @@ func run(ctx context.Context, root string, list []mutant, o options, out io.Writ
 	fmt.Fprintln(out)
 	printTable(out, rows, o.runs)
 	return ok, nil
+}
+
+// rotation picks the mutants a rotation run plants: from the one at a hash
+// of key, the next ones in order (wrapping round) while the sum of their
+// estimated times stays within budget, at least one. It returns the index
+// of the first.
+func rotation(list []mutant, key string, budget time.Duration) (int, []mutant) {
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	first := int(h.Sum64() % uint64(len(list)))
+	out := []mutant{list[first]}
+	spent := list[first].cost()
+	for i := 1; i < len(list); i++ {
+		m := list[(first+i)%len(list)]
+		if spent+m.cost() > budget {
+			break
+		}
+		out = append(out, m)
+		spent += m.cost()
+	}
+	return first, out
+}
+
+func countMutants(list []mutant, re *regexp.Regexp) int {
+	n := 0
+	for _, m := range list {
+		if re.MatchString(m.Name) {
+			n++
+		}
+	}
+	return n
 }
 
 func countEdits(ms []mutant) int {

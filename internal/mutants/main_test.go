@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -133,4 +135,42 @@ func TestRunVerdicts(t *testing.T) {
 
 	_, err = run(ctx, root, append(list, list[0]), options{check: true, runs: 1}, &out2)
 	assert.ErrorContains(t, err, "duplicate name", "a list with a name twice is refused")
+}
+
+// TestRotation: a key picks the same mutants every time, at least one,
+// consecutive in list order from where the key's hash points, within the
+// budget; over many keys every mutant takes its turn, the slow ones too.
+func TestRotation(t *testing.T) {
+	var list []mutant
+	for i := range 20 {
+		m := mutant{Name: fmt.Sprintf("m%02d", i)}
+		if i%7 == 3 {
+			m.Cost = 3 * time.Minute // more than the budget alone
+		}
+		list = append(list, m)
+	}
+	const budget = 2 * time.Minute
+	seen := map[string]int{}
+	for k := range 500 {
+		key := fmt.Sprintf("%040x", k*7919)
+		first, got := rotation(list, key, budget)
+		again, got2 := rotation(list, key, budget)
+		require.Equal(t, first, again, "key %s: the same start", key)
+		require.Equal(t, got, got2, "key %s: the same mutants", key)
+		require.NotEmpty(t, got, "key %s", key)
+		assert.Equal(t, list[first].Name, got[0].Name, "key %s: starts where the hash points", key)
+		var est time.Duration
+		for i, m := range got {
+			assert.Equal(t, list[(first+i)%len(list)].Name, m.Name, "key %s: consecutive in list order", key)
+			est += m.cost()
+			seen[m.Name]++
+		}
+		if len(got) > 1 {
+			assert.LessOrEqual(t, est, budget, "key %s: within the budget", key)
+		}
+	}
+	for _, m := range list {
+		assert.Positive(t, seen[m.Name], "%s never took its turn in 500 keys", m.Name)
+	}
+	assert.Equal(t, 30*time.Second, mutant{}.cost(), "default cost")
 }

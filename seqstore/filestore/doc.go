@@ -11,7 +11,9 @@
 // another user or writable by group or others. Files are created with
 // O_EXCL|O_NOFOLLOW (a stale temporary file is removed first) and LOCK is
 // opened with O_NOFOLLOW, so a planted symbolic link is never written
-// through.
+// through. LOCK, the logs and the snapshot are opened without waiting and
+// must be regular files: a FIFO, device, socket or directory in their place
+// makes Open fail with ErrUnsafeDir, before anything is read from it.
 //
 // # Group commit
 //

@@ -8,4 +8,7 @@ import "io/fs"
 // open there anyway (see lockFile).
 const oNoFollow = 0
 
+// oNonBlock is 0 here too.
+const oNonBlock = 0
+
 func checkPrivate(fs.FileInfo) error { return nil }

@@ -12,6 +12,10 @@ import (
 // oNoFollow makes an open fail on a symbolic link instead of following it.
 const oNoFollow = syscall.O_NOFOLLOW
 
+// oNonBlock makes an open return at once where it could wait (a FIFO, some
+// devices). It changes nothing for a regular file.
+const oNonBlock = syscall.O_NONBLOCK
+
 // checkPrivate reports why dir (as os.Stat describes it) is not private
 // to this process's user: owned by another user, or writable by group or
 // others. Whoever else can write the directory can replace the log or

@@ -33,10 +33,11 @@ func parseLogName(name string) (uint64, bool) {
 	return gen, err == nil
 }
 
-// openRead opens path with flag, refusing a symbolic link, and reads it
-// whole. The file stays open: parked bodies are read from it later.
+// openRead opens path with flag, refusing anything but a regular file (see
+// openRegular), and reads it whole. The file stays open: parked bodies are
+// read from it later.
 func openRead(path string, flag int) (*os.File, []byte, error) {
-	f, err := os.OpenFile(path, flag|oNoFollow, 0)
+	f, err := openRegular(path, flag, 0)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -103,7 +104,7 @@ func (s *Store) recover() error {
 			gens = append(gens, gen)
 		}
 		if e.Name() == snapTmpName {
-			if err := os.Remove(filepath.Join(s.dir, snapTmpName)); err != nil {
+			if err := s.fs.remove(filepath.Join(s.dir, snapTmpName)); err != nil {
 				return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 			}
 			s.log.Info("filestore: removed an unfinished snapshot", "dir", s.dir)
@@ -129,7 +130,7 @@ func (s *Store) recover() error {
 	// Logs older than the snapshot are leftovers of a snapshot whose
 	// cleanup did not finish. Without a snapshot, every log counts.
 	for haveSnapshot && len(gens) > 0 && gens[0] < nextGen {
-		if err := os.Remove(filepath.Join(s.dir, logName(gens[0]))); err != nil {
+		if err := s.fs.remove(filepath.Join(s.dir, logName(gens[0]))); err != nil {
 			return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 		}
 		s.log.Info("filestore: removed a log already in the snapshot", "dir", s.dir, "gen", gens[0])
@@ -182,7 +183,7 @@ func (s *Store) recover() error {
 				// Created by a snapshot (or a fresh Open) that did
 				// not finish, its header never synced: no frame was
 				// written to it.
-				if err := os.Remove(path); err != nil {
+				if err := s.fs.remove(path); err != nil {
 					return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 				}
 				s.log.Warn("filestore: recreating a log whose header was torn", "path", path)
@@ -216,7 +217,7 @@ func (s *Store) recover() error {
 			} else {
 				s.log.Warn("filestore: truncating a torn log tail", "path", path, "offset", end, "dropped_bytes", len(data)-end)
 			}
-			err := f.Truncate(int64(end))
+			err := s.fs.truncate(f, int64(end))
 			if err == nil {
 				err = s.sync(f)
 			}

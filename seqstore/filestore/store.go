@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -58,9 +59,9 @@ type testHooks struct {
 	// beforeSync runs in the writer after a frame of records records is
 	// written and before it is synced.
 	beforeSync func(records int64)
-	// write and sync, if set, replace the frame's write and the log sync.
-	write func(f *os.File, frame []byte, off int64) error
-	sync  func(f *os.File) error
+	// fs, if set, replaces the real file system (osFS): every write,
+	// sync, rename and removal of the store's files goes through it.
+	fs fileSystem
 }
 
 const (
@@ -93,6 +94,11 @@ func (o *Options) withDefaults() Options {
 	if r.hooks == nil {
 		r.hooks = &testHooks{}
 	}
+	if r.hooks.fs == nil {
+		h := *r.hooks
+		h.fs = osFS{}
+		r.hooks = &h
+	}
 	return r
 }
 
@@ -122,6 +128,7 @@ type Store struct {
 	opts Options
 	log  *slog.Logger
 	lock *os.File
+	fs   fileSystem // osFS, or a test's
 
 	// Requests wait in queue for the writer. The writer sets want before
 	// it sleeps; the submitter that makes the queue that long wakes it, so
@@ -204,6 +211,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		opts:       o,
 		log:        o.Logger,
 		lock:       lock,
+		fs:         o.hooks.fs,
 		wake:       make(chan struct{}, 1),
 		kick:       make(chan struct{}, 1),
 		writerDone: make(chan struct{}),
@@ -228,18 +236,57 @@ func Open(dir string, opts *Options) (*Store, error) {
 }
 
 // openLock opens (creating if needed) the lock file at path, refusing a
-// symbolic link or anything but a regular file. It is never removed: a
-// process holding a lock on the old file would not see a new one.
+// symbolic link or anything but a regular file (see openRegular). It is
+// never removed: a process holding a lock on the old file would not see a
+// new one.
 func openLock(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|oNoFollow, 0o600)
+	return openRegular(path, os.O_RDWR|os.O_CREATE, 0o600)
+}
+
+// openRegular opens path with flag (and perm, if flag creates it), refusing
+// anything but a regular file: a symbolic link, a directory, a FIFO, a
+// device or a socket fails with an error wrapping ErrUnsafeDir that says
+// what is there. Whoever can plant one in the store's directory could feed
+// the store what it likes or hang it: the open never waits (a FIFO opened
+// for reading waits for a writer, a terminal for its carrier), and nothing
+// is read before the check.
+func openRegular(path string, flag int, perm os.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|oNoFollow|oNonBlock, perm)
 	if err != nil {
-		return nil, fmt.Errorf("%w (a symbolic link is refused)", err)
+		// What cannot be opened as asked (a symbolic link with
+		// O_NOFOLLOW, a directory for writing, a socket at all) is
+		// reported for what it is.
+		if info, lerr := os.Lstat(path); lerr == nil && !info.Mode().IsRegular() {
+			return nil, notRegular(path, info.Mode())
+		}
+		return nil, err
 	}
-	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
+	info, err := f.Stat()
+	if err == nil && !info.Mode().IsRegular() {
+		err = notRegular(path, info.Mode())
+	}
+	if err != nil {
 		_ = f.Close()
-		return nil, fmt.Errorf("%w: %s is not a regular file", ErrUnsafeDir, path)
+		return nil, err
 	}
 	return f, nil
+}
+
+func notRegular(path string, mode fs.FileMode) error {
+	what := "of mode " + mode.String()
+	switch {
+	case mode&fs.ModeSymlink != 0:
+		what = "a symbolic link"
+	case mode.IsDir():
+		what = "a directory"
+	case mode&fs.ModeNamedPipe != 0:
+		what = "a FIFO"
+	case mode&fs.ModeSocket != 0:
+		what = "a socket"
+	case mode&fs.ModeDevice != 0:
+		what = "a device"
+	}
+	return fmt.Errorf("%w: %s is not a regular file: it is %s", ErrUnsafeDir, path, what)
 }
 
 // Dir returns the directory the store keeps its files in.
@@ -473,7 +520,7 @@ func (s *Store) Close() error {
 			// Drop the zeros written ahead, so that a log closed
 			// cleanly ends with its last frame. Not synced: after a
 			// crash recovery cuts them like any torn tail.
-			if err := s.w.f.Truncate(s.w.off); err != nil {
+			if err := s.fs.truncate(s.w.f, s.w.off); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -384,19 +384,19 @@ var zeros [64 << 10]byte
 // preallocBytes more, unless it is already that long. They become durable
 // with the next sync. It is an optimisation only: when it fails (a full
 // disk), the frames are appended as they come, until the next log.
-func (w *writer) extend(end int64) {
+func (w *writer) extend(fsys fileSystem, end int64) {
 	if end <= w.alloc || w.noPrealloc {
 		return
 	}
 	end = max(end, w.off+preallocBytes)
 	for off := w.alloc; off < end; {
-		n, err := w.f.WriteAt(zeros[:min(int64(len(zeros)), end-off)], off)
-		off += int64(n)
-		w.alloc = off
-		if err != nil {
+		n := min(int64(len(zeros)), end-off)
+		if err := fsys.writeAt(w.f, zeros[:n], off); err != nil {
 			w.noPrealloc = true
 			return
 		}
+		off += n
+		w.alloc = off
 	}
 }
 
@@ -404,23 +404,14 @@ func (w *writer) extend(end int64) {
 func (s *Store) writeFrame(frame []byte, records int64) error {
 	w := &s.w
 	sealFrame(frame, w.gen, uint64(w.off))
-	w.extend(w.off + int64(len(frame)))
-	var err error
-	if h := s.opts.hooks.write; h != nil {
-		err = h(w.f, frame, w.off)
-	} else {
-		_, err = w.f.WriteAt(frame, w.off)
-	}
+	w.extend(s.fs, w.off+int64(len(frame)))
+	err := s.fs.writeAt(w.f, frame, w.off)
 	if err == nil {
 		if h := s.opts.hooks.beforeSync; h != nil {
 			h(records)
 		}
 		start := time.Now()
-		if h := s.opts.hooks.sync; h != nil {
-			err = h(w.f)
-		} else {
-			err = syncData(w.f)
-		}
+		err = s.fs.syncData(w.f)
 		s.observeSync(time.Since(start))
 	}
 	if err != nil {
@@ -463,7 +454,7 @@ func (s *Store) snapshot() error {
 	// A log that is not the last must end with its last frame: cut the
 	// zeros written ahead, durably, before the next log exists.
 	if w.alloc > w.off {
-		if err := w.f.Truncate(w.off); err != nil {
+		if err := s.fs.truncate(w.f, w.off); err != nil {
 			return retryLater(err)
 		}
 		w.alloc = w.off
@@ -483,15 +474,15 @@ func (s *Store) snapshot() error {
 	tmp := filepath.Join(s.dir, snapTmpName)
 	sf, offs, err := s.writeSnapshotFile(tmp, head, parked)
 	if err == nil {
-		err = os.Rename(tmp, filepath.Join(s.dir, snapName))
+		err = s.fs.rename(tmp, filepath.Join(s.dir, snapName))
 	}
 	if err != nil {
 		if sf != nil {
 			_ = sf.Close()
 		}
 		_ = nf.Close()
-		_ = os.Remove(newPath)
-		_ = os.Remove(tmp)
+		_ = s.fs.remove(newPath)
+		_ = s.fs.remove(tmp)
 		return retryLater(err)
 	}
 	// From here the parked bodies are read from the new snapshot. Readers
@@ -514,7 +505,7 @@ func (s *Store) snapshot() error {
 		return fmt.Errorf("filestore: snapshot %s: %w", s.dir, err)
 	}
 	for g := w.first; g < newGen; g++ {
-		if err := os.Remove(filepath.Join(s.dir, logName(g))); err != nil && !os.IsNotExist(err) {
+		if err := s.fs.remove(filepath.Join(s.dir, logName(g))); err != nil && !os.IsNotExist(err) {
 			s.log.Warn("filestore: cannot remove old log", "dir", s.dir, "gen", g, "err", err)
 		}
 	}
@@ -525,26 +516,23 @@ func (s *Store) snapshot() error {
 }
 
 // createLog creates log gen at path with its header, synced.
+// A log it could not finish is removed: left there, it would make the next
+// attempt (the next snapshot) fail to create it, for good.
 func (s *Store) createLog(path string, gen uint64) (*os.File, error) {
-	f, err := createFile(path)
+	f, err := s.fs.create(path)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := f.Write(logHeader(gen)); err != nil {
-		_ = f.Close()
-		return nil, err
+	err = s.fs.writeAt(f, logHeader(gen), 0)
+	if err == nil {
+		err = s.sync(f)
 	}
-	if err := s.sync(f); err != nil {
+	if err != nil {
 		_ = f.Close()
+		_ = s.fs.remove(path)
 		return nil, err
 	}
 	return f, nil
-}
-
-// createFile creates a file (0600) that must not exist yet: whatever is at
-// path, a symbolic link included, makes it fail rather than open it.
-func createFile(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL|oNoFollow, 0o600)
 }
 
 // writeSnapshotFile writes a snapshot (see writeSnapshot) to a new file at
@@ -553,14 +541,14 @@ func createFile(path string) (*os.File, error) {
 // through it. It returns the file, open: the parked bodies are read from it
 // once it is renamed into place; and their offsets in it.
 func (s *Store) writeSnapshotFile(path string, head []byte, parked []parkedStream) (*os.File, []int64, error) {
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := s.fs.remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, err
 	}
-	f, err := createFile(path)
+	f, err := s.fs.create(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	bw := bufio.NewWriterSize(f, 256<<10)
+	bw := bufio.NewWriterSize(&fileWriter{fs: s.fs, f: f}, 256<<10)
 	offs, bad, err := writeSnapshot(bw, head, parked)
 	if err == nil {
 		err = bw.Flush()
@@ -578,16 +566,14 @@ func (s *Store) writeSnapshotFile(path string, head []byte, parked []parkedStrea
 	return f, offs, nil
 }
 
+// sync makes f durable (fsync) and counts it.
 func (s *Store) sync(f *os.File) error {
 	s.stats.fsyncs.Add(1)
-	return f.Sync()
+	return s.fs.sync(f)
 }
 
+// syncDir makes the store directory's entries durable and counts it.
 func (s *Store) syncDir() error {
-	d, err := os.Open(s.dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return s.sync(d)
+	s.stats.fsyncs.Add(1)
+	return s.fs.syncDir(s.dir)
 }

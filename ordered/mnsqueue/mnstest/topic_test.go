@@ -346,6 +346,49 @@ func TestPushChaos(t *testing.T) {
 	assert.Equal(t, bodies, again, "the same seed drops and duplicates the same pushes (their order follows the wall clock)")
 }
 
+// TestTopicFanOutPastFailedPush: a publish fans out to every subscribed
+// queue, each push on its own. With four subscriptions in name order, the
+// first to a queue deleted since and the third to a queue shrunk below the
+// notification's size, the second and the fourth still get the message,
+// and each failed push is reported: OnPushLost with its reason, and
+// Stats.PushFailed.
+func TestTopicFanOutPastFailedPush(t *testing.T) {
+	var mu sync.Mutex
+	var lost []mnstest.LostPush
+	srv := newServer(t, &mnstest.Options{OnPushLost: func(l mnstest.LostPush) { mu.Lock(); lost = append(lost, l); mu.Unlock() }})
+	client := newClient(srv)
+	require.NoError(t, srv.CreateTopic("t", nil))
+	for _, q := range []string{"gone", "live1", "small", "live2"} {
+		require.NoError(t, srv.CreateQueue(q, nil))
+	}
+	for sub, q := range map[string]string{"a": "gone", "b": "live1", "c": "small", "d": "live2"} {
+		require.NoError(t, srv.Subscribe("t", sub, mnstest.Subscription{Endpoint: srv.QueueEndpoint(q), NotifyContentFormat: mnstest.FormatSimplified}))
+	}
+	require.NoError(t, srv.DeleteQueue("gone"))
+	require.NoError(t, ali_mns.NewMNSQueueManager(client).SetQueueAttributesWithOptions("small", ali_mns.WithMaxMessageSize(1024)),
+		"the queue shrinks below the topic's size after it was subscribed")
+	body := strings.Repeat("x", 2000)
+	_, err := ali_mns.NewMNSTopic("t", client).PublishMessage(ali_mns.MessagePublishRequest{MessageBody: body})
+	require.NoError(t, err)
+
+	for _, q := range []string{"live1", "live2"} {
+		m, err := receive(ali_mns.NewMNSQueue(q, client))
+		require.NoError(t, err, "queue %s, subscribed after a failed push, gets the message", q)
+		assert.Equal(t, body, m.MessageBody, "queue %s", q)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	got := map[string]string{}
+	for _, l := range lost {
+		got[l.Subscription] = l.Reason
+	}
+	assert.Equal(t, map[string]string{"a": "no queue", "c": "too large"}, got, "each failed push is reported once, with its reason")
+	assert.Len(t, lost, 2, "OnPushLost calls")
+	st := srv.Stats()
+	assert.EqualValues(t, 2, st.PushFailed, "Stats.PushFailed counts the failed pushes")
+	assert.EqualValues(t, 2, st.Pushed, "Stats.Pushed counts the pushes that landed")
+}
+
 // TestTopicErrors: what the service refuses, as the SDK reports it.
 func TestTopicErrors(t *testing.T) {
 	srv := newServer(t, nil)
