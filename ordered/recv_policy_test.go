@@ -79,7 +79,6 @@ func testReceiveBoundedMemory(t *testing.T, parks bool, rate float64) {
 	// received as were sent) and met the bounds (some parked, or given
 	// back): a condition, not a fixed time, so that a loaded machine
 	// cannot fail the checks below for being slow.
-	_, parks := store.(seqstore.Parker)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		sample()

@@ -77,12 +77,10 @@ var mutants = []mutant{
 		Breaks: "an acknowledged message goes to the reaper at once, before its cursor advance is durable",
 		Edits: []edit{{
 			File: "internal/recvcore/deliver.go",
-			Old: `	c.settleMsg(g, m)
-	c.markDirty(g)
-	if !sync {`,
+			Old: `	c.settleMsg(g, m) // m is recycled
+	c.markDirty(g)`,
 			New: `	c.queueDelete(c.now, m)
-	c.markDirty(g)
-	if !sync {`,
+	c.markDirty(g)`,
 		}},
 		Pkg:  "./internal/crashtest",
 		Run:  "^TestCrash$/^alo$",
@@ -93,12 +91,10 @@ var mutants = []mutant{
 		Breaks: "the same break, against the receive core's model test",
 		Edits: []edit{{
 			File: "internal/recvcore/deliver.go",
-			Old: `	c.settleMsg(g, m)
-	c.markDirty(g)
-	if !sync {`,
+			Old: `	c.settleMsg(g, m) // m is recycled
+	c.markDirty(g)`,
 			New: `	c.queueDelete(c.now, m)
-	c.markDirty(g)
-	if !sync {`,
+	c.markDirty(g)`,
 		}},
 		Pkg: "./internal/recvcore",
 		Run: "^TestModel$",
@@ -169,7 +165,7 @@ var mutants = []mutant{
 		Breaks: "a group whose message is out is still ready: its message is handed out a second time while the first is out",
 		Edits: []edit{{
 			File: "internal/recvcore/group.go",
-			Old:  `		return m.out == outReady || m.out == outOwed || m.retryDue(now)`,
+			Old:  `		return m.out == outReady || m.out == outOwed`,
 			New:  `		return true`,
 		}},
 		Pkg: "./internal/crashtest",
@@ -180,7 +176,7 @@ var mutants = []mutant{
 		Breaks: "the same break, against the receive core's model test",
 		Edits: []edit{{
 			File: "internal/recvcore/group.go",
-			Old:  `		return m.out == outReady || m.out == outOwed || m.retryDue(now)`,
+			Old:  `		return m.out == outReady || m.out == outOwed`,
 			New:  `		return true`,
 		}},
 		Pkg: "./internal/recvcore",
