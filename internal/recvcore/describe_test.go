@@ -49,6 +49,13 @@ func describe(rd recvcore.Ready) string {
 		}
 		b.WriteString("\n")
 	}
+	for _, r := range rd.Requeues {
+		fmt.Fprintf(&b, "requeue #%d", r.ID)
+		for _, body := range r.Bodies {
+			fmt.Fprintf(&b, " %q", body)
+		}
+		b.WriteString("\n")
+	}
 	for _, r := range rd.Reports {
 		b.WriteString(report(r))
 		b.WriteString("\n")

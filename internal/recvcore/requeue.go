@@ -80,8 +80,8 @@ func (c *Core) Requeued(now time.Time, id uint64, errs []error) {
 			continue
 		}
 		c.st.Requeued++
-		c.report(Report{Kind: ReportSkip, Msg: "sent back to the queue: taken by no application before close", Group: m.name,
-			Epoch: m.epoch, Seq: m.seq, Last: m.seq, ID: m.id})
+		c.report(Report{Kind: ReportWarn, Msg: "sent back to the queue: taken by no application before close", Group: m.name,
+			Epoch: m.epoch, Seq: m.seq, ID: m.id})
 		m.dropOut()
 		c.gone(m)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,11 +23,14 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the sc
 
 // TestScripts runs the scripts in testdata/*.txt: each step is a command
 // (an event for the Core, or the outcome of an action it asked for), then
-// "----", then what the Core did: the actions of its next Ready, the
-// reports and resolutions, and for "next" the hand-out. They show each rule
-// of the receive side as an example, in the manner of etcd raft's
-// interaction tests. go test -run TestScripts -rewrite regenerates the
-// expected output; review the diff.
+// "----", then what the Core did: its groups' phase changes, the actions of
+// its next Ready, the reports and resolutions, and for "next" the hand-out.
+// They show each rule of the receive side as an example, in the manner of
+// etcd raft's interaction tests. A small world answers what a command does
+// not spell out: the store's cursors and park (which commits and parks
+// update), and "stabilize" answers every action outstanding, as the world
+// would, until none is left. go test -run TestScripts -rewrite regenerates
+// the expected output; review the diff.
 func TestScripts(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.txt")
 	require.NoError(t, err)
@@ -49,6 +53,14 @@ type script struct {
 	parks    []recvcore.Park
 	unparks  []recvcore.Unpark
 	deads    []recvcore.DeadLetter
+	vis      []recvcore.ChangeVisibility
+	scans    []recvcore.Scan
+	requeues []recvcore.Requeue
+	trace    strings.Builder // phase changes since the last output
+
+	// the world: the store's cursors and parked bodies
+	cursors map[string]seqstore.Cursor
+	park    map[string]map[uint64]seqstore.Parked // group -> seq -> entry
 }
 
 func runScript(t *testing.T, path string) {
@@ -56,7 +68,8 @@ func runScript(t *testing.T, path string) {
 	require.NoError(t, err)
 	blocks := strings.Split(string(data), "\n\n")
 	var rewritten []string
-	s := &script{t: t, now: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	s := &script{t: t, now: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
+		cursors: map[string]seqstore.Cursor{}, park: map[string]map[uint64]seqstore.Parked{}}
 	for _, block := range blocks {
 		block = strings.TrimRight(block, "\n")
 		if strings.TrimSpace(block) == "" {
@@ -70,7 +83,10 @@ func runScript(t *testing.T, path string) {
 			if line == "" || strings.HasPrefix(line, "#") {
 				continue
 			}
-			got.WriteString(s.do(line))
+			out := s.do(line)
+			got.WriteString(s.trace.String())
+			s.trace.Reset()
+			got.WriteString(out)
 			if s.core != nil {
 				got.WriteString(s.ready())
 			}
@@ -94,6 +110,9 @@ func (s *script) ready() string {
 	s.parks = append(s.parks, rd.Parks...)
 	s.unparks = append(s.unparks, rd.Unparks...)
 	s.deads = append(s.deads, rd.DeadLetters...)
+	s.vis = append(s.vis, rd.Visibility...)
+	s.scans = append(s.scans, rd.Scans...)
+	s.requeues = append(s.requeues, rd.Requeues...)
 	for _, r := range rd.Resolved {
 		for i := range s.out {
 			if s.out[i].Await == r.Ticket && r.Err == nil {
@@ -111,7 +130,7 @@ func (s *script) do(line string) string {
 	f := strings.Fields(line)
 	args := f[1:]
 	pending := map[string]int{"read": len(s.reads), "commit": len(s.commits), "delete": len(s.deletes),
-		"park": len(s.parks), "unpark": len(s.unparks), "dead-letter": len(s.deads)}
+		"park": len(s.parks), "unpark": len(s.unparks), "dead-letter": len(s.deads), "requeue": len(s.requeues)}
 	if n, ok := pending[f[0]]; ok && n == 0 {
 		return f[0] + ": nothing pending\n"
 	}
@@ -169,27 +188,28 @@ func (s *script) do(line string) string {
 		return ""
 	case "read":
 		r := pop1(&s.reads)
-		if args[0] == "fail" {
+		if len(args) > 0 && args[0] == "fail" {
 			s.core.Read(s.now, r.ID, nil, errors.New("store unreachable"))
 			return ""
 		}
-		curs := make([]seqstore.Cursor, len(r.Streams))
-		for _, a := range args[1:] { // group=epoch/next
+		for _, a := range args[min(1, len(args)):] { // group=epoch/next: the store holds that
 			g, c, _ := strings.Cut(a, "=")
-			for i, st := range r.Streams {
-				if st.Group == g {
-					curs[i] = parseCursor(c)
-				}
-			}
+			s.cursors[g] = parseCursor(c)
 		}
-		s.core.Read(s.now, r.ID, curs, nil)
+		s.read(r)
 		return ""
+	case "stabilize":
+		return s.stabilize()
 	case "commit":
 		c := pop1(&s.commits)
 		switch args[0] {
 		case "ok":
+			s.apply(c.Advances)
 			s.core.Committed(s.now, c.ID, nil)
-		case "fail", "ambiguous":
+		case "fail":
+			s.core.Committed(s.now, c.ID, errors.New("timeout: outcome unknown"))
+		case "ambiguous":
+			s.apply(c.Advances)
 			s.core.Committed(s.now, c.ID, errors.New("timeout: outcome unknown"))
 		case "conflict":
 			errs := make([]error, len(c.Advances))
@@ -214,10 +234,19 @@ func (s *script) do(line string) string {
 		return ""
 	case "park":
 		p := pop1(&s.parks)
+		s.parked(p.Entries)
 		s.core.Parked(s.now, p.ID, nil)
+		return ""
+	case "requeue":
+		r := pop1(&s.requeues)
+		s.core.Requeued(s.now, r.ID, make([]error, len(r.Bodies)))
 		return ""
 	case "unpark":
 		u := pop1(&s.unparks)
+		if len(args) == 0 { // what the world's park holds
+			s.unpark(u)
+			return ""
+		}
 		res := make([][]seqstore.Parked, len(u.Queries))
 		for _, a := range args { // group/epoch/seq
 			parts := strings.Split(a, "/")
@@ -283,13 +312,129 @@ func (s *script) config(args []string) {
 			cfg.Park = v == "true"
 		case "deadletter":
 			cfg.DeadLetter = v == "true"
+		case "visibility", "margin", "maxhold": // durations
+			d, err := time.ParseDuration(v)
+			require.NoError(s.t, err)
+			switch k {
+			case "visibility":
+				cfg.Visibility, cfg.VisibilityExtend = d, d
+			case "margin":
+				cfg.VisibilityMargin = d
+			case "maxhold":
+				cfg.MaxHold = d
+			}
 		default:
 			s.t.Fatalf("unknown config %q", a)
 		}
 	}
 	c, err := recvcore.New(cfg)
 	require.NoError(s.t, err)
-	s.cfg, s.core = cfg, c
+	recvcore.SetTrace(c, func(g, from, to string) { fmt.Fprintf(&s.trace, "phase %s %s -> %s\n", g, from, to) })
+	// A new Core over a new world: another receiver, store and queue.
+	*s = script{t: s.t, now: s.now, cfg: cfg, core: c, receipts: s.receipts,
+		cursors: map[string]seqstore.Cursor{}, park: map[string]map[uint64]seqstore.Parked{}}
+}
+
+// The world's side.
+
+// read answers r with the store's cursors.
+func (s *script) read(r recvcore.Read) {
+	curs := make([]seqstore.Cursor, len(r.Streams))
+	for i, st := range r.Streams {
+		curs[i] = s.cursors[st.Group]
+	}
+	s.core.Read(s.now, r.ID, curs, nil)
+}
+
+// apply writes advances to the store: the cursors move, and the parked
+// entries below them go.
+func (s *script) apply(advs []seqstore.Advance) {
+	for _, a := range advs {
+		s.cursors[a.Stream.Group] = a.To
+		for seq, p := range s.park[a.Stream.Group] {
+			if a.To.Below(p.Epoch, seq) {
+				delete(s.park[a.Stream.Group], seq)
+			}
+		}
+	}
+}
+
+func (s *script) parked(entries []seqstore.Parked) {
+	for _, e := range entries {
+		if s.park[e.Stream.Group] == nil {
+			s.park[e.Stream.Group] = map[uint64]seqstore.Parked{}
+		}
+		s.park[e.Stream.Group][e.Seq] = e
+	}
+}
+
+// unpark answers u with what the store's park holds.
+func (s *script) unpark(u recvcore.Unpark) {
+	res := make([][]seqstore.Parked, len(u.Queries))
+	for i, q := range u.Queries {
+		var seqs []uint64
+		for seq, p := range s.park[q.Stream.Group] {
+			if p.Epoch == q.Epoch && seq >= q.From {
+				seqs = append(seqs, seq)
+			}
+		}
+		slices.Sort(seqs)
+		for _, seq := range seqs[:min(len(seqs), q.Max)] {
+			res[i] = append(res[i], s.park[q.Stream.Group][seq])
+		}
+	}
+	s.core.Unparked(s.now, u.ID, res, nil)
+}
+
+// stabilize answers every action outstanding as the world would (the
+// store's cursors and park, deletes and visibility changes that succeed),
+// and the actions they lead to, until none is left; it returns what the
+// Core did meanwhile.
+func (s *script) stabilize() string {
+	var out strings.Builder
+	for range 100 {
+		switch {
+		case len(s.reads) > 0:
+			s.read(pop1(&s.reads))
+		case len(s.commits) > 0:
+			c := pop1(&s.commits)
+			s.apply(c.Advances)
+			s.core.Committed(s.now, c.ID, nil)
+		case len(s.parks) > 0:
+			p := pop1(&s.parks)
+			s.parked(p.Entries)
+			s.core.Parked(s.now, p.ID, nil)
+		case len(s.unparks) > 0:
+			s.unpark(pop1(&s.unparks))
+		case len(s.scans) > 0:
+			var gs []string
+			for g, ps := range s.park {
+				if len(ps) > 0 {
+					gs = append(gs, g)
+				}
+			}
+			slices.Sort(gs)
+			s.core.Scanned(s.now, pop1(&s.scans).ID, gs, nil)
+		case len(s.deletes) > 0:
+			s.core.Deleted(s.now, pop1(&s.deletes).ID, nil)
+		case len(s.vis) > 0:
+			v := pop1(&s.vis)
+			s.core.Visibility(s.now, v.ID, v.Receipt+"'", nil)
+		case len(s.deads) > 0:
+			d := pop1(&s.deads)
+			s.core.DeadLettered(s.now, d.ID, make([]error, len(d.Bodies)))
+		case len(s.requeues) > 0:
+			r := pop1(&s.requeues)
+			s.core.Requeued(s.now, r.ID, make([]error, len(r.Bodies)))
+		default:
+			return out.String()
+		}
+		out.WriteString(s.trace.String())
+		s.trace.Reset()
+		out.WriteString(s.ready())
+	}
+	s.t.Fatalf("stabilize: the Core keeps asking for actions")
+	return ""
 }
 
 // find returns the outstanding delivery named group/seq.
