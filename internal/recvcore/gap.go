@@ -165,9 +165,22 @@ func (c *Core) checkEpoch(g *group, now time.Time) {
 	g.farLow, g.farHigh = 0, 0
 	g.forgetPark()
 	c.clearGap(g)
+	take := c.takeNewer(g, now, to)
+	c.st.EpochSwitches++
+	c.report(Report{Kind: ReportEpoch, Msg: "new sender epoch", Group: g.name, Epoch: to, From: from})
+	c.markDirty(g)
+	for _, m := range take {
+		c.budget.unbuffer(m)
+		c.arriveCurrent(now, g, m)
+	}
+}
+
+// takeNewer takes the messages of epoch out of g.newer, and watches the
+// newer epochs left.
+func (c *Core) takeNewer(g *group, now time.Time, epoch uint64) []*msg {
 	take, keep := []*msg(nil), g.newer[:0]
 	for _, m := range g.newer {
-		if m.epoch == to {
+		if m.epoch == epoch {
 			take = append(take, m)
 		} else {
 			keep = append(keep, m)
@@ -185,11 +198,5 @@ func (c *Core) checkEpoch(g *group, now time.Time) {
 		g.newerSince = now
 		c.addTimer(timer{at: now.Add(c.cfg.GapTimeout), kind: tEpoch, g: g})
 	}
-	c.st.EpochSwitches++
-	c.report(Report{Kind: ReportEpoch, Msg: "new sender epoch", Group: g.name, Epoch: to, From: from})
-	c.markDirty(g)
-	for _, m := range take {
-		c.budget.unbuffer(m)
-		c.arriveCurrent(now, g, m)
-	}
+	return take
 }
