@@ -418,7 +418,15 @@ func (r *receiver) fetchLoop() {
 			continue
 		}
 		msgs, err := r.q.drvReceive(ctx, n, r.o.Wait)
-		if err != nil || len(msgs) == 0 {
+		switch {
+		case err != nil && ctx.Err() == nil:
+			// Its response may be lost after the queue made messages
+			// invisible: the cap counts them until they are visible again.
+			r.step(func(now time.Time) {
+				r.fetching -= n
+				r.core.FetchFailed(now, n)
+			})
+		case err != nil || len(msgs) == 0:
 			r.mu.Lock()
 			r.fetching -= n
 			r.mu.Unlock()

@@ -29,6 +29,19 @@ func (c *Core) Arrive(now time.Time, in []Incoming) {
 	}
 }
 
+// FetchFailed reports that a receive of up to n messages failed. Its
+// response may have been lost after the queue made the messages invisible:
+// the cap counts n of them, as the queue would, until a visibility timeout
+// passes.
+func (c *Core) FetchFailed(now time.Time, n int) {
+	c.begin(now)
+	defer c.end()
+	until := now.Add(c.cfg.Visibility)
+	for range n {
+		c.budget.addReleased(until, "")
+	}
+}
+
 // maxFetchPause caps the pause after useless fetches: long enough to let a
 // missing message come through another fetch, short enough not to delay a
 // hole's filling much.
