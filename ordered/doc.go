@@ -28,10 +28,11 @@
 //     is out;
 //   - seq above: held in memory (ReceiveOptions.Window, MaxMemory), its
 //     visibility kept alive; beyond the cap on messages received and not
-//     deleted (MaxUndeleted) or the window, parked in the store when it
-//     implements seqstore.Parker (then deleted from the queue and read back
-//     in order), else left to come back. Nothing is ever deleted that was
-//     not delivered (or durably parked);
+//     deleted (MaxUndeleted) or the window, parked in the store (then
+//     deleted from the queue and read back in order; ReceiveOptions.NoPark:
+//     left to come back). Nothing is ever deleted that was not delivered
+//     (or durably parked). Nothing stays received and not deleted longer
+//     than ReceiveOptions.MaxHold;
 //   - seq below (a copy of a message already handed out): never delivered
 //     again; deleted once the cursor past it is durable;
 //   - the same seq again while held: one copy is kept, with the newest
@@ -64,8 +65,13 @@
 // Unordered copies and the set that deduplicates them. MaxUndeleted caps
 // the messages received and not deleted, everything included (MNS throttles
 // a client with 5,000 of them), and MaxUndeletedRate the net rate of
-// receipts without a delete. During a store outage the receiver stops
-// fetching once the cap is reached and resumes by itself.
+// receipts without a delete. The cap counts what the service counts: a
+// message whose delete failed, or that was given back, counts until its
+// visibility ends, and so does each message of a receive that failed (its
+// response may be lost). ReceiveOptions.MaxHold bounds how long a message
+// is held (MNS throttles a queue where one is held 30 minutes). During a
+// store outage the receiver stops fetching once the cap is reached and
+// resumes by itself.
 //
 // The sender keeps deep backlogs within that cap: per group, a message more
 // than SendOptions.MaxDisorder seqs past the oldest one not yet accepted by
@@ -86,7 +92,10 @@
 // [AtMostOnce]: the advance past a message is durable before the message is
 // handed out, and the message is then deleted by the reaper. A crash may
 // lose messages handed out but not yet processed; none is ever delivered
-// twice. A Nack does not retry.
+// twice, Unordered ones included. A Nack does not retry. A clean Close loses
+// nothing: a message the cursor passed and no application took is marked
+// skipped and keeps a copy in the queue, so that the next receiver hands it
+// out flagged Unordered.
 //
 // [ExactlyOnce]: the application applies [Message.CursorAdvance] in its own
 // transaction (seqstore/sqlstore's AdvanceTx) together with its writes, then
@@ -106,7 +115,10 @@
 // failures are retried with backoff (Options.Retry) and logged; a message
 // that fails MaxAttempts times is handled by ReceiveOptions.Poison. Errors
 // wrap their causes, so errors.Is and errors.As reach the driver's and the
-// store's sentinels. Hooks run outside the Queue's locks, one at a time.
+// store's sentinels. A stored cursor that went back (the store lost data)
+// is reported through Hooks.OnConflict with an Err wrapping
+// [ErrStoreLost]. Hooks run on a goroutine of their own, outside the
+// Queue's locks, one at a time.
 //
 // On the send side, [ErrInvalidGroup], [ErrTooLarge] and [ErrClosed] mean
 // nothing was reserved: the message does not exist. Any other error from a
@@ -124,10 +136,13 @@
 // [Queue.Close] stops fetching and handing out, waits for running Run
 // handlers, makes every acknowledged advance durable, deletes those
 // messages, and waits for every goroutine the Queue started. Messages held
-// in memory but not delivered are simply forgotten: they come back from the
-// queue after their visibility timeout. If ctx ends first, Close abandons
-// the rest (nothing acknowledged is lost, at worst delivered again) and
-// returns ctx's error. Close is idempotent. On the send side, Close stops
+// in memory and not delivered are given back: their visibility is
+// shortened (to a second with MNS), so that a restarted receiver takes them
+// at once instead of after the queue's visibility timeout. An AtMostOnce
+// Receive waiting for its message's commit is handed the message as the
+// flush ends it. Close called from a hook does not wait for that hook. If
+// ctx ends first, Close abandons the rest (nothing acknowledged is lost, at
+// worst delivered again) and returns ctx's error. Close is idempotent. On the send side, Close stops
 // admitting sends (ErrClosed), waits until the admitted ones are sent or ctx
 // ends, and flushes the journal's sent marks.
 package ordered
