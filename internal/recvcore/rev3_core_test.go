@@ -1,0 +1,257 @@
+package recvcore_test
+
+// Review 3: reproductions at the level of the receive core. Each test says
+// what it shows, what was expected and what happened.
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/inorder/inorder/internal/recvcore"
+	"github.com/inorder/inorder/seqstore"
+)
+
+// TestRev3_FetchFailedRoomNeverComesBack: FetchFailed counts a failed
+// receive's n messages against the cap until a visibility timeout passes.
+// Nothing wakes the Core when that time comes: Deadline does not include
+// the end of the released entries (budget.released), and Room "changes
+// nothing", so it keeps subtracting the expired entries until some other
+// event runs makeRoom. An idle receiver (no group, no timer) whose receives
+// failed a few times (a short queue outage) therefore stops fetching for
+// good: the shell's fetchers wait for a room signal that only a step can
+// give, and the keeper, with no deadline, sleeps an hour. Expected: a
+// deadline at (or before) the time the failed receives stop counting, and
+// Room back to the cap after it. Figures: MaxHeld 32, two failed receives of
+// 16, Visibility 1h; Deadline reports none, and Room 2h later is still 0.
+func TestRev3_FetchFailedRoomNeverComesBack(t *testing.T) {
+	cfg := ehConfig()
+	cfg.MaxHeld = 32
+	cfg.Window = 32
+	h := newEH(t, cfg)
+	h.c.FetchFailed(h.now, 16)
+	h.c.FetchFailed(h.now, 16)
+	h.ready()
+	require.Equal(t, 0, h.c.Room(h.now), "the failed receives fill the cap")
+	at, ok := h.c.Deadline()
+	later := h.now.Add(2 * time.Hour)
+	room := h.c.Room(later)
+	t.Logf("deadline %v (ok %v), room %v after the visibility timeout: %d", at.Sub(h.now), ok, later.Sub(h.now), room)
+	require.True(t, ok && !at.After(h.now.Add(cfg.Visibility+time.Second)),
+		"no deadline when the failed receives stop counting (Visibility %v): nothing wakes the Core to give the room back", cfg.Visibility)
+	require.Equal(t, cfg.MaxHeld, room, "Room after the failed receives' visibility ended")
+}
+
+// TestRev3_MaxHoldPassedWithLongVisibility: README "Held too long": "no
+// message stays received and not deleted longer than ReceiveOptions.MaxHold
+// (default 20 minutes, under the 30 at which MNS throttles the whole
+// queue)". The hold limit is only looked at when a message comes within
+// VisibilityMargin of the end of its visibility (the visibility list), and
+// it only refuses extensions. With a queue whose visibility timeout is
+// longer than MaxHold (MNS allows up to 12 hours; one hour here, margin a
+// third of it as the ordered default), a message waiting behind a hole is
+// first looked at 40 minutes after it was received, and parked then.
+// Expected: parked (deleted from the queue) by MaxHold, 20 minutes.
+// Happened: parked at 40 minutes, 10 minutes past the service's 30.
+func TestRev3_MaxHoldPassedWithLongVisibility(t *testing.T) {
+	cfg := ehConfig()
+	cfg.Park = true
+	cfg.Visibility = time.Hour
+	cfg.VisibilityExtend = time.Hour
+	cfg.VisibilityMargin = 20 * time.Minute
+	cfg.MaxHold = 20 * time.Minute
+	h := newEH(t, cfg)
+	w := newEHWorld()
+	w.curs["g"] = seqstore.Cursor{Epoch: 1, Next: 1}
+	h.arrive(tagged("g", 1, 2)) // seq 1 is missing: seq 2 waits
+	h.pump(w)
+	start := h.now
+	var parkedAt time.Duration = -1
+	for range 60 {
+		h.tick(time.Minute)
+		h.pump(w)
+		if h.c.Stats().Parked > 0 && parkedAt < 0 {
+			parkedAt = h.now.Sub(start)
+		}
+	}
+	t.Logf("seq 2 parked %v after it was received (MaxHold %v, the service's limit 30m)", parkedAt, cfg.MaxHold)
+	require.True(t, parkedAt >= 0 && parkedAt <= cfg.MaxHold, "held received-and-not-deleted past MaxHold: parked at %v", parkedAt)
+}
+
+// TestRev3_MaxHoldIgnoredWithoutExtension: with VisibilityMargin -1
+// ("disables extension") the visibility lane returns before it looks at
+// anything, so the hold limit is never applied: a message waiting behind a
+// hole is neither parked nor reported, whatever MaxHold says. Over a queue
+// whose visibility timeout is above MaxHold (an hour here) it stays
+// received and not deleted for the whole hour. Expected: parked by MaxHold
+// (20 min). Happened: never parked within 59 minutes.
+func TestRev3_MaxHoldIgnoredWithoutExtension(t *testing.T) {
+	cfg := ehConfig()
+	cfg.Park = true
+	cfg.Visibility = time.Hour
+	cfg.VisibilityExtend = time.Hour
+	cfg.VisibilityMargin = -1
+	cfg.MaxHold = 20 * time.Minute
+	h := newEH(t, cfg)
+	w := newEHWorld()
+	w.curs["g"] = seqstore.Cursor{Epoch: 1, Next: 1}
+	h.arrive(tagged("g", 1, 2))
+	h.pump(w)
+	start := h.now
+	var parkedAt time.Duration = -1
+	for range 59 {
+		h.tick(time.Minute)
+		h.pump(w)
+		if h.c.Stats().Parked > 0 && parkedAt < 0 {
+			parkedAt = h.now.Sub(start)
+		}
+	}
+	t.Logf("parked at %v (-1ns: never), MaxHold %v, held now %d", parkedAt, cfg.MaxHold, h.c.Stats().Held)
+	require.True(t, parkedAt >= 0 && parkedAt <= cfg.MaxHold, "MaxHold not applied with VisibilityMargin -1")
+}
+
+// TestRev3_CloseDoesNotGiveBackWhileExtending: Close gives back what it
+// holds, its visibility shortened to ShortVisibility "so that a restart
+// takes it within seconds". A held message whose visibility extension is
+// in flight when Close begins is counted GivenBack and its shortening is
+// asked for with the receipt the extension is about to replace (Close's
+// loop over budget.released ignores fVisBusy): two changes of one receipt
+// race, which is what fDelWait avoids for deletes. When the extension lands
+// first (as here), the queue refuses the shortening as stale (MNS rotates
+// the handle on every change), and when the extension's result comes, the
+// msg is gone (generation fence): nothing shortens the new receipt. The
+// message stays invisible for the whole VisibilityExtend (an hour here)
+// after a Close that reported it given back. Expected: a ChangeVisibility
+// to ShortVisibility of the receipt the extension returned. Happened:
+// GivenBack 1, the only shortening is of the stale receipt r1.
+func TestRev3_CloseDoesNotGiveBackWhileExtending(t *testing.T) {
+	cfg := ehConfig()
+	cfg.Visibility = 30 * time.Second
+	cfg.VisibilityExtend = time.Hour
+	cfg.VisibilityMargin = 10 * time.Second
+	h := newEH(t, cfg)
+	w := newEHWorld()
+	w.curs["g"] = seqstore.Cursor{Epoch: 1, Next: 1}
+	h.arrive(tagged("g", 1, 2)) // waits behind seq 1
+	h.pump(w)
+	h.tick(21 * time.Second) // within the margin: an extension is asked for
+	require.Len(t, h.vis, 1)
+	ext := h.vis[0]
+	h.vis = nil
+	h.c.Close(h.now)
+	h.ready()
+	h.c.Visibility(h.now, ext.ID, "r1-extended", nil) // the queue: invisible for an hour, new receipt
+	h.ready()
+	var short []string
+	answer := func() {
+		for len(h.vis) > 0 {
+			v := h.vis[0]
+			h.vis = h.vis[1:]
+			short = append(short, v.Receipt)
+			var err error
+			if v.Receipt == ext.Receipt {
+				err = errors.New("stale receipt: rotated by the extension")
+			}
+			h.c.Visibility(h.now, v.ID, v.Receipt+"'", err)
+			h.ready()
+		}
+	}
+	answer()
+	for i := 0; i < 20 && !h.c.Flushed(); i++ {
+		h.tick(100 * time.Millisecond)
+		h.pump(w)
+		answer()
+	}
+	st := h.c.Stats()
+	t.Logf("flushed %v, GivenBack %d, shortenings asked for %v (the queue's live receipt: r1-extended, invisible %v)", h.c.Flushed(), st.GivenBack, short, cfg.VisibilityExtend)
+	require.Contains(t, short, "r1-extended", "a message Close counted as given back stays invisible for VisibilityExtend (%v)", cfg.VisibilityExtend)
+}
+
+// TestRev3_NackDuringCloseNotGivenBack: Close "gives back ... messages
+// waiting for a retry". It does so for the ones waiting when Close begins.
+// A Run handler still running at Close (Close waits for it) that fails
+// Nacks its message after Close began: the retry timer fires, the message
+// becomes ready (outReady), nothing hands it out (closing), and nothing
+// gives it back: Flushed is true with the message held and invisible.
+// Expected: the nacked message given back (visibility shortened).
+// Happened: GivenBack 0, no shortening, Flushed true.
+func TestRev3_NackDuringCloseNotGivenBack(t *testing.T) {
+	cfg := ehConfig()
+	cfg.Visibility = 30 * time.Second
+	cfg.VisibilityExtend = 30 * time.Second
+	cfg.VisibilityMargin = 10 * time.Second
+	h := newEH(t, cfg)
+	w := newEHWorld()
+	h.arrive(tagged("g", 1, 1))
+	h.pump(w)
+	d, ok := h.next()
+	require.True(t, ok)
+	h.c.Close(h.now)
+	h.ready()
+	require.NoError(t, h.c.Nack(h.now, &d, errors.New("handler failed")))
+	h.ready()
+	var short []string
+	for range 50 {
+		h.tick(100 * time.Millisecond)
+		h.pump(w)
+		short = append(short, h.visAll()...)
+	}
+	st := h.c.Stats()
+	t.Logf("flushed %v, GivenBack %d, held %d, shortenings %v", h.c.Flushed(), st.GivenBack, st.Held, short)
+	require.Contains(t, short, "r1", "the message nacked during Close is not given back: it stays invisible until its timeout")
+}
+
+// TestRev3_SettledEntryStuckAfterReceiptSwap: a held message's extension is
+// in flight (fVisBusy, with receipt r1) when the queue delivers the same
+// message again (receipt r2): swapReceipt takes r2 and keeps fVisBusy. The
+// message is then handed out and acked: settleMsg copies fVisBusy into the
+// settled entry, with receipt r2. The extension's result names r1:
+// settledExtended looks the entry up by (epoch, seq, r1), finds none
+// ("deleted or released meanwhile") and returns, so fVisBusy is never
+// cleared. Once the cursor is durable flushSettled sees fVisBusy, sets
+// fDelWait and keeps the entry, for ever: the message is never deleted,
+// the group never goes idle, and the cap keeps counting it (live never
+// drops). Expected: after the commit, the delete of r2 and Held 0.
+// Happened: no delete of r2, Held 1, the settled entry kept.
+func TestRev3_SettledEntryStuckAfterReceiptSwap(t *testing.T) {
+	cfg := ehConfig()
+	cfg.Visibility = 30 * time.Second
+	cfg.VisibilityExtend = 30 * time.Second
+	cfg.VisibilityMargin = 10 * time.Second
+	h := newEH(t, cfg)
+	w := newEHWorld()
+	w.curs["g"] = seqstore.Cursor{Epoch: 1, Next: 1}
+	r1 := h.arriveID("id-2", tagged("g", 1, 2)) // waits behind seq 1
+	h.pump(w)
+	h.tick(21 * time.Second)
+	require.Len(t, h.vis, 1)
+	ext := h.vis[0]
+	h.vis = nil
+	require.Equal(t, r1, ext.Receipt)
+	// The queue delivers it again (its visibility was about to end).
+	h.receipts++
+	r2 := "r-again"
+	h.c.Arrive(h.now, []recvcore.Incoming{{Body: tagged("g", 1, 2), ID: "id-2", Receipt: r2, DequeueCount: 2}})
+	h.ready()
+	h.arrive(tagged("g", 1, 1))
+	for range 2 {
+		d, ok := h.next()
+		require.True(t, ok)
+		_, err := h.c.Ack(h.now, &d, false)
+		require.NoError(t, err)
+		h.ready()
+	}
+	// The old extension answers (the queue refuses a stale receipt).
+	h.c.Visibility(h.now, ext.ID, "", errors.New("receipt stale"))
+	h.ready()
+	for range 20 {
+		h.tick(time.Second)
+		h.pump(w)
+	}
+	st := h.c.Stats()
+	t.Logf("deleted %v, Held %d, cursor %+v", h.deleted, st.Held, w.curs["g"])
+	require.Contains(t, h.deleted, r2, "the acked message's live receipt is never deleted")
+	require.Equal(t, 0, st.Held, "received and not deleted after everything was acked and committed")
+}
