@@ -255,3 +255,145 @@ func TestRev3_SettledEntryStuckAfterReceiptSwap(t *testing.T) {
 	require.Contains(t, h.deleted, r2, "the acked message's live receipt is never deleted")
 	require.Equal(t, 0, st.Held, "received and not deleted after everything was acked and committed")
 }
+
+// TestRev3_ScanDeadlineSpinsDuringClose: scanLane.due reports l.after
+// whenever the park's streams are still to be listed (a failed listing, or
+// a rescan asked for after shedding), but scanLane.ready does nothing once
+// the Core closes. After Close, Deadline keeps returning a time already
+// past and Tick at it changes nothing: a deadline that is due and does
+// nothing, which the shell's keeper turns into a step every millisecond
+// (its floor) for as long as the Close flush lasts. Expected: no deadline
+// from the scan lane once closing (or one that moves on). Happened: the
+// same past deadline after 5 Ticks.
+func TestRev3_ScanDeadlineSpinsDuringClose(t *testing.T) {
+	cfg := ehConfig()
+	cfg.Park = true
+	h := newEH(t, cfg)
+	h.ready()
+	require.Len(t, h.scans, 1)
+	s := h.scans[0]
+	h.scans = nil
+	h.c.Scanned(h.now, s.ID, nil, errors.New("store unreachable")) // retried after a backoff
+	h.ready()
+	h.c.Close(h.now)
+	h.ready()
+	var stuck int
+	var first time.Time
+	for range 5 {
+		at, ok := h.c.Deadline()
+		if !ok {
+			break
+		}
+		if first.IsZero() {
+			first = at
+		}
+		if !at.After(h.now) {
+			stuck++
+		}
+		h.now = maxT(h.now, at).Add(time.Millisecond)
+		h.c.Tick(h.now)
+		h.ready()
+	}
+	at, ok := h.c.Deadline()
+	t.Logf("after Close: deadline %v (ok %v), %d of 5 ticks at a deadline already due; now %v", at.Format(time.StampMilli), ok, stuck, h.now.Format(time.StampMilli))
+	require.False(t, ok && !at.After(h.now), "a due deadline that Tick never clears (the keeper spins at its 1 ms floor)")
+}
+
+func maxT(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// TestRev3_StartLowestLoneStaleCopyStartsStream: README (Faults, "Receiver
+// store wiped"): "with StartLowest, the new receiver continues at the
+// lowest seq it saw (a stale copy left in the queue excepted)". The stale
+// copy is only recognised when a second, higher seq arrives in the same
+// StartSettle: a stale copy (received three times before, 10,000 below
+// the stream's head) that is the only arrival of the settle time (the
+// sender was quiet for two seconds) becomes the group's start. Everything
+// between it and the head was handled and deleted long ago, so under
+// GapWait the group then waits for ever on seq 6 while the head (10,001
+// on) arrives. Expected: the stale copy passed over once the head shows
+// (or not taken as the start). Happened: the group starts at 5, hands out
+// 5 (an old, already-handled message, as ordered), then reports a gap at 6
+// and never hands out 10,001..10,003.
+func TestRev3_StartLowestLoneStaleCopyStartsStream(t *testing.T) {
+	cfg := ehConfig()
+	cfg.Start = recvcore.StartLowest
+	cfg.Window = 100
+	h := newEH(t, cfg)
+	w := newEHWorld()
+	h.receipts++
+	h.c.Arrive(h.now, []recvcore.Incoming{{Body: tagged("g", 7, 5), ID: "stale-5", Receipt: "r-stale", DequeueCount: 3}})
+	h.ready()
+	h.pump(w)
+	h.tick(3 * time.Second) // StartSettle ends with the stale copy alone
+	h.pump(w)
+	var got []uint64
+	for range 60 { // a minute: the sender sends the head
+		if len(got) < 10 {
+			h.arrive(tagged("g", 7, 10001), tagged("g", 7, 10002), tagged("g", 7, 10003))
+		}
+		h.pump(w)
+		for {
+			d, ok := h.next()
+			if !ok {
+				break
+			}
+			got = append(got, d.Seq)
+			_, _ = h.c.Ack(h.now, &d, false)
+			h.ready()
+		}
+		h.tick(time.Second)
+	}
+	st := h.c.Stats()
+	t.Logf("handed out %v; stuck %+v; cursor %+v", got, st.Stuck, w.curs["g"])
+	require.Contains(t, got, uint64(10001), "the stream's head never handed out: the group started at the stale copy")
+}
+
+// TestRev3_SkippedRangesFullForLife: under GapSkip every hole the group
+// ever skipped stays in its cursor (ranges are exact, never merged across a
+// handed-out seq, never dropped), and a cursor with seqstore.MaxSkipped
+// (64) ranges passes over nothing more. Over a group's life that is 64
+// holes in all, however old: a topic subscriber (README: "a push whose
+// retries fail is dropped ... GapSkip skips and reports it") whose group
+// lost 64 pushes over months is then stuck for good on the 65th, although
+// the earliest ranges lie far below anything that can still arrive (the
+// queue's retention). Expected: the 65th hole skipped like the others once
+// the oldest ranges are older than anything the queue can still deliver.
+// Happened: the 65th hole is never skipped; the group is reported stuck
+// ("skipped") and hands out nothing more.
+func TestRev3_SkippedRangesFullForLife(t *testing.T) {
+	cfg := ehConfig()
+	cfg.GapPolicy = recvcore.GapSkip
+	h := newEH(t, cfg)
+	w := newEHWorld()
+	w.curs["g"] = seqstore.Cursor{Epoch: 1, Next: 1}
+	seq := uint64(0)
+	delivered := 0
+	for hole := 1; hole <= 65; hole++ {
+		seq++ // this seq is lost (a dropped push)
+		seq++
+		h.arrive(tagged("g", 1, seq))
+		h.pump(w)
+		for range 8 { // GapTimeout 5 s; a day passes between holes in life
+			h.tick(time.Second)
+			h.pump(w)
+			for {
+				d, ok := h.next()
+				if !ok {
+					break
+				}
+				delivered++
+				_, _ = h.c.Ack(h.now, &d, false)
+				h.ready()
+			}
+		}
+	}
+	st := h.c.Stats()
+	t.Logf("65 holes, each skipped after GapTimeout: delivered %d of 65, skipped ranges in the cursor %d, stuck %+v",
+		delivered, len(w.curs["g"].Skipped), st.Stuck)
+	require.Equal(t, 65, delivered, "the 65th hole in the group's life is never skipped")
+}
