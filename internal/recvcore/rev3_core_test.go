@@ -397,3 +397,92 @@ func TestRev3_SkippedRangesFullForLife(t *testing.T) {
 		delivered, len(w.curs["g"].Skipped), st.Stuck)
 	require.Equal(t, 65, delivered, "the 65th hole in the group's life is never skipped")
 }
+
+// TestRev3_DeadLetterAfterRecycleSettlesAnotherMessage: a use after
+// recycle. A poison message (PoisonDeadLetter) stays out (outDead) while
+// its dead letter is sent, and the dead lane keeps a pointer to its msg. A
+// conflict resolved meanwhile (a second receiver moved the cursor past it:
+// moveTo) queues the same msg for delete; the delete ends, gone recycles
+// the msg, and the next arrival (seq 1 of another group, "x") takes it from
+// the pool. When the dead letter's result comes, DeadLettered runs
+// deadLettered on the recycled msg, now x's seq 1, waiting for its turn:
+// it is "settled as an Ack would", x's acknowledged cursor jumps past seq
+// 1, which is committed and deleted from the queue without ever being
+// handed out. Expected: x's seq 1 handed out, the dead letter's result for
+// the old message ignored. Happened: x's cursor committed to 2 and x's
+// receipt (r4) deleted before any hand-out; only w/1 is handed out after
+// it: x's seq 1 is lost (silently: no report).
+func TestRev3_DeadLetterAfterRecycleSettlesAnotherMessage(t *testing.T) {
+	cfg := ehConfig()
+	cfg.Poison = recvcore.PoisonDeadLetter
+	cfg.DeadLetter = true
+	cfg.MaxAttempts = 1
+	cfg.CommitInterval = 0
+	h := newEH(t, cfg)
+	w := newEHWorld()
+	w.curs["g"] = seqstore.Cursor{Epoch: 1, Next: 1}
+	w.curs["x"] = seqstore.Cursor{Epoch: 1, Next: 1}
+	w.curs["w"] = seqstore.Cursor{Epoch: 1, Next: 1}
+	h.arrive(tagged("g", 1, 1), tagged("g", 1, 2))
+	h.pump(w)
+	d1, ok := h.next()
+	require.True(t, ok)
+	_, err := h.c.Ack(h.now, &d1, false)
+	require.NoError(t, err)
+	h.ready()
+	require.Len(t, h.commits, 1, "seq 1's advance is written")
+	commit := h.commits[0]
+	h.commits = nil
+	d2, ok := h.next()
+	require.True(t, ok)
+	require.EqualValues(t, 2, d2.Seq)
+	require.NoError(t, h.c.Nack(h.now, &d2, errors.New("poison")))
+	h.ready()
+	require.Len(t, h.deads, 1, "seq 2 is being dead-lettered")
+	dead := h.deads[0]
+	h.deads = nil
+	// A second receiver moved g's cursor to 10: the commit is refused.
+	w.curs["g"] = seqstore.Cursor{Epoch: 1, Next: 10}
+	h.c.Committed(h.now, commit.ID, &seqstore.BatchError{Errs: []error{seqstore.ErrConflict}})
+	h.ready()
+	h.pump(w) // the cursor is read again; seq 2's msg is queued for delete
+	h.tick(300 * time.Millisecond)
+	h.pump(w) // and deleted (ReapInterval): its msg is recycled
+	t.Logf("deleted before x arrives: %v", h.deleted)
+	// x's seq 1 arrives and takes a msg from the pool.
+	xr := h.arrive(tagged("w", 1, 1), tagged("x", 1, 1)) // (the pool gives the last recycled first)
+	h.pump(w)
+	// The dead letter of g's seq 2 is sent.
+	h.c.DeadLettered(h.now, dead.ID, make([]error, len(dead.Bodies)))
+	h.ready()
+	h.pump(w)
+	h.tick(300 * time.Millisecond)
+	h.pump(w)
+	before := w.curs["x"]
+	deletedBefore := append([]string(nil), h.deleted...)
+	t.Logf("before any hand-out of x: x's cursor %+v, receipts deleted %v (x's seq 1: %s)", before, deletedBefore, xr[1])
+	var got []string
+	for {
+		d, ok := h.next()
+		if !ok {
+			break
+		}
+		got = append(got, d.Group+"/"+string(rune('0'+d.Seq)))
+		_, _ = h.c.Ack(h.now, &d, false)
+		h.ready()
+	}
+	h.tick(time.Second)
+	h.pump(w)
+	t.Logf("handed out after the dead letter: %v; x's cursor %+v; receipts deleted %v (x's seq 1: %s)", got, w.curs["x"], h.deleted, xr[1])
+	require.EqualValues(t, 0, before.Next-1, "x's cursor committed past seq 1 before any hand-out of it (a crash now loses it)")
+	require.NotContains(t, deletedBefore, xr[1], "x's seq 1 deleted from the queue before its hand-out")
+}
+
+func contains(s []string, x string) bool {
+	for _, y := range s {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
