@@ -311,3 +311,59 @@ func TestRev3_ALOChaosCapAndExactlyOnceWithCleanCloses(t *testing.T) {
 		})
 	}
 }
+
+// TestRev3_HandlerFailingDuringCloseCostsATimeout: Close "waits for
+// running Run handlers" and "gives back what the receiver holds and will
+// not deliver (held messages, messages waiting for a retry, ...)", so that
+// "a restarted receiver takes them at once instead of after the queue's
+// visibility timeout". A handler running when Close begins that returns an
+// error Nacks its message after Close began: the message waits for a retry
+// that never comes, and is not given back. Queue visibility 6 s. Expected:
+// the next receiver gets seq 1 again within about a second
+// (ShortVisibility), as it gets seq 2, which was held. Happened: seq 2 comes
+// back at once, seq 1 only after the 6 s visibility timeout (figures in the
+// log).
+func TestRev3_HandlerFailingDuringCloseCostsATimeout(t *testing.T) {
+	mq := memqueue.New(&memqueue.Options{Shards: 1, Visibility: 6 * time.Second})
+	st := memstore.New()
+	rxSend(t, mq, [][]byte{rxBody("g", 1, 1), rxBody("g", 1, 2)})
+	opts := &ordered.Options{Name: "q", Receive: ordered.ReceiveOptions{Wait: 50 * time.Millisecond}}
+	q, err := ordered.New(context.Background(), mq, st, opts)
+	require.NoError(t, err)
+	inHandler := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = q.Run(context.Background(), func(_ context.Context, m *ordered.Message) error {
+			once.Do(func() { close(inHandler) })
+			<-release
+			return errors.New("handler failed")
+		})
+	}()
+	<-inHandler
+	time.Sleep(100 * time.Millisecond) // seq 2 is held by now
+	closed := make(chan error, 1)
+	go func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		closed <- q.Close(cctx)
+	}()
+	time.Sleep(50 * time.Millisecond) // Close began and waits for the handler
+	close(release)
+	require.NoError(t, <-closed)
+	<-done
+	gb := q.Stats().Receive.GivenBack
+	start := time.Now()
+	q2, err := ordered.New(context.Background(), mq, st, opts)
+	require.NoError(t, err)
+	defer rxClose(t, q2)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m, err := q2.Receive(ctx)
+	require.NoError(t, err)
+	took := time.Since(start)
+	t.Logf("first receiver gave back %d; the next one got seq %d after %v (queue visibility 6 s)", gb, m.Seq, took.Round(10*time.Millisecond))
+	require.Less(t, took, 3*time.Second, "the message nacked during Close waited for the visibility timeout")
+}
