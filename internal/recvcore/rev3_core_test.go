@@ -486,3 +486,29 @@ func contains(s []string, x string) bool {
 	}
 	return false
 }
+
+// TestRev3_CloseDoesNotWaitForDeadLetters: deadLane.flushed is always
+// true, so Flushed (and the shell's Close) ends while dead letters are in
+// flight or queued. The shell then cancels its context: a dead letter in
+// flight is cut off (if the dead-letter queue took it, the message is
+// neither deleted nor advanced past, and the next receiver dead-letters it
+// again: a duplicate in the dead-letter queue); the queued ones are neither
+// sent nor given back (they stay invisible for their whole visibility
+// timeout). Five untagged bodies under UntaggedDeadLetter (batch 4, one
+// request at a time). Expected: Flushed false until the dead letters are
+// sent (or the queued ones given back). Happened: Flushed true with 4 in
+// flight and 1 queued, GivenBack 0.
+func TestRev3_CloseDoesNotWaitForDeadLetters(t *testing.T) {
+	cfg := ehConfig()
+	cfg.DeadLetter = true
+	cfg.Untagged = recvcore.UntaggedDeadLetter
+	h := newEH(t, cfg)
+	h.arrive([]byte("a"), []byte("b"), []byte("c"), []byte("d"), []byte("e"))
+	require.Len(t, h.deads, 1)
+	require.Len(t, h.deads[0].Bodies, 4)
+	h.c.Close(h.now)
+	h.ready()
+	st := h.c.Stats()
+	t.Logf("after Close: Flushed %v with a dead letter of %d bodies in flight and 1 queued; GivenBack %d", h.c.Flushed(), len(h.deads[0].Bodies), st.GivenBack)
+	require.False(t, h.c.Flushed(), "Close ends with dead letters in flight and queued")
+}
