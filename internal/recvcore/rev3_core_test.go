@@ -512,3 +512,57 @@ func TestRev3_CloseDoesNotWaitForDeadLetters(t *testing.T) {
 	t.Logf("after Close: Flushed %v with a dead letter of %d bodies in flight and 1 queued; GivenBack %d", h.c.Flushed(), len(h.deads[0].Bodies), st.GivenBack)
 	require.False(t, h.c.Flushed(), "Close ends with dead letters in flight and queued")
 }
+
+// TestRev3_AMOHandOutStrandedByPermanentCommitError: an AtMostOnce
+// hand-out waits for its commit (Await ticket). When that commit fails with
+// an error retrying soon cannot fix for the stream (seqstore.ErrCorrupt,
+// once: say a record repaired meanwhile), becomeFailed resolves the SyncAck
+// tickets but not the hand-out's, leaves it as the group's out message
+// (outCommit), and after RetryMax re-reads the cursor, which resets the
+// acknowledged cursor to the stored one: nothing is left to commit, the
+// ticket never resolves, and the group never hands anything out again (its
+// out message blocks it). Expected: once the store answers again, the
+// hand-out proceeds (or its ticket resolves with the error and the message
+// is handed out again later). Happened: the ticket is never resolved and
+// nothing of the group is handed out in 60 s, seqs 1-3 all present.
+func TestRev3_AMOHandOutStrandedByPermanentCommitError(t *testing.T) {
+	cfg := ehConfig()
+	cfg.Mode = recvcore.AtMostOnce
+	h := newEH(t, cfg)
+	w := newEHWorld()
+	w.curs["g"] = seqstore.Cursor{Epoch: 1, Next: 1}
+	h.arrive(tagged("g", 1, 1), tagged("g", 1, 2), tagged("g", 1, 3))
+	h.pump(w)
+	d, ok := h.next()
+	require.True(t, ok)
+	require.NotZero(t, d.Await)
+	require.Len(t, h.commits, 1)
+	c := h.commits[0]
+	h.commits = nil
+	h.c.Committed(h.now, c.ID, &seqstore.BatchError{Errs: []error{seqstore.ErrCorrupt}})
+	h.ready()
+	resolved := false
+	var got []uint64
+	for range 60 {
+		h.tick(time.Second)
+		h.pump(w)
+		for _, r := range h.resolve {
+			if r.Ticket == d.Await {
+				resolved = true
+			}
+		}
+		for {
+			x, ok := h.next()
+			if !ok {
+				break
+			}
+			got = append(got, x.Seq)
+			h.pump(w)
+			_, _ = h.c.Ack(h.now, &x, false)
+			h.ready()
+		}
+	}
+	st := h.c.Stats()
+	t.Logf("ticket resolved %v; handed out afterwards %v; cursor %+v; stuck %+v", resolved, got, w.curs["g"], st.Stuck)
+	require.True(t, resolved || len(got) > 0, "the AtMostOnce hand-out waits for ever and its group is blocked")
+}
