@@ -406,8 +406,8 @@ func (o *ReceiveOptions) validate(limits driver.Limits) error {
 		return bad("VisibilityMargin %v: use -1 to disable", o.VisibilityMargin)
 	case o.IdleEvict < -1:
 		return bad("IdleEvict %v: use -1 to disable", o.IdleEvict)
-	case o.MaxHold < -1:
-		return bad("MaxHold %v: use -1 to disable", o.MaxHold)
+	case o.MaxHold < -1 || o.MaxHold >= 30*time.Minute:
+		return bad("MaxHold %v: under 30m (the service throttles a queue where a message is held 30 minutes), or -1 to disable", o.MaxHold)
 	case !(o.MaxVisibilityRate > 0):
 		return bad("MaxVisibilityRate %v must be positive", o.MaxVisibilityRate)
 	}

@@ -117,6 +117,23 @@ func (b *budget) tokens(now time.Time, cfg *Config) float64 {
 	return min(undeletedBurst(cfg), b.undelTokens+cfg.MaxUndeletedRate*now.Sub(b.undelAt).Seconds())
 }
 
+// stillReleased counts the released messages not yet visible again at now
+// (without expiring the others: Room changes nothing).
+func (b *budget) stillReleased(now time.Time) int {
+	expired := 0
+	var walk func(i int)
+	walk = func(i int) { // a heap: the expired ones are a subtree at the top
+		if i >= len(b.released) || b.released[i].until.After(now) {
+			return
+		}
+		expired++
+		walk(2*i + 1)
+		walk(2*i + 2)
+	}
+	walk(0)
+	return len(b.released) - expired
+}
+
 // expireReleased forgets the released messages visible again.
 func (c *Core) expireReleased(now time.Time) {
 	b := &c.budget
@@ -137,7 +154,7 @@ func (c *Core) Room(now time.Time) int {
 	if c.closing || now.Before(b.fetchAfter) {
 		return 0
 	}
-	room := c.cfg.MaxHeld - b.live - len(b.released)
+	room := c.cfg.MaxHeld - b.live - b.stillReleased(now)
 	if !c.cfg.Park && b.buffered >= max(c.cfg.Window/2, c.cfg.MaxBatch) && (c.ring.len() > 0 || c.outstanding > 0) {
 		// Without parking, what arrives beyond a group's window is given
 		// back and received again: while much waits and delivery moves,
@@ -220,15 +237,22 @@ func (c *Core) makeRoom(now time.Time) {
 		// the cap.
 		receipts := b.mem <= c.cfg.MaxMemory*15/16
 		top := b.holders[0]
-		g := top.g
+		g := c.groups[top.name]
+		if g == nil {
+			b.holders.pop() // shed since
+			continue
+		}
 		k, m := c.holdKey(g, receipts)
 		switch {
 		case k == 0 && receipts:
 			b.holders.pop() // nothing of it frees the cap: looked at again next time
 			skipped = append(skipped, g)
 			continue
+		case k == 0:
+			b.holders.fixTop(g, 0)
+			continue
 		case k < top.key:
-			b.holders.fixTop(k) // its key fell since it was pushed
+			b.holders.fixTop(g, k) // its key fell since it was pushed
 			continue
 		}
 		if c.evict(now, m) {
@@ -238,11 +262,11 @@ func (c *Core) makeRoom(now time.Time) {
 			touched = append(touched, g)
 		}
 		k, _ = c.holdKey(g, receipts)
-		b.holders.fixTop(k)
+		b.holders.fixTop(g, k)
 	}
 	for _, g := range skipped {
 		if k, _ := c.holdKey(g, false); k != 0 {
-			b.holders.push(holder{g, k})
+			b.holders.push(holder{g.name, k})
 		} else {
 			g.holding = false
 		}
@@ -303,19 +327,32 @@ func (c *Core) holdKey(g *group, receipts bool) (uint64, *msg) {
 }
 
 // holding notes that g holds messages: it joins the heap makeRoom takes
-// them from.
+// them from. Entries of groups that hold nothing any more (or were shed)
+// leave it lazily; once they outnumber the groups in memory, it is built
+// again from them.
 func (c *Core) holding(g *group) {
-	if !g.holding {
-		g.holding = true
-		c.budget.holders.push(holder{g, 1 << 63})
+	if g.holding {
+		return
+	}
+	g.holding = true
+	b := &c.budget
+	b.holders.push(holder{g.name, 1 << 63})
+	if len(b.holders) > 2*len(c.groups)+64 {
+		b.holders = b.holders[:0]
+		for _, h := range c.groups {
+			if h.holding = !h.cold() && h.buffered() > 0; h.holding {
+				b.holders.push(holder{h.name, 1 << 63})
+			}
+		}
 	}
 }
 
 // holder is a group that holds messages, by the score of the one to evict
 // first when it was last looked at (a lazy max-heap: makeRoom looks again).
+// It names the group: a shed group is not kept in memory by the heap.
 type holder struct {
-	g   *group
-	key uint64
+	name string
+	key  uint64
 }
 
 type holderHeap []holder
@@ -343,10 +380,11 @@ func (h *holderHeap) pop() holder {
 	return x
 }
 
-// fixTop sets the top's key to k (0: drops it) and restores the heap.
-func (h *holderHeap) fixTop(k uint64) {
+// fixTop sets the key of the top, g, to k (0: drops it) and restores the
+// heap.
+func (h *holderHeap) fixTop(g *group, k uint64) {
 	if k == 0 {
-		(*h)[0].g.holding = false
+		g.holding = false
 		h.pop()
 		return
 	}

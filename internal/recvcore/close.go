@@ -67,10 +67,7 @@ func (c *Core) skipOwed(g *group) {
 	}
 	m.skippedOut()
 	r := seqstore.Range{Epoch: m.epoch, First: m.seq, Last: m.seq}
-	if !c.skipped(g, c.now, r, 0, "at-most-once message committed but not taken before close: marked skipped") {
-		c.report(Report{Kind: ReportWarn, Msg: "at-most-once message committed but not taken before close, and the cursor cannot mark it skipped: the next receiver takes it for a duplicate",
-			Group: g.name, Epoch: m.epoch, Seq: m.seq, Err: errSkippedFull})
-	}
+	c.skipped(g, r, 0, "at-most-once message committed but not taken before close: marked skipped")
 	c.markDirty(g)
 	if m.has(fStored) {
 		c.requeue(m)
@@ -119,9 +116,18 @@ func (c *Core) giveBackUnordered(now time.Time) {
 // giveBack lets go of m, which the Core holds and will not deliver: its
 // visibility is shortened so that it comes back soon. Read back from the
 // park, it has nothing to give back: the park keeps it.
+//
+// While a change of its visibility is in flight, it waits for it: the
+// change rotates the receipt, and a shortening with the old one would be
+// refused while the new one kept it invisible.
 func (c *Core) giveBack(now time.Time, m *msg) {
 	if m.has(fStored) {
 		c.gone(m)
+		return
+	}
+	if m.has(fVisBusy) {
+		m.flags |= fBackWait
+		c.vis.list.remove(m)
 		return
 	}
 	c.st.GivenBack++

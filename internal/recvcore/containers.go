@@ -60,14 +60,20 @@ const (
 	tFailed                      // a failed group's retry
 )
 
+// timer names its group (not a pointer: a shed group is not kept in memory
+// by its timers) or its message (with m's generation: m may be reused).
 type timer struct {
 	at      time.Time
 	kind    timerKind
-	g       *group
+	name    string // the group
 	m       *msg
-	gen     uint32 // m.gen when set: m may be reused meanwhile
+	gen     uint32 // m.gen when set
 	attempt int32  // tRetry: m.attempt when set (a later Nack sets its own)
 }
+
+// timerCost is what a timer is charged while it waits: its slot, and the
+// name it keeps.
+func timerCost(t *timer) int { return 64 + len(t.name) }
 
 // timerHeap is a min-heap of timers by time.
 type timerHeap []timer
@@ -171,6 +177,38 @@ func (l *visList) remove(m *msg) {
 	}
 	m.vprev, m.vnext = nil, nil
 	m.flags &^= fInVis
+}
+
+// holdList lists messages by when they were received (see Core.watchHold).
+type holdList struct{ head, tail *msg }
+
+func (l *holdList) push(m *msg) {
+	m.hprev, m.hnext = l.tail, nil
+	if l.tail != nil {
+		l.tail.hnext = m
+	} else {
+		l.head = m
+	}
+	l.tail = m
+	m.flags |= fInHold
+}
+
+func (l *holdList) remove(m *msg) {
+	if !m.has(fInHold) {
+		return
+	}
+	if m.hprev != nil {
+		m.hprev.hnext = m.hnext
+	} else {
+		l.head = m.hnext
+	}
+	if m.hnext != nil {
+		m.hnext.hprev = m.hprev
+	} else {
+		l.tail = m.hprev
+	}
+	m.hprev, m.hnext = nil, nil
+	m.flags &^= fInHold
 }
 
 // relEntry is a message given back to the queue: received, not deleted,

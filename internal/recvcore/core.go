@@ -2,6 +2,7 @@ package recvcore
 
 import (
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/inorder/inorder/internal/envelope"
@@ -140,7 +141,31 @@ func (c *Core) resolve(t Ticket, err error) {
 	}
 }
 
-func (c *Core) addTimer(t timer) { c.timers.push(t) }
+func (c *Core) addTimer(t timer) {
+	c.budget.mem += timerCost(&t)
+	c.timers.push(t)
+	if len(c.timers) > 2*(len(c.groups)+c.outstanding)+64 {
+		c.dropStaleTimers()
+	}
+}
+
+// dropStaleTimers drops the timers of groups shed since (a flood of groups
+// would otherwise keep one per shed group for GapTimeout). It runs once
+// the timers outnumber twice the groups in memory: amortised, O(1) per
+// timer.
+func (c *Core) dropStaleTimers() {
+	keep := c.timers[:0]
+	for _, t := range c.timers {
+		if t.m != nil || c.groups[t.name] != nil {
+			keep = append(keep, t)
+		} else {
+			c.budget.mem -= timerCost(&t)
+		}
+	}
+	clear(c.timers[len(keep):])
+	c.timers = keep
+	slices.SortFunc(c.timers, func(a, b timer) int { return a.at.Compare(b.at) }) // a sorted slice is a heap
+}
 
 func (c *Core) stream(name string) seqstore.Stream {
 	return seqstore.Stream{Queue: c.cfg.Queue, Group: name}
@@ -189,8 +214,11 @@ func (c *Core) Deadline() (time.Time, bool) {
 	for _, l := range c.lanes() {
 		set(l.due(c))
 	}
-	if c.budget.fetchAfter.After(c.now) {
-		set(c.budget.fetchAfter) // the fetchers may go on then
+	if b := &c.budget; b.fetchAfter.After(c.now) {
+		set(b.fetchAfter) // the fetchers may go on then
+	}
+	if b := &c.budget; len(b.released) > 0 && !c.closing && c.cfg.MaxHeld-b.live-len(b.released) < c.reserve() {
+		set(b.released[0].until) // the cap is short: room comes back then
 	}
 	if it, ok := c.compactq.peek(); ok {
 		set(it.at.Add(compactDelay))
@@ -213,9 +241,12 @@ func (c *Core) Tick(now time.Time) {
 	c.begin(now)
 	defer c.end()
 	for len(c.timers) > 0 && !c.timers[0].at.After(now) {
-		c.fire(c.timers.pop(), now)
+		t := c.timers.pop()
+		c.budget.mem -= timerCost(&t)
+		c.fire(t, now)
 	}
 	c.evictIdle(now)
+	c.endHolds(now)
 	c.settle(now)
 	c.compact(now)
 }
@@ -225,9 +256,9 @@ func (c *Core) fire(t timer, now time.Time) {
 		c.retryDue(now, t)
 		return
 	}
-	g := t.g
-	if g.phase == phEvicted {
-		return
+	g := c.groups[t.name]
+	if g == nil {
+		return // shed since
 	}
 	g.wake()
 	switch t.kind {
@@ -248,6 +279,11 @@ func (c *Core) fire(t timer, now time.Time) {
 func (c *Core) retryDue(now time.Time, t timer) {
 	m := t.m
 	if m.gen != t.gen || m.attempt != t.attempt || !m.waitsFor(outRetry) {
+		return
+	}
+	if c.closing {
+		m.dropOut() // no hand-out comes: back to the queue
+		c.giveBack(now, m)
 		return
 	}
 	m.ready()

@@ -27,7 +27,7 @@ func (l *deadLane) due(c *Core) time.Time {
 	return time.Time{}
 }
 
-func (l *deadLane) flushed(c *Core) bool { return true }
+func (l *deadLane) flushed(c *Core) bool { return l.idle() && len(l.q) == 0 }
 
 func (l *deadLane) ready(c *Core, now time.Time, rd *Ready) {
 	if !l.open(now) || len(l.q) == 0 {

@@ -242,6 +242,10 @@ func (c *Core) Nack(now time.Time, d *Delivery, cause error) error {
 	case int(m.attempt) >= c.cfg.MaxAttempts && c.cfg.Poison == PoisonDeadLetter:
 		m.deadOut()
 		c.queueDead(m)
+	case c.closing:
+		// No retry comes: it goes back to the queue, for the next receiver.
+		m.dropOut()
+		c.giveBack(now, m)
 	default:
 		if int(m.attempt) >= c.cfg.MaxAttempts && g != nil && g.stuck != "poison" {
 			c.setStuck(g, now, "poison", cause)

@@ -63,7 +63,7 @@ func (c *Core) checkGap(g *group, now time.Time) {
 	if now.Before(due) {
 		if !g.gapTimer {
 			g.gapTimer = true
-			c.addTimer(timer{at: due, kind: tGap, g: g})
+			c.addTimer(timer{at: due, kind: tGap, name: g.name})
 		}
 		return
 	}
@@ -86,7 +86,7 @@ func (c *Core) checkGap(g *group, now time.Time) {
 	// from the stored cursor), and the park may hold it.
 	if !g.gapTimer {
 		g.gapTimer = true
-		c.addTimer(timer{at: now.Add(c.cfg.GapTimeout), kind: tGap, g: g})
+		c.addTimer(timer{at: now.Add(c.cfg.GapTimeout), kind: tGap, name: g.name})
 		c.reads.need(g)
 		g.probed = false
 	}
@@ -110,9 +110,7 @@ func (c *Core) skip(g *group, now time.Time) {
 		return
 	}
 	r := seqstore.Range{Epoch: g.epoch, First: next, Last: target - 1}
-	if !c.skipped(g, now, r, now.Sub(g.gapSince), "skipped") {
-		return
-	}
+	c.skipped(g, r, now.Sub(g.gapSince), "skipped")
 	g.next = target
 	g.forgetFar()
 	g.passParked()
@@ -157,9 +155,7 @@ func (c *Core) checkEpoch(g *group, now time.Time) {
 	if g.dur.Epoch == to {
 		start = max(start, g.dur.Next)
 	}
-	if !c.skipped(g, now, seqstore.Range{Epoch: from, First: oldNext, Last: seqstore.MaxSeq}, 0, "") {
-		return
-	}
+	c.skipped(g, seqstore.Range{Epoch: from, First: oldNext, Last: seqstore.MaxSeq}, 0, "")
 	g.ack.Epoch, g.ack.Next = to, start
 	g.epoch, g.next = to, start
 	g.farLow, g.farHigh = 0, 0
@@ -196,7 +192,7 @@ func (c *Core) takeNewer(g *group, now time.Time, epoch uint64) []*msg {
 	}
 	if len(keep) > 0 {
 		g.newerSince = now
-		c.addTimer(timer{at: now.Add(c.cfg.GapTimeout), kind: tEpoch, g: g})
+		c.addTimer(timer{at: now.Add(c.cfg.GapTimeout), kind: tEpoch, name: g.name})
 	}
 	return take
 }

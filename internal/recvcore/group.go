@@ -71,12 +71,13 @@ type groupCold struct {
 	pending []*msg // arrivals while loading, fresh (StartLowest) or resolving
 	tickets []syncWait
 
-	gapSince   time.Time
-	newerSince time.Time
-	newerEpoch uint64    // the lowest newer epoch seen (its messages may have been evicted): 0 none
-	startAt    time.Time // StartLowest: end of the settle time
-	stuck      string    // "", "gap", "poison", "conflict", "store"
-	stuckErr   error
+	gapSince     time.Time
+	newerSince   time.Time
+	newerEpoch   uint64    // the lowest newer epoch seen (its messages may have been evicted): 0 none
+	startAt      time.Time // StartLowest: end of the settle time
+	settleRounds uint8     // StartLowest: settle times so far (see maxSettleRounds)
+	stuck        string    // "", "gap", "poison", "conflict", "store"
+	stuckErr     error
 
 	park parkView
 

@@ -32,6 +32,8 @@ const (
 	fDelWait            // queued for delete once the visibility change in flight ends
 	fInVis              // on the visibility list
 	fHoldTold           // reported held past MaxHold by a handler
+	fBackWait           // given back once the visibility change in flight ends
+	fInHold             // on the hold list
 )
 
 // msg is one message held by the Core.
@@ -43,6 +45,7 @@ type msg struct {
 	id           string
 	receipt      string
 	vprev, vnext *msg // the visibility list, while it holds a live receipt
+	hprev, hnext *msg // the hold list (see Core.watchHold)
 	epoch, seq   uint64
 	visible      int64  // when its visibility ends, in Unix nanoseconds
 	since        int64  // when it was received (its hold began), in Unix nanoseconds
@@ -240,6 +243,7 @@ func (c *Core) gone(m *msg) {
 	}
 	m.where = wGone
 	c.vis.list.remove(m)
+	c.vis.holds.remove(m)
 	c.budget.uncharge(m)
 	if m.g == nil {
 		c.unord.drop(m)
@@ -343,6 +347,7 @@ func (p *msgPool) recycle(m *msg) {
 // took m's receipt): the queue counts the message once.
 func (c *Core) countOnce(m *msg) {
 	c.vis.list.remove(m)
+	c.vis.holds.remove(m)
 	c.budget.live--
 	c.budget.uncharge(m)
 	m.where = wGone

@@ -227,7 +227,7 @@ func (c *Core) loadScanned(now time.Time) {
 }
 
 func (l *scanLane) due(c *Core) time.Time {
-	if c.cfg.Park && !l.done && l.idle() {
+	if c.cfg.Park && !l.done && l.idle() && !c.closing {
 		return l.after
 	}
 	return time.Time{}
@@ -422,7 +422,7 @@ func (c *Core) parkedInvalid(now time.Time, g *group, e seqstore.Parked, why err
 	}
 	m := &msg{name: g.name, epoch: e.Epoch, seq: e.Seq, raw: e.Body, flags: fStored | fLate}
 	c.budget.charge(m)
-	c.unorderedArrival(now, m, seenKey{group: g.name, epoch: e.Epoch, seq: e.Seq, id: "parked"}, c.cfg.Untagged == UntaggedDeadLetter)
+	c.unorderedArrival(now, m, unorderedKey(m), c.cfg.Untagged == UntaggedDeadLetter)
 }
 
 // unparkedEntry holds a parked entry read back for g.

@@ -110,11 +110,22 @@ func (c *Core) becomeFailed(g *group, now time.Time, err error) {
 	c.setStuck(g, now, "store", err)
 	c.report(Report{Kind: ReportStuck, Msg: "group stopped by a store error", Group: g.name, Epoch: g.ack.Epoch, Seq: g.ack.Next, Err: err})
 	c.dropHeld(g, func(m *msg) { c.release(m, now) })
+	if m := g.out; m != nil && (m.out == outCommit || m.out == outAbandoned) {
+		// An AtMostOnce hand-out waiting for its commit, which failed: its
+		// wait ends with the error, and it goes back to the queue.
+		if m.out == outCommit {
+			c.outstanding--
+		}
+		c.resolve(m.ticket, err)
+		m.ticket = 0
+		g.out = nil
+		c.release(m, now)
+	}
 	for _, w := range g.tickets {
 		c.resolve(w.t, err)
 	}
 	g.tickets = nil
-	c.addTimer(timer{at: now.Add(c.cfg.RetryMax), kind: tFailed, g: g})
+	c.addTimer(timer{at: now.Add(c.cfg.RetryMax), kind: tFailed, name: g.name})
 }
 
 // becomeEvicted drops g from memory: its cursor is in the store.
@@ -178,7 +189,7 @@ func (c *Core) goIdle(g *group, now time.Time) {
 	g.idleAt = now
 	if !g.compactQueued {
 		g.compactQueued = true
-		c.compactq.push(compactItem{g: g, at: now})
+		c.compactq.push(compactItem{name: g.name, at: now})
 	}
 	if g.list != onIdle {
 		c.unlist(g)
@@ -203,15 +214,18 @@ func (c *Core) compact(now time.Time) {
 			return
 		}
 		c.compactq.pop()
-		g := it.g
+		g := c.groups[it.name]
+		if g == nil {
+			continue // shed since
+		}
 		g.compactQueued = false
-		if g.phase == phEvicted || g.cold() || !g.empty() {
+		if g.cold() || !g.empty() {
 			continue
 		}
 		if now.Before(g.idleAt.Add(compactDelay)) {
 			// Busy again in between, idle again since: look later.
 			g.compactQueued = true
-			c.compactq.push(compactItem{g: g, at: g.idleAt})
+			c.compactq.push(compactItem{name: g.name, at: g.idleAt})
 			continue
 		}
 		g.held, g.settled, g.settledDue = nil, nil, 0
@@ -221,8 +235,8 @@ func (c *Core) compact(now time.Time) {
 }
 
 type compactItem struct {
-	g  *group
-	at time.Time
+	name string // the group: a shed group is not kept in memory by the queue
+	at   time.Time
 }
 
 // evictIdle drops the groups idle for IdleEvict.

@@ -194,9 +194,9 @@ func TestRev3_NackDuringCloseNotGivenBack(t *testing.T) {
 	h.ready()
 	var short []string
 	for range 50 {
+		short = append(short, h.visAll()...) // (before pump answers them)
 		h.tick(100 * time.Millisecond)
 		h.pump(w)
-		short = append(short, h.visAll()...)
 	}
 	st := h.c.Stats()
 	t.Logf("flushed %v, GivenBack %d, held %d, shortenings %v", h.c.Flushed(), st.GivenBack, st.Held, short)

@@ -60,6 +60,7 @@ func (c *Core) arrive(now time.Time, in *Incoming) {
 	c.budget.charge(m)
 	c.budget.received()
 	c.vis.list.push(m)
+	c.watchHold(m)
 	if c.closing {
 		c.giveBack(now, m) // fetched as Close began: not routed
 		return
@@ -172,7 +173,20 @@ func (c *Core) sameCopy(now time.Time, g *group, h, m *msg) {
 // older one goes stale.
 func (c *Core) swapReceipt(h, m *msg) {
 	// Received again: its previous visibility ended, and so did its hold.
+	// A change in flight was for the old receipt: the new one has none.
 	h.receipt, h.visible, h.since, h.dequeue = m.receipt, m.visible, m.since, max(h.dequeue, m.dequeue)
+	c.watchHold(h)
+	if h.has(fVisBusy) {
+		h.flags &^= fVisBusy
+		if h.has(fDelWait) {
+			h.flags &^= fDelWait
+			c.deletes.push(c.now, h)
+		}
+		if h.has(fBackWait) {
+			h.flags &^= fBackWait
+			defer c.giveBack(c.now, h)
+		}
+	}
 	h.flags = h.flags&^fLapsed | fRedelivered
 	c.vis.list.remove(h)
 	if h.where != wGone && h.where != wDelete {
@@ -231,7 +245,7 @@ func (c *Core) arriveFresh(now time.Time, g *group, m *msg) {
 	}
 	if g.startAt.IsZero() {
 		g.startAt = now.Add(c.cfg.StartSettle)
-		c.addTimer(timer{at: g.startAt, kind: tStart, g: g})
+		c.addTimer(timer{at: g.startAt, kind: tStart, name: g.name})
 	}
 	c.holdPending(now, g, m)
 }
@@ -251,14 +265,38 @@ func (c *Core) endSettle(g *group, now time.Time) {
 	if first == 0 {
 		return // nothing held: wait for the next arrival
 	}
+	if loneRedelivered(g.pending) && g.settleRounds < maxSettleRounds {
+		// All it saw is one copy received before: a stale copy left in
+		// the queue, or the stream's only message? Settle longer: a
+		// second arrival tells.
+		g.settleRounds++
+		g.startAt = now.Add(c.cfg.StartSettle)
+		c.addTimer(timer{at: g.startAt, kind: tStart, name: g.name})
+		return
+	}
 	c.becomeActive(g, now)
 	g.epoch, g.next = epoch, first
 	g.ack.Epoch, g.ack.Next = epoch, first
 	if first > 1 {
-		c.skipped(g, now, seqstore.Range{Epoch: epoch, First: 1, Last: first - 1}, 0, "start: passed over")
+		c.skipped(g, seqstore.Range{Epoch: epoch, First: 1, Last: first - 1}, 0, "start: passed over")
 	}
 	c.markDirty(g)
 	c.routePending(now, g)
+}
+
+// maxSettleRounds bounds how many times StartLowest settles again while
+// all it saw is one copy received before.
+const maxSettleRounds = 10
+
+// loneRedelivered reports whether ms is one seq, received before (a
+// possible stale copy).
+func loneRedelivered(ms []*msg) bool {
+	for _, m := range ms {
+		if m.epoch != ms[0].epoch || m.seq != ms[0].seq || m.dequeue <= 1 {
+			return false
+		}
+	}
+	return len(ms) > 0
 }
 
 // lowestStart returns where a group without a cursor starts among the
@@ -336,7 +374,7 @@ func (c *Core) demote(now time.Time, g *group, epoch uint64) {
 	g.held = g.held[:0]
 	if len(g.newer) > 0 && g.newerSince.IsZero() {
 		g.newerSince = now
-		c.addTimer(timer{at: now.Add(c.cfg.GapTimeout), kind: tEpoch, g: g})
+		c.addTimer(timer{at: now.Add(c.cfg.GapTimeout), kind: tEpoch, name: g.name})
 	}
 	g.epoch, g.next = epoch, 1
 	g.ack.Epoch, g.ack.Next = 0, 0
@@ -359,7 +397,7 @@ func (c *Core) arriveNewer(now time.Time, g *group, m *msg) {
 	}
 	if g.newerSince.IsZero() {
 		g.newerSince = now
-		c.addTimer(timer{at: now.Add(c.cfg.GapTimeout), kind: tEpoch, g: g})
+		c.addTimer(timer{at: now.Add(c.cfg.GapTimeout), kind: tEpoch, name: g.name})
 	}
 	if len(g.newer) >= c.cfg.Window {
 		c.release(m, now)

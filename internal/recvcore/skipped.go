@@ -11,16 +11,18 @@ import (
 // not handled: a copy of one that arrives later is a late arrival (handed
 // out flagged Unordered, or dead-lettered), never a duplicate. They are
 // exact: a range never covers a seq that was handed out (a copy of that one
-// is a duplicate, deleted), and none is dropped. A cursor holds at most
-// seqstore.MaxSkipped of them; a group whose cursor is full passes over
-// nothing more (see Core.skipped).
+// is a duplicate, deleted). A cursor holds at most seqstore.MaxSkipped of
+// them: beyond, the oldest (lowest) go, reported, so that a group skips on
+// for its whole life; a copy of a seq of a range that went is then taken
+// for a duplicate. Reported, that is the one way the receiver may drop a
+// message, and only one so old that 64 later holes were skipped since.
 
-// addSkipped adds r to the skipped ranges of cur, and reports whether it
-// fits. Ranges that touch or overlap in one epoch become one (no seq lies
-// between them), and a range that another holds goes; nothing else is
-// merged or dropped: when more than seqstore.MaxSkipped ranges would be
-// left, cur is unchanged.
-func addSkipped(cur *seqstore.Cursor, r seqstore.Range) bool {
+// addSkipped adds r to the skipped ranges of cur. Ranges that touch or
+// overlap in one epoch become one (no seq lies between them), and a range
+// that another holds goes; nothing is merged across a seq that is not
+// skipped. When more than seqstore.MaxSkipped ranges are left, the lowest
+// ones other than r go: addSkipped returns them.
+func addSkipped(cur *seqstore.Cursor, r seqstore.Range) []seqstore.Range {
 	s := append(slices.Clip(cur.Skipped), r)
 	slices.SortStableFunc(s, func(a, b seqstore.Range) int {
 		if a.Epoch != b.Epoch {
@@ -37,11 +39,17 @@ func addSkipped(cur *seqstore.Cursor, r seqstore.Range) bool {
 		}
 		out = append(out, x)
 	}
-	if len(out) > seqstore.MaxSkipped {
-		return false
+	var dropped []seqstore.Range
+	for len(out) > seqstore.MaxSkipped {
+		i := 0
+		if out[0].Epoch == r.Epoch && out[0].First <= r.First && r.Last <= out[0].Last {
+			i = 1 // r itself (or what holds it) stays
+		}
+		dropped = append(dropped, out[i])
+		out = slices.Delete(out, i, i+1)
 	}
 	cur.Skipped = out
-	return true
+	return dropped
 }
 
 func cmpUint(a, b uint64) int {
@@ -55,22 +63,16 @@ func cmpUint(a, b uint64) int {
 }
 
 // skipped passes g over r: recorded in its acknowledged cursor (written by
-// the next commit) and reported (msg says why). It reports false, and
-// passes over nothing, when the cursor's skipped ranges are full: the
-// group is then reported stuck ("skipped") and waits, as under GapWait.
-func (c *Core) skipped(g *group, now time.Time, r seqstore.Range, age time.Duration, why string) bool {
-	if !addSkipped(&g.ack, r) {
-		if g.stuck != "skipped" {
-			c.setStuck(g, now, "skipped", errSkippedFull)
-			c.report(Report{Kind: ReportStuck, Msg: "cannot pass over a hole: the cursor's skipped ranges are full",
-				Group: g.name, Epoch: r.Epoch, Seq: r.First, Last: r.Last, Err: errSkippedFull})
-		}
-		return false
+// the next commit) and reported (msg says why; an epoch switch's range is
+// reported as the switch). Ranges the cursor cannot hold any more are
+// reported as forgotten.
+func (c *Core) skipped(g *group, r seqstore.Range, age time.Duration, why string) {
+	for _, d := range addSkipped(&g.ack, r) {
+		c.report(Report{Kind: ReportWarn, Msg: "skipped range forgotten: the cursor holds 64; a late copy of these seqs will be taken for a duplicate",
+			Group: g.name, Epoch: d.Epoch, Seq: d.First, Last: d.Last})
 	}
-	c.clearStuck(g, "skipped")
 	if r.Last != seqstore.MaxSeq {
 		c.st.Skipped += int64(r.Last - r.First + 1)
 		c.report(Report{Kind: ReportSkip, Msg: why, Group: g.name, Epoch: r.Epoch, Seq: r.First, Last: r.Last, Age: age})
 	}
-	return true
 }

@@ -350,9 +350,6 @@ var (
 	ErrBadMAC = errors.New("header MAC missing or invalid")
 	// ErrFutureEpoch: an epoch too far ahead of the receiver's clock.
 	ErrFutureEpoch = errors.New("epoch too far in the future")
-	// errSkippedFull: a group cannot pass over a hole (GapSkip, an epoch
-	// switch): its cursor holds seqstore.MaxSkipped skipped ranges.
-	errSkippedFull = errors.New("the cursor's skipped ranges are full: nothing more can be passed over")
 	// ErrPayloadMismatch: two copies of one seq with different payloads.
 	ErrPayloadMismatch = errors.New("same seq, different payload")
 )

@@ -12,7 +12,9 @@ import (
 type visLane struct {
 	lane
 	list    visList       // the messages whose visibility is kept alive
+	holds   holdList      // the messages whose visibility outlasts their hold (see Core.watchHold)
 	settled []settledWait // the groups whose settled entries are, by their earliest end
+	holdq   []msgRef      // messages whose hold ends: their visibility is shortened
 	busy    map[uint64]visChange
 	shortq  fifo[string]         // receipts of released messages to shorten
 	relBy   map[string]*relEntry // by receipt, while a shortening is queued
@@ -29,13 +31,14 @@ type visChange struct {
 	g          *group
 	epoch, seq uint64
 	receipt    string
+	timeout    time.Duration
 }
 
 // settledWait is a group whose settled entries' visibility is kept alive,
 // by the earliest end among them (stale once g.settledDue moved).
 type settledWait struct {
-	g   *group
-	due int64
+	name string // the group (not a pointer: a shed group is not kept)
+	due  int64
 }
 
 // watch keeps the visibility of e, a settled entry of g, alive.
@@ -44,7 +47,7 @@ func (l *visLane) watch(g *group, e *settledEntry) {
 		return
 	}
 	g.settledDue = e.visible
-	l.pushSettled(settledWait{g, e.visible})
+	l.pushSettled(settledWait{g.name, e.visible})
 }
 
 func (l *visLane) pushSettled(w settledWait) {
@@ -131,8 +134,13 @@ func (l *visLane) due(c *Core) time.Time {
 	if m := l.list.head; m != nil && c.cfg.VisibilityMargin >= 0 {
 		at = maxTime(m.visibleAt().Add(-c.cfg.VisibilityMargin), token)
 	}
-	if l.shortq.len() > 0 && c.closing {
-		return c.now // giving back at Close: not rate-limited
+	if l.shortq.len() > 0 && c.closing || len(l.holdq) > 0 {
+		return c.now // giving back at Close, or ending holds: not rate-limited
+	}
+	if m := l.holds.head; m != nil {
+		if d := c.holdDue(m); at.IsZero() || d.Before(at) {
+			at = d
+		}
 	}
 	if len(l.settled) > 0 && c.cfg.VisibilityMargin >= 0 {
 		if t := maxTime(time.Unix(0, l.settled[0].due).Add(-c.cfg.VisibilityMargin), token); at.IsZero() || t.Before(at) {
@@ -153,6 +161,7 @@ func (l *visLane) flushed(c *Core) bool { return l.idle() && l.shortq.len() == 0
 // held one). Released messages get a short timeout after that.
 func (l *visLane) ready(c *Core, now time.Time, rd *Ready) {
 	l.refill(now, c.cfg.MaxVisibilityRate)
+	l.readyHold(c, rd)
 	if c.closing {
 		l.readyShort(c, rd)
 	}
@@ -202,20 +211,73 @@ func (c *Core) pastHold(now time.Time, since int64) bool {
 	return c.cfg.MaxHold > 0 && now.Add(c.cfg.VisibilityExtend).UnixNano()-since > int64(c.cfg.MaxHold)
 }
 
+// holdDue is when the hold of m must end, a little before Config.MaxHold
+// after it was received: a tenth of MaxHold early, at most a minute.
+func (c *Core) holdDue(m *msg) time.Time {
+	return time.Unix(0, m.since).Add(c.cfg.MaxHold - min(c.cfg.MaxHold/10, time.Minute))
+}
+
+// watchHold puts m on the hold list when its visibility (a queue's
+// visibility timeout longer than MaxHold, or extension off) would carry it
+// past the end of its hold: extensions, which look at the hold, may never
+// come. The list is in the order of receipt (the order of holdDue); a
+// message leaves it when it is gone (nothing refers to a gone message).
+func (c *Core) watchHold(m *msg) {
+	c.vis.holds.remove(m)
+	if c.cfg.MaxHold > 0 && m.visibleAt().After(c.holdDue(m)) {
+		c.vis.holds.push(m)
+	}
+}
+
+// endHolds ends the holds that are due at now.
+func (c *Core) endHolds(now time.Time) {
+	for m := c.vis.holds.head; m != nil && !c.holdDue(m).After(now); m = c.vis.holds.head {
+		c.vis.holds.remove(m)
+		if m.where == wHeld || m.where == wOut {
+			c.holdEnds(m)
+		}
+	}
+}
+
 // holdEnds ends the hold of m, received MaxHold ago or nearly: its
 // visibility is not extended again. Waiting for its turn, it is parked when
 // it can be; otherwise it is left to come back from the queue (its copy in
-// memory takes the new receipt then). One out to a handler is reported.
+// memory takes the new receipt then), its visibility shortened when it
+// would last past MaxHold. One out to a handler is reported.
 func (c *Core) holdEnds(m *msg) {
 	c.vis.list.remove(m)
 	switch {
 	case m.where == wHeld && m.g != nil && c.canPark(m.g, m):
 		c.unhold(m)
 		c.toPark(m.g, m)
+		return
 	case m.waitsFor(outHanded) && !m.has(fHoldTold):
 		m.flags |= fHoldTold
-		c.report(Report{Kind: ReportWarn, Msg: "a handler holds a message past MaxHold: its visibility is left to end, and the queue delivers it again",
+		c.report(Report{Kind: ReportWarn, Msg: "a handler holds a message past MaxHold: its visibility is shortened, and the queue delivers it again",
 			Group: m.name, Epoch: m.epoch, Seq: m.seq, ID: m.id})
+	}
+	if m.visible-m.since > int64(c.cfg.MaxHold) && !m.has(fVisBusy) && m.receipt != "" {
+		c.vis.holdq = append(c.vis.holdq, msgRef{m, m.gen})
+	}
+}
+
+// msgRef names a message at one generation (it may be reused meanwhile).
+type msgRef struct {
+	m   *msg
+	gen uint32
+}
+
+// readyHold shortens the visibility of the messages whose hold ends (not
+// rate-limited: the service's hold rule costs more than the requests).
+func (l *visLane) readyHold(c *Core, rd *Ready) {
+	for len(l.holdq) > 0 && l.inFlight < l.limit {
+		r := l.holdq[0]
+		l.holdq = l.holdq[1:]
+		if m := r.m; m.gen == r.gen && (m.where == wHeld || m.where == wOut) && !m.has(fVisBusy) {
+			m.flags |= fVisBusy
+			l.tokens++ // (start takes one)
+			l.start(c, visChange{m: m, gen: m.gen, g: m.g, epoch: m.epoch, seq: m.seq, receipt: m.receipt}, c.cfg.ShortVisibility, rd)
+		}
 	}
 }
 
@@ -231,7 +293,8 @@ func (l *visLane) extend(c *Core, m *msg, rd *Ready) {
 func (l *visLane) readySettled(c *Core, now, limit time.Time, rd *Ready) {
 	for len(l.settled) > 0 && l.settled[0].due <= limit.UnixNano() {
 		w := l.settled[0]
-		if w.g.phase == phEvicted || w.g.settledDue != w.due {
+		g := c.groups[w.name]
+		if g == nil || g.settledDue != w.due {
 			l.popSettled() // stale
 			continue
 		}
@@ -239,7 +302,7 @@ func (l *visLane) readySettled(c *Core, now, limit time.Time, rd *Ready) {
 			return
 		}
 		l.popSettled()
-		l.extendSettled(c, w.g, now, limit, rd)
+		l.extendSettled(c, g, now, limit, rd)
 	}
 }
 
@@ -264,11 +327,12 @@ func (l *visLane) extendSettled(c *Core, g *group, now, limit time.Time, rd *Rea
 	}
 	g.settledDue = due
 	if due != 0 {
-		l.pushSettled(settledWait{g, due})
+		l.pushSettled(settledWait{g.name, due})
 	}
 }
 
 func (l *visLane) start(c *Core, v visChange, timeout time.Duration, rd *Ready) {
+	v.timeout = timeout
 	l.tokens--
 	id := c.id()
 	l.busy[id] = v
@@ -305,7 +369,7 @@ func (c *Core) Visibility(now time.Time, id uint64, receipt string, err error) {
 		}
 		c.report(Report{Kind: ReportWarn, Msg: "extend visibility failed", Group: m.name, Seq: m.seq, ID: m.id, Err: err})
 	} else {
-		c.extended(now, m, v.receipt, receipt, !m.has(fDelWait) && m.where != wDelete)
+		c.extended(now, m, v.receipt, receipt, v.timeout, !m.has(fDelWait|fBackWait) && m.where != wDelete)
 	}
 	if m.has(fDelWait) {
 		// Its delete waited for this change: it goes with the newest
@@ -313,17 +377,21 @@ func (c *Core) Visibility(now time.Time, id uint64, receipt string, err error) {
 		m.flags &^= fDelWait
 		c.deletes.push(now, m)
 	}
+	if m.has(fBackWait) {
+		m.flags &^= fBackWait
+		c.giveBack(now, m) // with the newest receipt
+	}
 }
 
-// extended records m's new receipt and visibility, and keeps it alive
-// again (keep) unless a delete waits.
-func (c *Core) extended(now time.Time, m *msg, old, receipt string, keep bool) {
+// extended records m's new receipt and visibility (timeout from now), and
+// keeps it alive again (keep) unless a delete or a give-back waits.
+func (c *Core) extended(now time.Time, m *msg, old, receipt string, timeout time.Duration, keep bool) {
 	c.st.Extended++
 	if m.receipt != old || m.where == wGone {
 		return
 	}
 	m.receipt = receipt
-	m.setVisibleAt(now.Add(c.cfg.VisibilityExtend))
+	m.setVisibleAt(now.Add(timeout))
 	m.flags &^= fLapsed
 	c.vis.list.remove(m)
 	if keep {
