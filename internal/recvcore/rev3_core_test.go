@@ -478,15 +478,6 @@ func TestRev3_DeadLetterAfterRecycleSettlesAnotherMessage(t *testing.T) {
 	require.NotContains(t, deletedBefore, xr[1], "x's seq 1 deleted from the queue before its hand-out")
 }
 
-func contains(s []string, x string) bool {
-	for _, y := range s {
-		if y == x {
-			return true
-		}
-	}
-	return false
-}
-
 // TestRev3_CloseDoesNotWaitForDeadLetters: deadLane.flushed is always
 // true, so Flushed (and the shell's Close) ends while dead letters are in
 // flight or queued. The shell then cancels its context: a dead letter in
