@@ -1,7 +1,6 @@
 package recvcore
 
 import (
-	"slices"
 	"time"
 )
 
@@ -230,7 +229,22 @@ func (c *Core) makeRoom(now time.Time) {
 	for g := c.idle.head; g != nil && b.mem > c.cfg.MaxMemory; g = c.idle.head {
 		c.becomeEvicted(g)
 	}
-	var touched, skipped []*group
+	for g := range c.evictHeld(now, need) {
+		b.recost(g)
+		c.update(g, now)
+	}
+	if b.mem > c.cfg.MaxMemory {
+		c.shed(now)
+	}
+}
+
+// evictHeld evicts held messages until need of them held receipts and
+// memory is back under 15/16 of the budget, the first to go first (the
+// heap of holders), and returns the groups it took messages from.
+func (c *Core) evictHeld(now time.Time, need int) map[*group]struct{} {
+	b := &c.budget
+	var touched map[*group]struct{}
+	var skipped []*group
 	for (need > 0 || b.mem > c.cfg.MaxMemory*15/16) && len(b.holders) > 0 {
 		// Within the memory budget, only what holds a receipt is worth
 		// evicting: a message read back from the park frees memory, not
@@ -258,9 +272,10 @@ func (c *Core) makeRoom(now time.Time) {
 		if c.evict(now, m) {
 			need--
 		}
-		if !slices.Contains(touched, g) {
-			touched = append(touched, g)
+		if touched == nil {
+			touched = make(map[*group]struct{})
 		}
+		touched[g] = struct{}{}
 		k, _ = c.holdKey(g, receipts)
 		b.holders.fixTop(g, k)
 	}
@@ -271,13 +286,7 @@ func (c *Core) makeRoom(now time.Time) {
 			g.holding = false
 		}
 	}
-	for _, g := range touched {
-		b.recost(g)
-		c.update(g, now)
-	}
-	if b.mem > c.cfg.MaxMemory {
-		c.shed(now)
-	}
+	return touched
 }
 
 // Eviction scores: a blocked group's messages first, then the messages of a
