@@ -1,8 +1,6 @@
 package recvcore
 
-import (
-	"time"
-)
+import "time"
 
 // Memory charged per item, beyond the bytes of its bodies and strings. They
 // are rounded up from the sizes of the structs, slice slots and map entries
