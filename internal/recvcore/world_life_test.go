@@ -362,7 +362,11 @@ func (w *wm) missing(report bool) string {
 	lost := func(k mkey, what string) {
 		miss = append(miss, what)
 		if report {
-			w.violate("no-loss", []mkey{k}, "life %d: %s", w.life, what)
+			prop := "no-loss"
+			if w.contested[k.group] {
+				prop = "no-loss/conflict"
+			}
+			w.violate(prop, []mkey{k}, "life %d: %s", w.life, what)
 		}
 	}
 	stuck := func(k mkey, what string) {
@@ -374,6 +378,10 @@ func (w *wm) missing(report bool) string {
 				prop = "liveness/startlowest" // a group that never started
 			case w.flood:
 				prop = "liveness/flood" // groups shed under memory pressure before their hole's timeout acts
+			case w.cfg.Mode == recvcore.ExactlyOnce && w.deadIn(k.group):
+				prop = "liveness/eo-dead-letter"
+			case len(w.poison) > 0 && w.cfg.Poison == recvcore.PoisonBlock && w.cfg.Mode != recvcore.AtMostOnce:
+				prop = "liveness/poison" // duplicate entries of the poisoned group fill the cap
 			}
 			w.violate(prop, []mkey{k}, "life %d: after healing for a bound: %s\n%s", w.life, what, w.core.Dump())
 		}
@@ -420,6 +428,17 @@ func (w *wm) missing(report bool) string {
 		return ""
 	}
 	return fmt.Sprint(miss)
+}
+
+// deadIn reports whether a message of group was dead-lettered: in
+// ExactlyOnce mode the Core, not the application, moves the cursor past it.
+func (w *wm) deadIn(group string) bool {
+	for k := range w.dead {
+		if k.group == group {
+			return true
+		}
+	}
+	return false
 }
 
 // settleOne finishes o: an Ack, or a Nack when the application fails it (a

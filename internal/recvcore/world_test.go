@@ -3,6 +3,7 @@ package recvcore_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"reflect"
@@ -75,26 +76,33 @@ func TestWorld(t *testing.T) {
 // shared/regressions/review2 that breaks it. They are counted, not
 // enforced, unless INORDER_WORLD_STRICT names them.
 var worldKnownFailing = map[string]string{
-	"recoverable":       "AMOAbandonAfterCloseNotSkipped, AMOOwedParkedMessageLostOnClose, AMOUnorderedDeletedButLostOnClose",
-	"no-panic":          "AMOAbandonResolvedUnorderedPanics",
-	"skip-honest":       "AMOMergedSkipRangeDeliversTwice",
-	"durable-once":      "AMOMergedSkipRangeDeliversTwice",
-	"amo-once":          "AMOMergedSkipRangeDeliversTwice",
-	"startlowest":       "StartLowestDensestRunSkipsPresentSeqs",
-	"startlowest-skip":  "StartLowestDensestRunSkipsPresentSeqs (no OnSkip for what the start passes over)",
-	"hold":              "HeldForeverTripsHoldThrottle",
-	"memory/flood":      "MemoryBudgetUnboundedByNewGroupsWithParks / MemoryBudgetNewGroupFlood",
-	"cap/failed-delete": "CapExceededWhenDeletesFail",
-	"cap/consequence":   "a consequence of another broken property (ExtensionResultAfterAckDeletesWithOldReceipt: the stale delete is forgotten)",
-	"receipt-fresh":     "ExtensionResultAfterAckDeletesWithOldReceipt",
-	"stale-settle":      "StaleUnorderedDeliverySettlesTheRetry",
-	"held-lapse":        "AckedAwaitingCommitNotExtended",
-	"idle-reads":        "ShedRescanChurnWhileIdle",
+	"recoverable":        "AMOAbandonAfterCloseNotSkipped, AMOOwedParkedMessageLostOnClose, AMOUnorderedDeletedButLostOnClose",
+	"no-panic":           "AMOAbandonResolvedUnorderedPanics",
+	"skip-honest":        "AMOMergedSkipRangeDeliversTwice",
+	"durable-once":       "AMOMergedSkipRangeDeliversTwice",
+	"amo-once":           "AMOMergedSkipRangeDeliversTwice",
+	"startlowest":        "StartLowestDensestRunSkipsPresentSeqs",
+	"startlowest-skip":   "StartLowestDensestRunSkipsPresentSeqs (no OnSkip for what the start passes over)",
+	"hold":               "HeldForeverTripsHoldThrottle",
+	"memory/flood":       "MemoryBudgetUnboundedByNewGroupsWithParks / MemoryBudgetNewGroupFlood",
+	"cap/failed-delete":  "CapExceededWhenDeletesFail",
+	"cap/extension-race": "ExtensionResultAfterAckDeletesWithOldReceipt's family: an extension result for a message released meanwhile is ignored, its release entry lapses early",
+	"cap/consequence":    "a consequence of another broken property (ExtensionResultAfterAckDeletesWithOldReceipt: the stale delete is forgotten)",
+	"receipt-fresh":      "ExtensionResultAfterAckDeletesWithOldReceipt",
+	"stale-settle":       "StaleUnorderedDeliverySettlesTheRetry",
+	"held-lapse":         "AckedAwaitingCommitNotExtended",
+	"idle-reads":         "ShedRescanChurnWhileIdle",
 	// Found by this model, not in review2's list.
-	"payload":              "new: an AtMostOnce Unordered hand-out whose body was dropped with its delete is handed out again (after Abandon) or dead-lettered (Nack, PoisonDeadLetter) empty",
-	"liveness/flood":       "new, kin of ShedRescanChurnWhileIdle: under a flood, groups shed before GapTimeout never skip their hole",
-	"liveness/startlowest": "new: under a small cap a StartLowest group's arrivals are evicted during its settle time, again and again: it never starts",
-	"amo-unordered-drop":   "new: an AtMostOnce Unordered delete applied but reported failed, retried as stale, drops the message",
+	"payload":                          "new: an AtMostOnce Unordered hand-out whose body was dropped with its delete is handed out again (after Abandon) or dead-lettered (Nack, PoisonDeadLetter) empty",
+	"commit-before-delete/older-epoch": "new: a fresh group demoted to an older epoch while the commit of its newer start is in flight consumes the older epoch below its durable cursor (AtMostOnce skips the commits, deletes go ahead)",
+	"order/older-epoch":                "new: the same demotion seen as order: an incarnation's first hand-out is of an epoch older than the stored cursor's",
+	"no-loss/conflict":                 "new: AtMostOnce, second receiver: the conflict re-writes the ack cursor advanced for a hand-out the conflict refused; the message is deleted as a duplicate",
+	"liveness/eo-dead-letter":          "new: ExactlyOnce: the group stays 'forced' for ever after its commit past a dead letter has an unknown outcome (markDirty is a no-op in ExactlyOnce) or conflicts (resolveConflict never clears forced)",
+	"park-drop":                        "new: a group with no stored cursor started by a newer epoch's arrival: its first advance drops the older epoch's parked messages (their queue copies are gone)",
+	"liveness/poison":                  "new: copies of a message out (a poison under PoisonBlock) become settled duplicate entries that count against the cap after their visibility lapsed; each redelivery adds one, the cap fills, every group stops",
+	"liveness/flood":                   "new, kin of ShedRescanChurnWhileIdle: under a flood, groups shed before GapTimeout never skip their hole",
+	"liveness/startlowest":             "new: under a small cap a StartLowest group's arrivals are evicted during its settle time, again and again: it never starts",
+	"amo-unordered-drop":               "new: an AtMostOnce Unordered delete applied but reported failed, retried as stale, drops the message",
 }
 
 var (
@@ -256,6 +264,7 @@ type wm struct {
 	readsN    int               // streams read, park queries and scans asked, for idle-reads
 	delFail   map[string]bool   // handles whose delete failed with a retryable error
 	raced     map[string]string // message id: the handle a ChangeVisibility gave while a delete of the old one was in flight
+	lateCV    map[string]string // message id: the handle an extension gave some time after the Core asked for it
 }
 
 // wdel is one hand-out, as the application tracks it.
@@ -527,6 +536,7 @@ func (w *wm) start() {
 	w.ackedLife = map[mkey]bool{}
 	w.delFail = map[string]bool{}
 	w.raced = map[string]string{}
+	w.lateCV = map[string]string{}
 	w.logf("start life %d", w.life)
 }
 
@@ -1060,7 +1070,11 @@ func (w *wm) checkOrder(group string, last, k mkey, attempt int, first bool) {
 	if w.tainted[k] {
 		return
 	}
-	w.violate("order", []mkey{k}, "life %d: group %s: %s handed out after %s (first of the incarnation %v; skips %v, epochs %v, stored cursor %s)",
+	prop := "order"
+	if c := w.st.cursor(group); k.epoch < c.Epoch {
+		prop += "/older-epoch"
+	}
+	w.violate(prop, []mkey{k}, "life %d: group %s: %s handed out after %s (first of the incarnation %v; skips %v, epochs %v, stored cursor %s)",
 		w.life, group, k, last, first, w.skips[group], w.epochRep[group], cursor(w.st.cursor(group)))
 }
 
@@ -1334,9 +1348,30 @@ func (w *wm) doCommit(cm recvcore.Commit) {
 	w.core.Committed(w.now, cm.ID, err)
 }
 
+// checkParkDrop: an advance drops from the park only what its cursor
+// records as handled; a parked message the cursor would deliver (late by
+// its epoch, or skipped) has no other copy (it left the queue when parked).
+func (w *wm) checkParkDrop(before map[parkKey][]byte) {
+	for pk := range before {
+		if _, ok := w.st.park[pk]; ok {
+			continue
+		}
+		k := mkey{group: pk.group, epoch: pk.epoch, seq: pk.seq}
+		if w.settled(k) || handledBy(w.st.cursor(k.group), k) || w.q.present(k) || w.contested[k.group] {
+			continue
+		}
+		w.violate("park-drop", []mkey{k}, "life %d: an advance to %s dropped parked %s, which nobody handled and which has no copy left in the queue",
+			w.life, cursor(w.st.cursor(k.group)), k)
+	}
+}
+
 // applyAdvance writes a batch and checks what the new cursors say.
 func (w *wm) applyAdvance(batch []seqstore.Advance) error {
+	before := maps.Clone(w.st.park)
 	err := w.st.advance(batch)
+	if err == nil {
+		w.checkParkDrop(before)
+	}
 	if err == nil {
 		for _, a := range batch {
 			w.checkSkips(a.Stream.Group)
@@ -1400,7 +1435,11 @@ func (w *wm) checkDelete(m *qMsg) {
 	if w.tainted[k] {
 		return
 	}
-	w.violate("commit-before-delete", []mkey{k}, "life %d: deleted %s (id %s) with the store's cursor at %s, not parked, not settled (given %d, acked %v)",
+	prop := "commit-before-delete"
+	if c := w.st.cursor(k.group); k.tagged() && k.epoch < c.Epoch {
+		prop += "/older-epoch" // consumed below a newer epoch's durable cursor, with no record of it
+	}
+	w.violate(prop, []mkey{k}, "life %d: deleted %s (id %s) with the store's cursor at %s, not parked, not settled (given %d, acked %v)",
 		w.life, k, m.id, cursor(w.st.cursor(k.group)), w.given[k], w.acked[k])
 }
 
@@ -1428,6 +1467,9 @@ func (w *wm) doVisibility(v recvcore.ChangeVisibility) {
 			}
 		}
 		w.logf("visibility #%d: %s %s -> %s until %s", v.ID, m.key, v.Receipt, r, m.visibleAt.Format("04:05.000"))
+		if !w.promptVis && v.Timeout == w.cfg.VisibilityExtend {
+			w.lateCV[m.id] = r
+		}
 		w.core.Visibility(w.now, v.ID, r, nil)
 	}
 }
@@ -1556,7 +1598,7 @@ func (w *wm) checkCap() {
 	}
 	// Attribute the excess: receipts whose delete failed and that the
 	// Core no longer counts are one known defect.
-	failed, taint := 0, 0
+	failed, taint, late := 0, 0, 0
 	var held []string
 	for _, m := range w.q.msgs {
 		if m.held(w.now) && m.holder == w.life && m.seen {
@@ -1565,6 +1607,8 @@ func (w *wm) checkCap() {
 				failed++
 			case w.tainted[m.key], w.raced[m.id] == m.receipt && m.receipt != "":
 				taint++
+			case w.lateCV[m.id] == m.receipt:
+				late++
 			}
 			held = append(held, fmt.Sprintf("%s(%s %s until %s)", m.key, m.id, m.receipt, m.visibleAt.Format("04:05.000")))
 		}
@@ -1575,6 +1619,8 @@ func (w *wm) checkCap() {
 		prop = "cap/failed-delete"
 	case n-failed-taint <= w.cfg.MaxHeld:
 		prop = "cap/consequence" // of another broken property (receipt-fresh, ...)
+	case n-failed-taint-late <= w.cfg.MaxHeld:
+		prop = "cap/extension-race" // a late extension result the Core ignored
 	}
 	if !w.broken[prop] {
 		w.violate(prop, nil, "life %d: the queue holds %d messages received and not deleted by this receiver (%d of them after a failed delete), cap %d: %v\n%s",
