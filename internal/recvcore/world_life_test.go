@@ -28,6 +28,7 @@ func (w *wm) end(kind int) {
 	w.logf("end: %s", endNames[kind])
 	clean := false
 	if kind != endCrash {
+		w.closing = true
 		w.core.Close(w.now)
 		w.collect()
 		// The Receives waiting for a ticket wake on the close: a resolved
@@ -77,6 +78,31 @@ func (w *wm) end(kind int) {
 	w.start()
 }
 
+// closeDuringHandOut closes the Core around an AtMostOnce hand-out: its
+// commit (or delete) lands or not, its Receive gives up or not, then a
+// clean Close, or one with a deadline.
+func (w *wm) closeDuringHandOut() {
+	var ws []*wdel
+	for _, o := range w.outs {
+		if o.state == dAwait || o.state == dResolved {
+			ws = append(ws, o)
+		}
+	}
+	if len(ws) == 0 {
+		return
+	}
+	o := ws[w.rng.IntN(len(ws))]
+	w.logf("close during the hand-out of %s", o.key)
+	if w.rng.IntN(2) == 0 {
+		w.abandon(o) // the Receive's ctx ended first
+	}
+	for range w.rng.IntN(4) {
+		w.doOne()
+		w.collect()
+	}
+	w.end([]int{endClean, endDeadline}[w.rng.IntN(2)])
+}
+
 // flush runs a closing Core's actions until it is Flushed, or until a
 // deadline when there is one; it reports whether Flushed was reached.
 func (w *wm) flush(deadline bool) bool {
@@ -115,8 +141,8 @@ func (w *wm) lose() {
 		}
 	}
 	for _, p := range w.parks {
-		if half() {
-			_ = w.st.parkAll(p.Entries)
+		if half() && w.st.parkAll(p.Entries) == nil {
+			w.noteParked(p.Entries)
 		}
 	}
 	for _, d := range w.deletes {
@@ -180,10 +206,17 @@ func (w *wm) checkRecoverable(how string) {
 		c := w.st.cursor(k.group)
 		switch {
 		case k.tagged() && handledBy(c, k):
-			w.violate("recoverable", []mkey{k}, "life %d, after a %s: the store's cursor %s is past %s with no skip mark, and it was never settled (given %d): the next incarnation deletes it as a duplicate",
+			w.violate("recoverable/no-skip", []mkey{k}, "life %d, after a %s: the store's cursor %s is past %s with no skip mark, and it was never settled (given %d): the next incarnation deletes it as a duplicate",
 				w.life, how, cursor(c), k, w.given[k])
 		case !w.q.present(k) && !(k.tagged() && w.st.parked(k)):
-			w.violate("recoverable", []mkey{k}, "life %d, after a %s: no copy of %s is left in the queue or the park, and it was never settled (given %d, cursor %s)",
+			prop := "recoverable"
+			switch {
+			case w.handedUnordered(k):
+				prop = "recoverable/unordered" // deleted for an AtMostOnce Unordered hand-out that never happened
+			case w.everParked[k]:
+				prop = "recoverable/parked" // its body was only in the park, and the park dropped it
+			}
+			w.violate(prop, []mkey{k}, "life %d, after a %s: no copy of %s is left in the queue or the park, and it was never settled (given %d, cursor %s)",
 				w.life, how, k, w.given[k], cursor(c))
 		}
 	}
@@ -191,6 +224,16 @@ func (w *wm) checkRecoverable(how string) {
 
 func compareKeys(a, b mkey) int {
 	return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(a.epoch, b.epoch), cmp.Compare(a.seq, b.seq), cmp.Compare(a.id, b.id))
+}
+
+// handedUnordered reports whether this incarnation handed k out Unordered.
+func (w *wm) handedUnordered(k mkey) bool {
+	for _, o := range w.nexted {
+		if o.key == k && o.d.Unordered {
+			return true
+		}
+	}
+	return false
 }
 
 func sortedKeys[V any](m map[mkey]V) []mkey {
@@ -445,7 +488,8 @@ func (w *wm) deadIn(group string) bool {
 // poisoned group's messages always).
 func (w *wm) settleOne(o *wdel, heal bool) {
 	d, k := &o.d, o.key
-	nack := w.poison[d.Group] && !d.Unordered || !heal && w.chance(w.fAppNack)
+	// Once its transaction committed (ExactlyOnce), the application acks.
+	nack := !o.txed && (w.poison[d.Group] && !d.Unordered || !heal && w.chance(w.fAppNack))
 	if nack {
 		w.logf("nack %s", delivery(*d))
 		if err := w.core.Nack(w.now, d, errors.New("handler failed")); err != nil {
