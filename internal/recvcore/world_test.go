@@ -273,6 +273,7 @@ type wm struct {
 	tainted    map[mkey]bool // broke a property that is not enforced: later checks leave it alone
 	everParked map[mkey]bool
 	closing    bool         // this incarnation's Core was closed
+	burstAt    time.Time    // when the Core last asked for many deletes at once
 	memOver    int          // the most memory went over the budget
 	nacks      map[mkey]int // application nacks, this incarnation
 	lateRep    map[mkey]bool
@@ -784,8 +785,13 @@ func (w *wm) collect() bool {
 		w.readsN += len(u.Queries)
 	}
 	w.readsN += len(rd.Scans)
+	burst := 0
 	for _, d := range rd.Deletes {
 		w.checkFresh("delete", d.Receipts)
+		burst += len(d.Receipts)
+	}
+	if burst >= 2*w.cfg.MaxBatch {
+		w.burstAt = w.now // a commit let many deletes go at once
 	}
 	for _, v := range rd.Visibility {
 		w.checkFresh("visibility change", []string{v.Receipt})
@@ -984,7 +990,12 @@ func (w *wm) checkStartLowest(f *freshGroup, k mkey) {
 	if k.epoch == low.epoch && (k.seq == low.seq || k.seq > low.seq && w.covered(k.group, k.epoch, low.seq, k.seq-1)) {
 		// Started right; what lies below is reported?
 	} else {
-		w.violate("startlowest", []mkey{k}, "life %d: StartLowest group %s starts at %s, the lowest seq seen in the settle time is %s (seen %v)",
+		// What the wrong start passes over is its doing, whatever follows.
+		passed := []mkey{k}
+		for s := uint64(1); s < k.seq; s++ {
+			passed = append(passed, mkey{group: k.group, epoch: k.epoch, seq: s})
+		}
+		w.violate("startlowest", passed, "life %d: StartLowest group %s starts at %s, the lowest seq seen in the settle time is %s (seen %v)",
 			w.life, k.group, k, low, seen)
 		// The sub-case of the rule that a densest-run start keeps: when
 		// no run of consecutive seqs seen is longer than the lowest seq's,
@@ -1154,7 +1165,7 @@ func (w *wm) settle(heal bool) {
 func (w *wm) ack(o *wdel, heal bool) {
 	d, k := &o.d, o.key
 	if w.cfg.Mode == recvcore.ExactlyOnce && !d.Unordered && !o.txed {
-		if err := w.st.advance([]seqstore.Advance{d.Advance}); err != nil {
+		if err := w.applyAdvance([]seqstore.Advance{d.Advance}); err != nil {
 			w.logf("advance tx of %s: %v", k, err)
 			if err := w.core.Nack(w.now, d, fmt.Errorf("tx: %w", err)); err != nil {
 				w.violate("settle-current", []mkey{k}, "life %d: Nack after a failed transaction %s: %v", w.life, delivery(*d), err)
@@ -1164,7 +1175,6 @@ func (w *wm) ack(o *wdel, heal bool) {
 		}
 		o.txed = true
 		w.ackedOrd[k], w.acked[k] = true, true
-		w.checkSkips(d.Group)
 		w.noteDurable(k)
 		if !heal && w.rng.IntN(5) == 0 {
 			return // acked later: a crash in between loses only the Ack
@@ -1645,14 +1655,10 @@ func (w *wm) checkStep() {
 	}
 	if mem > w.cfg.MaxMemory+w.memSlack() {
 		prop := "memory"
-		inDelete := 0
-		for _, d := range w.deletes {
-			inDelete += len(d.Receipts)
-		}
 		switch {
 		case w.flood:
 			prop = "memory/flood"
-		case mem-w.cfg.MaxMemory-w.memSlack() <= 400*inDelete:
+		case w.burstAt.Equal(w.now):
 			prop = "memory/delete-burst" // settled entries re-charged as whole messages for their deletes
 		}
 		if !w.broken[prop] {
