@@ -337,29 +337,28 @@ func (w *wm) idle() {
 	for w.now.Before(end) {
 		w.calmRound(250 * time.Millisecond)
 	}
-	reads, received := w.readsN-reads0, w.q.receipts-recv0
-	stuck := 0
-	for g := range w.groupsWaiting() {
-		_ = g
-		stuck++
+	var by [3]int
+	for i := range by {
+		by[i] = w.readsN[i] - reads0[i]
 	}
+	reads, received := by[0]+by[1]+by[2], w.q.receipts-recv0
+	stuck := len(w.groupsWaiting())
 	bound := 2*(stuck+1)*int(span/w.cfg.GapTimeout+1) + 4*received + 20
 	w.logf("phase: idle: %d reads in %v (%d groups waiting, %d receives), bound %d", reads, span, stuck, received, bound)
 	if reads > bound {
-		w.violate("idle-reads", nil, "life %d: idle for %v with %d receives: %d cursor reads, park queries and scans, bound %d (%d groups waiting on a hole)",
-			w.life, span, received, reads, bound, stuck)
+		w.violate("idle-reads", nil, "life %d: idle for %v with %d receives: %d cursor reads, %d park queries and %d park scans, bound %d in all (%d groups waiting on a hole)",
+			w.life, span, received, by[0], by[1], by[2], bound, stuck)
 	}
 }
 
-// groupsWaiting lists the groups that cannot end: stuck on a hole, or on a
-// poison message.
+// groupsWaiting lists the groups with a message not settled yet: each may
+// wait on a hole (a message held back or never sent), or on a poison one.
 func (w *wm) groupsWaiting() map[string]bool {
 	gs := map[string]bool{}
-	for g := range w.holed {
-		gs[g] = true
-	}
-	for g := range w.poison {
-		gs[g] = true
+	for k, sent := range w.sent {
+		if sent && k.tagged() && !w.settled(k) {
+			gs[k.group] = true
+		}
 	}
 	return gs
 }

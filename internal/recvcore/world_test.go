@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"reflect"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
@@ -194,7 +195,7 @@ func worldCase(t *rapid.T) {
 		}
 		// The case ends here whether or not the property is enforced:
 		// nothing sound is left to check.
-		w.record("no-panic", nil, fmt.Sprintf("life %d: the Core panicked: %v", w.life, r))
+		w.record("no-panic", nil, fmt.Sprintf("life %d: the Core panicked: %v, in %s", w.life, r, panicSite()))
 	}()
 	w.run()
 	if !w.flood {
@@ -202,6 +203,18 @@ func worldCase(t *rapid.T) {
 		worldStats.memOver = append(worldStats.memOver, w.memOver)
 		worldStats.mu.Unlock()
 	}
+}
+
+// panicSite names the Core's function that panicked, from the stack of a
+// deferred recover.
+func panicSite() string {
+	var fs []string
+	for _, line := range strings.Split(string(debug.Stack()), "\n") {
+		if f, ok := strings.CutPrefix(strings.TrimSpace(line), "github.com/inorder/inorder/internal/recvcore."); ok && len(fs) < 2 {
+			fs = append(fs, f[:strings.IndexByte(f, '(')+strings.IndexByte(f[strings.IndexByte(f, '(')+1:], '(')+1])
+		}
+	}
+	return strings.Join(fs, " from ")
 }
 
 // Timing of the world (virtual time).
@@ -285,7 +298,7 @@ type wm struct {
 	epochRep  map[string][]uint64
 	fresh     map[string]*freshGroup // StartLowest: groups with no stored cursor
 	ackedLife map[mkey]bool
-	readsN    int               // streams read, park queries and scans asked, for idle-reads
+	readsN    [3]int            // streams read, park queries and scans asked, for idle-reads
 	delFail   map[string]bool   // handles whose delete failed with a retryable error
 	raced     map[string]string // message id: the handle a ChangeVisibility gave while a delete of the old one was in flight
 	lateCV    map[string]string // message id: the handle an extension gave some time after the Core asked for it
@@ -779,12 +792,12 @@ func (w *wm) collect() bool {
 	w.unparks = append(w.unparks, rd.Unparks...)
 	w.scans = append(w.scans, rd.Scans...)
 	for _, r := range rd.Reads {
-		w.readsN += len(r.Streams)
+		w.readsN[0] += len(r.Streams)
 	}
 	for _, u := range rd.Unparks {
-		w.readsN += len(u.Queries)
+		w.readsN[1] += len(u.Queries)
 	}
-	w.readsN += len(rd.Scans)
+	w.readsN[2] += len(rd.Scans)
 	burst := 0
 	for _, d := range rd.Deletes {
 		w.checkFresh("delete", d.Receipts)
@@ -1662,8 +1675,8 @@ func (w *wm) checkStep() {
 			prop = "memory/delete-burst" // settled entries re-charged as whole messages for their deletes
 		}
 		if !w.broken[prop] {
-			w.violate(prop, nil, "life %d: memory %d over the budget %d (+ slack %d), %d groups in memory",
-				w.life, mem, w.cfg.MaxMemory, w.memSlack(), w.core.Stats().Groups)
+			w.violate(prop, nil, "life %d: memory %d over the budget %d (+ slack %d), %d groups in memory\n%s",
+				w.life, mem, w.cfg.MaxMemory, w.memSlack(), w.core.Stats().Groups, w.core.Dump())
 		}
 	}
 	if w.lapseChk {
