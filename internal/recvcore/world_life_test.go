@@ -192,7 +192,9 @@ func (w *wm) settled(k mkey) bool {
 	case w.ackedUnord[k]:
 		return true
 	}
-	return w.ackedOrd[k] && (w.durable[k] || handledBy(w.st.cursor(k.group), k))
+	// Acknowledged in order, and the store's cursor passed it (a skip mark
+	// over it is skip-honest's business).
+	return w.ackedOrd[k] && (w.durable[k] || w.st.cursor(k.group).Below(k.epoch, k.seq))
 }
 
 // checkRecoverable: what an incarnation leaves behind lets the next one

@@ -178,6 +178,9 @@ func (v *violationCounts) reset() {
 func (v *violationCounts) add(prop, msg string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if v.n == nil {
+		v.n, v.first = map[string]int{}, map[string]string{}
+	}
 	v.n[prop]++
 	if _, ok := v.first[prop]; !ok {
 		v.first[prop] = msg
@@ -1326,13 +1329,19 @@ func (w *wm) noteDurable(k mkey) {
 }
 
 // checkSkips: the store's skipped ranges of group never cover a message
-// durably handled (it would come back as a late arrival, delivered twice).
+// handled (it would come back as a late arrival, delivered twice).
 func (w *wm) checkSkips(group string) {
 	if w.contested[group] {
 		return
 	}
 	c := w.st.cursor(group)
-	for k := range w.durable {
+	// Handled: durably, or acknowledged in order by this incarnation (the
+	// write that marks it skipped may be the one that passes it). What an
+	// earlier incarnation acknowledged without making it durable may be
+	// skipped: it comes back as a late arrival, which at-least-once allows.
+	handled := maps.Clone(w.durable)
+	maps.Copy(handled, w.ackedLife)
+	for k := range handled {
 		if k.group == group && skipMarked(c, k) && !w.tainted[k] {
 			w.violate("skip-honest", []mkey{k}, "life %d: the stored cursor %s of %s marks %s skipped, which was handled and durable",
 				w.life, cursor(c), group, k)
