@@ -43,7 +43,7 @@ var worldDefectSeeds = []struct {
 	{"liveness/poison", 5053},
 	{"liveness/startlowest", 22},
 	{"liveness/flood", 1541},
-	{"no-spin/closing", 20304},
+	{"no-spin/closing", 60738},
 	{"memory/delete-burst", 297},
 	{"amo-once/forgotten", 67},
 	{"amo-once/across-lives", 191},

@@ -1606,10 +1606,13 @@ func (w *wm) doDead(d recvcore.DeadLetter) {
 // arrival, an untagged body under UntaggedDeadLetter.
 func (w *wm) deadLetter(b []byte) {
 	var k mkey
+	poison := func(k mkey) bool {
+		return w.cfg.Poison == recvcore.PoisonDeadLetter && (w.nacks[k] >= w.cfg.MaxAttempts || w.cfg.Mode == recvcore.AtMostOnce && w.nacks[k] > 0)
+	}
 	if id, ok := w.bodyIDs[string(b)]; ok {
 		k = mkey{id: id}
-		if w.cfg.Untagged != recvcore.UntaggedDeadLetter {
-			w.violate("dlq-justified", []mkey{k}, "life %d: untagged %s dead-lettered under UntaggedDeliver", w.life, k)
+		if w.cfg.Untagged != recvcore.UntaggedDeadLetter && !poison(k) {
+			w.violate("dlq-justified", []mkey{k}, "life %d: untagged %s dead-lettered under UntaggedDeliver, not poison (nacks %d)", w.life, k, w.nacks[k])
 		}
 	} else {
 		h, _, ok := envelope.Parse(b)
@@ -1619,9 +1622,8 @@ func (w *wm) deadLetter(b []byte) {
 		}
 		k = mkey{group: h.Group, epoch: h.Epoch, seq: h.Seq}
 		c := w.st.cursor(k.group)
-		poison := w.cfg.Poison == recvcore.PoisonDeadLetter && (w.nacks[k] >= w.cfg.MaxAttempts || w.cfg.Mode == recvcore.AtMostOnce && w.nacks[k] > 0)
 		late := skipMarked(c, k) || c.Epoch > k.epoch
-		if !poison && !late && !w.contested[k.group] && !w.tainted[k] {
+		if !poison(k) && !late && !w.contested[k.group] && !w.tainted[k] {
 			w.violate("dlq-justified", []mkey{k}, "life %d: %s dead-lettered: neither poison (nacks %d) nor late (stored cursor %s)", w.life, k, w.nacks[k], cursor(c))
 		}
 	}
