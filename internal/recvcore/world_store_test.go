@@ -2,6 +2,7 @@ package recvcore_test
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/inorder/inorder/seqstore"
 )
@@ -129,19 +130,9 @@ func (s *refStore) parkedStreams() []string {
 		}
 	}
 	slices.SortFunc(gs, func(a, b string) int {
-		return compareStrings(seqstore.Stream{Queue: s.queue, Group: a}.Key(), seqstore.Stream{Queue: s.queue, Group: b}.Key())
+		return strings.Compare(seqstore.Stream{Queue: s.queue, Group: a}.Key(), seqstore.Stream{Queue: s.queue, Group: b}.Key())
 	})
 	return gs
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func (s *refStore) parked(k mkey) bool {
