@@ -422,6 +422,8 @@ func (w *wm) missing(report bool) string {
 		if report {
 			prop := "liveness"
 			switch {
+			case k.tagged() && w.st.cursor(k.group).Next == 0 && w.onlyParked(k.group):
+				prop = "liveness/parked-no-cursor" // the README's known limitation
 			case k.tagged() && w.cfg.Start == recvcore.StartLowest && w.st.cursor(k.group).Next == 0:
 				prop = "liveness/startlowest" // a group that never started
 			case w.flood:
@@ -476,6 +478,17 @@ func (w *wm) missing(report bool) string {
 		return ""
 	}
 	return fmt.Sprint(miss)
+}
+
+// onlyParked reports whether every message of group not settled is in the
+// park only: no copy is left in the queue to start the group again.
+func (w *wm) onlyParked(group string) bool {
+	for k, sent := range w.sent {
+		if sent && k.group == group && !w.settled(k) && (w.q.present(k) || !w.st.parked(k)) {
+			return false
+		}
+	}
+	return true
 }
 
 // deadIn reports whether a message of group was dead-lettered: in
