@@ -422,6 +422,8 @@ func (w *wm) missing(report bool) string {
 		if report {
 			prop := "liveness"
 			switch {
+			case k.tagged() && w.demoted(k.group):
+				prop = "liveness/older-epoch" // consumed below a newer epoch's durable cursor
 			case k.tagged() && w.st.cursor(k.group).Next == 0 && w.onlyParked(k.group):
 				prop = "liveness/parked-no-cursor" // the README's known limitation
 			case k.tagged() && w.cfg.Start == recvcore.StartLowest && w.st.cursor(k.group).Next == 0:
@@ -478,6 +480,27 @@ func (w *wm) missing(report bool) string {
 		return ""
 	}
 	return fmt.Sprint(miss)
+}
+
+// demoted reports whether group has messages to deliver of an epoch older
+// than its stored cursor's, of which the cursor keeps no record (an epoch
+// switch records Range{old, next, MaxSeq}): the group went back to that
+// epoch below its durable cursor.
+func (w *wm) demoted(group string) bool {
+	c := w.st.cursor(group)
+	for k, sent := range w.sent {
+		if !sent || k.group != group || k.epoch >= c.Epoch || w.settled(k) && !w.tainted[k] {
+			continue
+		}
+		recorded := false
+		for _, r := range c.Skipped {
+			recorded = recorded || r.Epoch == k.epoch
+		}
+		if !recorded {
+			return true
+		}
+	}
+	return false
 }
 
 // onlyParked reports whether every message of group not settled is in the

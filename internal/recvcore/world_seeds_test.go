@@ -45,6 +45,9 @@ var worldDefectSeeds = []struct {
 	{"liveness/flood", 1541},
 	{"no-spin/closing", 60738},
 	{"memory/delete-burst", 297},
+	{"close-flushes/reads", 14936847},
+	{"liveness/older-epoch", 22195456},
+	{"liveness/parked-no-cursor", 13136376},
 	{"amo-once/forgotten", 67},
 	{"amo-once/across-lives", 191},
 }
