@@ -170,7 +170,14 @@ func (w *wm) lose() {
 			}
 		}
 	}
-	w.reads, w.commits, w.deletes, w.vis, w.deads, w.parks, w.unparks, w.scans = nil, nil, nil, nil, nil, nil, nil, nil
+	for _, r := range w.requeues {
+		for _, b := range r.Bodies {
+			if half() {
+				w.sendBack(b)
+			}
+		}
+	}
+	w.reads, w.commits, w.deletes, w.vis, w.deads, w.parks, w.unparks, w.scans, w.requeues = nil, nil, nil, nil, nil, nil, nil, nil, nil
 }
 
 // checkCloseDurable: after a clean Close (Close returned nil), everything

@@ -286,14 +286,15 @@ type wm struct {
 	deleteOutage, storeOutage                                            bool
 
 	// the shell's in-flight actions
-	reads   []recvcore.Read
-	commits []recvcore.Commit
-	deletes []recvcore.Delete
-	vis     []recvcore.ChangeVisibility
-	deads   []recvcore.DeadLetter
-	parks   []recvcore.Park
-	unparks []recvcore.Unpark
-	scans   []recvcore.Scan
+	reads    []recvcore.Read
+	commits  []recvcore.Commit
+	deletes  []recvcore.Delete
+	vis      []recvcore.ChangeVisibility
+	deads    []recvcore.DeadLetter
+	parks    []recvcore.Park
+	unparks  []recvcore.Unpark
+	scans    []recvcore.Scan
+	requeues []recvcore.Requeue
 
 	// the application, this incarnation
 	outs      []*wdel                   // handed out and not finished
@@ -355,8 +356,9 @@ const (
 // cursor in this incarnation.
 type freshGroup struct {
 	readAt   time.Time // its cursor read found none: the settle time starts
-	arrivals []mkey    // arrivals, with their time
+	arrivals []mkey    // arrivals, with their time and dequeue count
 	at       []time.Time
+	dequeue  []int
 	started  bool
 }
 
@@ -594,7 +596,7 @@ func (w *wm) start() {
 	}
 	w.core = c
 	w.life++
-	w.reads, w.commits, w.deletes, w.vis, w.deads, w.parks, w.unparks, w.scans = nil, nil, nil, nil, nil, nil, nil, nil
+	w.reads, w.commits, w.deletes, w.vis, w.deads, w.parks, w.unparks, w.scans, w.requeues = nil, nil, nil, nil, nil, nil, nil, nil, nil
 	w.outs, w.finished, w.nexted = nil, nil, nil
 	w.byTicket = map[recvcore.Ticket]*wdel{}
 	w.syncWaits = map[recvcore.Ticket]mkey{}
@@ -787,6 +789,7 @@ func (w *wm) noteArrival(x recvcore.Incoming) {
 	if !f.started {
 		f.arrivals = append(f.arrivals, m.key)
 		f.at = append(f.at, w.now)
+		f.dequeue = append(f.dequeue, x.DequeueCount)
 	}
 }
 
@@ -822,6 +825,7 @@ func (w *wm) collect() bool {
 	w.parks = append(w.parks, rd.Parks...)
 	w.unparks = append(w.unparks, rd.Unparks...)
 	w.scans = append(w.scans, rd.Scans...)
+	w.requeues = append(w.requeues, rd.Requeues...)
 	for _, r := range rd.Reads {
 		w.readsN[0] += len(r.Streams)
 	}
@@ -996,7 +1000,10 @@ func (w *wm) checkNext(o *wdel) {
 }
 
 // checkStartLowest: StartLowest starts at the lowest seq seen of the lowest
-// epoch seen during the settle time, and reports what it passes over.
+// epoch seen during the settle time, and reports what it passes over. Two
+// rules of the README refine it: while all it saw is one copy received
+// before, it settles again (up to ten times); and it passes over a lone
+// stale copy, received before and more than Window below the next seq seen.
 func (w *wm) checkStartLowest(f *freshGroup, k mkey) {
 	if f.readAt.IsZero() || w.scenario != "startlowest" {
 		// Elsewhere a small cap or window may evict what the settle
@@ -1015,11 +1022,12 @@ func (w *wm) checkStartLowest(f *freshGroup, k mkey) {
 			begin = at
 		}
 	}
-	end := begin.Add(w.cfg.StartSettle)
 	var seen []mkey
-	for i, a := range f.arrivals {
-		if f.at[i].Before(end) {
-			seen = append(seen, a)
+	var lowDequeue int
+	for end, round := begin.Add(w.cfg.StartSettle), 0; ; end, round = end.Add(w.cfg.StartSettle), round+1 {
+		seen, lowDequeue = f.seenBefore(end)
+		if round == 10 || !(len(seen) == 1 && lowDequeue > 1) {
+			break // (one copy received before, alone: the Core settles again)
 		}
 	}
 	if len(seen) == 0 {
@@ -1029,6 +1037,18 @@ func (w *wm) checkStartLowest(f *freshGroup, k mkey) {
 	for _, a := range seen {
 		if a.epoch < low.epoch || a.epoch == low.epoch && a.seq < low.seq {
 			low = a
+		}
+	}
+	if lowDequeue > 1 {
+		// A lone stale copy is passed over: the next seq seen starts.
+		next := mkey{}
+		for _, a := range seen {
+			if a.epoch == low.epoch && a.seq > low.seq && (next.seq == 0 || a.seq < next.seq) {
+				next = a
+			}
+		}
+		if next.seq != 0 && next.seq-low.seq > uint64(w.cfg.Window) {
+			low = next
 		}
 	}
 	if k.epoch == low.epoch && (k.seq == low.seq || k.seq > low.seq && w.covered(k.group, k.epoch, low.seq, k.seq-1)) {
@@ -1078,6 +1098,31 @@ func (w *wm) checkStartLowest(f *freshGroup, k mkey) {
 			break
 		}
 	}
+}
+
+// seenBefore returns the distinct arrivals of f before end, and the dequeue
+// count of the lowest (of the lowest epoch): the largest of its copies'.
+func (f *freshGroup) seenBefore(end time.Time) ([]mkey, int) {
+	var seen []mkey
+	dq := map[mkey]int{}
+	for i, a := range f.arrivals {
+		if f.at[i].Before(end) {
+			if _, dup := dq[a]; !dup {
+				seen = append(seen, a)
+			}
+			dq[a] = max(dq[a], f.dequeue[i])
+		}
+	}
+	if len(seen) == 0 {
+		return nil, 0
+	}
+	low := seen[0]
+	for _, a := range seen {
+		if a.epoch < low.epoch || a.epoch == low.epoch && a.seq < low.seq {
+			low = a
+		}
+	}
+	return seen, dq[low]
 }
 
 // give hands a delivery to the application and checks it as it sees it.
@@ -1378,7 +1423,7 @@ func (w *wm) otherReceiver(group string) {
 // drawn from the fault rates.
 func (w *wm) doOne() bool {
 	var kinds []int
-	for i, n := range []int{len(w.reads), len(w.commits), len(w.deletes), len(w.vis), len(w.deads), len(w.parks), len(w.unparks), len(w.scans)} {
+	for i, n := range []int{len(w.reads), len(w.commits), len(w.deletes), len(w.vis), len(w.deads), len(w.parks), len(w.unparks), len(w.scans), len(w.requeues)} {
 		if n > 0 {
 			kinds = append(kinds, i)
 		}
@@ -1403,8 +1448,42 @@ func (w *wm) doOne() bool {
 		w.doUnpark(take(&w.unparks, w.rng))
 	case 7:
 		w.doScan(take(&w.scans, w.rng))
+	case 8:
+		w.doRequeue(take(&w.requeues, w.rng))
 	}
 	return true
+}
+
+// doRequeue sends bodies back to the queue (the Core's Close does, for the
+// AtMostOnce messages whose only copy it held): each is a new queue message
+// of the same application message.
+func (w *wm) doRequeue(r recvcore.Requeue) {
+	errs := make([]error, len(r.Bodies))
+	for i, b := range r.Bodies {
+		if w.chance(w.fDeadFail) {
+			errs[i] = errors.New("send: 503")
+			continue
+		}
+		w.sendBack(b)
+	}
+	w.core.Requeued(w.now, r.ID, errs)
+}
+
+// sendBack puts b on the queue as a new message of the application message
+// it carries.
+func (w *wm) sendBack(b []byte) {
+	var k mkey
+	if id, ok := w.bodyIDs[string(b)]; ok {
+		k = mkey{id: id}
+	} else if h, _, ok := envelope.Parse(b); ok {
+		k = mkey{group: h.Group, epoch: h.Epoch, seq: h.Seq}
+	} else {
+		w.violate("payload", nil, "life %d: a body sent back that was never sent: %q", w.life, b)
+		return
+	}
+	w.ids++
+	w.q.add(fmt.Sprintf("id%d", w.ids), b, k, true)
+	w.logf("sent back %s", k)
 }
 
 func take[T any](s *[]T, rng *rand.Rand) T {
