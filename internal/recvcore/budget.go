@@ -23,8 +23,10 @@ type budget struct {
 
 	// released holds the messages given back to the queue that stay
 	// invisible until their time: received and not deleted, for the
-	// service.
+	// service. relByID finds one by its message's ID: received again,
+	// the message is visible again (its old receipt is stale).
 	released relHeap
+	relByID  map[string]*relEntry
 
 	undelTokens float64 // receipts that may run ahead of their deletes
 	undelAt     time.Time
@@ -93,10 +95,41 @@ func (b *budget) received() {
 }
 
 // addReleased counts a message given back to the queue until it is visible
-// again.
-func (b *budget) addReleased(until time.Time, receipt string) *relEntry {
-	e := &relEntry{until: until, receipt: receipt}
+// again. id is its message ID ("" when unknown).
+func (b *budget) addReleased(until time.Time, receipt, id string) *relEntry {
+	e := &relEntry{until: until, receipt: receipt, id: id}
+	if id != "" {
+		if old := b.relByID[id]; old != nil {
+			b.released.remove(old)
+		}
+		if b.relByID == nil {
+			b.relByID = make(map[string]*relEntry)
+		}
+		b.relByID[id] = e
+	}
 	b.released.push(e)
+	return e
+}
+
+// popReleased takes the released message visible again first off the count.
+func (b *budget) popReleased() *relEntry {
+	e := b.released.pop()
+	if b.relByID[e.id] == e {
+		delete(b.relByID, e.id)
+	}
+	return e
+}
+
+// receivedAgain takes the released message id off the count, received
+// again (the new receipt counts instead). It reports the entry, nil if
+// there was none.
+func (b *budget) receivedAgain(id string) *relEntry {
+	e := b.relByID[id]
+	if e == nil {
+		return nil
+	}
+	delete(b.relByID, id)
+	b.released.remove(e)
 	return e
 }
 
@@ -135,7 +168,7 @@ func (b *budget) stillReleased(now time.Time) int {
 func (c *Core) expireReleased(now time.Time) {
 	b := &c.budget
 	for len(b.released) > 0 && !b.released[0].until.After(now) {
-		c.vis.unshorten(b.released.pop())
+		c.vis.unshorten(b.popReleased())
 	}
 }
 

@@ -214,9 +214,9 @@ func (l *holdList) remove(m *msg) {
 // relEntry is a message given back to the queue: received, not deleted,
 // and invisible until a time. The service counts it until then.
 type relEntry struct {
-	until   time.Time
-	receipt string
-	index   int
+	until       time.Time
+	receipt, id string
+	index       int
 }
 
 // relHeap is a min-heap of released messages by time.
@@ -245,6 +245,24 @@ func (h *relHeap) pop() *relEntry {
 	h.down(0)
 	e.index = -1
 	return e
+}
+
+// remove takes e off the heap.
+func (h *relHeap) remove(e *relEntry) {
+	s := *h
+	i, n := e.index, len(s)-1
+	if i < 0 || i > n || s[i] != e {
+		return
+	}
+	if i != n {
+		s.swap(i, n)
+	}
+	s[n] = nil
+	*h = s[:n]
+	if i != n {
+		h.fix(i)
+	}
+	e.index = -1
 }
 
 // fix restores the heap after the time of the entry at i changed.

@@ -76,13 +76,21 @@ func (l *deleteLane) ready(c *Core, now time.Time, rd *Ready) {
 		b := l.batch(n, c.cfg.MaxBatch)
 		for range n {
 			m, _ := l.q.pop()
+			if !m.visibleAt().After(now) {
+				c.lapsedDelete(now, m)
+				continue
+			}
 			b.ms = append(b.ms, m)
 			b.receipts = append(b.receipts, m.receipt)
 		}
-		id := c.id()
-		l.busy[id] = b
-		l.inFlight++
-		rd.Deletes = append(rd.Deletes, Delete{ID: id, Receipts: b.receipts})
+		if len(b.ms) > 0 {
+			id := c.id()
+			l.busy[id] = b
+			l.inFlight++
+			rd.Deletes = append(rd.Deletes, Delete{ID: id, Receipts: b.receipts})
+		} else {
+			l.spare = append(l.spare, b)
+		}
 		full = l.q.len() >= c.cfg.MaxBatch
 		due = due && l.q.len() > 0
 		l.since = now
@@ -138,6 +146,20 @@ func (c *Core) Deleted(now time.Time, id uint64, res []DeleteResult) {
 		l.spare = append(l.spare, delBatch{b.ms[:0], b.receipts[:0]})
 	}
 }
+
+// lapsedDelete drops the delete of m, whose visibility ended while it
+// waited (for a retry, or its batch): its receipt is stale, and the queue
+// delivers it again (deleted then, as a duplicate).
+func (c *Core) lapsedDelete(now time.Time, m *msg) {
+	if m.waitsForAny(outDelete, outAbandoned) {
+		c.deletedBeforeHandOut(now, m, DeleteResult{Err: errLapsed})
+		return
+	}
+	c.report(Report{Kind: ReportWarn, Msg: "delete failed; the message comes back and is deleted then", ID: m.id, Err: errLapsed})
+	c.gone(m)
+}
+
+var errLapsed = errors.New("recvcore: the visibility ended before the delete could go: the receipt is stale")
 
 // deletedOne applies the outcome r of m's delete. A delete that failed is
 // retried, after the lane's backoff, for as long as m's receipt is valid

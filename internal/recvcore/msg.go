@@ -157,17 +157,16 @@ func (c *Core) settleMsg(g *group, m *msg) {
 }
 
 // unsettle makes a settled entry a message again, to delete or release it.
-// While a change of its visibility is in flight, its end is unknown: it is
-// taken as extended (countUntilVisible), and a delete goes with the receipt
-// known (refused as stale if the change rotated it: the message then comes
-// back once visible, as a duplicate).
+// A change of its visibility in flight becomes the message's: a delete
+// waits for it (the receipt changes), and a release counts the message as
+// extended until the change's outcome is known.
 func (c *Core) unsettle(now time.Time, e settledEntry) *msg {
 	c.budget.mem -= len(e.receipt)
 	m := c.pool.take()
 	m.epoch, m.seq, m.receipt, m.visible, m.since, m.where = e.epoch, e.seq, e.receipt, e.visible, e.since, wSettled
 	m.flags = e.flags & (fDup | fLapsed)
-	if e.flags&fVisBusy != 0 {
-		m.setVisibleAt(maxTime(m.visibleAt(), now.Add(c.cfg.VisibilityExtend)))
+	if e.flags&fVisBusy != 0 && c.vis.rebind(m) {
+		m.flags |= fVisBusy
 	}
 	c.budget.charge(m)
 	return m
@@ -284,7 +283,8 @@ func (c *Core) countUntilVisible(now time.Time, m *msg, shorten bool) {
 	if !until.After(now) {
 		return
 	}
-	e := c.budget.addReleased(until, m.receipt)
+	e := c.budget.addReleased(until, m.receipt, m.id)
+	c.vis.released(m.receipt, e)
 	if shorten && m.receipt != "" && !m.has(fLapsed) && c.worthShortening(now, until) {
 		c.vis.shorten(e, c.shortBound())
 	}

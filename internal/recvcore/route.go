@@ -38,7 +38,7 @@ func (c *Core) FetchFailed(now time.Time, n int) {
 	defer c.end()
 	until := now.Add(c.cfg.Visibility)
 	for range n {
-		c.budget.addReleased(until, "")
+		c.budget.addReleased(until, "", "")
 	}
 }
 
@@ -57,6 +57,9 @@ func (c *Core) arrive(now time.Time, in *Incoming) {
 		m.setVisibleAt(in.NextVisible)
 	}
 	m.since = now.UnixNano()
+	if e := c.budget.receivedAgain(m.id); e != nil {
+		c.vis.unshorten(e)
+	}
 	c.budget.charge(m)
 	c.budget.received()
 	c.vis.list.push(m)

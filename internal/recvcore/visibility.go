@@ -32,6 +32,7 @@ type visChange struct {
 	epoch, seq uint64
 	receipt    string
 	timeout    time.Duration
+	rel        *relEntry // the message, released while this was in flight
 }
 
 // settledWait is a group whose settled entries' visibility is kept alive,
@@ -353,6 +354,9 @@ func (c *Core) Visibility(now time.Time, id uint64, receipt string, err error) {
 	l.inFlight--
 	m := v.m
 	switch {
+	case v.rel != nil:
+		c.releasedChanged(now, v, receipt, err)
+		return
 	case m == nil && v.g == nil:
 		c.shortened(now, v, err)
 		return
@@ -398,6 +402,57 @@ func (c *Core) extended(now time.Time, m *msg, old, receipt string, timeout time
 		c.vis.list.push(m)
 	}
 	c.budget.recharge(m)
+}
+
+// rebind makes the change in flight of a settled entry with m's receipt
+// (started for the entry, or for the message it was) m's, made a message
+// again. It reports whether there was one.
+func (l *visLane) rebind(m *msg) bool {
+	for id, v := range l.busy {
+		settled := v.g != nil && (v.m == nil || v.m.gen != v.gen)
+		if settled && v.rel == nil && v.receipt == m.receipt {
+			v.m, v.gen = m, m.gen
+			l.busy[id] = v
+			return true
+		}
+	}
+	return false
+}
+
+// released records that the message released with receipt is the subject
+// of the visibility change in flight, if one is: its outcome is the
+// message's new receipt and visibility.
+func (l *visLane) released(receipt string, e *relEntry) {
+	if receipt == "" {
+		return
+	}
+	for id, v := range l.busy {
+		if v.receipt == receipt && v.rel == nil && (v.m != nil || v.g != nil) {
+			v.rel = e
+			l.busy[id] = v
+			return
+		}
+	}
+}
+
+// releasedChanged records the outcome of a visibility change of a message
+// released meanwhile: its new receipt and time, to count it by and to
+// shorten it with.
+func (c *Core) releasedChanged(now time.Time, v visChange, receipt string, err error) {
+	e := v.rel
+	rel := c.budget.released
+	if e.index < 0 || e.index >= len(rel) || rel[e.index] != e || e.receipt != v.receipt {
+		return // visible again, or received again, meanwhile
+	}
+	if err != nil {
+		return // counted as if extended (countUntilVisible)
+	}
+	c.st.Extended++
+	e.receipt, e.until = receipt, now.Add(v.timeout)
+	rel.fix(e.index)
+	if c.worthShortening(now, e.until) {
+		c.vis.shorten(e, c.shortBound())
+	}
 }
 
 // settledExtended records the outcome of a settled entry's extension: its
