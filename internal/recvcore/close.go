@@ -68,6 +68,7 @@ func (c *Core) skipOwed(g *group) {
 	m.skippedOut()
 	r := seqstore.Range{Epoch: m.epoch, First: m.seq, Last: m.seq}
 	c.skipped(g, r, 0, "at-most-once message committed but not taken before close: marked skipped")
+	g.owed = append(g.owed, r)
 	c.markDirty(g)
 	if m.has(fStored) {
 		c.requeue(m)
@@ -91,6 +92,7 @@ func (c *Core) giveBackGroup(now time.Time, g *group) {
 	clear(g.newer)
 	clear(g.pending)
 	g.held, g.newer, g.pending = g.held[:0], g.newer[:0], g.pending[:0]
+	g.newerSince, g.newerEpoch = time.Time{}, 0
 	for _, m := range all {
 		c.budget.unbuffer(m)
 		c.giveBack(now, m)

@@ -2,6 +2,7 @@ package recvcore
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/inorder/inorder/seqstore"
@@ -214,6 +215,7 @@ func (c *Core) durable(now time.Time, g *group, to seqstore.Cursor) {
 	}
 	c.flushSettled(now, g)
 	c.resolveDurable(g)
+	g.owed = slices.DeleteFunc(g.owed, func(r seqstore.Range) bool { return skippedIn(to, r) })
 	if m := g.out; m != nil && below(g.dur, m.epoch, m.seq) {
 		switch m.out {
 		case outCommit:

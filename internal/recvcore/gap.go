@@ -95,6 +95,9 @@ func (c *Core) checkGap(g *group, now time.Time) {
 // skip moves g past its hole, to the lowest seq it knows, and records the
 // skipped range in the cursor.
 func (c *Core) skip(g *group, now time.Time) {
+	if c.closing {
+		return // nothing is handed out any more: the next receiver decides
+	}
 	if c.cfg.Park && (!g.probed || g.park.probedAt.Before(g.gapSince)) {
 		// Skip only what the park was seen not to hold: read it first.
 		g.probed = false
@@ -127,7 +130,7 @@ func (c *Core) skip(g *group, now time.Time) {
 // Range{old, next, MaxSeq}: a seq of the old epoch that arrives later is a
 // duplicate below next, a late arrival from next on.
 func (c *Core) checkEpoch(g *group, now time.Time) {
-	if g.newerEpoch == 0 || g.out != nil || now.Before(g.newerSince.Add(c.cfg.GapTimeout)) {
+	if g.newerEpoch == 0 || g.out != nil || c.closing || now.Before(g.newerSince.Add(c.cfg.GapTimeout)) {
 		return
 	}
 	if g.waiting() || g.unparking || g.park.parking > 0 || g.farHigh >= g.next {

@@ -86,6 +86,11 @@ type groupCold struct {
 	// and the group waits for them (a hole) and never passes over them
 	// when it switches epochs.
 	farLow, farHigh uint64
+
+	// owed holds the ranges skipOwed marked and no commit made durable
+	// yet: a conflict carries them over to the other receiver's cursor
+	// (the messages are ours, committed and never handed out).
+	owed []seqstore.Range
 }
 
 // parkView is what a group knows of its parked messages. low is the lowest

@@ -186,7 +186,8 @@ func (c *Core) resolveConflict(now time.Time, g *group, cur seqstore.Cursor) {
 }
 
 // dropAwaitedCommit takes back g's AtMostOnce hand-out whose commit a
-// conflict refused: it was not ours to hand out.
+// conflict refused: it was not ours to hand out, nor is the advance past
+// it ours to write again.
 func (c *Core) dropAwaitedCommit(now time.Time, g *group) {
 	m := g.out
 	if m == nil || m.out != outCommit && m.out != outAbandoned {
@@ -198,12 +199,37 @@ func (c *Core) dropAwaitedCommit(now time.Time, g *group) {
 	c.resolve(m.ticket, ErrConflict)
 	m.ticket = 0
 	g.out = nil
+	if g.ack.Epoch == m.epoch && g.ack.Next == m.seq+1 {
+		g.ack.Next = m.seq
+	}
+	if g.epoch == m.epoch && g.next == m.seq+1 {
+		g.next = m.seq
+	}
 	c.rearrive(now, g, m)
+}
+
+// carryOwed marks again in g's cursor, someone else's now, the AtMostOnce
+// messages it owes (see skipOwed) that the cursor passed over unmarked.
+// Past the durable commit that owed them, no one else took them.
+func (c *Core) carryOwed(g *group) {
+	keep := g.owed[:0]
+	for _, r := range g.owed {
+		if !below(g.ack, r.Epoch, r.Last) || skippedIn(g.ack, r) {
+			continue // ahead of the cursor (handed out normally), or marked
+		}
+		addSkipped(&g.ack, r)
+		keep = append(keep, r)
+	}
+	g.owed = keep
+	if len(keep) > 0 {
+		c.markDirty(g)
+	}
 }
 
 // moveTo continues g from cur, someone else's cursor ahead of this Core's.
 func (c *Core) moveTo(now time.Time, g *group, cur seqstore.Cursor) {
 	g.dur, g.ack = cur, cloneCursor(cur)
+	c.carryOwed(g)
 	if cur.Next == 0 {
 		c.become(g, phFresh)
 	}

@@ -66,6 +66,16 @@ func cmpUint(a, b uint64) int {
 // the next commit) and reported (msg says why; an epoch switch's range is
 // reported as the switch). Ranges the cursor cannot hold any more are
 // reported as forgotten.
+// skippedIn reports whether cur marks every seq of r skipped.
+func skippedIn(cur seqstore.Cursor, r seqstore.Range) bool {
+	for _, s := range cur.Skipped {
+		if s.Epoch == r.Epoch && s.First <= r.First && r.Last <= s.Last {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *Core) skipped(g *group, r seqstore.Range, age time.Duration, why string) {
 	for _, d := range addSkipped(&g.ack, r) {
 		c.report(Report{Kind: ReportWarn, Msg: "skipped range forgotten: the cursor holds 64; a late copy of these seqs will be taken for a duplicate",

@@ -208,6 +208,14 @@ func (w *wm) settled(k mkey) bool {
 	return w.ackedOrd[k] && (w.durable[k] || w.st.cursor(k.group).Below(k.epoch, k.seq))
 }
 
+// amoUncertain reports whether k's loss is AtMostOnce's to take: a second
+// receiver moved the cursor past k after this receiver's commit of k's
+// hand-out applied with an unknown outcome. The Core cannot tell its own
+// write from the other's; handing k out could give it twice.
+func (w *wm) amoUncertain(k mkey) bool {
+	return w.cfg.Mode == recvcore.AtMostOnce && w.contested[k.group] && w.uncertain[k]
+}
+
 // checkRecoverable: what an incarnation leaves behind lets the next one
 // deliver every message not settled: a copy of it is in the queue or the
 // park, and the stored cursor does not say it was handled.
@@ -219,7 +227,11 @@ func (w *wm) checkRecoverable(how string) {
 		c := w.st.cursor(k.group)
 		switch {
 		case k.tagged() && handledBy(c, k):
-			w.violate("recoverable/no-skip", []mkey{k}, "life %d, after a %s: the store's cursor %s is past %s with no skip mark, and it was never settled (given %d): the next incarnation deletes it as a duplicate",
+			prop := "recoverable/no-skip"
+			if w.amoUncertain(k) {
+				prop = "amo-uncertain-conflict"
+			}
+			w.violate(prop, []mkey{k}, "life %d, after a %s: the store's cursor %s is past %s with no skip mark, and it was never settled (given %d): the next incarnation deletes it as a duplicate",
 				w.life, how, cursor(c), k, w.given[k])
 		case !w.q.present(k) && !(k.tagged() && w.st.parked(k)):
 			prop := "recoverable"
@@ -418,7 +430,10 @@ func (w *wm) missing(report bool) string {
 		miss = append(miss, what)
 		if report {
 			prop := "no-loss"
-			if w.contested[k.group] {
+			switch {
+			case w.amoUncertain(k):
+				prop = "amo-uncertain-conflict"
+			case w.contested[k.group]:
 				prop = "no-loss/conflict"
 			}
 			w.violate(prop, []mkey{k}, "life %d: %s", w.life, what)

@@ -134,6 +134,7 @@ var worldKnownFailing = map[string]string{
 	// Documented or by design today.
 	"liveness/parked-no-cursor": "README, Known limitations: a group whose cursor was never stored, with every message left parked, waits after a restart until its next message arrives",
 	"amo-once/forgotten":        "Stats.Forgotten: a copy of a late or untagged message handed out again once the dedup set was trimmed to fit MaxMemory",
+	"amo-uncertain-conflict":    "inherent: AtMostOnce, second receiver: the commit of a hand-out has an unknown outcome (applied), and the other receiver moved the cursor past it; the Core cannot tell its write from the other's, and refuses the hand-out rather than risk a second one",
 	"amo-once/across-lives":     "a copy of a late (skipped or older-epoch) message handed out again by a later incarnation (the dedup set lives as long as one Core)",
 }
 
@@ -316,6 +317,7 @@ type wm struct {
 	other      map[mkey]bool // handled by the second receiver
 	contested  map[string]bool
 	tainted    map[mkey]bool // broke a property that is not enforced: later checks leave it alone
+	uncertain  map[mkey]bool // AtMostOnce: an advance past it applied, and reported failed
 	everParked map[mkey]bool
 	closing    bool         // this incarnation's Core was closed
 	bursting   bool         // the Core asked for many deletes at once, and they are not all done
@@ -385,6 +387,7 @@ func newWorldModel(t *rapid.T) *wm {
 		other:      map[mkey]bool{},
 		contested:  map[string]bool{},
 		tainted:    map[mkey]bool{},
+		uncertain:  map[mkey]bool{},
 		everParked: map[mkey]bool{},
 		lateRep:    map[mkey]bool{},
 		broken:     map[string]bool{},
@@ -1528,6 +1531,11 @@ func (w *wm) doCommit(cm recvcore.Commit) {
 	case w.chance(w.fWriteAfter):
 		if err = w.applyAdvance(cm.Advances); err == nil {
 			err = errors.New("timeout after the write") // applied, reported failed
+			for _, a := range cm.Advances {
+				if a.To.Next > 1 {
+					w.uncertain[mkey{group: a.Stream.Group, epoch: a.To.Epoch, seq: a.To.Next - 1}] = true
+				}
+			}
 		}
 	default:
 		err = w.applyAdvance(cm.Advances)
