@@ -32,6 +32,7 @@ type deleteLane struct {
 type delBatch struct {
 	ms       []*msg
 	receipts []string
+	at       time.Time // sent
 }
 
 func (l *deleteLane) init() {
@@ -84,6 +85,7 @@ func (l *deleteLane) ready(c *Core, now time.Time, rd *Ready) {
 			b.receipts = append(b.receipts, m.receipt)
 		}
 		if len(b.ms) > 0 {
+			b.at = now
 			id := c.id()
 			l.busy[id] = b
 			l.inFlight++
@@ -104,7 +106,7 @@ func (l *deleteLane) batch(n, size int) delBatch {
 		l.spare = l.spare[:k-1]
 		return b
 	}
-	return delBatch{make([]*msg, 0, size), make([]string, 0, size)}
+	return delBatch{ms: make([]*msg, 0, size), receipts: make([]string, 0, size)}
 }
 
 // Deleted reports the outcome of the Delete action id, one result per
@@ -130,7 +132,7 @@ func (c *Core) Deleted(now time.Time, id uint64, res []DeleteResult) {
 			r = DeleteResult{Err: errors.New("no result"), Retry: true}
 		}
 		if m.waitsForAny(outDelete, outAbandoned) {
-			failed = c.deletedBeforeHandOut(now, m, r) || failed
+			failed = c.deletedBeforeHandOut(now, m, r, b.at) || failed
 			continue
 		}
 		failed = c.deletedOne(now, m, r) || failed
@@ -143,7 +145,7 @@ func (c *Core) Deleted(now time.Time, id uint64, res []DeleteResult) {
 	if len(l.spare) < maxDeletesInFlight {
 		clear(b.ms)
 		clear(b.receipts)
-		l.spare = append(l.spare, delBatch{b.ms[:0], b.receipts[:0]})
+		l.spare = append(l.spare, delBatch{ms: b.ms[:0], receipts: b.receipts[:0]})
 	}
 }
 
@@ -152,12 +154,17 @@ func (c *Core) Deleted(now time.Time, id uint64, res []DeleteResult) {
 // delivers it again (deleted then, as a duplicate).
 func (c *Core) lapsedDelete(now time.Time, m *msg) {
 	if m.waitsForAny(outDelete, outAbandoned) {
-		c.deletedBeforeHandOut(now, m, DeleteResult{Err: errLapsed})
+		c.deletedBeforeHandOut(now, m, DeleteResult{Err: errLapsed}, now)
 		return
 	}
 	c.report(Report{Kind: ReportWarn, Msg: "delete failed; the message comes back and is deleted then", ID: m.id, Err: errLapsed})
 	c.gone(m)
 }
+
+// staleMargin is how long before the end of its visibility a message's
+// receipt is taken to be still its own: a stale receipt earlier than that
+// means the message was deleted, not received by another.
+const staleMargin = time.Second
 
 var errLapsed = errors.New("recvcore: the visibility ended before the delete could go: the receipt is stale")
 
@@ -192,10 +199,13 @@ func (c *Core) deletedOne(now time.Time, m *msg, r DeleteResult) bool {
 }
 
 // deletedBeforeHandOut completes an AtMostOnce Unordered hand-out, which
-// waits for its delete.
-func (c *Core) deletedBeforeHandOut(now time.Time, m *msg, r DeleteResult) bool {
+// waits for its delete (sent at). A retry that finds the receipt stale
+// while the message was still invisible to others (by a margin) follows an
+// attempt that took effect: the message is ours, deleted.
+func (c *Core) deletedBeforeHandOut(now time.Time, m *msg, r DeleteResult, at time.Time) bool {
+	ownDelete := r.Stale && m.tries > 0 && m.visibleAt().Sub(at) > staleMargin
 	switch {
-	case r.Err == nil:
+	case r.Err == nil || ownDelete:
 		c.st.Deleted++
 		c.deletedFirst(m)
 		c.resolve(m.ticket, nil)
