@@ -47,9 +47,10 @@ func (l *commitLane) flushed(c *Core) bool {
 	return true
 }
 
-// markDirty queues g for the committer.
+// markDirty queues g for the committer (in ExactlyOnce, only a cursor the
+// Core writes itself: see forceCommit).
 func (c *Core) markDirty(g *group) {
-	if c.cfg.Mode == ExactlyOnce || g.dirty {
+	if c.cfg.Mode == ExactlyOnce && !g.forced || g.dirty {
 		return
 	}
 	c.commits.queue(c.now, g)

@@ -229,6 +229,7 @@ func (c *Core) carryOwed(g *group) {
 // moveTo continues g from cur, someone else's cursor ahead of this Core's.
 func (c *Core) moveTo(now time.Time, g *group, cur seqstore.Cursor) {
 	g.dur, g.ack = cur, cloneCursor(cur)
+	g.forced = false // nothing of ours is left to write
 	c.carryOwed(g)
 	if cur.Next == 0 {
 		c.become(g, phFresh)
