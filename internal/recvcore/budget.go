@@ -508,11 +508,15 @@ func (c *Core) shed(now time.Time) {
 	}
 }
 
-// pin writes the cursor of g, a group that parked without a stored cursor:
-// its epoch and next seq. Once durable, g is quiet again and can be shed.
+// pin writes the cursor of g, a group without a stored cursor that parks
+// (or parked, before a conflict): its epoch and next seq. Once durable, g
+// may park, and is quiet again and can be shed.
 func (c *Core) pin(g *group) {
 	if g.ack.Epoch == 0 && g.ack.Next == 0 {
 		g.ack.Epoch, g.ack.Next = g.epoch, g.next
+		if m := g.out; m != nil && m.epoch == g.epoch {
+			g.ack.Next = m.seq // out, not acknowledged
+		}
 	}
 	c.markDirty(g)
 }

@@ -224,6 +224,9 @@ func (c *Core) toPark(g *group, m *msg) {
 	m.where = wPark
 	c.parks.q = append(c.parks.q, m)
 	g.park.parking++
+	if !m.stored() {
+		c.pin(g)
+	}
 }
 
 // requeueHeld makes a message that came back from a lane (a park refused,

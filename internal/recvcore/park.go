@@ -27,8 +27,13 @@ func (l *parkLane) init() {
 }
 
 func (l *parkLane) due(c *Core) time.Time {
-	if len(l.q) > 0 && l.idle() {
-		return l.after
+	if !l.idle() {
+		return time.Time{}
+	}
+	for _, m := range l.q { // the first one, unless its group is being pinned
+		if m.stored() {
+			return l.after
+		}
 	}
 	return time.Time{}
 }
@@ -36,12 +41,20 @@ func (l *parkLane) due(c *Core) time.Time {
 func (l *parkLane) flushed(c *Core) bool { return l.idle() && len(l.q) == 0 }
 
 // canPark reports whether m, held for g, may be parked: the store can,
-// m is of g's current epoch, beyond its next seq, and its body fits a
-// park entry (a larger one would be refused on every retry).
+// m is of g's current epoch, beyond its next seq, and its body fits a park
+// entry (a larger one would be refused on every retry). In ExactlyOnce, g
+// must have a stored cursor (see toPark): the Core cannot pin one, which
+// would refuse the application's own first advance.
 func (c *Core) canPark(g *group, m *msg) bool {
 	return c.cfg.Park && g != nil && g.phase == phActive && m.epoch == g.epoch && m.seq > g.next &&
-		!m.has(fStored|fNoPark) && !c.closing && len(m.raw) <= seqstore.MaxParkBody
+		!m.has(fStored|fNoPark) && !c.closing && len(m.raw) <= seqstore.MaxParkBody &&
+		(g.dur.Epoch != 0 || c.cfg.Mode != ExactlyOnce)
 }
+
+// stored reports whether m's group has a stored cursor. A park waits for
+// it: without one, a restart would not know the group's epoch, and a newer
+// epoch's first advance would drop what is parked (toPark pins it).
+func (m *msg) stored() bool { return m.g.dur.Epoch != 0 }
 
 func (l *parkLane) ready(c *Core, now time.Time, rd *Ready) {
 	if !l.open(now) || len(l.q) == 0 {
@@ -59,7 +72,7 @@ func (l *parkLane) ready(c *Core, now time.Time, rd *Ready) {
 	rest := l.q[:0]
 	for _, m := range l.q {
 		k := seqKey{m.g, m.epoch, m.seq}
-		if _, dup := seen[k]; dup || len(ms) == c.cfg.MaxParks {
+		if _, dup := seen[k]; dup || len(ms) == c.cfg.MaxParks || !m.stored() {
 			rest = append(rest, m)
 			continue
 		}
@@ -68,6 +81,9 @@ func (l *parkLane) ready(c *Core, now time.Time, rd *Ready) {
 	}
 	clear(l.q[len(rest):])
 	l.q = rest
+	if len(ms) == 0 {
+		return // every group's cursor is being pinned
+	}
 	entries := make([]seqstore.Parked, len(ms))
 	for i, m := range ms {
 		entries[i] = seqstore.Parked{Stream: c.stream(m.g.name), Epoch: m.epoch, Seq: m.seq, Body: m.raw}

@@ -472,7 +472,9 @@ func (w *wm) missing(report bool) string {
 		if !w.sent[k] || w.settled(k) {
 			continue
 		}
-		present := w.q.present(k) || k.tagged() && w.st.parked(k)
+		// A copy the application is being handed (or holds) is not lost.
+		present := w.q.present(k) || k.tagged() && w.st.parked(k) ||
+			slices.ContainsFunc(w.outs, func(o *wdel) bool { return o.key == k && o.state != dDone })
 		switch {
 		case !present:
 			lost(k, fmt.Sprintf("%s was never settled (given %d) and no copy is left", k, w.given[k]))
