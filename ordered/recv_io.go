@@ -102,6 +102,9 @@ func (r *receiver) changeVisibility(vs []recvcore.ChangeVisibility) {
 			ctx, cancel := r.ioCtx()
 			receipt, err := r.q.drvChangeVisibility(ctx, v.Receipt, v.Timeout)
 			cancel()
+			if errors.Is(err, driver.ErrStaleReceipt) || errors.Is(err, driver.ErrBadReceipt) {
+				err = recvcore.NotApplied(err)
+			}
 			r.step(func(now time.Time) { r.core.Visibility(now, v.ID, receipt, err) })
 		})
 	}

@@ -1,10 +1,14 @@
 package recvcore_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/inorder/inorder/internal/recvcore"
+	"github.com/inorder/inorder/seqstore"
 )
 
 // A receive whose response is lost leaves its messages invisible in the
@@ -23,4 +27,49 @@ func TestFetchFailedCountsAgainstCap(t *testing.T) {
 	require.Equal(t, room-16, h.c.Room(h.now), "until their visibility ends")
 	h.tick(2 * time.Second)
 	require.Equal(t, room, h.c.Room(h.now), "then they are visible again")
+}
+
+// An extension whose answer is lost may have taken effect: the queue then
+// holds the message, under a receipt the Core never learns, until the
+// extension's end. The delete with the old receipt finds it stale; the cap
+// counts the message until that end all the same (a receiver at its cap
+// would otherwise hold one more than the cap, as the service counts).
+func TestFailedExtensionCountsUntilItsEnd(t *testing.T) {
+	cfg := ehConfig()
+	cfg.MaxHeld = 40
+	cfg.Visibility = 10 * time.Second
+	cfg.VisibilityExtend = 30 * time.Second
+	cfg.VisibilityMargin = 2 * time.Second
+	h := newEH(t, cfg)
+	room := h.c.Room(h.now)
+	h.arrive(tagged("g", 1, 1))
+	h.readAll(nil)
+	d, ok := h.next()
+	require.True(t, ok)
+	h.tick(9 * time.Second) // the extension is due
+	require.Len(t, h.vis, 1)
+	v := h.vis[0]
+	h.vis = nil
+	h.c.Visibility(h.now, v.ID, "", errors.New("timeout after")) // applied: invisible until now+30s
+	h.ready()
+	_, err := h.c.Ack(h.now, &d, false)
+	require.NoError(t, err)
+	h.ready()
+	h.commitAll(map[string]seqstore.Cursor{}, nil)
+	h.tick(time.Second)
+	for len(h.deletes) > 0 {
+		del := h.deletes[0]
+		h.deletes = h.deletes[1:]
+		res := make([]recvcore.DeleteResult, len(del.Receipts))
+		for i := range res {
+			res[i] = recvcore.DeleteResult{Err: errors.New("stale receipt"), Stale: true}
+		}
+		h.c.Deleted(h.now, del.ID, res)
+		h.ready()
+	}
+	require.Equal(t, room-1, h.c.Room(h.now), "the extension may have applied: the queue counts the message")
+	h.tick(27 * time.Second)
+	require.Equal(t, room-1, h.c.Room(h.now), "until its end")
+	h.tick(2 * time.Second)
+	require.Equal(t, room, h.c.Room(h.now), "then it is visible again")
 }

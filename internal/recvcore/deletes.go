@@ -183,6 +183,11 @@ func (c *Core) deletedOne(now time.Time, m *msg, r DeleteResult) bool {
 		c.gone(m)
 	case r.Stale:
 		c.st.StaleReceipts++
+		if m.has(fLapsed) {
+			// An extension whose answer was lost may have rotated the
+			// receipt: the queue may hold the message until its end.
+			c.countUntilVisible(now, m, false)
+		}
 		c.gone(m)
 	case r.Retry && m.visibleAt().After(now):
 		m.tries++
@@ -201,9 +206,10 @@ func (c *Core) deletedOne(now time.Time, m *msg, r DeleteResult) bool {
 // deletedBeforeHandOut completes an AtMostOnce Unordered hand-out, which
 // waits for its delete (sent at). A retry that finds the receipt stale
 // while the message was still invisible to others (by a margin) follows an
-// attempt that took effect: the message is ours, deleted.
+// attempt that took effect: the message is ours, deleted. Not after a lost
+// extension answer: that extension may have made the receipt stale.
 func (c *Core) deletedBeforeHandOut(now time.Time, m *msg, r DeleteResult, at time.Time) bool {
-	ownDelete := r.Stale && m.tries > 0 && m.visibleAt().Sub(at) > staleMargin
+	ownDelete := r.Stale && m.tries > 0 && !m.has(fLapsed) && m.visibleAt().Sub(at) > staleMargin
 	switch {
 	case r.Err == nil || ownDelete:
 		c.st.Deleted++

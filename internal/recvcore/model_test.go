@@ -531,7 +531,7 @@ func (w *world) doOne(heal bool) bool {
 		v := pop(&w.vis, w.rng)
 		m := w.byRcpt[v.Receipt]
 		if m == nil || m.deleted || m.receipt != v.Receipt || !m.visibleAt.After(w.now) {
-			w.core.Visibility(w.now, v.ID, "", errors.New("stale"))
+			w.core.Visibility(w.now, v.ID, "", recvcore.NotApplied(errors.New("stale")))
 			break
 		}
 		w.receipts++

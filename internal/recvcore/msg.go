@@ -26,7 +26,7 @@ const (
 	fLate               // an older epoch or a skipped seq
 	fUntagged           // no valid header
 	fStored             // read back from the park: no receipt, not in the queue
-	fLapsed             // its visibility ended: the receipt may be stale
+	fLapsed             // its visibility ended, or an extension's answer was lost: the receipt may be stale, and visible is the latest end it may have
 	fNoPark             // the store refused to park it for good: never parked again
 	fVisBusy            // a visibility change is in flight: it will rotate the receipt
 	fDelWait            // queued for delete once the visibility change in flight ends

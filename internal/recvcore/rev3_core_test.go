@@ -244,7 +244,7 @@ func TestRev3_SettledEntryStuckAfterReceiptSwap(t *testing.T) {
 		h.ready()
 	}
 	// The old extension answers (the queue refuses a stale receipt).
-	h.c.Visibility(h.now, ext.ID, "", errors.New("receipt stale"))
+	h.c.Visibility(h.now, ext.ID, "", recvcore.NotApplied(errors.New("receipt stale")))
 	h.ready()
 	for range 20 {
 		h.tick(time.Second)

@@ -230,6 +230,24 @@ type ChangeVisibility struct {
 	Timeout time.Duration
 }
 
+// NotApplied marks err, the failure of a ChangeVisibility, as one the queue
+// certainly did not apply (a stale or invalid receipt): the message's
+// visibility is as it was. Any other failure may have taken effect with
+// its answer lost, and the Core counts the message against the cap until
+// the change's end.
+func NotApplied(err error) error { return notApplied{err} }
+
+type notApplied struct{ error }
+
+func (e notApplied) Unwrap() error { return e.error }
+
+// applied reports whether a ChangeVisibility that failed with err may have
+// taken effect.
+func applied(err error) bool {
+	var na notApplied
+	return !errors.As(err, &na)
+}
+
 // DeadLetter asks to send Bodies, as they were on the queue, to the
 // dead-letter queue in one request.
 type DeadLetter struct {

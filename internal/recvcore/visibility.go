@@ -370,6 +370,9 @@ func (c *Core) Visibility(now time.Time, id uint64, receipt string, err error) {
 	if err != nil {
 		if m.receipt == v.receipt {
 			m.flags |= fLapsed
+			if applied(err) {
+				m.setVisibleAt(maxTime(m.visibleAt(), now.Add(v.timeout)))
+			}
 		}
 		c.report(Report{Kind: ReportWarn, Msg: "extend visibility failed", Group: m.name, Seq: m.seq, ID: m.id, Err: err})
 	} else {
@@ -473,6 +476,9 @@ func (c *Core) settledExtended(now time.Time, v visChange, receipt string, err e
 	e.flags &^= fVisBusy
 	if err != nil {
 		e.flags |= fLapsed
+		if applied(err) {
+			e.visible = max(e.visible, now.Add(v.timeout).UnixNano())
+		}
 	} else {
 		c.budget.mem += len(receipt) - len(e.receipt)
 		e.receipt, e.visible = receipt, now.Add(c.cfg.VisibilityExtend).UnixNano()

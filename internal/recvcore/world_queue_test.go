@@ -62,6 +62,7 @@ type qMsg struct {
 	// Core was told the current handle (a lost response hides it).
 	holder    int
 	seen      bool
+	cvLost    bool      // a ChangeVisibility took effect and its answer was lost: the Core knew the message
 	byCV      bool      // the current handle came from a ChangeVisibility whose result the Core was given
 	heldSince time.Time // start of the current received-and-not-deleted spell
 }
@@ -121,7 +122,7 @@ func (q *mnsQueue) receive(now time.Time, n, life int, rng *rand.Rand, lost func
 		r := q.newReceipt(m)
 		m.dequeue++
 		m.visibleAt = now.Add(q.vt)
-		m.holder, m.heldSince, m.byCV = life, now, false
+		m.holder, m.heldSince, m.byCV, m.cvLost = life, now, false, false
 		m.seen = !lost(m)
 		if m.seen {
 			in = append(in, recvcore.Incoming{Body: m.body, ID: m.id, Receipt: r, DequeueCount: m.dequeue, NextVisible: m.visibleAt})
@@ -153,14 +154,14 @@ func (q *mnsQueue) changeVisibility(m *qMsg, now time.Time, timeout time.Duratio
 }
 
 // undeleted is the service's count of messages received and not deleted
-// that incarnation life holds and whose handle its Core was told: what the
-// cap promises to bound. A lost response is the queue's doing, not the
-// Core's, and a message held by an earlier incarnation is out of the
-// new one's reach.
+// that incarnation life holds and whose handle its Core was told, or
+// whose ChangeVisibility answer it lost: what the cap promises to bound. A
+// receive's lost response is the queue's doing, not the Core's, and a
+// message held by an earlier incarnation is out of the new one's reach.
 func (q *mnsQueue) undeleted(now time.Time, life int) int {
 	n := 0
 	for _, m := range q.msgs {
-		if m.held(now) && m.holder == life && m.seen {
+		if m.held(now) && m.holder == life && (m.seen || m.cvLost) {
 			n++
 		}
 	}

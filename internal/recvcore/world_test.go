@@ -1651,7 +1651,7 @@ func (w *wm) checkDelete(m *qMsg) {
 func (w *wm) doVisibility(v recvcore.ChangeVisibility) {
 	m, ok := w.q.valid(v.Receipt, w.now)
 	if !ok {
-		w.core.Visibility(w.now, v.ID, "", errors.New("404 MessageNotExist"))
+		w.core.Visibility(w.now, v.ID, "", recvcore.NotApplied(errors.New("404 MessageNotExist")))
 		return
 	}
 	switch {
@@ -1659,11 +1659,12 @@ func (w *wm) doVisibility(v recvcore.ChangeVisibility) {
 		w.core.Visibility(w.now, v.ID, "", errors.New("503 before"))
 	case w.chance(w.fVisAfter):
 		w.q.changeVisibility(m, w.now, v.Timeout) // applied, the new handle lost
+		m.cvLost = m.seen || m.cvLost
 		m.seen, m.byCV = false, false
 		w.core.Visibility(w.now, v.ID, "", errors.New("timeout after"))
 	default:
 		r := w.q.changeVisibility(m, w.now, v.Timeout)
-		m.seen, m.byCV, m.holder = true, true, w.life
+		m.seen, m.byCV, m.holder, m.cvLost = true, true, w.life, false
 		for _, d := range w.deletes {
 			if slices.Contains(d.Receipts, v.Receipt) {
 				// A delete with the old handle is in flight: it will fail
@@ -1831,7 +1832,7 @@ func (w *wm) checkCap() {
 	failed, taint, late := 0, 0, 0
 	var held []string
 	for _, m := range w.q.msgs {
-		if m.held(w.now) && m.holder == w.life && m.seen {
+		if m.held(w.now) && m.holder == w.life && (m.seen || m.cvLost) {
 			switch {
 			case w.delFailed(m):
 				failed++
