@@ -383,8 +383,8 @@ func (q *queue) advance(now int64) {
 			continue
 		}
 		if inflight {
-			// A receipt ended without a delete.
-			q.cons.lapse(now)
+			// A receipt ended without a delete, at m.visible.
+			q.cons.lapse(m.visible)
 			q.srv.stats.lapsed.Add(1)
 		}
 		m.state = stateActive

@@ -155,10 +155,18 @@ type consumption struct {
 	peak       int        // most messages ever in flight at once
 }
 
-// lapse counts a receipt that ended without a delete.
-func (c *consumption) lapse(now int64) {
-	c.roll(now)
-	c.lapses[0]++
+// lapse counts a receipt that ended without a delete, at its end (at),
+// which may be a little behind the clock: the queue advances lazily, on
+// requests, so lapses are counted when they happened, not all at once at
+// the next request.
+func (c *consumption) lapse(at int64) {
+	switch sec := at / second; {
+	case sec >= c.lapseSec:
+		c.roll(at)
+		c.lapses[0]++
+	case sec == c.lapseSec-1:
+		c.lapses[1]++
+	}
 }
 
 // roll moves the per-second counters to now's second.

@@ -232,3 +232,110 @@ func TestChaosPreset(t *testing.T) {
 	assert.True(t, srv.Options().Throttle.Consumption, "the consumption throttle is on")
 	assert.Positive(t, srv.Faults().Redeliver)
 }
+
+// TestConsumptionRate: the abnormal-consumption rate counts receipts that
+// end without a delete (a visibility timeout that lapses, a visibility
+// shortened by ChangeMessageVisibility that then lapses), not receipts a
+// delete ended, and it trips only above 1,000 x scale a second.
+func TestConsumptionRate(t *testing.T) {
+	throttle := &mnstest.Options{Throttle: mnstest.Throttle{Consumption: true, ConsumptionScale: 0.01, Hold: time.Millisecond}}
+	t.Run("deleted", func(t *testing.T) {
+		srv := newServer(t, throttle)
+		_, q := newQueue(t, srv, &mnstest.QueueAttributes{VisibilityTimeout: 1})
+		for range 2 {
+			_, err := q.BatchSendMessage(msgs("d", 16)...)
+			require.NoError(t, err)
+			ms, err := batchReceive(q, 16)
+			require.NoError(t, err)
+			var hs []string
+			for _, m := range ms {
+				hs = append(hs, m.ReceiptHandle)
+			}
+			_, err = q.BatchDeleteMessage(hs...)
+			require.NoError(t, err)
+		}
+		srv.Advance(1100 * time.Millisecond)
+		for range 3 {
+			_, err := receive(q)
+			require.Error(t, err) // empty queue: MessageNotExist, not throttled
+			requireCode(t, codeMessageNotExist, err, "32 receipts ended by deletes within a second are no abnormal rate")
+		}
+		assert.Empty(t, srv.Stats().ConsumptionTrips)
+		assert.Zero(t, srv.Stats().Lapsed)
+	})
+	t.Run("at the limit", func(t *testing.T) {
+		srv := newServer(t, throttle)
+		_, q := newQueue(t, srv, &mnstest.QueueAttributes{VisibilityTimeout: 1})
+		_, err := q.BatchSendMessage(msgs("l", 10)...)
+		require.NoError(t, err)
+		_, err = batchReceive(q, 10)
+		require.NoError(t, err)
+		srv.Advance(1100 * time.Millisecond) // 10 lapse at once: 10 a second is the limit, not above it
+		for range 3 {
+			_, err := batchReceive(q, 1)
+			require.NoError(t, err)
+		}
+		assert.Empty(t, srv.Stats().ConsumptionTrips)
+		assert.EqualValues(t, 10, srv.Stats().Lapsed)
+	})
+	t.Run("spread", func(t *testing.T) {
+		srv := newServer(t, throttle)
+		_, q := newQueue(t, srv, &mnstest.QueueAttributes{VisibilityTimeout: 1})
+		_, err := q.BatchSendMessage(msgs("s", 5)...)
+		require.NoError(t, err)
+		for range 6 { // 5 lapse each 1.1 s: 30 in 6.6 s, never 10 in a second
+			_, err := batchReceive(q, 5)
+			require.NoError(t, err)
+			srv.Advance(1100 * time.Millisecond)
+		}
+		assert.Empty(t, srv.Stats().ConsumptionTrips)
+		assert.EqualValues(t, 30, srv.Stats().Lapsed)
+	})
+	t.Run("counted when they lapse", func(t *testing.T) {
+		// The emulator advances lazily, at the next request: 8 lapses
+		// at 1 s and 8 at 3 s, seen by one request at 5 s, are two
+		// seconds of 8, not 16 at once.
+		srv := newServer(t, throttle)
+		_, q := newQueue(t, srv, &mnstest.QueueAttributes{VisibilityTimeout: 60})
+		_, err := q.BatchSendMessage(msgs("c", 16)...)
+		require.NoError(t, err)
+		ms, err := batchReceive(q, 16)
+		require.NoError(t, err)
+		for i, m := range ms {
+			_, err := q.ChangeMessageVisibility(m.ReceiptHandle, int64(1+2*(i%2)))
+			require.NoError(t, err)
+		}
+		srv.Advance(5 * time.Second)
+		for range 3 {
+			_, err := batchReceive(q, 1)
+			require.NoError(t, err)
+		}
+		assert.Empty(t, srv.Stats().ConsumptionTrips)
+		assert.EqualValues(t, 16, srv.Stats().Lapsed)
+	})
+	t.Run("shortened", func(t *testing.T) {
+		srv := newServer(t, throttle)
+		_, q := newQueue(t, srv, &mnstest.QueueAttributes{VisibilityTimeout: 60})
+		_, err := q.BatchSendMessage(msgs("g", 12)...)
+		require.NoError(t, err)
+		ms, err := batchReceive(q, 12)
+		require.NoError(t, err)
+		for _, m := range ms { // a receiver giving back what it holds
+			_, err := q.ChangeMessageVisibility(m.ReceiptHandle, 1)
+			require.NoError(t, err)
+		}
+		srv.Advance(500 * time.Millisecond)
+		_, err = batchReceive(q, 1)
+		requireCode(t, codeMessageNotExist, err, "still invisible, no lapse yet")
+		srv.Advance(600 * time.Millisecond) // 12 given back lapse at once: above 10 a second
+		_, err = batchReceive(q, 1)
+		require.NoError(t, err, "the first throttled receive of the second passes")
+		_, err = batchReceive(q, 1)
+		requireCode(t, codeUnknownCode, err, "then receives are refused")
+		assert.Equal(t, map[string]int64{mnstest.AbnormalRate: 1}, srv.Stats().ConsumptionTrips)
+		assert.EqualValues(t, 12, srv.Stats().Lapsed)
+		srv.Advance(2 * time.Second)
+		_, err = batchReceive(q, 4)
+		assert.NoError(t, err, "the rate fell back: receives pass")
+	})
+}
