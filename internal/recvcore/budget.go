@@ -303,6 +303,15 @@ func (c *Core) evictHeld(now time.Time, need int) map[*group]struct{} {
 		if c.evict(now, m) {
 			need--
 		}
+		if g.phase == phFresh && g.quiet() {
+			// Emptied while it settled: dropped now, with the memory it
+			// takes (an arrival reads its cursor again), or eviction
+			// would go on to the groups that settle longest.
+			b.holders.pop()
+			delete(touched, g)
+			c.drop(now, g)
+			continue
+		}
 		if touched == nil {
 			touched = make(map[*group]struct{})
 		}
@@ -358,6 +367,15 @@ func (c *Core) holdKey(g *group, receipts bool) (uint64, *msg) {
 	case g.phase == phFresh && receipts:
 		// StartLowest settling: its arrivals choose where it starts, and
 		// the settle time ends by itself.
+	case g.phase == phFresh && !g.startAt.IsZero():
+		// Over the memory budget, settling groups go last, the one that
+		// settles longest first: evicted, a group starts settling again
+		// when its messages come back, and a flood of new groups that
+		// evicted each other in turn would never start.
+		wait := uint64(max(g.startAt.Sub(c.now), 0) / time.Millisecond)
+		for _, m := range g.pending {
+			see(m, 1+wait)
+		}
 	default:
 		for _, m := range g.pending {
 			see(m, blockedBonus+m.seq)
