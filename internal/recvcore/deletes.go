@@ -185,7 +185,9 @@ func (c *Core) deletedOne(now time.Time, m *msg, r DeleteResult) bool {
 		c.st.StaleReceipts++
 		if m.has(fLapsed) {
 			// An extension whose answer was lost may have rotated the
-			// receipt: the queue may hold the message until its end.
+			// receipt: the queue may hold the message until its end,
+			// under a receipt the Core does not know.
+			m.receipt = ""
 			c.countUntilVisible(now, m, false)
 		}
 		c.gone(m)
@@ -207,9 +209,10 @@ func (c *Core) deletedOne(now time.Time, m *msg, r DeleteResult) bool {
 // waits for its delete (sent at). A retry that finds the receipt stale
 // while the message was still invisible to others (by a margin) follows an
 // attempt that took effect: the message is ours, deleted. Not after a lost
-// extension answer: that extension may have made the receipt stale.
+// extension answer (that extension may have made the receipt stale), nor
+// after a late one (the visibility may have ended up to its delay sooner).
 func (c *Core) deletedBeforeHandOut(now time.Time, m *msg, r DeleteResult, at time.Time) bool {
-	ownDelete := r.Stale && m.tries > 0 && !m.has(fLapsed) && m.visibleAt().Sub(at) > staleMargin
+	ownDelete := r.Stale && m.tries > 0 && !m.has(fLapsed|fLoose) && m.visibleAt().Sub(at) > staleMargin
 	switch {
 	case r.Err == nil || ownDelete:
 		c.st.Deleted++

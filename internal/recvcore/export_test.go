@@ -11,3 +11,13 @@ func SetTrace(c *Core, f func(group, from, to string)) {
 		f(g, from, b.String())
 	}
 }
+
+// ReleasedIDs returns the ids of the released entries the cap counts, with
+// their ends (debugging aid for the world model).
+func ReleasedIDs(c *Core) map[string]string {
+	out := map[string]string{}
+	for _, e := range c.budget.released {
+		out[e.id] += e.until.Format("04:05.000") + "/" + e.receipt + " "
+	}
+	return out
+}

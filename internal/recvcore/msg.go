@@ -34,6 +34,7 @@ const (
 	fHoldTold           // reported held past MaxHold by a handler
 	fBackWait           // given back once the visibility change in flight ends
 	fInHold             // on the hold list
+	fLoose              // its visibility end is known only loosely: the last change's answer came late
 )
 
 // msg is one message held by the Core.

@@ -190,7 +190,7 @@ func (c *Core) swapReceipt(h, m *msg) {
 			defer c.giveBack(c.now, h)
 		}
 	}
-	h.flags = h.flags&^fLapsed | fRedelivered
+	h.flags = h.flags&^(fLapsed|fLoose) | fRedelivered
 	c.vis.list.remove(h)
 	if h.where != wGone && h.where != wDelete {
 		c.vis.list.push(h)

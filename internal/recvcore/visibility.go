@@ -33,6 +33,7 @@ type visChange struct {
 	receipt    string
 	timeout    time.Duration
 	rel        *relEntry // the message, released while this was in flight
+	at         time.Time // when it was asked for: the queue applies it between then and its answer
 }
 
 // settledWait is a group whose settled entries' visibility is kept alive,
@@ -199,8 +200,15 @@ func (l *visLane) ready(c *Core, now time.Time, rd *Ready) {
 func (l *visLane) readyShort(c *Core, rd *Ready) {
 	for l.shortq.len() > 0 && (l.tokens >= 1 || c.closing) && l.inFlight < l.limit {
 		receipt, _ := l.shortq.pop()
-		if l.relBy[receipt] == nil {
+		e := l.relBy[receipt]
+		if e == nil {
 			continue // visible again already
+		}
+		if !c.worthShortening(c.now, e.until) {
+			// Queued behind the request budget until its visibility
+			// nearly ended: a short timeout now would lengthen it.
+			delete(l.relBy, receipt)
+			continue
 		}
 		l.start(c, visChange{receipt: receipt}, c.cfg.ShortVisibility, rd)
 	}
@@ -333,7 +341,7 @@ func (l *visLane) extendSettled(c *Core, g *group, now, limit time.Time, rd *Rea
 }
 
 func (l *visLane) start(c *Core, v visChange, timeout time.Duration, rd *Ready) {
-	v.timeout = timeout
+	v.timeout, v.at = timeout, c.now
 	l.tokens--
 	id := c.id()
 	l.busy[id] = v
@@ -366,17 +374,20 @@ func (c *Core) Visibility(now time.Time, id uint64, receipt string, err error) {
 		c.settledExtended(now, v, receipt, err)
 		return
 	}
+	if m.receipt != v.receipt {
+		// Received again meanwhile (swapReceipt): the change was for
+		// the old receipt, and a change of the new one may be in flight.
+		return
+	}
 	m.flags &^= fVisBusy
 	if err != nil {
-		if m.receipt == v.receipt {
-			m.flags |= fLapsed
-			if applied(err) {
-				m.setVisibleAt(maxTime(m.visibleAt(), now.Add(v.timeout)))
-			}
+		m.flags |= fLapsed
+		if applied(err) {
+			m.setVisibleAt(maxTime(m.visibleAt(), now.Add(v.timeout)))
 		}
 		c.report(Report{Kind: ReportWarn, Msg: "extend visibility failed", Group: m.name, Seq: m.seq, ID: m.id, Err: err})
 	} else {
-		c.extended(now, m, v.receipt, receipt, v.timeout, !m.has(fDelWait|fBackWait) && m.where != wDelete)
+		c.extended(now, m, v, receipt, !m.has(fDelWait|fBackWait) && m.where != wDelete)
 	}
 	if m.has(fDelWait) {
 		// Its delete waited for this change: it goes with the newest
@@ -390,16 +401,21 @@ func (c *Core) Visibility(now time.Time, id uint64, receipt string, err error) {
 	}
 }
 
-// extended records m's new receipt and visibility (timeout from now), and
-// keeps it alive again (keep) unless a delete or a give-back waits.
-func (c *Core) extended(now time.Time, m *msg, old, receipt string, timeout time.Duration, keep bool) {
+// extended records m's new receipt and visibility (v's timeout from now),
+// and keeps it alive again (keep) unless a delete or a give-back waits. An
+// answer that took long leaves the end known only loosely (fLoose): the
+// queue applied the change somewhere between v.at and now.
+func (c *Core) extended(now time.Time, m *msg, v visChange, receipt string, keep bool) {
 	c.st.Extended++
-	if m.receipt != old || m.where == wGone {
+	if m.receipt != v.receipt || m.where == wGone {
 		return
 	}
 	m.receipt = receipt
-	m.setVisibleAt(now.Add(timeout))
-	m.flags &^= fLapsed
+	m.setVisibleAt(now.Add(v.timeout))
+	m.flags &^= fLapsed | fLoose
+	if now.Sub(v.at) > staleMargin/2 {
+		m.flags |= fLoose
+	}
 	c.vis.list.remove(m)
 	if keep {
 		c.vis.list.push(m)
@@ -448,7 +464,12 @@ func (c *Core) releasedChanged(now time.Time, v visChange, receipt string, err e
 		return // visible again, or received again, meanwhile
 	}
 	if err != nil {
-		return // counted as if extended (countUntilVisible)
+		if applied(err) && now.Add(v.timeout).After(e.until) {
+			// It may have taken effect: counted until its end from now.
+			e.until = now.Add(v.timeout)
+			rel.fix(e.index)
+		}
+		return
 	}
 	c.st.Extended++
 	e.receipt, e.until = receipt, now.Add(v.timeout)
@@ -499,11 +520,15 @@ func (c *Core) shortened(now time.Time, v visChange, err error) {
 	l := &c.vis
 	e := l.relBy[v.receipt]
 	delete(l.relBy, v.receipt)
+	rel := c.budget.released
 	if err != nil {
+		if applied(err) && e != nil && e.index >= 0 && e.index < len(rel) && rel[e.index] == e && now.Add(c.cfg.ShortVisibility).After(e.until) {
+			e.until = now.Add(c.cfg.ShortVisibility) // it may have taken effect late
+			rel.fix(e.index)
+		}
 		return
 	}
 	c.st.Shortened++
-	rel := c.budget.released
 	if e != nil && e.index >= 0 && e.index < len(rel) && rel[e.index] == e {
 		e.until = now.Add(c.cfg.ShortVisibility)
 		rel.fix(e.index)

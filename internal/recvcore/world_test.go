@@ -1853,6 +1853,15 @@ func (w *wm) checkCap() {
 	case n-failed-taint-late <= w.cfg.MaxHeld:
 		prop = "cap/extension-race" // a late extension result the Core ignored
 	}
+	if os.Getenv("INORDER_WORLD_CAPDEBUG") != "" {
+		rel := recvcore.ReleasedIDs(w.core)
+		for _, m := range w.q.msgs {
+			if m.held(w.now) && m.holder == w.life && (m.seen || m.cvLost) && rel[m.id] == "" {
+				w.logf("capdebug: not released: %s %s %s until %s seen=%v cvLost=%v", m.key, m.id, m.receipt, m.visibleAt.Format("04:05.000"), m.seen, m.cvLost)
+			}
+		}
+		w.logf("capdebug: released entries without id: %q", rel[""])
+	}
 	if !w.broken[prop] {
 		w.violate(prop, nil, "life %d: the queue holds %d messages received and not deleted by this receiver (%d of them after a failed delete), cap %d: %v\n%s",
 			w.life, n, failed, w.cfg.MaxHeld, held, w.core.Dump())
