@@ -299,6 +299,11 @@ func (c *Core) Abandon(now time.Time, d *Delivery) error {
 		return err
 	}
 	switch {
+	case m.out == outCommit && m.g != nil && !m.g.writing && m.g.uncertain == nil:
+		// Its commit has not gone out: the advance is taken back, and
+		// the message, unseen, waits for its turn again (given back at
+		// Close) instead of being passed over with a skip mark.
+		c.takeBack(now, m.g, m, ErrClosed)
 	case m.out == outCommit || m.out == outDelete:
 		m.abandoned()
 	case m.out != outHanded:

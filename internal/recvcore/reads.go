@@ -196,7 +196,15 @@ func (c *Core) dropAwaitedCommit(now time.Time, g *group) {
 	if m.out == outCommit {
 		c.outstanding-- // the Receive waiting for it drops it
 	}
-	c.resolve(m.ticket, ErrConflict)
+	c.takeBack(now, g, m, ErrConflict)
+}
+
+// takeBack takes back g's AtMostOnce hand-out m, whose commit is not
+// written (refused, or not sent yet): its advance is rolled back and m
+// waits for its turn again (given back, once the Core closes). Its ticket
+// resolves with err.
+func (c *Core) takeBack(now time.Time, g *group, m *msg, err error) {
+	c.resolve(m.ticket, err)
 	m.ticket = 0
 	g.out = nil
 	if g.ack.Epoch == m.epoch && g.ack.Next == m.seq+1 {
@@ -206,6 +214,9 @@ func (c *Core) dropAwaitedCommit(now time.Time, g *group) {
 		g.next = m.seq
 	}
 	c.rearrive(now, g, m)
+	if c.closing {
+		c.giveBackGroup(now, g)
+	}
 }
 
 // carryOwed marks again in g's cursor, someone else's now, the AtMostOnce

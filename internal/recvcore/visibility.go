@@ -215,16 +215,22 @@ func (l *visLane) readyShort(c *Core, rd *Ready) {
 }
 
 // pastHold reports whether extending a message received at since would
-// carry it past Config.MaxHold.
+// carry it past Config.MaxHold, less holdSlack: the queue applies an
+// extension some time after it is asked for (up to its answer), and its
+// end counts from then.
 func (c *Core) pastHold(now time.Time, since int64) bool {
-	return c.cfg.MaxHold > 0 && now.Add(c.cfg.VisibilityExtend).UnixNano()-since > int64(c.cfg.MaxHold)
+	return c.cfg.MaxHold > 0 && now.Add(c.cfg.VisibilityExtend).UnixNano()-since > int64(c.cfg.MaxHold-c.holdSlack())
 }
 
 // holdDue is when the hold of m must end, a little before Config.MaxHold
-// after it was received: a tenth of MaxHold early, at most a minute.
+// after it was received (holdSlack).
 func (c *Core) holdDue(m *msg) time.Time {
-	return time.Unix(0, m.since).Add(c.cfg.MaxHold - min(c.cfg.MaxHold/10, time.Minute))
+	return time.Unix(0, m.since).Add(c.cfg.MaxHold - c.holdSlack())
 }
+
+// holdSlack is how early a hold ends: a tenth of MaxHold, at most a
+// minute.
+func (c *Core) holdSlack() time.Duration { return min(c.cfg.MaxHold/10, time.Minute) }
 
 // watchHold puts m on the hold list when its visibility (a queue's
 // visibility timeout longer than MaxHold, or extension off) would carry it
