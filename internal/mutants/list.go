@@ -502,4 +502,51 @@ var mutants = []mutant{
 		Pkg: "./ordered/mnsqueue/mnstest",
 		Run: "^TestTopicFanOutPastFailedPush$",
 	},
+	{
+		Name:   "cap-lost-extension-answer",
+		Breaks: "an extension whose answer was lost is taken as not applied: the cap stops counting the message before the queue does",
+		Edits: []edit{{
+			File: "internal/recvcore/visibility.go",
+			Old: `		if applied(err) {
+			m.setVisibleAt(maxTime(m.visibleAt(), now.Add(v.timeout)))
+		}`,
+			New: `		_ = applied(err)`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestFailedExtensionCountsUntilItsEnd$",
+	},
+	{
+		Name:   "cap-late-shortening",
+		Breaks: "a shortening queued behind the request budget is sent when the visibility has nearly ended: it lengthens it",
+		Edits: []edit{{
+			File: "internal/recvcore/visibility.go",
+			Old:  `		if !c.worthShortening(c.now, e.until) {`,
+			New:  `		if false && !c.worthShortening(c.now, e.until) {`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestLateShorteningIsDropped$",
+	},
+	{
+		Name:   "hold-slack",
+		Breaks: "an extension may carry a hold to MaxHold exactly: applied late, it carries it past",
+		Edits: []edit{{
+			File: "internal/recvcore/visibility.go",
+			Old:  `int64(c.cfg.MaxHold-c.holdSlack())`,
+			New:  `int64(c.cfg.MaxHold)`,
+		}},
+		Pkg:  "./internal/recvcore",
+		Run:  "^TestWorldKnownDefects$/^hold$/^2710961$",
+		Cost: time.Minute,
+	},
+	{
+		Name:   "amo-abandon-takes-back",
+		Breaks: "an AtMostOnce hand-out abandoned before its commit went out is passed over by that commit (its park dropped) instead of taken back",
+		Edits: []edit{{
+			File: "internal/recvcore/deliver.go",
+			Old:  `	case m.out == outCommit && m.g != nil && !m.g.writing && m.g.uncertain == nil:`,
+			New:  `	case false:`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestWorldKnownDefects$/^commit-before-delete$/^parked-owed$/^4028546$",
+	},
 }

@@ -73,3 +73,55 @@ func TestFailedExtensionCountsUntilItsEnd(t *testing.T) {
 	h.tick(2 * time.Second)
 	require.Equal(t, room, h.c.Room(h.now), "then it is visible again")
 }
+
+// A shortening of a released message that waited behind the request budget
+// until its visibility nearly ended is dropped: a short timeout sent then
+// would make the message invisible longer, not shorter (and the cap,
+// counting it until its old end, would be short of the queue's count).
+func TestLateShorteningIsDropped(t *testing.T) {
+	cfg := ehConfig()
+	cfg.Window = 2
+	cfg.Visibility = 3600 * time.Millisecond // shortenings go at 0, 1.1, 2.2 and 3.3 s: the last 0.3 s before the end
+	cfg.VisibilityExtend = cfg.Visibility
+	cfg.ShortVisibility = 500 * time.Millisecond
+	cfg.VisibilityMargin = time.Second
+	cfg.MaxVisibilityRate = 1
+	h := newEH(t, cfg)
+	until := map[string]time.Time{}
+	var bodies [][]byte
+	for s := uint64(1); s <= 10; s++ {
+		bodies = append(bodies, tagged("g", 1, s))
+	}
+	for _, r := range h.arrive(bodies...) {
+		until[r] = h.now.Add(cfg.Visibility)
+	}
+	curs := map[string]seqstore.Cursor{"g": {Epoch: 1, Next: 1}}
+	h.readAll(curs)
+	sent := 0
+	for range 60 {
+		for { // the two held are handled at once: no extension takes the budget
+			d, ok := h.next()
+			if !ok {
+				break
+			}
+			_, err := h.c.Ack(h.now, &d, false)
+			require.NoError(t, err)
+			h.ready()
+		}
+		h.commitAll(curs, nil)
+		h.deleteAll()
+		for len(h.vis) > 0 {
+			v := h.vis[0]
+			h.vis = h.vis[1:]
+			if v.Timeout == cfg.ShortVisibility {
+				sent++
+				require.Greater(t, until[v.Receipt].Sub(h.now), cfg.ShortVisibility,
+					"shortening %s sent %v before its end", v.Receipt, until[v.Receipt].Sub(h.now))
+			}
+			h.c.Visibility(h.now, v.ID, v.Receipt+"'", nil)
+			h.ready()
+		}
+		h.tick(100 * time.Millisecond)
+	}
+	require.NotZero(t, sent, "some shortenings go out while they are worth it: %s", h.c.Dump())
+}

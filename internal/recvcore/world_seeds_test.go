@@ -26,6 +26,7 @@ var worldDefectSeeds = []struct {
 	{"skip-honest", 1082},
 	{"no-panic", 211},
 	{"hold", 92},
+	{"hold", 2710961},
 	{"memory/flood", 4372},
 	{"cap/failed-delete", 2347},
 	{"receipt-fresh", 1327},
@@ -51,11 +52,12 @@ var worldDefectSeeds = []struct {
 	{"close-flushes/reads", 14936847},
 	{"liveness/older-epoch", 22195456},
 	{"liveness/parked-no-cursor", 13136376},
+	{"cap", 540583},
 	{"amo-once/forgotten", 67},
 	{"amo-once/forgotten", 7265},
 	{"amo-once/across-lives", 191},
 	{"amo-once/across-lives", 8006},
-	{"amo-uncertain-conflict", 4028546},
+	{"commit-before-delete/parked-owed", 4028546}, // an AtMostOnce hand-out abandoned before its commit went out
 }
 
 // TestWorldKnownDefects replays the case of each defect, fixed or known.
