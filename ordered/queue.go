@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/inorder/inorder/internal/envelope"
 	"github.com/inorder/inorder/ordered/driver"
 	"github.com/inorder/inorder/seqstore"
 )
@@ -21,6 +22,7 @@ import (
 // All methods are safe for concurrent use.
 type Queue struct {
 	drv    driver.Queue
+	groups driver.Grouped // drv, when its service orders each group itself (an MNS FIFO queue); else nil
 	store  seqstore.Store
 	opts   Options // defaults applied
 	log    *slog.Logger
@@ -60,12 +62,18 @@ func New(ctx context.Context, drv driver.Queue, store seqstore.Store, opts *Opti
 		o = *opts
 	}
 	limits := drv.Limits()
+	if grouped(drv) != nil && o.Receive.ReapInterval == 0 {
+		// The service hands out a group's next message only once this
+		// one is deleted: deletes go at once.
+		o.Receive.ReapInterval = time.Millisecond
+	}
 	if err := o.setDefaults(limits); err != nil {
 		return nil, err
 	}
 	life, stop := context.WithCancel(context.Background())
 	q := &Queue{
 		drv:    drv,
+		groups: grouped(drv),
 		store:  store,
 		opts:   o,
 		log:    o.Logger,
@@ -202,10 +210,43 @@ func (c *requestCounters) snapshot() RequestStats {
 // Driver and store calls go through these wrappers so that every request is
 // counted in Stats.
 
-func (q *Queue) drvSend(ctx context.Context, bodies [][]byte) error {
+// drvSend sends bodies; groups[i] is the group of bodies[i], which a
+// queue that orders groups itself (driver.Grouped) needs.
+func (q *Queue) drvSend(ctx context.Context, bodies [][]byte, groups []string) error {
 	q.req.send.Add(1)
+	if q.groups != nil {
+		return q.groups.SendGroups(ctx, bodies, groups)
+	}
 	return q.drv.SendBatch(ctx, bodies)
 }
+
+// grouped returns drv as a driver.Grouped when its service orders each
+// group itself, else nil.
+func grouped(drv driver.Queue) driver.Grouped {
+	if g, ok := drv.(driver.Grouped); ok && g.Grouped() {
+		return g
+	}
+	return nil
+}
+
+// bodyGroups returns the group of each body from its header, for a queue
+// that orders groups itself; a body without a valid header (an untagged
+// message sent to the dead-letter queue) goes in UntaggedGroup.
+func bodyGroups(bodies [][]byte) []string {
+	groups := make([]string, len(bodies))
+	for i, b := range bodies {
+		groups[i] = UntaggedGroup
+		if h, _, ok := envelope.Parse(b); ok && !h.Legacy && h.Group != "" {
+			groups[i] = h.Group
+		}
+	}
+	return groups
+}
+
+// UntaggedGroup is the message group of a body without a valid header
+// (untagged, or from the MNS sample's format) sent to a queue that needs a
+// group for every message (an MNS FIFO dead-letter queue).
+const UntaggedGroup = "inorder-untagged"
 
 func (q *Queue) drvReceive(ctx context.Context, max int, wait time.Duration) ([]*driver.Message, error) {
 	q.req.receive.Add(1)

@@ -253,7 +253,10 @@ type ReceiveOptions struct {
 	CommitInterval time.Duration
 
 	// ReapInterval is how often the reaper deletes acknowledged messages and
-	// duplicates when fewer than a full batch are waiting. Default 200ms.
+	// duplicates when fewer than a full batch are waiting. Default 200ms;
+	// 1ms on a queue that orders each group itself (driver.Grouped: an MNS
+	// FIFO queue hands out a group's next message only once the previous
+	// one is deleted).
 	ReapInterval time.Duration
 
 	// ReapTimeout bounds each delete request of the reaper. Default 10s.

@@ -114,7 +114,12 @@ func (r *receiver) changeVisibility(vs []recvcore.ChangeVisibility) {
 // deadLetter sends the bodies to ReceiveOptions.DeadLetter.
 func (r *receiver) deadLetter(a recvcore.DeadLetter) {
 	ctx, cancel := r.ioCtx()
-	err := r.o.DeadLetter.SendBatch(ctx, a.Bodies)
+	var err error
+	if g := grouped(r.o.DeadLetter); g != nil {
+		err = g.SendGroups(ctx, a.Bodies, bodyGroups(a.Bodies))
+	} else {
+		err = r.o.DeadLetter.SendBatch(ctx, a.Bodies)
+	}
 	cancel()
 	r.step(func(now time.Time) { r.core.DeadLettered(now, a.ID, perBody(err, len(a.Bodies))) })
 }
@@ -122,7 +127,11 @@ func (r *receiver) deadLetter(a recvcore.DeadLetter) {
 // requeue sends bodies back to the queue (see recvcore.Core.Close).
 func (r *receiver) requeue(a recvcore.Requeue) {
 	ctx, cancel := r.ioCtx()
-	err := r.q.drvSend(ctx, a.Bodies)
+	var groups []string
+	if r.q.groups != nil {
+		groups = bodyGroups(a.Bodies)
+	}
+	err := r.q.drvSend(ctx, a.Bodies, groups)
 	cancel()
 	r.step(func(now time.Time) { r.core.Requeued(now, a.ID, perBody(err, len(a.Bodies))) })
 }

@@ -1071,11 +1071,18 @@ func (s *sender) send(batch []*sendItem, bodies [][]byte, partial bool) [][]byte
 			return bodies
 		}
 		bodies = bodies[:0]
+		var groups []string
 		for _, it := range batch {
 			bodies = append(bodies, it.body)
 		}
+		if s.q.groups != nil {
+			groups = make([]string, len(batch))
+			for i, it := range batch {
+				groups[i] = it.group
+			}
+		}
 		s.stat.batches.Add(1)
-		err := s.q.drvSend(s.ctx, bodies)
+		err := s.q.drvSend(s.ctx, bodies, groups)
 		clear(bodies)
 		if partial {
 			s.donePartial()

@@ -77,6 +77,9 @@ type Message struct {
 	// NextVisible is when the message becomes visible to receivers again
 	// unless it is deleted or its visibility is changed before.
 	NextVisible time.Time
+	// Group is the message group the service returned with the message
+	// (an MNS FIFO queue's MessageGroupId), "" on a queue without groups.
+	Group string
 }
 
 // Limits describes what a queue accepts. The values are fixed for the life of
@@ -146,6 +149,25 @@ type Queue interface {
 	// later calls return ErrClosed. Close is idempotent.
 	Close() error
 }
+
+// Grouped is implemented by a queue whose service keeps the order of each
+// message group itself and requires every message's group (an MNS FIFO
+// queue or topic): it hands out one message of a group at a time, in the
+// order the group's messages arrived. When Grouped reports true, package
+// ordered sends through SendGroups, never SendBatch.
+type Grouped interface {
+	// Grouped reports whether the queue requires groups. It does not
+	// block, and it is fixed for the life of the driver.
+	Grouped() bool
+	// SendGroups is SendBatch with groups[i] the group of bodies[i]. A
+	// group the service would refuse fails with ErrInvalidGroup before
+	// anything is sent.
+	SendGroups(ctx context.Context, bodies [][]byte, groups []string) error
+}
+
+// ErrInvalidGroup: a group the service refuses as a message group (for
+// MNS FIFO queues, its MessageGroupId rules).
+var ErrInvalidGroup = errors.New("driver: invalid message group")
 
 // BatchError reports a batch call in which some entries failed. Errs has one
 // element per entry of the batch, nil for those that succeeded.
