@@ -32,7 +32,6 @@ type deleteLane struct {
 type delBatch struct {
 	ms       []*msg
 	receipts []string
-	at       time.Time // sent
 }
 
 func (l *deleteLane) init() {
@@ -85,7 +84,6 @@ func (l *deleteLane) ready(c *Core, now time.Time, rd *Ready) {
 			b.receipts = append(b.receipts, m.receipt)
 		}
 		if len(b.ms) > 0 {
-			b.at = now
 			id := c.id()
 			l.busy[id] = b
 			l.inFlight++
@@ -131,8 +129,15 @@ func (c *Core) Deleted(now time.Time, id uint64, res []DeleteResult) {
 		default:
 			r = DeleteResult{Err: errors.New("no result"), Retry: true}
 		}
+		if r.Err != nil && b.receipts[i] != m.receipt && m.receipt != "" {
+			// Received again while the delete was on its way (its
+			// copy's receipt replaced the one sent): the failure was
+			// the old receipt's, and the new one is ours to delete.
+			c.deletes.push(now, m)
+			continue
+		}
 		if m.waitsForAny(outDelete, outAbandoned) {
-			failed = c.deletedBeforeHandOut(now, m, r, b.at) || failed
+			failed = c.deletedBeforeHandOut(now, m, r) || failed
 			continue
 		}
 		failed = c.deletedOne(now, m, r) || failed
@@ -154,7 +159,7 @@ func (c *Core) Deleted(now time.Time, id uint64, res []DeleteResult) {
 // delivers it again (deleted then, as a duplicate).
 func (c *Core) lapsedDelete(now time.Time, m *msg) {
 	if m.waitsForAny(outDelete, outAbandoned) {
-		c.deletedBeforeHandOut(now, m, DeleteResult{Err: errLapsed}, now)
+		c.deletedBeforeHandOut(now, m, DeleteResult{Err: errLapsed})
 		return
 	}
 	c.report(Report{Kind: ReportWarn, Msg: "delete failed; the message comes back and is deleted then", ID: m.id, Err: errLapsed})
@@ -206,13 +211,14 @@ func (c *Core) deletedOne(now time.Time, m *msg, r DeleteResult) bool {
 }
 
 // deletedBeforeHandOut completes an AtMostOnce Unordered hand-out, which
-// waits for its delete (sent at). A retry that finds the receipt stale
-// while the message was still invisible to others (by a margin) follows an
-// attempt that took effect: the message is ours, deleted. Not after a lost
-// extension answer (that extension may have made the receipt stale), nor
-// after a late one (the visibility may have ended up to its delay sooner).
-func (c *Core) deletedBeforeHandOut(now time.Time, m *msg, r DeleteResult, at time.Time) bool {
-	ownDelete := r.Stale && m.tries > 0 && !m.has(fLapsed|fLoose) && m.visibleAt().Sub(at) > staleMargin
+// waits for its delete. A retry that finds the receipt stale although the
+// message was still invisible to others when the answer came (by a margin:
+// the service handled the request before that) follows an attempt that
+// took effect: the message is ours, deleted. Not after a lost extension
+// answer (that extension may have made the receipt stale), nor after a late
+// one (the visibility may have ended up to its delay sooner).
+func (c *Core) deletedBeforeHandOut(now time.Time, m *msg, r DeleteResult) bool {
+	ownDelete := r.Stale && m.tries > 0 && !m.has(fLapsed|fLoose) && m.visibleAt().Sub(now) > staleMargin
 	switch {
 	case r.Err == nil || ownDelete:
 		c.st.Deleted++
