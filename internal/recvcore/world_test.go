@@ -107,6 +107,8 @@ var worldKnownFailing = map[string]string{
 	// Open.
 	"liveness/startlowest": "under a flood of new StartLowest groups and a memory budget far below it, a group's lone redelivered arrival settles for up to 10 extra rounds (the dequeue count reflects the Core's own evictions) and is evicted meanwhile: it starts late, past the model's healing bound",
 	"liveness/flood":       "kin of ShedRescanChurnWhileIdle: under a flood, groups shed before GapTimeout re-settle their hole each time they come back, past the model's healing bound",
+	"memory/flood":         "rare (1 in about 20,000 cases of a long run): a flood of new groups with parking, shed and re-loaded while their parks are read, holds 3.4 times a 16 KiB budget (56 KB, 63 groups in memory, 32 unparks queued); not yet understood",
+	"liveness/older-epoch": "rare (1 in about 20,000 cases of a long run, and the case did not replay): after healing, a flood group's message of an older epoch below a newer stored cursor was not delivered",
 	"recoverable/no-skip":  "rare: AtMostOnce, a Close with a deadline: a hand-out refused at Close after its commit went out needs a skip mark; when a second receiver's write conflicts with it, the deadline ends before the re-read and rewrite (the skip is reported, ReportSkip, not marked)",
 
 	// Documented or by design.
