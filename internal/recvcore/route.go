@@ -176,7 +176,11 @@ func (c *Core) sameCopy(now time.Time, g *group, h, m *msg) {
 // older one goes stale.
 func (c *Core) swapReceipt(h, m *msg) {
 	// Received again: its previous visibility ended, and so did its hold.
-	// A change in flight was for the old receipt: the new one has none.
+	// A change in flight was for the old receipt: the new one has none,
+	// and that change's answer is no longer h's.
+	if h.has(fVisBusy) {
+		c.vis.orphan(h)
+	}
 	h.receipt, h.visible, h.since, h.dequeue = m.receipt, m.visible, m.since, max(h.dequeue, m.dequeue)
 	c.watchHold(h)
 	if h.has(fVisBusy) {

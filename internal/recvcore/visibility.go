@@ -34,6 +34,7 @@ type visChange struct {
 	timeout    time.Duration
 	rel        *relEntry // the message, released while this was in flight
 	at         time.Time // when it was asked for: the queue applies it between then and its answer
+	orphan     bool      // its message was received again: the answer is for a receipt no longer held
 }
 
 // settledWait is a group whose settled entries' visibility is kept alive,
@@ -368,6 +369,8 @@ func (c *Core) Visibility(now time.Time, id uint64, receipt string, err error) {
 	l.inFlight--
 	m := v.m
 	switch {
+	case v.orphan:
+		return // its message was received again meanwhile (see orphan)
 	case v.rel != nil:
 		c.releasedChanged(now, v, receipt, err)
 		return
@@ -378,11 +381,6 @@ func (c *Core) Visibility(now time.Time, id uint64, receipt string, err error) {
 		// A settled entry's, or a message's that was settled (or is
 		// gone) meanwhile.
 		c.settledExtended(now, v, receipt, err)
-		return
-	}
-	if m.receipt != v.receipt {
-		// Received again meanwhile (swapReceipt): the change was for
-		// the old receipt, and a change of the new one may be in flight.
 		return
 	}
 	m.flags &^= fVisBusy
@@ -427,6 +425,19 @@ func (c *Core) extended(now time.Time, m *msg, v visChange, receipt string, keep
 		c.vis.list.push(m)
 	}
 	c.budget.recharge(m)
+}
+
+// orphan detaches the change in flight of m's current receipt from m,
+// received again: its answer must not end the wait of a change of the new
+// receipt.
+func (l *visLane) orphan(m *msg) {
+	for id, v := range l.busy {
+		if v.m == m && v.gen == m.gen && v.receipt == m.receipt && v.rel == nil {
+			v.orphan = true
+			l.busy[id] = v
+			return
+		}
+	}
 }
 
 // rebind makes the change in flight of a settled entry with m's receipt
