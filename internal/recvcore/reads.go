@@ -255,10 +255,12 @@ func (c *Core) moveTo(now time.Time, g *group, cur seqstore.Cursor) {
 		g.next = m.seq + 1
 	}
 	g.forgetPark()
-	if m := g.out; m != nil && (m.waitsForAny(outRetry, outReady) || m.out == outOwed) && below(cur, m.epoch, m.seq) {
+	if m := g.out; m != nil && m.waitsForAny(outRetry, outReady) && below(cur, m.epoch, m.seq) {
 		// Waiting for a hand-out that is not ours any more. (One on its
 		// way to the dead-letter queue or back to the queue is left to
-		// its lane: deleted here, it would be recycled under the lane.)
+		// its lane: deleted here, it would be recycled under the lane.
+		// An AtMostOnce hand-out owed (outOwed) stays: our own durable
+		// commit passed it, and no one else will hand it out.)
 		g.out = nil
 		m.flags |= fDup
 		c.queueDelete(now, m)
