@@ -13,6 +13,9 @@ import (
 // not valid UTF-8 or holds characters that XML does not allow.
 var ErrInvalidBody = errors.New("mnsqueue: body is not valid XML text (raw mode)")
 
+// ErrQueueType: the queue is not of the type Options.QueueType names.
+var ErrQueueType = errors.New("mnsqueue: queue type mismatch")
+
 // Service error codes the driver classifies, as the service spells them.
 const (
 	CodeMessageNotExist    = "MessageNotExist"

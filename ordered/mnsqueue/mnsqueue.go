@@ -38,6 +38,7 @@ type Queue struct {
 	queues    sync.Pool // of ali_mns.AliMNSQueue: one is used by one goroutine at a time
 	limits    driver.Limits
 	shortPoll bool // the queue's PollingWaitSeconds is known to be 0
+	fifo      bool // a FIFO queue: every message is sent with its group
 }
 
 var _ driver.Queue = (*Queue)(nil)
@@ -62,25 +63,24 @@ func New(ctx context.Context, endpoint, queue string, cred Credentials, opts *Op
 		return nil, err
 	}
 	vis, pollWait, maxSize := o.Visibility, -1, MaxMessageSize
+	q.fifo = o.QueueType == QueueTypeFIFO
 	if vis == 0 {
-		attr, err := run(q.session, ctx, "GetQueueAttributes", func() result[ali_mns.QueueAttribute] {
-			a, err := ali_mns.NewMNSQueueManager(q.client).GetQueueAttributes(q.name)
-			return result[ali_mns.QueueAttribute]{a, err}
-		}, nil)
-		if err == nil && attr.err != nil {
-			err = classify("GetQueueAttributes", opOther, attr.err)
+		attr, err := q.readAttributes(ctx)
+		if err == nil && o.QueueType != "" && queueTypeOf(attr) != o.QueueType {
+			err = fmt.Errorf("mnsqueue: queue %s is of type %q, Options.QueueType says %q: %w", q.name, queueTypeOf(attr), o.QueueType, ErrQueueType)
 		}
 		if err != nil {
 			q.Close()
 			return nil, err
 		}
-		vis = time.Duration(attr.v.VisibilityTimeout) * time.Second
+		q.fifo = queueTypeOf(attr) == QueueTypeFIFO
+		vis = time.Duration(attr.VisibilityTimeout) * time.Second
 		if vis == 0 {
 			vis = 30 * time.Second
 		}
-		pollWait = int(attr.v.PollingWaitSeconds)
-		if attr.v.MaxMessageSize > 0 {
-			maxSize = int(min(attr.v.MaxMessageSize, MaxMessageSize))
+		pollWait = int(attr.PollingWaitSeconds)
+		if attr.MaxMessageSize > 0 {
+			maxSize = int(min(attr.MaxMessageSize, MaxMessageSize))
 		}
 	}
 	q.shortPoll = pollWait == 0
@@ -164,6 +164,14 @@ func queueCall[T any](q *Queue, fn func(ali_mns.AliMNSQueue) T) func() T {
 // enqueued the messages.
 func (q *Queue) SendBatch(ctx context.Context, bodies [][]byte) error {
 	const op = "SendBatch"
+	if q.fifo {
+		return fmt.Errorf("mnsqueue: %s: %s is a FIFO queue: every message needs its group (SendGroups): %w", op, q.name, driver.ErrInvalidGroup)
+	}
+	return q.send(ctx, op, bodies, nil)
+}
+
+// send sends bodies, with groups to a FIFO queue.
+func (q *Queue) send(ctx context.Context, op string, bodies [][]byte, groups []string) error {
 	if q.isClosed() {
 		return fmt.Errorf("mnsqueue: %s: %w", op, driver.ErrClosed)
 	}
@@ -180,14 +188,9 @@ func (q *Queue) SendBatch(ctx context.Context, bodies [][]byte) error {
 			return fmt.Errorf("mnsqueue: %s: body %d has %d bytes, at most %d: %w", op, i, len(b), q.limits.MaxBody, driver.ErrTooLarge)
 		}
 		total += len(b)
-		var s string
-		if q.opts.Raw {
-			if !validXMLText(b) {
-				return fmt.Errorf("mnsqueue: %s: body %d: %w", op, i, ErrInvalidBody)
-			}
-			s = string(b)
-		} else {
-			s = base64.StdEncoding.EncodeToString(b)
+		s, err := q.encodeBody(b)
+		if err != nil {
+			return fmt.Errorf("mnsqueue: %s: body %d: %w", op, i, err)
 		}
 		reqs[i] = ali_mns.MessageSendRequest{MessageBody: s, Priority: q.opts.Priority}
 	}
@@ -195,6 +198,10 @@ func (q *Queue) SendBatch(ctx context.Context, bodies [][]byte) error {
 		return fmt.Errorf("mnsqueue: %s: %d bytes in all, at most %d: %w", op, total, q.limits.MaxBatchBytes, driver.ErrTooLarge)
 	}
 	r, err := run(q.session, ctx, op, queueCall(q, func(aq ali_mns.AliMNSQueue) result[ali_mns.BatchMessageSendResponse] {
+		if groups != nil {
+			resp, err := q.sendFIFO(reqs, groups)
+			return result[ali_mns.BatchMessageSendResponse]{resp, err}
+		}
 		resp, err := aq.BatchSendMessage(reqs...)
 		return result[ali_mns.BatchMessageSendResponse]{resp, err}
 	}), nil)

@@ -120,6 +120,14 @@ type Options struct {
 	// gives the maximum message size and the polling wait; a user without
 	// permission to read them sets Visibility (whole seconds).
 	Visibility time.Duration
+	// QueueType is the type the queue must have: QueueTypeNormal or
+	// QueueTypeFIFO, or "" for whatever the service says. New reads it
+	// with the attributes and fails with ErrQueueType on a mismatch (a
+	// FIFO queue where a standard one was meant, or the reverse); with
+	// Visibility set it is not read, and "" means a standard queue. On a
+	// FIFO queue every message is sent with its group as MessageGroupId
+	// (the driver implements driver.Grouped).
+	QueueType string
 	// Timeout is the SDK's per-request timeout (default 35s, at least
 	// MinTimeout, whole seconds). It must exceed the longest long-poll wait:
 	// a request that times out on the client may have taken effect.
@@ -187,6 +195,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("mnsqueue: MaxConns %d must be positive", o.MaxConns)
 	case o.CloseTimeout < 0:
 		return fmt.Errorf("mnsqueue: negative CloseTimeout %v", o.CloseTimeout)
+	case o.QueueType != "" && o.QueueType != QueueTypeNormal && o.QueueType != QueueTypeFIFO:
+		return fmt.Errorf("mnsqueue: QueueType %q must be %q, %q or empty", o.QueueType, QueueTypeNormal, QueueTypeFIFO)
 	case len(o.MessageTag) > maxTagLen:
 		return fmt.Errorf("mnsqueue: MessageTag %q longer than %d characters", o.MessageTag, maxTagLen)
 	}
