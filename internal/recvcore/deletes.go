@@ -11,7 +11,6 @@ const (
 	maxVisibilityInFlight = 8
 	maxUnparkQueries      = 64
 	maxUnparkEntries      = 256
-	maxDeleteTries        = 5 // an AtMostOnce hand-out waiting for its delete gives up then
 	maxDeadTries          = 5
 )
 
@@ -230,7 +229,10 @@ func (c *Core) deletedBeforeHandOut(now time.Time, m *msg, r DeleteResult) bool 
 		} else {
 			m.handed()
 		}
-	case r.Retry && m.visibleAt().After(now) && m.tries+1 < maxDeleteTries:
+	case r.Retry && m.visibleAt().After(now):
+		// Retried while the receipt lasts (the lane backs off): given
+		// up earlier, an attempt that took effect unseen would leave
+		// the message deleted and never handed out.
 		m.tries++
 		c.deletes.push(now, m)
 		return true

@@ -105,15 +105,17 @@ func TestWorld(t *testing.T) {
 // Those are fixed and enforced; worldDefectSeeds replays a case of each.
 var worldKnownFailing = map[string]string{
 	// Open.
-	"liveness/startlowest": "under a flood of new StartLowest groups and a memory budget far below it, a group's lone redelivered arrival settles for up to 10 extra rounds (the dequeue count reflects the Core's own evictions) and is evicted meanwhile: it starts late, past the model's healing bound",
-	"liveness/flood":       "kin of ShedRescanChurnWhileIdle: under a flood, groups shed before GapTimeout re-settle their hole each time they come back, past the model's healing bound",
-	"memory/flood":         "rare (1 in about 20,000 cases of a long run): a flood of new groups with parking, shed and re-loaded while their parks are read, holds 3.4 times a 16 KiB budget (56 KB, 63 groups in memory, 32 unparks queued); not yet understood",
-	"liveness/older-epoch": "rare (1 in about 20,000 cases of a long run, and the case did not replay): after healing, a flood group's message of an older epoch below a newer stored cursor was not delivered",
-	"recoverable/no-skip":  "rare: AtMostOnce, a Close with a deadline: a hand-out refused at Close after its commit went out needs a skip mark; when a second receiver's write conflicts with it, the deadline ends before the re-read and rewrite (the skip is reported, ReportSkip, not marked)",
+	"liveness/startlowest":      "under a flood of new StartLowest groups and a memory budget far below it, a group's lone redelivered arrival settles for up to 10 extra rounds (the dequeue count reflects the Core's own evictions) and is evicted meanwhile: it starts late, past the model's healing bound",
+	"liveness/flood":            "kin of ShedRescanChurnWhileIdle: under a flood, groups shed before GapTimeout re-settle their hole each time they come back, past the model's healing bound",
+	"memory/flood":              "rare (1 in about 20,000 cases of a long run): a flood of new groups with parking, shed and re-loaded while their parks are read, holds 3.4 times a 16 KiB budget (56 KB, 63 groups in memory, 32 unparks queued); not yet understood",
+	"liveness/older-epoch":      "rare (1 in about 20,000 cases of a long run, and the case did not replay): after healing, a flood group's message of an older epoch below a newer stored cursor was not delivered",
+	"liveness/parked-no-cursor": "rare (1 in about 10,000 cases of a long run, flood with parking and restarts): after healing, a handled message is still in the queue (not deleted) in a group whose cursor was stored late",
+	"recoverable/no-skip":       "rare: AtMostOnce, a Close with a deadline: a hand-out refused at Close after its commit went out needs a skip mark; when a second receiver's write conflicts with it, the deadline ends before the re-read and rewrite (the skip is reported, ReportSkip, not marked)",
 
 	// Documented or by design.
 	"amo-once/forgotten":     "Stats.Forgotten: a copy of a late or untagged message handed out again once the dedup set was trimmed to fit MaxMemory",
 	"amo-uncertain-conflict": "inherent: AtMostOnce, second receiver: the commit of a hand-out has an unknown outcome (applied), and the other receiver moved the cursor past it; the Core cannot tell its write from the other's, and refuses the hand-out rather than risk a second one",
+	"amo-unordered-drop":     "inherent (1 in about 5,000 cases): AtMostOnce Unordered, a delete whose outcome is unknown, retried and found stale with an answer that came too near the end of the visibility to tell our own applied delete from a receipt gone stale; the Core refuses the hand-out (a duplicate would break AtMostOnce), and the message is lost unless it comes back",
 	"amo-once/across-lives":  "a copy of a late (skipped or older-epoch) message handed out again by a later incarnation (the dedup set lives as long as one Core)",
 }
 
