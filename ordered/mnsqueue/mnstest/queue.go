@@ -209,8 +209,7 @@ type delivery struct {
 	enqueued, visible, firstDeq int64
 	dequeues                    int64
 	priority                    int
-	group                       string // MessageGroupId, when grouped
-	grouped                     bool   // a FIFO queue's message: answer its MessageGroupId
+	group                       *string // MessageGroupId of a FIFO queue's message, else nil
 }
 
 // shardHeap holds a shard's visible messages, by priority then enqueue order.
@@ -721,7 +720,7 @@ func (q *queue) deliveryOf(m *message, withHandle bool) delivery {
 		priority: m.priority,
 	}
 	if m.grp != nil {
-		d.group, d.grouped = m.grp.id, true
+		d.group = &m.grp.id
 	}
 	if withHandle {
 		d.handle = q.srv.encodeHandle(q.id, m.seq, m.gen)

@@ -67,7 +67,9 @@ type Options struct {
 	// Shards is the number of internal shards per queue (default 4, at most
 	// 64). A message goes to a random shard; receives take from shards at
 	// random, so delivery is "basically ordered" like the service's
-	// standard queues. 1 makes queues FIFO (apart from redeliveries).
+	// standard queues. 1 makes queues deliver in send order (apart from
+	// redeliveries and priorities); a FIFO queue (QueueTypeFIFO) keeps
+	// each group's order with any number of shards.
 	Shards int
 	// ReorderWindow bounds how far a message can be overtaken: a receive
 	// takes from a shard only if its oldest message is within this many

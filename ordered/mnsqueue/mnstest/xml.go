@@ -216,8 +216,8 @@ func appendMessage(b []byte, d *delivery, ns bool) []byte {
 	b = appendIntElem(b, "FirstDequeueTime", ms(d.firstDeq))
 	b = appendIntElem(b, "DequeueCount", d.dequeues)
 	b = appendIntElem(b, "Priority", int64(d.priority))
-	if d.grouped {
-		b = appendElem(b, "MessageGroupId", d.group)
+	if d.group != nil {
+		b = appendElem(b, "MessageGroupId", *d.group)
 	}
 	return append(b, "</Message>"...)
 }
