@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	ali_mns "github.com/aliyun/aliyun-mns-go-sdk"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -618,4 +619,33 @@ func TestFIFOOrderUnderChaos(t *testing.T) {
 	assert.Positive(t, st.Errors5xx, "5xx fault fired")
 	assert.Positive(t, st.Drops, "drop fault fired")
 	t.Logf("%d messages (%d sent), %d mixed batches; stats %+v", total, groups*perGroup, mixed, st)
+}
+
+// TestFIFOWithGoSDK: the Go SDK v1.0.11, which knows no MessageGroupId,
+// receives and deletes a FIFO queue's messages unchanged (it skips the
+// element), and its sends are refused with FifoMissingMessageGroupId.
+func TestFIFOWithGoSDK(t *testing.T) {
+	s, c := newFIFOServer(t, nil)
+	require.NoError(t, s.CreateQueue("f", &QueueAttributes{QueueType: QueueTypeFIFO}))
+	require.Equal(t, http.StatusCreated, c.send("f", "m1", "G", 0).status)
+	require.Equal(t, http.StatusCreated, c.send("f", "m2", "G", 0).status)
+	q := ali_mns.NewMNSQueue("f", ali_mns.NewAliMNSClientWithConfig(ali_mns.AliMNSClientConfig{
+		EndPoint: s.Endpoint(), AccessKeyId: s.AccessKeyID(), AccessKeySecret: s.AccessKeySecret(), TimeoutSecond: 10,
+	}))
+	_, err := q.SendMessage(ali_mns.MessageSendRequest{MessageBody: "x", Priority: 8})
+	require.Error(t, err, "an SDK send has no MessageGroupId")
+	assert.Contains(t, err.Error(), CodeFifoMissingMessageGroupID)
+	for _, want := range []string{"m1", "m2"} {
+		rc := make(chan ali_mns.BatchMessageReceiveResponse, 1)
+		ec := make(chan error, 1)
+		q.BatchReceiveMessage(rc, ec, 16, 1) // a wait of 0 sends nothing
+		select {
+		case r := <-rc:
+			require.Len(t, r.Messages, 1, "one message of the group at a time")
+			assert.Equal(t, want, r.Messages[0].MessageBody)
+			require.NoError(t, q.DeleteMessage(r.Messages[0].ReceiptHandle))
+		case err := <-ec:
+			require.NoError(t, err, "BatchReceiveMessage")
+		}
+	}
 }
