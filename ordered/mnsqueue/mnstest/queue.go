@@ -53,10 +53,11 @@ type QueueAttributes struct {
 	// QueueType is QueueTypeFIFO or, for a standard queue, "" (the
 	// default; QueueTypeNormal is taken as "" so that attributes compare
 	// equal however they were given, and GetQueueAttributes answers
-	// "normal"). It is set when the queue is created and never changes. A FIFO queue hands out the messages of each message group
-	// in the order they arrived, one at a time (see the package
-	// documentation, # FIFO queues and topics). Its dead-letter queue must
-	// be a FIFO queue, a standard queue's a standard one.
+	// "normal"). It is set when the queue is created and never changes.
+	// A FIFO queue hands out the messages of each message group in the
+	// order they arrived, one at a time (see the package documentation,
+	// # FIFO queues and topics). Its dead-letter queue must be a FIFO
+	// queue, a standard queue's a standard one.
 	QueueType string
 }
 
@@ -806,7 +807,8 @@ type QueueInfo struct {
 	Name       string
 	Attributes QueueAttributes
 	// Active messages are visible; the count may include messages past
-	// retention that no receive has touched yet.
+	// retention that no receive has touched yet, and, in a FIFO queue,
+	// includes those waiting behind their group's head.
 	Active int
 	// Inactive messages were received and are invisible until their
 	// visibility timeout ends.
