@@ -31,7 +31,7 @@
 // and batch receive (1..16) with long polling (waitseconds 0..30, else the
 // queue's PollingWaitSeconds; a message that arrives during the wait is
 // returned at once; 404 MessageNotExist when nothing came), peek and batch
-// peek, delete and batch delete (per-entry failures as an <Errors> list),
+// peek (not on FIFO queues), delete and batch delete (per-entry failures as an <Errors> list),
 // and change visibility.
 //
 // The topic operations too: create (201, 204 when it exists with the same
@@ -88,6 +88,64 @@
 // State is in memory, one mutex per queue. Server.Advance moves the server's
 // clock forward so that tests of visibility, delay and retention do not
 // sleep.
+//
+// # FIFO queues and topics
+//
+// A queue created with QueueType "fifo" (QueueAttributes.QueueType
+// QueueTypeFIFO; "normal", the default, is a standard queue) and a topic
+// created with TopicType "fifo" behave as the service documents its FIFO
+// ("ordered") queues and topics; GetQueueAttributes, ListQueue with
+// metadata, GetTopicAttributes and ListTopic with metadata answer the type,
+// which never changes (SetQueueAttributes or SetTopicAttributes with
+// another type is 400 InvalidArgument, CreateQueue or CreateTopic with
+// another type 409 as for any other attribute).
+//
+// Every SendMessage, every BatchSendMessage entry and every PublishMessage
+// to a FIFO queue or topic must carry a <MessageGroupId> (the Java SDK
+// writes it after MessageBody, DelaySeconds, Priority and the property
+// lists; the Go SDK v1.0.11 cannot send it): without one, or with an empty
+// one, a single send or a publish is answered 400
+// FifoMissingMessageGroupId, and a batch entry fails with that code in the
+// batch's <Messages> list while the other entries are stored (the answer is
+// then a 500 like any partial batch failure). A standard queue or topic
+// accepts a MessageGroupId and ignores it: not stored, not returned, not
+// pushed.
+//
+// A FIFO queue keeps each group's messages in the order they arrived and
+// hands out only a group's oldest message, its head: while the head is
+// received and invisible (the group is locked), no other message of the
+// group goes to anyone, until the head is deleted or its visibility
+// timeout lapses; then the head comes again, first in its group (delivery
+// stays at-least-once: a lost delete, a lapse or the Redeliver fault
+// deliver the same message again). Different groups are independent: a
+// receive takes heads of several groups, in the queue's usual "basically
+// ordered" way across groups (shards, ReorderWindow, Priority), and a
+// batch receive holds at most one message per group (one message in
+// flight per group, as the service describes it). A delayed message keeps
+// its place: a head whose delay has not ended blocks its group, and a
+// later message without delay waits behind it. Received FIFO messages
+// carry their <MessageGroupId> after <Priority>. No fault reorders a
+// group: redelivery, 5xx, drops and the consumption throttle only delay
+// it.
+//
+// PeekMessage and BatchPeekMessage on a FIFO queue answer 400
+// UnsupportedOperation (a code of our choosing: the service says peeking
+// is not supported, not how it answers). A FIFO queue's dead-letter queue
+// must be a FIFO queue and a standard queue's a standard one (400
+// InvalidArgument otherwise, checked when the policy is set); a move keeps
+// the message's group. A normal topic cannot subscribe a FIFO queue (400
+// InvalidArgument); a FIFO topic may subscribe either kind, and its pushes
+// carry the publish's MessageGroupId into a FIFO queue (a standard queue
+// ignores it; the notification bodies are unchanged). A FIFO topic's
+// pushes to each subscription land in publish order: Faults.PushDelay
+// makes them late but never reorders them, while PushDuplicate and
+// PushDrop still double or lose a push. A queue deleted and created again
+// with the other type after the check takes what arrives as its type
+// does: a FIFO queue puts a message without a group in the group "".
+//
+// For tests, Server.Groups lists a FIFO queue's groups (head, message ids
+// in arrival order, locked or delayed), and QueueInfo and Stats count
+// groups and locked groups.
 //
 // # Faults
 //

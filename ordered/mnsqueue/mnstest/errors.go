@@ -45,6 +45,14 @@ const (
 	// error table has "SubsriptionNameInvalid" and so maps it to MNS#135.
 	CodeSubscriptionNameInvalid = "SubscriptionNameInvalid"
 	CodeEndpointInvalid         = "EndpointInvalid"
+	// CodeFifoMissingMessageGroupID answers a send or publish to a FIFO
+	// queue or topic without a MessageGroupId (400), as the service
+	// documents it.
+	CodeFifoMissingMessageGroupID = "FifoMissingMessageGroupId"
+	// CodeUnsupportedOperation answers PeekMessage and BatchPeekMessage on
+	// a FIFO queue (400), which the service does not support; the code
+	// is of our choosing, the service documents none.
+	CodeUnsupportedOperation = "UnsupportedOperation"
 	// Limits of the emulator, in codes of our choosing (see Options).
 	CodeSubscriptionNumExceededLimit = "SubscriptionNumExceededLimit"
 	CodeQueueNumExceededLimit        = "QueueNumExceededLimit"
@@ -108,7 +116,11 @@ var (
 	errTopicLimit      = newAPIError(http.StatusBadRequest, CodeTopicNumExceededLimit, "The number of topics exceeds the limit.")
 	errSubLimit        = newAPIError(http.StatusBadRequest, CodeSubscriptionNumExceededLimit, "A topic has at most 100 subscriptions.")
 	errQueueLimit      = newAPIError(http.StatusBadRequest, CodeQueueNumExceededLimit, "The number of queues exceeds the limit.")
-	errMessageLimit    = newAPIError(http.StatusBadRequest, CodeMessageNumExceededLimit,
+	errMissingGroup    = newAPIError(http.StatusBadRequest, CodeFifoMissingMessageGroupID,
+		"MessageGroupId is required for a message of a FIFO queue or topic.")
+	errFifoPeek       = newAPIError(http.StatusBadRequest, CodeUnsupportedOperation, "A FIFO queue does not support PeekMessage.")
+	errDeadLetterType = invalidArgument("The dead-letter queue must be of the queue's type: fifo for a fifo queue, normal for a normal queue.")
+	errMessageLimit   = newAPIError(http.StatusBadRequest, CodeMessageNumExceededLimit,
 		"The emulator holds as many messages as its MaxMessages or MaxMessageBytes allow.")
 )
 

@@ -65,7 +65,7 @@ func TestQueueModel(t *testing.T) {
 				nextBody++
 				body := string(rune('a'+nextBody%26)) + time.Duration(nextBody).String()
 				q.advance(now)
-				_, h := q.send(body, "md5", max(delay*second, -1), prio, now, false)
+				_, h := q.send(body, "md5", max(delay*second, -1), prio, "", now, false)
 				m := &mmsg{body: body, expires: now + 6*second, priority: prio, seq: q.nextSeq}
 				d := delay
 				if d < 0 {

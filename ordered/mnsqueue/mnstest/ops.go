@@ -46,7 +46,7 @@ func (c *call) setQueueAttributes() *apiError {
 	if p := qb.DlqPolicy; p != nil {
 		// Checked before q.mu is taken: the server lock comes first.
 		c.s.mu.RLock()
-		err := c.s.checkDeadLetterQueue(c.qname, strings.TrimSpace(p.DeadLetterTargetQueue))
+		err := c.s.checkDeadLetterQueue(c.qname, strings.TrimSpace(p.DeadLetterTargetQueue), q.fifo)
 		c.s.mu.RUnlock()
 		if err != nil {
 			return err
@@ -63,6 +63,9 @@ func (c *call) setQueueAttributes() *apiError {
 	}
 	if err := a.check(); err != nil {
 		return err
+	}
+	if a.QueueType != q.attrs.QueueType {
+		return invalidArgument("The QueueType of a queue cannot be changed.")
 	}
 	q.attrs = a
 	q.modified = c.s.now()
@@ -191,13 +194,27 @@ type entry struct {
 	body, md5 string
 	delay     int64 // -1: the queue's
 	priority  int
+	group     string // MessageGroupId: required by a FIFO queue, ignored by a standard one
 	id        string
 	handle    string
 	err       *apiError
 }
 
-// checkEntry validates one message against the queue's limits.
-func checkEntry(body *string, delayText, prioText string, maxSize int) entry {
+// checkEntry validates one message against the queue's limits; a FIFO
+// queue's message must carry a MessageGroupId.
+func checkEntry(se *sendEntry, maxSize int, fifo bool) entry {
+	e := checkBody(se.MessageBody, se.DelaySeconds, se.Priority, maxSize)
+	if e.err == nil && fifo {
+		if se.MessageGroupID == nil || strings.TrimSpace(*se.MessageGroupID) == "" {
+			return entry{err: errMissingGroup}
+		}
+		e.group = *se.MessageGroupID
+	}
+	return e
+}
+
+// checkBody validates a message's body, delay and priority.
+func checkBody(body *string, delayText, prioText string, maxSize int) entry {
 	if body == nil {
 		return entry{err: invalidArgument("MessageBody is required.")}
 	}
@@ -245,7 +262,7 @@ func (c *call) store(q *queue, e *entry, now int64) {
 	if delay > 0 {
 		delay *= second
 	}
-	e.id, e.handle = q.send(e.body, e.md5, delay, e.priority, now, lost)
+	e.id, e.handle = q.send(e.body, e.md5, delay, e.priority, e.group, now, lost)
 }
 
 // messageQueue returns the request's queue, locked, with its timers
@@ -284,7 +301,7 @@ func (c *call) sendMessage() *apiError {
 	if err != nil {
 		return err
 	}
-	e := checkEntry(sb.MessageBody, sb.DelaySeconds, sb.Priority, q.attrs.MaximumMessageSize)
+	e := checkEntry(&sb.sendEntry, q.attrs.MaximumMessageSize, q.fifo)
 	if e.err != nil {
 		q.mu.Unlock()
 		return e.err
@@ -330,8 +347,8 @@ func (c *call) batchSendMessage() *apiError {
 	}
 	entries := make([]entry, n)
 	failed := 0
-	for i, m := range sb.Messages {
-		entries[i] = checkEntry(m.MessageBody, m.DelaySeconds, m.Priority, q.attrs.MaximumMessageSize)
+	for i := range sb.Messages {
+		entries[i] = checkEntry(&sb.Messages[i], q.attrs.MaximumMessageSize, q.fifo)
 	}
 	if c.fault == faultPartial {
 		// Fail a random, non-empty subset with InternalError.
@@ -486,6 +503,10 @@ func (c *call) peekMessage() *apiError {
 	q, now, err := c.messageQueue(n)
 	if err != nil {
 		return err
+	}
+	if q.fifo {
+		q.mu.Unlock()
+		return errFifoPeek
 	}
 	out := q.peek(n, now, nil)
 	q.mu.Unlock()

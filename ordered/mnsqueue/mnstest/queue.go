@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -48,7 +50,24 @@ type QueueAttributes struct {
 	// v1.0.11 cannot send it.
 	DeadLetterQueue string
 	MaxReceiveCount int
+	// QueueType is QueueTypeFIFO or, for a standard queue, "" (the
+	// default; QueueTypeNormal is taken as "" so that attributes compare
+	// equal however they were given, and GetQueueAttributes answers
+	// "normal"). It is set when the queue is created and never changes.
+	// A FIFO queue hands out the messages of each message group in the
+	// order they arrived, one at a time (see the package documentation,
+	// # FIFO queues and topics). Its dead-letter queue must be a FIFO
+	// queue, a standard queue's a standard one.
+	QueueType string
 }
+
+// Queue and topic types, the values of QueueType and TopicType.
+const (
+	QueueTypeNormal = "normal"
+	QueueTypeFIFO   = "fifo"
+	TopicTypeNormal = "normal"
+	TopicTypeFIFO   = "fifo"
+)
 
 const (
 	defaultMaxMessageSize  = 65536
@@ -86,7 +105,18 @@ func (a QueueAttributes) withDefaults() QueueAttributes {
 	if a.VisibilityTimeout == 0 {
 		a.VisibilityTimeout = defaultVisibility
 	}
+	if a.QueueType == QueueTypeNormal {
+		a.QueueType = ""
+	}
 	return a
+}
+
+// queueType is the QueueType the REST API answers.
+func (a *QueueAttributes) queueType() string {
+	if a.QueueType == "" {
+		return QueueTypeNormal
+	}
+	return a.QueueType
 }
 
 // check reports the first attribute out of the service's range.
@@ -106,6 +136,8 @@ func (a QueueAttributes) check() *apiError {
 		return invalidArgument("A dead-letter policy needs both DeadLetterTargetQueue and MaxReceiveCount.")
 	case a.MaxReceiveCount < 0 || a.MaxReceiveCount > maxReceiveCountLimit:
 		return rangeError("MaxReceiveCount", 1, maxReceiveCountLimit, "")
+	case a.QueueType != "" && a.QueueType != QueueTypeFIFO:
+		return invalidArgument("The value of QueueType should be normal or fifo.")
 	}
 	return nil
 }
@@ -133,6 +165,22 @@ const (
 	stateInflight              // received and invisible, in the timer heap
 )
 
+// A message of a FIFO queue is also in its group, behind the messages of
+// the group that arrived before it. Only the group's head can be in a
+// shard heap or in flight: a visible message behind the head is active
+// but in no heap (blocked), and a delayed one stays in the timer heap
+// and, when its delay ends, becomes active and blocked. When the head
+// leaves (deleted, expired, dead-lettered), the next message becomes the
+// head and, if active, enters its shard heap. So the receive path (pick)
+// never sees two messages of one group, and the group lock is the head's
+// stateInflight.
+
+// group is one message group of a FIFO queue, guarded by its queue's mutex.
+type group struct {
+	id   string
+	msgs []*message // arrival order; msgs[0] is the head
+}
+
 // message is one stored message. Its fields are guarded by its queue's mutex.
 type message struct {
 	seq       uint64 // enqueue order within the queue, also the handle's key
@@ -150,8 +198,9 @@ type message struct {
 	dequeues  int64
 	gen       uint32 // bumped by every receive and visibility change: older handles go stale
 	state     uint8
-	vidx      int // index in the shard heap, -1 when not in it
-	tidx      int // index in the timer heap, -1 when not in it
+	vidx      int    // index in the shard heap, -1 when not in it
+	tidx      int    // index in the timer heap, -1 when not in it
+	grp       *group // its group in a FIFO queue, nil in a standard one
 }
 
 // delivery is what a receive or peek answers for one message, copied out of
@@ -161,6 +210,7 @@ type delivery struct {
 	enqueued, visible, firstDeq int64
 	dequeues                    int64
 	priority                    int
+	group                       *string // MessageGroupId of a FIFO queue's message, else nil
 }
 
 // shardHeap holds a shard's visible messages, by priority then enqueue order.
@@ -234,6 +284,10 @@ type queue struct {
 	srv   *Server
 	mu    sync.Mutex
 	attrs QueueAttributes
+	// fifo is attrs.QueueType == QueueTypeFIFO; the type never changes, so
+	// it may be read without mu.
+	fifo   bool
+	groups map[string]*group // FIFO queues: the groups that have messages
 	// created and modified are server-clock times in ns.
 	created, modified int64
 	deleted           bool
@@ -258,9 +312,10 @@ type queue struct {
 // arrival is a topic push on its way to the queue: it becomes a message when
 // it lands, so that it takes its place in the queue's order then.
 type arrival struct {
-	due  int64 // server clock, ns
-	n    uint64
-	body string
+	due   int64 // server clock, ns
+	n     uint64
+	body  string
+	group string // MessageGroupId of a FIFO topic's push
 }
 
 // arrivals is a heap of arrivals by landing time.
@@ -286,14 +341,14 @@ func (h *arrivals) Pop() any {
 // is taken now, within Options.MaxMessages and MaxMessageBytes, so that
 // pushes held back by Faults.PushDelay count against the caps: one that
 // finds the emulator full fails at once, as it would have when it landed.
-func (q *queue) expect(body string, due int64) {
+func (q *queue) expect(body, group string, due int64) {
 	if !q.srv.reserve(1, int64(len(body)), false) {
 		q.srv.stats.pushFailed.Add(1)
 		return
 	}
 	q.incomingBytes += int64(len(body))
 	q.arrivalSeq++
-	heap.Push(&q.incoming, arrival{due: due, n: q.arrivalSeq, body: body})
+	heap.Push(&q.incoming, arrival{due: due, n: q.arrivalSeq, body: body, group: group})
 	if q.incoming[0].n == q.arrivalSeq {
 		q.wake() // a new earliest deadline: long polls shorten their sleep
 	}
@@ -305,7 +360,7 @@ func (q *queue) land(now int64) {
 	for len(q.incoming) > 0 && q.incoming[0].due <= now {
 		a := heap.Pop(&q.incoming).(arrival)
 		q.incomingBytes -= int64(len(a.body))
-		q.send(a.body, md5Hex(a.body), -1, defaultPriority, a.due, false)
+		q.send(a.body, md5Hex(a.body), -1, defaultPriority, a.group, a.due, false)
 		q.srv.stats.pushed.Add(1)
 	}
 }
@@ -318,15 +373,77 @@ func (q *queue) store(m *message) {
 	q.bytes += int64(len(m.body))
 }
 
-// unstore removes m from the queue's messages and releases its room.
+// unstore removes m from the queue's messages (and from its group) and
+// releases its room.
 func (q *queue) unstore(m *message) {
+	if m.grp != nil {
+		q.leaveGroup(m)
+	}
 	delete(q.msgs, m.seq)
 	q.bytes -= int64(len(m.body))
 	q.srv.release(1, int64(len(m.body)))
 }
 
+// joinGroup puts m at the end of its group, creating the group.
+func (q *queue) joinGroup(m *message, id string) {
+	g := q.groups[id]
+	if g == nil {
+		g = &group{id: id}
+		q.groups[id] = g
+	}
+	m.grp = g
+	g.msgs = append(g.msgs, m)
+}
+
+// leaveGroup takes m out of its group. When m was the head, the next
+// message becomes the head and, if it is visible, receivable: this is
+// where a group's lock ends. m keeps its group pointer, so that its
+// MessageGroupId stays known (a dead-letter move needs it).
+func (q *queue) leaveGroup(m *message) {
+	g := m.grp
+	if g.msgs[0] != m {
+		// A delayed message behind the head, deleted or expired.
+		if i := slices.Index(g.msgs, m); i >= 0 {
+			g.msgs = slices.Delete(g.msgs, i, i+1)
+		}
+		return
+	}
+	g.msgs[0] = nil
+	g.msgs = g.msgs[1:]
+	if len(g.msgs) == 0 {
+		delete(q.groups, g.id)
+		return
+	}
+	if h := g.msgs[0]; h.state == stateActive && h.vidx < 0 {
+		heap.Push(&q.shards[h.shard], h)
+		q.wake()
+	}
+}
+
+// blocked reports whether m waits behind the head of its FIFO group.
+func (q *queue) blocked(m *message) bool {
+	return m.grp != nil && m.grp.msgs[0] != m
+}
+
+// activate makes m visible: into its shard heap, unless it is blocked
+// behind the head of its group. The caller wakes the long polls.
+func (q *queue) activate(m *message) {
+	m.state = stateActive
+	q.active++
+	if !q.blocked(m) {
+		heap.Push(&q.shards[m.shard], m)
+	}
+}
+
 func newQueue(s *Server, name string, id uint32, attrs QueueAttributes, now int64) *queue {
+	fifo := attrs.QueueType == QueueTypeFIFO
+	var groups map[string]*group
+	if fifo {
+		groups = make(map[string]*group)
+	}
 	return &queue{
+		fifo:     fifo,
+		groups:   groups,
 		name:     name,
 		id:       id,
 		srv:      s,
@@ -387,9 +504,7 @@ func (q *queue) advance(now int64) {
 			q.cons.lapse(m.visible)
 			q.srv.stats.lapsed.Add(1)
 		}
-		m.state = stateActive
-		q.active++
-		heap.Push(&q.shards[m.shard], m)
+		q.activate(m)
 		woke = true
 	}
 	if woke {
@@ -453,8 +568,9 @@ func (q *queue) pick(now int64) *message {
 }
 
 // send stores one message. delay is in ns; < 0 means the queue's
-// DelaySeconds. lost throws it away (Faults.LoseAckedSends).
-func (q *queue) send(body, md5 string, delay int64, priority int, now int64, lost bool) (id, handle string) {
+// DelaySeconds. group is its MessageGroupId, which a FIFO queue keeps and a
+// standard one ignores. lost throws it away (Faults.LoseAckedSends).
+func (q *queue) send(body, md5 string, delay int64, priority int, group string, now int64, lost bool) (id, handle string) {
 	q.nextSeq++
 	seq := q.nextSeq
 	shard := 0
@@ -485,6 +601,9 @@ func (q *queue) send(body, md5 string, delay int64, priority int, now int64, los
 		tidx:     -1,
 	}
 	q.store(m)
+	if q.fifo {
+		q.joinGroup(m, group)
+	}
 	q.srv.stats.sent.Add(1)
 	if delay > 0 {
 		m.state = stateDelayed
@@ -492,9 +611,7 @@ func (q *queue) send(body, md5 string, delay int64, priority int, now int64, los
 		q.pushTimer(m, now+delay)
 		return id, q.srv.encodeHandle(q.id, seq, 0)
 	}
-	m.state = stateActive
-	q.active++
-	heap.Push(&q.shards[shard], m)
+	q.activate(m)
 	q.wake()
 	return id, ""
 }
@@ -560,8 +677,16 @@ func (q *queue) adopt(moved []*message) {
 			m.shard = q.rng.IntN(len(q.shards))
 		}
 		q.store(m)
-		q.active++
-		heap.Push(&q.shards[m.shard], m)
+		if q.fifo {
+			// A FIFO queue's dead-letter queue is FIFO: the group goes
+			// along, and the move takes its place at the group's end.
+			gid := ""
+			if old.grp != nil {
+				gid = old.grp.id
+			}
+			q.joinGroup(m, gid)
+		}
+		q.activate(m)
 	}
 	q.wake()
 }
@@ -594,6 +719,9 @@ func (q *queue) deliveryOf(m *message, withHandle bool) delivery {
 		firstDeq: m.firstDeq,
 		dequeues: m.dequeues,
 		priority: m.priority,
+	}
+	if m.grp != nil {
+		d.group = &m.grp.id
 	}
 	if withHandle {
 		d.handle = q.srv.encodeHandle(q.id, m.seq, m.gen)
@@ -653,7 +781,15 @@ func (q *queue) changeVisibility(handle string, vt int64, now int64) (string, in
 
 // info snapshots the queue for GetQueueAttributes and Server.Queue.
 func (q *queue) info() QueueInfo {
+	locked := 0
+	for _, g := range q.groups {
+		if g.msgs[0].state == stateInflight {
+			locked++
+		}
+	}
 	return QueueInfo{
+		Groups:         len(q.groups),
+		LockedGroups:   locked,
 		Name:           q.name,
 		Attributes:     q.attrs,
 		Active:         q.active,
@@ -671,7 +807,8 @@ type QueueInfo struct {
 	Name       string
 	Attributes QueueAttributes
 	// Active messages are visible; the count may include messages past
-	// retention that no receive has touched yet.
+	// retention that no receive has touched yet, and, in a FIFO queue,
+	// includes those waiting behind their group's head.
 	Active int
 	// Inactive messages were received and are invisible until their
 	// visibility timeout ends.
@@ -687,6 +824,43 @@ type QueueInfo struct {
 	// receive, or "" (Throttle.Consumption).
 	Throttled                  string
 	CreateTime, LastModifyTime time.Time
+	// Groups counts the message groups of a FIFO queue that hold messages,
+	// LockedGroups those whose head is received and invisible, so that no
+	// other message of theirs can be received (0 for a standard queue).
+	Groups, LockedGroups int
+}
+
+// GroupInfo describes one message group of a FIFO queue.
+type GroupInfo struct {
+	// ID is the MessageGroupId.
+	ID string
+	// Messages counts the group's stored messages, the head included.
+	Messages int
+	// HeadID is the id of the head, the oldest message of the group: the
+	// only one a receive can return.
+	HeadID string
+	// Locked: the head is received and invisible (in flight); Delayed:
+	// its delay has not ended. Either way the group hands out nothing.
+	Locked, Delayed bool
+	// MessageIDs are the ids of the group's messages in arrival order,
+	// the head first.
+	MessageIDs []string
+}
+
+// groupInfos snapshots the groups, sorted by id.
+func (q *queue) groupInfos() []GroupInfo {
+	out := make([]GroupInfo, 0, len(q.groups))
+	for _, g := range q.groups {
+		h := g.msgs[0]
+		gi := GroupInfo{ID: g.id, Messages: len(g.msgs), HeadID: h.id, Locked: h.state == stateInflight,
+			Delayed: h.state == stateDelayed, MessageIDs: make([]string, len(g.msgs))}
+		for i, m := range g.msgs {
+			gi.MessageIDs[i] = m.id
+		}
+		out = append(out, gi)
+	}
+	slices.SortFunc(out, func(a, b GroupInfo) int { return strings.Compare(a.ID, b.ID) })
+	return out
 }
 
 // encodeHandle builds a receipt handle: queue id, message seq and generation,

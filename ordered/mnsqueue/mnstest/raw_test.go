@@ -296,6 +296,8 @@ func FuzzFastXML(f *testing.F) {
 		"<Messages><Message><MessageBody>x</MessageBody></Message><Message><MessageBody></MessageBody><Priority>3</Priority></Message></Messages>",
 		"<ReceiptHandles><ReceiptHandle>AAAA+/==</ReceiptHandle><ReceiptHandle>b</ReceiptHandle></ReceiptHandles>",
 		"<Message><MessageBody>&#65;&#x42;&quot;&apos;&gt;</MessageBody></Message>",
+		"<Message><MessageBody>a</MessageBody><DelaySeconds>0</DelaySeconds><Priority>8</Priority><MessageGroupId>g&amp;1</MessageGroupId></Message>",
+		"<Messages><Message><MessageBody>x</MessageBody><MessageGroupId>g</MessageGroupId></Message><Message><MessageBody>y</MessageBody><MessageGroupId></MessageGroupId></Message></Messages>",
 	} {
 		f.Add([]byte(s))
 	}
@@ -308,6 +310,7 @@ func FuzzFastXML(f *testing.F) {
 			assert.Equal(t, slow.MessageBody, fast.MessageBody, "body of %q", body)
 			assert.Equal(t, slow.DelaySeconds, fast.DelaySeconds)
 			assert.Equal(t, slow.Priority, fast.Priority)
+			assert.Equal(t, slow.MessageGroupID, fast.MessageGroupID, "group of %q", body)
 			require.Equal(t, len(slow.Messages), len(fast.Messages), "entries of %q", body)
 			for i := range slow.Messages {
 				assert.Equal(t, slow.Messages[i], fast.Messages[i], "entry %d of %q", i, body)

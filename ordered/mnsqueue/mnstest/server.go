@@ -67,7 +67,9 @@ type Options struct {
 	// Shards is the number of internal shards per queue (default 4, at most
 	// 64). A message goes to a random shard; receives take from shards at
 	// random, so delivery is "basically ordered" like the service's
-	// standard queues. 1 makes queues FIFO (apart from redeliveries).
+	// standard queues. 1 makes queues deliver in send order (apart from
+	// redeliveries and priorities); a FIFO queue (QueueTypeFIFO) keeps
+	// each group's order with any number of shards.
 	Shards int
 	// ReorderWindow bounds how far a message can be overtaken: a receive
 	// takes from a shard only if its oldest message is within this many
@@ -433,7 +435,7 @@ func (s *Server) createQueue(name string, a QueueAttributes) (created bool, _ *a
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.checkDeadLetterQueue(name, a.DeadLetterQueue); err != nil {
+	if err := s.checkDeadLetterQueue(name, a.DeadLetterQueue, a.QueueType == QueueTypeFIFO); err != nil {
 		return false, err
 	}
 	if q, ok := s.queues[name]; ok {
@@ -453,9 +455,10 @@ func (s *Server) createQueue(name string, a QueueAttributes) (created bool, _ *a
 	return true, nil
 }
 
-// checkDeadLetterQueue refuses a dead-letter queue that is the queue itself
-// or does not exist. The caller holds s.mu.
-func (s *Server) checkDeadLetterQueue(name, dlq string) *apiError {
+// checkDeadLetterQueue refuses a dead-letter queue that is the queue itself,
+// does not exist, or is not of the queue's type (fifo tells it). The
+// caller holds s.mu.
+func (s *Server) checkDeadLetterQueue(name, dlq string, fifo bool) *apiError {
 	switch {
 	case dlq == "":
 		return nil
@@ -463,6 +466,8 @@ func (s *Server) checkDeadLetterQueue(name, dlq string) *apiError {
 		return invalidArgument("A queue cannot be its own dead-letter queue.")
 	case s.queues[dlq] == nil:
 		return invalidArgument("The dead-letter queue " + dlq + " does not exist.")
+	case s.queues[dlq].fifo != fifo:
+		return errDeadLetterType
 	}
 	return nil
 }
@@ -550,6 +555,21 @@ func (s *Server) Queue(name string) (QueueInfo, error) {
 	defer q.mu.Unlock()
 	q.advance(s.now())
 	return q.info(), nil
+}
+
+// Groups describes the message groups of a FIFO queue that hold messages,
+// sorted by MessageGroupId (none for a standard queue): what a test needs
+// to see which message of a group is next and whether the group is
+// locked.
+func (s *Server) Groups(queue string) ([]GroupInfo, error) {
+	q := s.queue(queue)
+	if q == nil {
+		return nil, fmt.Errorf("mnstest: groups of queue %q: %w", queue, ErrQueueNotExist)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.advance(s.now())
+	return q.groupInfos(), nil
 }
 
 // Queues describes every queue, sorted by name.

@@ -158,6 +158,10 @@ type Stats struct {
 	DeadLettered, DeadLetterDropped int64
 	// Active, Inactive and Delayed count the messages of all queues by state.
 	Active, Inactive, Delayed int
+	// Groups and LockedGroups add up QueueInfo.Groups and LockedGroups of
+	// every FIFO queue: the groups holding messages, and those of them
+	// whose head is in flight.
+	Groups, LockedGroups int
 }
 
 // Stats returns a snapshot of the counters and the messages by state.
@@ -209,6 +213,8 @@ func (s *Server) Stats() Stats {
 		st.Active += q.Active
 		st.Inactive += q.Inactive
 		st.Delayed += q.Delayed
+		st.Groups += q.Groups
+		st.LockedGroups += q.LockedGroups
 	}
 	return st
 }

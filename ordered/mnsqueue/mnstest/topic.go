@@ -53,18 +53,40 @@ type TopicAttributes struct {
 	MaximumMessageSize int
 	// LoggingEnabled is stored and reported; it has no other effect.
 	LoggingEnabled bool
+	// TopicType is TopicTypeFIFO or, for a normal topic, "" (the default;
+	// TopicTypeNormal is taken as "", and GetTopicAttributes answers
+	// "normal"). It is set when the topic is created and never changes. A FIFO topic
+	// requires a MessageGroupId on every publish, pushes the messages of
+	// each group to each subscribed queue in publish order (Faults.PushDelay
+	// delays them without reordering), and a FIFO queue it pushes to keeps
+	// the group. A normal topic cannot subscribe a FIFO queue.
+	TopicType string
 }
 
 func (a TopicAttributes) withDefaults() TopicAttributes {
 	if a.MaximumMessageSize == 0 {
 		a.MaximumMessageSize = defaultMaxMessageSize
 	}
+	if a.TopicType == TopicTypeNormal {
+		a.TopicType = ""
+	}
 	return a
+}
+
+// topicType is the TopicType the REST API answers.
+func (a *TopicAttributes) topicType() string {
+	if a.TopicType == "" {
+		return TopicTypeNormal
+	}
+	return a.TopicType
 }
 
 func (a TopicAttributes) check() *apiError {
 	if a.MaximumMessageSize < minMaxMessageSize || a.MaximumMessageSize > defaultMaxMessageSize {
 		return rangeError("MaximumMessageSize", minMaxMessageSize, defaultMaxMessageSize, "bytes")
+	}
+	if a.TopicType != "" && a.TopicType != TopicTypeFIFO {
+		return invalidArgument("The value of TopicType should be normal or fifo.")
 	}
 	return nil
 }
@@ -172,13 +194,21 @@ type subscription struct {
 	Subscription             // with defaults
 	queue             string // the queue its endpoint names, or ""
 	created, modified int64  // server clock, ns
+	// lastDue is when the last push of a FIFO topic to the queue lands:
+	// the next lands later, so that pushes keep the publish order.
+	lastDue int64
 }
 
 // topic is one topic's state, guarded by mu. It never takes a queue's lock:
 // publish returns the pushes, and the caller delivers them.
 type topic struct {
-	name              string
-	id                uint32
+	name string
+	id   uint32
+	// fifo is attrs.TopicType == TopicTypeFIFO, which never changes.
+	// pushMu, taken before mu and held until the pushes of a publish are
+	// on their way, keeps a FIFO topic's pushes in publish order.
+	fifo              bool
+	pushMu            sync.Mutex
 	mu                sync.Mutex
 	attrs             TopicAttributes
 	created, modified int64
@@ -189,20 +219,23 @@ type topic struct {
 }
 
 func newTopic(name string, id uint32, attrs TopicAttributes, now int64) *topic {
-	return &topic{name: name, id: id, attrs: attrs, created: now, modified: now, subs: make(map[string]*subscription)}
+	return &topic{name: name, id: id, attrs: attrs, fifo: attrs.TopicType == TopicTypeFIFO, created: now, modified: now,
+		subs: make(map[string]*subscription)}
 }
 
 // published is one PublishMessage, validated.
 type published struct {
 	id, body, md5, tag string
-	time               int64 // server clock, ns
+	group              string // MessageGroupId, on a FIFO topic
+	time               int64  // server clock, ns
 }
 
 // push is one message a publish makes in a subscribed queue.
 type push struct {
 	queue string
 	body  string
-	delay int64 // ns after the publish
+	group string // MessageGroupId, from a FIFO topic
+	delay int64  // ns after the publish
 	sub   string
 }
 
@@ -256,7 +289,13 @@ func (t *topic) publish(p *published, account string, f *Faults, c chaos) pushOu
 			out.duplicated++
 		}
 		for range copies {
-			out.pushes = append(out.pushes, push{queue: s.queue, body: body, delay: c.drawN(int64(f.PushDelay)), sub: s.name})
+			delay := c.drawN(int64(f.PushDelay))
+			if t.fifo {
+				// Late but in order: each push lands after the last.
+				due := max(p.time+delay, s.lastDue+1)
+				s.lastDue, delay = due, due-p.time
+			}
+			out.pushes = append(out.pushes, push{queue: s.queue, body: body, group: p.group, delay: delay, sub: s.name})
 		}
 	}
 	return out

@@ -170,7 +170,7 @@ func (s *Server) subscribe(topicName, name string, sub Subscription) (created bo
 	if err != nil {
 		return false, err
 	}
-	qsize := 0
+	qsize, qfifo := 0, false
 	if qname != "" {
 		// The queue is looked at before the topic is locked: a queue lock
 		// is never taken inside a topic lock.
@@ -179,7 +179,7 @@ func (s *Server) subscribe(topicName, name string, sub Subscription) (created bo
 			return false, newAPIError(http.StatusBadRequest, CodeEndpointInvalid, "The queue "+qname+" of the endpoint does not exist.")
 		}
 		q.mu.Lock()
-		qsize = q.attrs.MaximumMessageSize
+		qsize, qfifo = q.attrs.MaximumMessageSize, q.fifo
 		q.mu.Unlock()
 	}
 	t, err := s.lockedTopic(topicName)
@@ -189,6 +189,9 @@ func (s *Server) subscribe(topicName, name string, sub Subscription) (created bo
 	defer t.mu.Unlock()
 	if qname != "" && qsize < t.attrs.MaximumMessageSize {
 		return false, invalidArgument("The MaximumMessageSize of queue " + qname + " is smaller than the topic's.")
+	}
+	if qfifo && !t.fifo {
+		return false, invalidArgument("A normal topic cannot subscribe the fifo queue " + qname + ".")
 	}
 	if old, ok := t.subs[name]; ok {
 		if old.Subscription == sub {
@@ -238,7 +241,7 @@ func (s *Server) deliver(pushes []push, now int64) (failed []push, reasons []str
 				reason = "too large"
 			default:
 				reason = ""
-				q.expect(p.body, now+p.delay)
+				q.expect(p.body, p.group, now+p.delay)
 				q.advance(now)
 			}
 			q.mu.Unlock()
@@ -269,6 +272,7 @@ type topicBody struct {
 	XMLName            xml.Name
 	MaximumMessageSize *string `xml:"MaximumMessageSize"`
 	LoggingEnabled     *string `xml:"LoggingEnabled"`
+	TopicType          *string `xml:"TopicType"`
 }
 
 func (b *topicBody) apply(a *TopicAttributes) *apiError {
@@ -286,6 +290,12 @@ func (b *topicBody) apply(a *TopicAttributes) *apiError {
 		}
 		a.LoggingEnabled = v
 	}
+	if b.TopicType != nil {
+		a.TopicType = strings.TrimSpace(*b.TopicType)
+		if a.TopicType == TopicTypeNormal {
+			a.TopicType = "" // as withDefaults has it
+		}
+	}
 	return nil
 }
 
@@ -299,11 +309,13 @@ type subscriptionBody struct {
 }
 
 // publishBody is a PublishMessage body; elements other SDKs add
-// (MessageAttributes, UserProperties, MessageGroupId, ...) are ignored.
+// (MessageAttributes, UserProperties, ...) are ignored, and so is
+// MessageGroupId on a normal topic.
 type publishBody struct {
-	XMLName     xml.Name
-	MessageBody *string `xml:"MessageBody"`
-	MessageTag  string  `xml:"MessageTag"`
+	XMLName        xml.Name
+	MessageBody    *string `xml:"MessageBody"`
+	MessageTag     string  `xml:"MessageTag"`
+	MessageGroupID *string `xml:"MessageGroupId"`
 }
 
 // location answers the Location header the service sends on CreateTopic
@@ -351,6 +363,9 @@ func (c *call) setTopicAttributes() *apiError {
 	}
 	if err := a.check(); err != nil {
 		return err
+	}
+	if a.TopicType != t.attrs.TopicType {
+		return invalidArgument("The TopicType of a topic cannot be changed.")
 	}
 	t.attrs, t.modified = a, c.s.now()
 	c.status = http.StatusNoContent
@@ -502,6 +517,12 @@ func (c *call) publishMessage() *apiError {
 	if len(pb.MessageTag) > maxTagLen {
 		return rangeError("MessageTag length", 0, maxTagLen, "characters")
 	}
+	if tp := c.s.topic(c.tname); tp != nil && tp.fifo {
+		// Held until the pushes are on their way: a later publish's
+		// pushes cannot land first.
+		tp.pushMu.Lock()
+		defer tp.pushMu.Unlock()
+	}
 	t, err := c.s.lockedTopic(c.tname)
 	if err != nil {
 		return err
@@ -510,12 +531,20 @@ func (c *call) publishMessage() *apiError {
 		t.mu.Unlock()
 		return rangeError("MessageBody", 1, int64(t.attrs.MaximumMessageSize), "bytes")
 	}
+	group := ""
+	if t.fifo {
+		if pb.MessageGroupID == nil || strings.TrimSpace(*pb.MessageGroupID) == "" {
+			t.mu.Unlock()
+			return errMissingGroup
+		}
+		group = *pb.MessageGroupID
+	}
 	now := c.s.now()
 	if err := admitRate(&t.rate, now, &c.s.opts.Throttle, 1, &c.s.stats); err != nil {
 		t.mu.Unlock()
 		return err
 	}
-	p := published{body: *pb.MessageBody, md5: md5Hex(*pb.MessageBody), tag: pb.MessageTag, time: now}
+	p := published{body: *pb.MessageBody, md5: md5Hex(*pb.MessageBody), tag: pb.MessageTag, group: group, time: now}
 	t.nextSeq++
 	p.id = c.s.messageID(t.id, t.nextSeq)
 	out := t.publish(&p, c.s.opts.AccountID, c.faults, chaos{draw: c.s.draw, drawN: c.s.drawN})
@@ -549,6 +578,7 @@ func appendTopicAttrs(b []byte, info *TopicInfo, ns bool) []byte {
 	b = appendIntElem(b, "MessageRetentionPeriod", topicRetentionSeconds)
 	b = appendIntElem(b, "MessageCount", 0)
 	b = appendElem(b, "LoggingEnabled", strconv.FormatBool(info.Attributes.LoggingEnabled))
+	b = appendElem(b, "TopicType", info.Attributes.topicType())
 	return append(b, "</Topic>"...)
 }
 

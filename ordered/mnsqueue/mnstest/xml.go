@@ -13,17 +13,19 @@ import (
 
 // sendBody is either a <Message> (single send) or a <Messages> (batch).
 type sendBody struct {
-	XMLName      xml.Name
-	MessageBody  *string     `xml:"MessageBody"`
-	DelaySeconds string      `xml:"DelaySeconds"`
-	Priority     string      `xml:"Priority"`
-	Messages     []sendEntry `xml:"Message"`
+	XMLName xml.Name
+	sendEntry
+	Messages []sendEntry `xml:"Message"`
 }
 
+// sendEntry is one message to send. MessageGroupId follows MessageBody,
+// DelaySeconds, Priority and the property lists, as the Java SDK writes
+// it; the Go SDK v1.0.11 never sends it.
 type sendEntry struct {
-	MessageBody  *string `xml:"MessageBody"`
-	DelaySeconds string  `xml:"DelaySeconds"`
-	Priority     string  `xml:"Priority"`
+	MessageBody    *string `xml:"MessageBody"`
+	DelaySeconds   string  `xml:"DelaySeconds"`
+	Priority       string  `xml:"Priority"`
+	MessageGroupID *string `xml:"MessageGroupId"`
 }
 
 type handlesBody struct {
@@ -39,6 +41,7 @@ type queueBody struct {
 	VisibilityTimeout      *string `xml:"VisibilityTimeout"`
 	PollingWaitSeconds     *string `xml:"PollingWaitSeconds"`
 	LoggingEnabled         *string `xml:"LoggingEnabled"`
+	QueueType              *string `xml:"QueueType"`
 	DlqPolicy              *struct {
 		Enabled               string `xml:"Enabled"`
 		DeadLetterTargetQueue string `xml:"DeadLetterTargetQueue"`
@@ -75,6 +78,12 @@ func (b *queueBody) apply(a *QueueAttributes) *apiError {
 			return invalidArgument("The value of LoggingEnabled is not a valid boolean.")
 		}
 		a.LoggingEnabled = v
+	}
+	if b.QueueType != nil {
+		a.QueueType = strings.TrimSpace(*b.QueueType)
+		if a.QueueType == QueueTypeNormal {
+			a.QueueType = "" // as withDefaults has it
+		}
 	}
 	if p := b.DlqPolicy; p != nil {
 		on, err := strconv.ParseBool(strings.TrimSpace(p.Enabled))
@@ -207,6 +216,9 @@ func appendMessage(b []byte, d *delivery, ns bool) []byte {
 	b = appendIntElem(b, "FirstDequeueTime", ms(d.firstDeq))
 	b = appendIntElem(b, "DequeueCount", d.dequeues)
 	b = appendIntElem(b, "Priority", int64(d.priority))
+	if d.group != nil {
+		b = appendElem(b, "MessageGroupId", *d.group)
+	}
 	return append(b, "</Message>"...)
 }
 
@@ -229,6 +241,7 @@ func appendQueueAttrs(b []byte, info *QueueInfo, ns bool) []byte {
 	b = appendIntElem(b, "InactiveMessages", int64(info.Inactive))
 	b = appendIntElem(b, "DelayMessages", int64(info.Delayed))
 	b = appendElem(b, "LoggingEnabled", strconv.FormatBool(a.LoggingEnabled))
+	b = appendElem(b, "QueueType", a.queueType())
 	if a.MaxReceiveCount > 0 {
 		b = append(b, "<DlqPolicy>"...)
 		b = appendElem(b, "Enabled", "true")

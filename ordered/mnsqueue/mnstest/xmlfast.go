@@ -153,6 +153,9 @@ func (s *scanner) entry(e *sendEntry) bool {
 		case "Priority":
 			bit = 4
 			e.Priority = text
+		case "MessageGroupId":
+			bit = 8
+			e.MessageGroupID = &text
 		default:
 			return false
 		}
@@ -184,7 +187,7 @@ func fastSendBody(body []byte, sb *sendBody) bool {
 		if !s.entry(&e) || !s.lit("</Message>") || s.i != len(body) {
 			return false
 		}
-		sb.MessageBody, sb.DelaySeconds, sb.Priority = e.MessageBody, e.DelaySeconds, e.Priority
+		sb.sendEntry = e
 		return true
 	}
 	return false
