@@ -461,6 +461,7 @@ func (q *Queue) coreConfig() recvcore.Config {
 		IdleEvict:         o.IdleEvict,
 		MaxHold:           max(o.MaxHold, 0),
 		Park:              !o.NoPark,
+		ParkEarly:         q.groups != nil,
 		Keys:              q.opts.macKeys(),
 		MaxEpochAhead:     maxEpochAhead,
 	}

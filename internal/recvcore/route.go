@@ -439,7 +439,7 @@ func (c *Core) arriveCurrent(now time.Time, g *group, m *msg) {
 		c.sameCopy(now, g, g.held[i], m)
 		return
 	}
-	if m.seq-g.next >= uint64(c.cfg.Window) {
+	if m.seq-g.next >= uint64(c.cfg.Window) || c.cfg.ParkEarly && m.seq > g.next && c.canPark(g, m) {
 		c.tooFar(now, g, m)
 		return
 	}

@@ -111,6 +111,11 @@ type Config struct {
 
 	// Park enables parking in the store (it implements the capability).
 	Park bool
+	// ParkEarly parks every early arrival at once (with Park): for a
+	// queue that orders each group itself and hands out none of a group's
+	// later messages while one is held (an MNS FIFO queue), an arrival
+	// held while it waits for an earlier seq would wait for ever.
+	ParkEarly bool
 
 	// Keys, when not empty, authenticate headers: a header without a MAC
 	// valid under one of them is untagged. They are the keys of the
