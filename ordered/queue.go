@@ -70,6 +70,10 @@ func New(ctx context.Context, drv driver.Queue, store seqstore.Store, opts *Opti
 	if err := o.setDefaults(limits); err != nil {
 		return nil, err
 	}
+	if grouped(drv) != nil && o.Receive.NoPark {
+		return nil, errors.New("ordered: options: receive: NoPark on a queue that orders each group itself (an MNS FIFO queue): " +
+			"an early arrival must be parked, or the service holds back the seq its group waits for")
+	}
 	life, stop := context.WithCancel(context.Background())
 	q := &Queue{
 		drv:    drv,

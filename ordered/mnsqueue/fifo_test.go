@@ -160,3 +160,14 @@ func TestFIFOHotGroup(t *testing.T) {
 	t.Logf("one group of %d: %.0f msgs/s on a standard queue, %.0f on a FIFO queue (ratio %.2f)",
 		n, rate[mnstest.QueueTypeNormal], rate[mnstest.QueueTypeFIFO], rate[mnstest.QueueTypeFIFO]/rate[mnstest.QueueTypeNormal])
 }
+
+// A FIFO queue needs parking: New refuses NoPark on it.
+func TestFIFONeedsParking(t *testing.T) {
+	srv := newServer(t, nil)
+	name := newFIFO(t, srv, 5)
+	drv, err := mnsqueue.New(t.Context(), srv.Endpoint(), name, serverCred(srv), nil)
+	require.NoError(t, err)
+	defer drv.Close()
+	_, err = ordered.New(t.Context(), drv, memstore.New(), &ordered.Options{Receive: ordered.ReceiveOptions{NoPark: true}})
+	require.ErrorContains(t, err, "NoPark on a queue that orders each group itself")
+}
