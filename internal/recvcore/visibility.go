@@ -205,6 +205,12 @@ func (l *visLane) readyShort(c *Core, rd *Ready) {
 		if e == nil {
 			continue // visible again already
 		}
+		if e.receipt != receipt {
+			// A change in flight when it was released rotated the
+			// receipt (releasedChanged queued the new one).
+			delete(l.relBy, receipt)
+			continue
+		}
 		if !c.worthShortening(c.now, e.until) {
 			// Queued behind the request budget until its visibility
 			// nearly ended: a short timeout now would lengthen it.

@@ -53,7 +53,8 @@ var worldDefectSeeds = []struct {
 	{"liveness/older-epoch", 22195456},
 	{"liveness/parked-no-cursor", 13136376},
 	{"cap", 540583},
-	{"amo-await", 449880},          // a delete answered after the message was received again
+	{"amo-await", 449880},
+	{"receipt-fresh", 25060961},    // a shortening queued with a receipt a change in flight rotated          // a delete answered after the message was received again
 	{"no-loss/conflict", 22409266}, // an owed AtMostOnce hand-out dropped by a conflict
 	{"amo-once/forgotten", 67},
 	{"amo-once/forgotten", 7265},
