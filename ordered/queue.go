@@ -70,6 +70,14 @@ func New(ctx context.Context, drv driver.Queue, store seqstore.Store, opts *Opti
 	if err := o.setDefaults(limits); err != nil {
 		return nil, err
 	}
+	if grouped(drv) != nil && o.Receive.Mode == ExactlyOnce {
+		// A fresh group parks only once its cursor is stored, which in
+		// ExactlyOnce only the application writes: an early first arrival
+		// would be held, and the service would hold back the seq it waits
+		// for behind it.
+		return nil, errors.New("ordered: options: receive: ExactlyOnce on a queue that orders each group itself (an MNS FIFO queue) is not supported yet: " +
+			"a group's early first arrival would wait for ever; use AtLeastOnce with an idempotent handler, or a standard queue")
+	}
 	if grouped(drv) != nil && o.Receive.NoPark {
 		return nil, errors.New("ordered: options: receive: NoPark on a queue that orders each group itself (an MNS FIFO queue): " +
 			"an early arrival must be parked, or the service holds back the seq its group waits for")
@@ -233,14 +241,16 @@ func grouped(drv driver.Queue) driver.Grouped {
 	return nil
 }
 
-// bodyGroups returns the group of each body from its header, for a queue
-// that orders groups itself; a body without a valid header (an untagged
-// message sent to the dead-letter queue) goes in UntaggedGroup.
-func bodyGroups(bodies [][]byte) []string {
+// bodyGroups returns the group of each body from its header, for drv, a
+// queue that orders groups itself; a body without a valid header (an
+// untagged message sent to the dead-letter queue), or whose group drv
+// refuses, goes in UntaggedGroup: a dead letter or a requeue must not fail
+// for its group.
+func bodyGroups(drv driver.Grouped, bodies [][]byte) []string {
 	groups := make([]string, len(bodies))
 	for i, b := range bodies {
 		groups[i] = UntaggedGroup
-		if h, _, ok := envelope.Parse(b); ok && !h.Legacy && h.Group != "" {
+		if h, _, ok := envelope.Parse(b); ok && !h.Legacy && drv.CheckGroup(h.Group) == nil {
 			groups[i] = h.Group
 		}
 	}

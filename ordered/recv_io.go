@@ -116,7 +116,7 @@ func (r *receiver) deadLetter(a recvcore.DeadLetter) {
 	ctx, cancel := r.ioCtx()
 	var err error
 	if g := grouped(r.o.DeadLetter); g != nil {
-		err = g.SendGroups(ctx, a.Bodies, bodyGroups(a.Bodies))
+		err = g.SendGroups(ctx, a.Bodies, bodyGroups(g, a.Bodies))
 	} else {
 		err = r.o.DeadLetter.SendBatch(ctx, a.Bodies)
 	}
@@ -129,7 +129,7 @@ func (r *receiver) requeue(a recvcore.Requeue) {
 	ctx, cancel := r.ioCtx()
 	var groups []string
 	if r.q.groups != nil {
-		groups = bodyGroups(a.Bodies)
+		groups = bodyGroups(r.q.groups, a.Bodies)
 	}
 	err := r.q.drvSend(ctx, a.Bodies, groups)
 	cancel()

@@ -504,6 +504,11 @@ func (s *sender) check(group string, payload []byte) error {
 	if err := envelope.ValidateGroup(group); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidGroup, err)
 	}
+	if g := s.q.groups; g != nil {
+		if err := g.CheckGroup(group); err != nil {
+			return fmt.Errorf("%w: %q: %w", ErrInvalidGroup, group, err)
+		}
+	}
 	if s.opts.Format == FormatLegacy && group != "" {
 		return fmt.Errorf("%w: %q: the legacy format carries only the default group \"\"", ErrInvalidGroup, group)
 	}

@@ -163,6 +163,10 @@ type Grouped interface {
 	// group the service would refuse fails with ErrInvalidGroup before
 	// anything is sent.
 	SendGroups(ctx context.Context, bodies [][]byte, groups []string) error
+	// CheckGroup returns an error wrapping ErrInvalidGroup, naming the
+	// rule, for a group the service would refuse; nil otherwise. It does
+	// not block.
+	CheckGroup(group string) error
 }
 
 // ErrInvalidGroup: a group the service refuses as a message group (for

@@ -48,6 +48,10 @@ func (q *Queue) SendGroups(ctx context.Context, bodies [][]byte, groups []string
 	return q.send(ctx, op, bodies, groups)
 }
 
+// CheckGroup implements driver.Grouped: a group must be 1 to MaxGroupLen
+// bytes of UTF-8 text that XML allows to be sent as a MessageGroupId.
+func (q *Queue) CheckGroup(group string) error { return checkGroup(group) }
+
 // checkGroup reports whether g can be sent as a MessageGroupId.
 func checkGroup(g string) error {
 	switch {
