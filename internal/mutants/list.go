@@ -549,4 +549,37 @@ var mutants = []mutant{
 		Pkg: "./internal/recvcore",
 		Run: "^TestWorldKnownDefects$/^commit-before-delete$/^parked-owed$/^4028546$",
 	},
+	{
+		Name:   "signed-run-counter",
+		Breaks: "signed runs of several messages go through the header counter, which panics on a signed header (blind plant #14)",
+		Edits: []edit{{
+			File: "ordered/send.go",
+			Old:  `	count := !s.signed() && len(items) > 1`,
+			New:  `	count := len(items) > 1`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestSignedSendBatch$",
+	},
+	{
+		Name:   "amo-first-stale-delete-taken-as-own",
+		Breaks: "AtMostOnce takes a first delete found stale for its own applied delete and hands the Unordered message out (blind plant #10)",
+		Edits: []edit{{
+			File: "internal/recvcore/deletes.go",
+			Old:  `	ownDelete := r.Stale && m.tries > 0 && `,
+			New:  `	ownDelete := r.Stale && `,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestAMOUnorderedFirstDeleteStaleRefused$",
+	},
+	{
+		Name:   "epoch-ahead-allowance",
+		Breaks: "an epoch ahead of the receiver's clock is refused even within MaxEpochAhead (blind plant #8)",
+		Edits: []edit{{
+			File: "internal/recvcore/route.go",
+			Old:  `	return ms > now.Add(ahead).UnixMilli()`,
+			New:  `	return ms > now.UnixMilli()`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestEpochAheadAllowance$",
+	},
 }

@@ -125,3 +125,62 @@ func TestLateShorteningIsDropped(t *testing.T) {
 	}
 	require.NotZero(t, sent, "some shortenings go out while they are worth it: %s", h.c.Dump())
 }
+
+// AtMostOnce hands an Unordered message out only once its delete took
+// effect. A stale answer to the first delete says the receipt is no longer
+// ours (the visibility ended, another receiver may hold the message): the
+// hand-out is refused. Only a retry that finds the receipt stale, well
+// within the visibility, follows an attempt of ours that took effect (a
+// blind plant that took the first stale answer for our own delete handed
+// out a message another receiver may deliver too, and no test saw it).
+func TestAMOUnorderedFirstDeleteStaleRefused(t *testing.T) {
+	cfg := ehConfig()
+	cfg.Mode = recvcore.AtMostOnce
+	cfg.Visibility = 30 * time.Second
+	h := newEH(t, cfg)
+	h.arriveID("u1", []byte("no header"))
+	d, ok := h.next()
+	require.True(t, ok, "an untagged body is handed out Unordered")
+	require.True(t, d.Unordered)
+	require.NotZero(t, d.Await, "AtMostOnce: it waits for its delete")
+	h.tick(cfg.ReapInterval)
+	require.Len(t, h.deletes, 1)
+	del := h.deletes[0]
+	h.deletes = nil
+	h.c.Deleted(h.now, del.ID, []recvcore.DeleteResult{{Err: errors.New("404 MessageNotExist"), Stale: true}})
+	h.ready()
+	var res *recvcore.Resolution
+	for i := range h.resolve {
+		if h.resolve[i].Ticket == d.Await {
+			res = &h.resolve[i]
+		}
+	}
+	require.NotNil(t, res, "the hand-out's wait is resolved")
+	require.Error(t, res.Err, "a first delete found stale is not ours: the message is not handed out")
+}
+
+// A sender's clock a little ahead of the receiver's is allowed: an epoch
+// up to MaxEpochAhead in the future is delivered, one beyond it is refused
+// (a blind plant that ignored the allowance refused every epoch ahead of
+// the receiver's clock, and no test had one).
+func TestEpochAheadAllowance(t *testing.T) {
+	cfg := ehConfig()
+	cfg.MaxEpochAhead = time.Hour
+	h := newEH(t, cfg)
+	ahead := uint64(h.now.Add(time.Minute).UnixMilli()) << 20
+	far := uint64(h.now.Add(2*time.Hour).UnixMilli()) << 20
+	h.arrive(tagged("near", ahead, 1), tagged("far", far, 1))
+	h.readAll(nil)
+	ordered := map[string]bool{}
+	for {
+		d, ok := h.next()
+		if !ok {
+			break
+		}
+		if !d.Unordered {
+			ordered[d.Group] = true
+		}
+	}
+	require.True(t, ordered["near"], "an epoch a minute ahead is delivered in order")
+	require.False(t, ordered["far"], "an epoch two hours ahead is refused (untagged)")
+}
