@@ -543,10 +543,12 @@ func (r *receiver) close(ctx context.Context) error {
 	// Flush: the acknowledged advances are written and their messages
 	// deleted, what the core holds and will not deliver is given back to
 	// the queue (to come back within seconds), and the AtMostOnce
-	// hand-outs whose Receive waits for their commit are handed out.
+	// hand-outs whose Receive waits for their commit are handed out. A
+	// receive still in flight (cancelled, but its messages may be taken)
+	// is waited for: what it brings is given back too.
 	for err == nil {
 		r.mu.Lock()
-		done := r.core.Flushed() && r.handing == 0
+		done := r.core.Flushed() && r.handing == 0 && r.fetching == 0
 		r.mu.Unlock()
 		if done {
 			break
