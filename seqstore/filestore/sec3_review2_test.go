@@ -1,0 +1,109 @@
+package filestore_test
+
+// Ported from shared/regressions/review2/seqstore/filestore/sec3_test.go:
+// the two of its reproducers that hold on main (the others belong to open
+// issue 21: a directory swapped after Open, a short last log, per-stream
+// memory).
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/inorder/inorder/seqstore"
+	"github.com/inorder/inorder/seqstore/filestore"
+	"github.com/inorder/inorder/seqstore/storetest"
+)
+
+var sec3Stream = seqstore.Stream{Queue: "q", Group: "g"}
+
+// Turn-2 finding 3: a directory another user can write or owns; links.
+func TestSec3UnsafeDirAndLinks(t *testing.T) {
+	base := t.TempDir()
+
+	d777 := filepath.Join(base, "d777")
+	require.NoError(t, os.Mkdir(d777, 0o700))
+	require.NoError(t, os.Chmod(d777, 0o777))
+	_, err := filestore.Open(d777, nil)
+	t.Logf("0777 dir: %v", err)
+	require.ErrorIs(t, err, filestore.ErrUnsafeDir)
+
+	d1777 := filepath.Join(base, "d1777")
+	require.NoError(t, os.Mkdir(d1777, 0o700))
+	require.NoError(t, os.Chmod(d1777, 0o1777|os.ModeSticky))
+	_, err = filestore.Open(d1777, nil)
+	t.Logf("sticky 1777 dir: %v", err)
+	require.ErrorIs(t, err, filestore.ErrUnsafeDir)
+
+	if os.Geteuid() == 0 {
+		dOther := filepath.Join(base, "other")
+		require.NoError(t, os.Mkdir(dOther, 0o700))
+		require.NoError(t, os.Chown(dOther, 65534, 65534))
+		_, err = filestore.Open(dOther, nil)
+		t.Logf("dir owned by uid 65534: %v", err)
+		require.ErrorIs(t, err, filestore.ErrUnsafeDir)
+	}
+
+	// LOCK planted as a link to a file of the victim's.
+	dl := filepath.Join(base, "lock")
+	require.NoError(t, os.Mkdir(dl, 0o700))
+	victim := filepath.Join(base, "victim-file")
+	require.NoError(t, os.WriteFile(victim, []byte("precious"), 0o600))
+	require.NoError(t, os.Symlink(victim, filepath.Join(dl, "LOCK")))
+	_, err = filestore.Open(dl, nil)
+	t.Logf("LOCK symlink: %v", err)
+	require.Error(t, err)
+
+	// A log name planted as a link: recovery opens logs O_NOFOLLOW.
+	dlog := filepath.Join(base, "loglink")
+	require.NoError(t, os.Mkdir(dlog, 0o700))
+	require.NoError(t, os.Symlink(victim, filepath.Join(dlog, "log-0000000000000001")))
+	_, err = filestore.Open(dlog, nil)
+	t.Logf("log symlink: %v", err)
+	require.Error(t, err)
+	b, _ := os.ReadFile(victim)
+	require.Equal(t, "precious", string(b), "victim file changed")
+
+	// The store path itself a link to a private dir: accepted (os.Stat
+	// follows). Only the final directory is checked, not its parents.
+	real := filepath.Join(base, "real")
+	require.NoError(t, os.Mkdir(real, 0o700))
+	link := filepath.Join(base, "link")
+	require.NoError(t, os.Symlink(real, link))
+	s, err := filestore.Open(link, nil)
+	t.Logf("store path is a symlink to a private dir: err=%v", err)
+	if err == nil {
+		_ = s.Close()
+	}
+}
+
+// Parked bodies at rest: the log and snapshot files are 0600 and the
+// directory 0700 when created by Open.
+func TestSec3ParkedFileModes(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "a", "b")
+	s, err := filestore.Open(dir, &filestore.Options{SnapshotBytes: 4096})
+	require.NoError(t, err)
+	_, err = storetest.ReserveOne(ctx, s, sec3Stream, 1, nil)
+	require.NoError(t, err)
+	for i := 2; i < 60; i++ {
+		require.NoError(t, s.Park(ctx, []seqstore.Parked{{Stream: sec3Stream, Epoch: 99, Seq: uint64(i), Body: []byte(strings.Repeat("parked-secret ", 20))}}))
+	}
+	require.NoError(t, s.Close())
+	for _, p := range []string{filepath.Dir(dir), dir} {
+		info, _ := os.Stat(p)
+		t.Logf("%s %v", filepath.Base(p), info.Mode())
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		info, _ := e.Info()
+		t.Logf("%s %v %d", e.Name(), info.Mode(), info.Size())
+		if info.Mode().IsRegular() {
+			require.Zero(t, info.Mode().Perm()&0o077, "%s readable by others", e.Name())
+		}
+	}
+}
