@@ -62,7 +62,8 @@ func New(ctx context.Context, drv driver.Queue, store seqstore.Store, opts *Opti
 		o = *opts
 	}
 	limits := drv.Limits()
-	if grouped(drv) != nil && o.Receive.ReapInterval == 0 {
+	groups := grouped(drv)
+	if groups != nil && o.Receive.ReapInterval == 0 {
 		// The service hands out a group's next message only once this
 		// one is deleted: deletes go at once.
 		o.Receive.ReapInterval = time.Millisecond
@@ -70,7 +71,7 @@ func New(ctx context.Context, drv driver.Queue, store seqstore.Store, opts *Opti
 	if err := o.setDefaults(limits); err != nil {
 		return nil, err
 	}
-	if grouped(drv) != nil && o.Receive.Mode == ExactlyOnce {
+	if groups != nil && o.Receive.Mode == ExactlyOnce {
 		// A fresh group parks only once its cursor is stored, which in
 		// ExactlyOnce only the application writes: an early first arrival
 		// would be held, and the service would hold back the seq it waits
@@ -78,14 +79,14 @@ func New(ctx context.Context, drv driver.Queue, store seqstore.Store, opts *Opti
 		return nil, errors.New("ordered: options: receive: ExactlyOnce on a queue that orders each group itself (an MNS FIFO queue) is not supported yet: " +
 			"a group's early first arrival would wait for ever; use AtLeastOnce with an idempotent handler, or a standard queue")
 	}
-	if grouped(drv) != nil && o.Receive.NoPark {
+	if groups != nil && o.Receive.NoPark {
 		return nil, errors.New("ordered: options: receive: NoPark on a queue that orders each group itself (an MNS FIFO queue): " +
 			"an early arrival must be parked, or the service holds back the seq its group waits for")
 	}
 	life, stop := context.WithCancel(context.Background())
 	q := &Queue{
 		drv:    drv,
-		groups: grouped(drv),
+		groups: groups,
 		store:  store,
 		opts:   o,
 		log:    o.Logger,
@@ -223,13 +224,26 @@ func (c *requestCounters) snapshot() RequestStats {
 // counted in Stats.
 
 // drvSend sends bodies; groups[i] is the group of bodies[i], which a
-// queue that orders groups itself (driver.Grouped) needs.
+// queue that orders groups itself (driver.Grouped) needs (nil: read from
+// the bodies' headers).
 func (q *Queue) drvSend(ctx context.Context, bodies [][]byte, groups []string) error {
 	q.req.send.Add(1)
-	if q.groups != nil {
-		return q.groups.SendGroups(ctx, bodies, groups)
+	if q.groups == nil {
+		return q.drv.SendBatch(ctx, bodies)
 	}
-	return q.drv.SendBatch(ctx, bodies)
+	if groups == nil {
+		groups = bodyGroups(q.groups, bodies)
+	}
+	return q.groups.SendGroups(ctx, bodies, groups)
+}
+
+// sendTo sends bodies to drv, another queue than q's (the dead-letter
+// queue), each in the group its header names when drv needs groups.
+func sendTo(ctx context.Context, drv driver.Queue, bodies [][]byte) error {
+	if g := grouped(drv); g != nil {
+		return g.SendGroups(ctx, bodies, bodyGroups(g, bodies))
+	}
+	return drv.SendBatch(ctx, bodies)
 }
 
 // grouped returns drv as a driver.Grouped when its service orders each

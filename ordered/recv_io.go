@@ -114,12 +114,7 @@ func (r *receiver) changeVisibility(vs []recvcore.ChangeVisibility) {
 // deadLetter sends the bodies to ReceiveOptions.DeadLetter.
 func (r *receiver) deadLetter(a recvcore.DeadLetter) {
 	ctx, cancel := r.ioCtx()
-	var err error
-	if g := grouped(r.o.DeadLetter); g != nil {
-		err = g.SendGroups(ctx, a.Bodies, bodyGroups(g, a.Bodies))
-	} else {
-		err = r.o.DeadLetter.SendBatch(ctx, a.Bodies)
-	}
+	err := sendTo(ctx, r.o.DeadLetter, a.Bodies)
 	cancel()
 	r.step(func(now time.Time) { r.core.DeadLettered(now, a.ID, perBody(err, len(a.Bodies))) })
 }
@@ -127,11 +122,7 @@ func (r *receiver) deadLetter(a recvcore.DeadLetter) {
 // requeue sends bodies back to the queue (see recvcore.Core.Close).
 func (r *receiver) requeue(a recvcore.Requeue) {
 	ctx, cancel := r.ioCtx()
-	var groups []string
-	if r.q.groups != nil {
-		groups = bodyGroups(r.q.groups, a.Bodies)
-	}
-	err := r.q.drvSend(ctx, a.Bodies, groups)
+	err := r.q.drvSend(ctx, a.Bodies, nil)
 	cancel()
 	r.step(func(now time.Time) { r.core.Requeued(now, a.ID, perBody(err, len(a.Bodies))) })
 }
