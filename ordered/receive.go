@@ -603,7 +603,7 @@ func (r *receiver) stats() ReceiveStats {
 		EpochSwitches: c.EpochSwitches, DeadLettered: c.DeadLettered, Conflicts: c.Conflicts, Mismatches: c.Mismatches,
 		Commits: c.Commits, Committed: c.Committed, CommitFailures: c.CommitFailures,
 		Deleted: c.Deleted, StaleReceipts: c.StaleReceipts, Extended: c.Extended, Shortened: c.Shortened,
-		Parked: c.Parked, Unparked: c.Unparked, Evicted: c.Evicted, Forgotten: c.Forgotten,
+		Parked: c.Parked, Unparked: c.Unparked, ParkFull: c.ParkFull, ParkedNow: c.ParkedNow, ParkedBytes: c.ParkedBytes, Evicted: c.Evicted, Forgotten: c.Forgotten,
 		Buffered: c.Buffered, BufferedBytes: c.BufferedBytes, MaxBuffered: c.MaxBuffered,
 		Undeleted: c.Held, MaxUndeleted: c.MaxHeld, Memory: c.Memory, Groups: c.Groups,
 		Throttled: r.throttled.Load(), HooksDropped: r.rep.dropped.Load(),
@@ -646,6 +646,9 @@ type ReceiveStats struct {
 	Shortened      int64 // visibility shortened for messages given back
 	Parked         int64 // early arrivals parked in the store
 	Unparked       int64 // parked messages read back
+	ParkFull       int64 // early arrivals left in the queue because a park limit was reached (ReceiveOptions.ParkLimits)
+	ParkedNow      int64 // messages this receiver parked that no durable cursor has passed yet (counted against ParkLimits)
+	ParkedBytes    int64 // their body bytes
 	Evicted        int64 // idle groups dropped from memory
 	Forgotten      int64 // handed-out Unordered copies forgotten to stay within MaxMemory: a later copy may be handed out again
 	Throttled      int64 // receives the service refused for its rate (driver.ErrThrottled): backed off

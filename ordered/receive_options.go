@@ -180,6 +180,13 @@ type ReceiveOptions struct {
 	// only wait in the queue.
 	NoPark bool
 
+	// ParkLimits bounds what a receiver parks in the store. Beyond a limit,
+	// early arrivals are left in the queue to come back, as with NoPark,
+	// counted in Stats().Receive.ParkFull and reported (a Warn hook, once
+	// per episode): a sender that invents groups, or a hole that never
+	// fills, cannot fill the store's disk.
+	ParkLimits ParkLimits
+
 	// MaxUndeletedRate bounds, in messages per second, the net rate of
 	// receipts not followed by a delete (the service's second threshold).
 	// Default 900.
@@ -331,6 +338,7 @@ func (o *ReceiveOptions) setDefaults(limits driver.Limits) error {
 	if o.MaxMemory == 0 {
 		o.MaxMemory = 64 << 20
 	}
+	o.ParkLimits.setDefaults(o.MaxMemory)
 	if o.GapTimeout == 0 {
 		o.GapTimeout = 30 * time.Second
 	}
@@ -461,6 +469,7 @@ func (q *Queue) coreConfig() recvcore.Config {
 		IdleEvict:         o.IdleEvict,
 		MaxHold:           max(o.MaxHold, 0),
 		Park:              !o.NoPark,
+		ParkLimits:        o.ParkLimits.core(),
 		ParkEarly:         q.groups != nil,
 		Keys:              q.opts.macKeys(),
 		MaxEpochAhead:     maxEpochAhead,
@@ -481,3 +490,39 @@ const (
 	maxAdvanceBatch = 4096
 	maxParkBatch    = 256
 )
+
+// ParkLimits bounds what a receiver parks (ReceiveOptions.NoPark): the
+// parked messages and their body bytes, over all groups and per group.
+// Zero selects a field's default; a negative value removes its limit.
+//
+// What is counted is what the receiver parked since it started and no
+// durable cursor has passed yet (the store drops a park with the cursor
+// write that passes it): parks left by an earlier receiver are not
+// counted, so over restarts a store can hold more. Each counted park is
+// charged 96 bytes of MaxMemory; a negative Messages removes that bound.
+type ParkLimits struct {
+	// Messages and Bytes bound the receiver's parks over all groups.
+	// Defaults 1 GiB, and 100,000 messages or what an eighth of MaxMemory
+	// holds at 96 bytes each (counting a park costs that much memory),
+	// whichever is smaller: 87,381 with the default MaxMemory.
+	Messages, Bytes int64
+	// GroupMessages and GroupBytes bound one group's parks. Defaults 10,000
+	// and 64 MiB.
+	GroupMessages, GroupBytes int64
+}
+
+func (l *ParkLimits) setDefaults(maxMemory int) {
+	def := func(v *int64, d int64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&l.Messages, max(1, min(100_000, int64(maxMemory)/8/recvcore.ParkCountCost)))
+	def(&l.Bytes, 1<<30)
+	def(&l.GroupMessages, 10_000)
+	def(&l.GroupBytes, 64<<20)
+}
+
+func (l ParkLimits) core() recvcore.ParkLimits {
+	return recvcore.ParkLimits{Messages: l.Messages, Bytes: l.Bytes, GroupMessages: l.GroupMessages, GroupBytes: l.GroupBytes}
+}

@@ -582,4 +582,26 @@ var mutants = []mutant{
 		Pkg: "./internal/recvcore",
 		Run: "^TestEpochAheadAllowance$",
 	},
+	{
+		Name:   "park-limit-ignored",
+		Breaks: "an early arrival is parked whatever the park limits say (a sender without a key fills the store's disk)",
+		Edits: []edit{{
+			File: "internal/recvcore/parkcap.go",
+			Old:  `	over := func(limit, have, add int64) bool { return limit > 0 && add > 0 && have+add > limit }`,
+			New:  `	over := func(limit, have, add int64) bool { return false }`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestParkLimits$",
+	},
+	{
+		Name:   "park-count-never-passed",
+		Breaks: "a durable commit does not take the parks it passed off the count: the limits fill for good and parking stops",
+		Edits: []edit{{
+			File: "internal/recvcore/commits.go",
+			Old:  "\tg.dur = to\n\tc.passParks(g)\n",
+			New:  "\tg.dur = to\n",
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestParkLimits$",
+	},
 }

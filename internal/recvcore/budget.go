@@ -482,6 +482,9 @@ func (c *Core) evict(now time.Time, m *msg) bool {
 		g.knowParked(m.seq)
 		c.gone(m)
 	default:
+		if c.parkable(g, m) {
+			c.parkFull(g, m)
+		}
 		if g.phase == phActive && m.epoch == g.epoch {
 			g.noteFar(m.seq)
 		}

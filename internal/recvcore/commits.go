@@ -208,6 +208,7 @@ func (c *Core) committedOne(now time.Time, g *group, to seqstore.Cursor, e error
 func (c *Core) durable(now time.Time, g *group, to seqstore.Cursor) {
 	c.st.Committed++
 	g.dur = to
+	c.passParks(g)
 	if !behind(to, g.ack) {
 		g.forced = false
 	}

@@ -41,6 +41,7 @@ type Core struct {
 	requeues requeueLane
 
 	budget      budget
+	pu          parkUse
 	unord       unorderedSet
 	pool        msgPool
 	out         outbox
@@ -303,6 +304,7 @@ func (c *Core) Stats() Stats {
 	s.Held, s.MaxHeld = b.live, b.peakLive
 	s.Buffered, s.BufferedBytes, s.MaxBuffered = b.buffered, b.bufferedBytes, b.peakBuffered
 	s.Memory = b.mem
+	s.ParkedNow, s.ParkedBytes = c.pu.n, c.pu.bytes
 	s.Groups = len(c.groups)
 	for g := range c.stuck {
 		s.Stuck = append(s.Stuck, StuckGroup{Group: g.name, Reason: g.stuck, Since: g.since, Err: g.stuckErr})

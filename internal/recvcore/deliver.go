@@ -179,6 +179,7 @@ func (c *Core) Ack(now time.Time, d *Delivery, sync bool) (Ticket, error) {
 		to := d.Advance.To
 		if !behind(to, g.ack) {
 			g.dur, g.ack = cloneCursor(to), cloneCursor(to)
+			c.passParks(g)
 		}
 		c.queueDelete(now, m)
 		c.flushSettled(now, g)

@@ -225,6 +225,7 @@ func (c *Core) toPark(g *group, m *msg) {
 	m.where = wPark
 	c.parks.q = append(c.parks.q, m)
 	g.park.parking++
+	c.countPark(m)
 	if !m.stored() {
 		c.pin(g)
 	}

@@ -46,6 +46,11 @@ func (l *parkLane) flushed(c *Core) bool { return l.idle() && len(l.q) == 0 }
 // must have a stored cursor (see toPark): the Core cannot pin one, which
 // would refuse the application's own first advance.
 func (c *Core) canPark(g *group, m *msg) bool {
+	return c.parkable(g, m) && c.parkFits(g, m)
+}
+
+// parkable is canPark without the park limits (see parkFits).
+func (c *Core) parkable(g *group, m *msg) bool {
 	return c.cfg.Park && g != nil && g.phase == phActive && m.epoch == g.epoch && m.seq > g.next &&
 		!m.has(fStored|fNoPark) && !c.closing && len(m.raw) <= seqstore.MaxParkBody &&
 		(g.dur.Epoch != 0 || c.cfg.Mode != ExactlyOnce)
@@ -143,6 +148,7 @@ func (c *Core) parkedOne(now time.Time, m *msg, e, err error) bool {
 	case conflict:
 		// Below the stored cursor: a duplicate or a late arrival if this
 		// Core's cursor says so too; else someone else moved the cursor.
+		c.uncountPark(m)
 		m.requeueHeld()
 		if g.phase == phActive && m.epoch == g.epoch && m.seq < g.next {
 			c.arriveCurrent(now, g, m)
@@ -156,6 +162,7 @@ func (c *Core) parkedOne(now time.Time, m *msg, e, err error) bool {
 		// The store refuses this entry for good: it goes back to the
 		// queue and is held, not parked, when it comes back.
 		g.park.parking--
+		c.uncountPark(m)
 		m.flags |= fNoPark
 		m.requeueHeld()
 		c.report(Report{Kind: ReportWarn, Msg: "park refused: held in memory instead", Group: g.name, Epoch: m.epoch, Seq: m.seq, Err: e})

@@ -85,6 +85,7 @@ func (c *Core) becomeActive(g *group, now time.Time) {
 // becomeLoaded starts g at cursor cur, read from the store.
 func (c *Core) becomeLoaded(g *group, now time.Time, cur seqstore.Cursor) {
 	g.dur, g.ack = cur, cloneCursor(cur)
+	c.passParks(g)
 	g.epoch, g.next = cur.Epoch, max(cur.Next, 1)
 	g.started = false
 	g.forgetPark()

@@ -179,6 +179,7 @@ func (c *Core) resolveConflict(now time.Time, g *group, cur seqstore.Cursor) {
 	c.dropAwaitedCommit(now, g)
 	if c.cfg.Mode != ExactlyOnce && behind(cur, g.ack) {
 		g.dur = cur
+		c.passParks(g)
 		c.markDirty(g)
 		return
 	}
@@ -240,6 +241,7 @@ func (c *Core) carryOwed(g *group) {
 // moveTo continues g from cur, someone else's cursor ahead of this Core's.
 func (c *Core) moveTo(now time.Time, g *group, cur seqstore.Cursor) {
 	g.dur, g.ack = cur, cloneCursor(cur)
+	c.passParks(g)
 	g.forced = false // nothing of ours is left to write
 	c.carryOwed(g)
 	if cur.Next == 0 {

@@ -439,7 +439,7 @@ func (c *Core) arriveCurrent(now time.Time, g *group, m *msg) {
 		c.sameCopy(now, g, g.held[i], m)
 		return
 	}
-	if m.seq-g.next >= uint64(c.cfg.Window) || c.cfg.ParkEarly && m.seq > g.next && c.canPark(g, m) {
+	if m.seq-g.next >= uint64(c.cfg.Window) || c.cfg.ParkEarly && m.seq > g.next && c.parkable(g, m) {
 		c.tooFar(now, g, m)
 		return
 	}
@@ -450,9 +450,12 @@ func (c *Core) arriveCurrent(now time.Time, g *group, m *msg) {
 // tooFar handles an arrival beyond the group's window: parked when the
 // store can, else released (it comes back later).
 func (c *Core) tooFar(now time.Time, g *group, m *msg) {
-	if c.canPark(g, m) {
-		c.toPark(g, m)
-		return
+	if c.parkable(g, m) {
+		if c.parkFits(g, m) {
+			c.toPark(g, m)
+			return
+		}
+		c.parkFull(g, m)
 	}
 	g.noteFar(m.seq)
 	c.release(m, now)

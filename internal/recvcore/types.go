@@ -109,8 +109,10 @@ type Config struct {
 	// come back; one out to a handler is reported. 0: no bound.
 	MaxHold time.Duration
 
-	// Park enables parking in the store (it implements the capability).
-	Park bool
+	// Park enables parking in the store (it implements the capability);
+	// ParkLimits bounds what is parked (see parkcap.go).
+	Park       bool
+	ParkLimits ParkLimits
 	// ParkEarly parks every early arrival at once (with Park): for a
 	// queue that orders each group itself and hands out none of a group's
 	// later messages while one is held (an MNS FIFO queue), an arrival
@@ -396,6 +398,8 @@ type Stats struct {
 	Deleted, DuplicatesReaped, StaleReceipts   int64
 	Extended, Shortened                        int64
 	Parked, Unparked                           int64
+	ParkFull                                   int64 // early arrivals left in the queue because a park limit was reached
+	ParkedNow, ParkedBytes                     int64 // parks counted against Config.ParkLimits (messages, body bytes)
 	Requeued                                   int64 // bodies sent back to the queue at Close (see Core.Close)
 	GivenBack                                  int64 // messages whose visibility Close shortened, to come back soon
 	Evicted                                    int64

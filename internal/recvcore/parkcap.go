@@ -1,0 +1,169 @@
+package recvcore
+
+import "slices"
+
+// Park limits: what this Core parks is counted, per group and in all,
+// from the moment a park is queued until the group's durable cursor passes
+// it (the store then drops it). An arrival that would take a count past
+// its limit is not parked: it is left to come back from the queue, as with
+// parking off, and counted in Stats.ParkFull. A sender that invents
+// groups, or a hole that never fills, thus cannot fill the store.
+//
+// The counts cover this Core's life: parks left by an earlier receiver are
+// not counted (a restart starts from zero). Each counted park is charged
+// ParkCountCost bytes of the memory budget; with no limit set nothing is
+// counted.
+
+// ParkCountCost is what one counted park is charged against
+// Config.MaxMemory, in bytes (its record, and its share of its group's).
+const ParkCountCost = 96
+
+// ParkLimits bounds what a Core parks; 0 or less: no limit.
+type ParkLimits struct {
+	Messages, Bytes           int64 // over all groups
+	GroupMessages, GroupBytes int64 // per group
+}
+
+// parkUse counts the parks of each group that its durable cursor has not
+// passed.
+type parkUse struct {
+	groups   map[string]*groupParks
+	n, bytes int64
+	full     bool // the last park asked for was refused (reported once per episode)
+}
+
+// groupParks is one group's parks, in (epoch, seq) order.
+type groupParks struct {
+	recs  []parkRec
+	bytes int64
+}
+
+type parkRec struct {
+	epoch, seq uint64
+	size       int64
+}
+
+func (r parkRec) cmp(epoch, seq uint64) int {
+	switch {
+	case r.epoch != epoch:
+		return cmpU(r.epoch, epoch)
+	default:
+		return cmpU(r.seq, seq)
+	}
+}
+
+func cmpU(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// parkFits reports whether m, of g, fits the park limits.
+func (c *Core) parkFits(g *group, m *msg) bool {
+	lim, u := c.cfg.ParkLimits, &c.pu
+	addN, addB := int64(1), int64(len(m.raw))
+	var gn, gb int64
+	if gp := u.groups[g.name]; gp != nil {
+		gn, gb = int64(len(gp.recs)), gp.bytes
+		if i, ok := gp.find(m.epoch, m.seq); ok { // parked again: replaces
+			addN, addB = 0, addB-gp.recs[i].size
+		}
+	}
+	over := func(limit, have, add int64) bool { return limit > 0 && add > 0 && have+add > limit }
+	return !over(lim.Messages, u.n, addN) && !over(lim.Bytes, u.bytes, addB) &&
+		!over(lim.GroupMessages, gn, addN) && !over(lim.GroupBytes, gb, addB)
+}
+
+// parkFull counts an arrival that a park limit kept out of the park and,
+// at the start of an episode, reports it.
+func (c *Core) parkFull(g *group, m *msg) {
+	c.st.ParkFull++
+	if !c.pu.full {
+		c.pu.full = true
+		c.report(Report{Kind: ReportWarn, Group: g.name, Epoch: m.epoch, Seq: m.seq,
+			Msg: "park limit reached: early arrivals are left in the queue to come back (see ReceiveOptions.ParkLimits)"})
+	}
+}
+
+func (gp *groupParks) find(epoch, seq uint64) (int, bool) {
+	return slices.BinarySearchFunc(gp.recs, parkRec{epoch: epoch, seq: seq}, func(r, t parkRec) int { return r.cmp(t.epoch, t.seq) })
+}
+
+// countPark counts m, on its way to the park.
+func (c *Core) countPark(m *msg) {
+	u := &c.pu
+	if c.cfg.ParkLimits == (ParkLimits{}) {
+		return
+	}
+	if u.groups == nil {
+		u.groups = make(map[string]*groupParks)
+	}
+	gp := u.groups[m.g.name]
+	if gp == nil {
+		gp = &groupParks{}
+		u.groups[m.g.name] = gp
+	}
+	u.full = false
+	size := int64(len(m.raw))
+	i, ok := gp.find(m.epoch, m.seq)
+	if ok {
+		u.bytes += size - gp.recs[i].size
+		gp.bytes += size - gp.recs[i].size
+		gp.recs[i].size = size
+		return
+	}
+	gp.recs = slices.Insert(gp.recs, i, parkRec{m.epoch, m.seq, size})
+	gp.bytes += size
+	c.budget.mem += ParkCountCost
+	u.n++
+	u.bytes += size
+}
+
+// uncountPark takes back the count of a park that did not happen.
+func (c *Core) uncountPark(m *msg) {
+	u := &c.pu
+	gp := u.groups[m.g.name]
+	if gp == nil {
+		return
+	}
+	if i, ok := gp.find(m.epoch, m.seq); ok {
+		gp.bytes -= gp.recs[i].size
+		u.bytes -= gp.recs[i].size
+		u.n--
+		c.budget.mem -= ParkCountCost
+		gp.recs = slices.Delete(gp.recs, i, i+1)
+	}
+	if len(gp.recs) == 0 {
+		delete(u.groups, m.g.name)
+	}
+}
+
+// passParks forgets the parks of g that its durable cursor passed: the
+// store dropped them with the cursor's write.
+func (c *Core) passParks(g *group) {
+	u := &c.pu
+	gp := u.groups[g.name]
+	if gp == nil || g.dur.Epoch == 0 {
+		return
+	}
+	k := 0
+	for k < len(gp.recs) && g.dur.Below(gp.recs[k].epoch, gp.recs[k].seq) {
+		gp.bytes -= gp.recs[k].size
+		u.bytes -= gp.recs[k].size
+		k++
+	}
+	if k == 0 {
+		return
+	}
+	u.n -= int64(k)
+	c.budget.mem -= k * ParkCountCost
+	if k == len(gp.recs) {
+		delete(u.groups, g.name)
+		return
+	}
+	gp.recs = slices.Delete(gp.recs, 0, k)
+}
