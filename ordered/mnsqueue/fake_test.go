@@ -220,6 +220,37 @@ func TestBatchDeletePartialFailure(t *testing.T) {
 	assert.Contains(t, f.lastBody(), "<ReceiptHandle>h2</ReceiptHandle>", "request body")
 }
 
+// A batch delete answer whose failures name a receipt that is not in the
+// batch (or none) cannot be matched to the entries: the entries it does not
+// name may have failed too, so their outcome is unknown and they are
+// reported retryable, never deleted. Counted deleted, an entry whose delete
+// did not take effect stays in the queue unseen by the receiver, which
+// delivers it again once its visibility ends (a blind plant that dropped
+// the unmatched case went unseen: TestBatchDeletePartialFailure names only
+// receipts of the batch; SendBatch has its counterpart above).
+func TestBatchDeleteUnmatchedFailure(t *testing.T) {
+	for _, tc := range []struct{ name, failure string }{
+		{"foreign receipt", `<Error><ErrorCode>InternalError</ErrorCode><ErrorMessage>x</ErrorMessage><ReceiptHandle>hX</ReceiptHandle></Error>`},
+		{"no receipt", `<Error><ErrorCode>InternalError</ErrorCode><ErrorMessage>x</ErrorMessage></Error>`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, q := newFake(t, nil)
+			f.set(reply(404, `<?xml version="1.0" encoding="UTF-8"?><Errors xmlns="http://mns.aliyuncs.com/doc/v1/">`+
+				`<Error><ErrorCode>MessageNotExist</ErrorCode><ErrorMessage>gone</ErrorMessage><ReceiptHandle>h1</ReceiptHandle></Error>`+
+				tc.failure+`</Errors>`))
+			err := q.DeleteBatch(t.Context(), []string{"h1", "h2", "h3"})
+			var be *driver.BatchError
+			require.ErrorAs(t, err, &be, "partial failure of a batch delete")
+			require.Len(t, be.Errs, 3)
+			assert.ErrorIs(t, be.Errs[0], driver.ErrStaleReceipt, "entry 0 is named: its own outcome")
+			for _, i := range []int{1, 2} {
+				require.Error(t, be.Errs[i], "entry %d: not named by an answer that does not match the batch, its outcome is unknown, not deleted", i)
+				assert.True(t, q.IsRetryable(be.Errs[i]), "entry %d: unknown outcome is retryable, got %v", i, be.Errs[i])
+			}
+		})
+	}
+}
+
 // TestOneAttempt checks that a request whose connection is closed without an
 // answer is made once: fasthttp would repeat it (receives and visibility
 // changes up to five times).
