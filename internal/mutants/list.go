@@ -604,4 +604,48 @@ var mutants = []mutant{
 		Pkg: "./internal/recvcore",
 		Run: "^TestParkLimits$",
 	},
+	{
+		Name:   "start-lowest-passes-first-time",
+		Breaks: "StartLowest passes over a lowest seq received for the first time when the next seq seen lies more than Window above it (blind plant #2)",
+		Edits: []edit{{
+			File: "internal/recvcore/route.go",
+			Old:  `second-low.seq > window && low.dequeue > 1`,
+			New:  `second-low.seq > window && low.dequeue >= 1`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestStartLowestKeepsFirstTimeLowest$",
+	},
+	{
+		Name:   "epoch-switch-skips-intermediate",
+		Breaks: "with two newer epochs waiting, the group switches to the highest one: the intermediate epoch is handed out after it (blind plant #9)",
+		Edits: []edit{{
+			File: "internal/recvcore/route.go",
+			Old:  `	if g.newerEpoch == 0 || m.epoch < g.newerEpoch {`,
+			New:  `	if g.newerEpoch == 0 || m.epoch > g.newerEpoch {`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestEpochSwitchTakesIntermediateEpochFirst$",
+	},
+	{
+		Name:   "delete-timeout-not-retried",
+		Breaks: "a delete that outlasts ReapTimeout is not retried: the message stays in the queue until its visibility ends (blind plant #15)",
+		Edits: []edit{{
+			File: "ordered/recv_io.go",
+			Old:  `Retry: r.q.drv.IsRetryable(e) || ctx.Err() != nil && r.ctx.Err() == nil,`,
+			New:  `Retry: r.q.drv.IsRetryable(e),`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestDeleteRetriedAfterReapTimeout$",
+	},
+	{
+		Name:   "mns-delete-unmatched-counted-deleted",
+		Breaks: "an MNS batch delete failure naming no receipt of the batch: the entries it does not name count as deleted (blind plant #25)",
+		Edits: []edit{{
+			File: "ordered/mnsqueue/mnsqueue.go",
+			Old:  "\t\t\tunmatched = true\n",
+			New:  "",
+		}},
+		Pkg: "./ordered/mnsqueue",
+		Run: "^TestBatchDeleteUnmatchedFailure$",
+	},
 }
