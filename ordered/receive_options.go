@@ -338,7 +338,7 @@ func (o *ReceiveOptions) setDefaults(limits driver.Limits) error {
 	if o.MaxMemory == 0 {
 		o.MaxMemory = 64 << 20
 	}
-	o.ParkLimits.setDefaults(o.MaxMemory)
+	o.ParkLimits.setDefaults()
 	if o.GapTimeout == 0 {
 		o.GapTimeout = 30 * time.Second
 	}
@@ -498,26 +498,26 @@ const (
 // What is counted is what the receiver parked since it started and no
 // durable cursor has passed yet (the store drops a park with the cursor
 // write that passes it): parks left by an earlier receiver are not
-// counted, so over restarts a store can hold more. Each counted park is
-// charged 96 bytes of MaxMemory; a negative Messages removes that bound.
+// counted, so over restarts a store can hold more. The count is kept
+// outside MaxMemory (parks cannot be shed to make room for it): about 30
+// bytes per counted park and 100 per group that has one, so at most about
+// 13 MB with the default Messages; a negative Messages removes that bound.
 type ParkLimits struct {
 	// Messages and Bytes bound the receiver's parks over all groups.
-	// Defaults 1 GiB, and 100,000 messages or what an eighth of MaxMemory
-	// holds at 96 bytes each (counting a park costs that much memory),
-	// whichever is smaller: 87,381 with the default MaxMemory.
+	// Defaults 100,000 and 1 GiB.
 	Messages, Bytes int64
 	// GroupMessages and GroupBytes bound one group's parks. Defaults 10,000
 	// and 64 MiB.
 	GroupMessages, GroupBytes int64
 }
 
-func (l *ParkLimits) setDefaults(maxMemory int) {
+func (l *ParkLimits) setDefaults() {
 	def := func(v *int64, d int64) {
 		if *v == 0 {
 			*v = d
 		}
 	}
-	def(&l.Messages, max(1, min(100_000, int64(maxMemory)/8/recvcore.ParkCountCost)))
+	def(&l.Messages, 100_000)
 	def(&l.Bytes, 1<<30)
 	def(&l.GroupMessages, 10_000)
 	def(&l.GroupBytes, 64<<20)

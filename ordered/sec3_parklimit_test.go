@@ -38,7 +38,7 @@ func TestSec3ParkDiskFill(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "fs")
 	fs, err := filestore.Open(dir, nil)
 	require.NoError(t, err)
-	defer fs.Close()
+	t.Cleanup(func() { fs.Close() }) // after the queue's Close (cleanups run last first)
 	drv := memqueue.New(&memqueue.Options{Shards: 1, Visibility: 2 * time.Second, MinVisibility: 10 * time.Millisecond})
 	logs := &lockedWriter{w: &strings.Builder{}}
 	q, err := ordered.New(ctx, drv, fs, &ordered.Options{

@@ -10,13 +10,10 @@ import "slices"
 // groups, or a hole that never fills, thus cannot fill the store.
 //
 // The counts cover this Core's life: parks left by an earlier receiver are
-// not counted (a restart starts from zero). Each counted park is charged
-// ParkCountCost bytes of the memory budget; with no limit set nothing is
-// counted.
-
-// ParkCountCost is what one counted park is charged against
-// Config.MaxMemory, in bytes (its record, and its share of its group's).
-const ParkCountCost = 96
+// not counted (a restart starts from zero). The count is kept outside the
+// memory budget (parks cannot be shed to make room): a record per park and
+// an entry per group that has one, bounded by ParkLimits.Messages. With no
+// limit set nothing is counted.
 
 // ParkLimits bounds what a Core parks; 0 or less: no limit.
 type ParkLimits struct {
@@ -118,7 +115,6 @@ func (c *Core) countPark(m *msg) {
 	}
 	gp.recs = slices.Insert(gp.recs, i, parkRec{m.epoch, m.seq, size})
 	gp.bytes += size
-	c.budget.mem += ParkCountCost
 	u.n++
 	u.bytes += size
 }
@@ -134,7 +130,6 @@ func (c *Core) uncountPark(m *msg) {
 		gp.bytes -= gp.recs[i].size
 		u.bytes -= gp.recs[i].size
 		u.n--
-		c.budget.mem -= ParkCountCost
 		gp.recs = slices.Delete(gp.recs, i, i+1)
 	}
 	if len(gp.recs) == 0 {
@@ -160,7 +155,6 @@ func (c *Core) passParks(g *group) {
 		return
 	}
 	u.n -= int64(k)
-	c.budget.mem -= k * ParkCountCost
 	if k == len(gp.recs) {
 		delete(u.groups, g.name)
 		return
