@@ -104,9 +104,17 @@
 // it) is truncated to the last good frame and logged at Warn. A bad frame
 // with valid frames after it, a bad frame in an older log, a bad snapshot, a
 // missing log, or a bad or short header in the log a snapshot continues in
-// (that header was synced before the snapshot was renamed into place) are
-// reported as errors wrapping seqstore.ErrCorrupt: the store never silently
-// resets state.
+// (that header was synced before the snapshot was renamed into place) or in
+// the first log of a store without a snapshot are reported as errors
+// wrapping seqstore.ErrCorrupt that name the file: the store never silently
+// resets state. Open creates that first log whole (its header written to
+// log.tmp, synced, renamed into place, and the directory synced), so a short
+// one was cut or damaged, not torn by a crash. (A store whose very first
+// Open, by a release before this rule, crashed before that header was
+// synced reports it too; it held no state, and the directory can be
+// removed.) Only the log a snapshot was creating when it crashed, never
+// named by a snapshot and never written, may have a short header: it is
+// created again.
 //
 // # Cancellation
 //

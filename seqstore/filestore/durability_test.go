@@ -333,3 +333,35 @@ func TestOpenSyncFailures(t *testing.T) {
 		assert.Contains(t, rec.calls(false), fsOp{kind: "truncate", path: logName(1)}, "the torn tail was cut")
 	})
 }
+
+// TestFirstLogCreatedWhole checks how Open creates the first log of a
+// store: its header is written to log.tmp and fsynced, the file renamed to
+// the log's name and the directory synced, so that a log of that name is
+// never shorter than its header and recovery can call a short one damage
+// (TestSec3ShortLastLog). A log.tmp left by a crash is removed.
+func TestFirstLogCreatedWhole(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir+"/"+logTmpName, []byte("half a header"))
+	rec := newRecFS(dir)
+	s := openT(t, dir, &Options{hooks: &testHooks{fs: rec}})
+	reserveN(t, s, seqstore.Stream{Queue: "q"}, 1)
+	require.NoError(t, s.Close())
+	first := logName(1)
+	want := []fsOp{
+		{kind: "remove", path: logTmpName},
+		{kind: "create", path: logTmpName},
+		{kind: "fsync", path: logTmpName},
+		{kind: "rename", path: logTmpName, to: first},
+		{kind: "fsync-dir", path: "."},
+		{kind: "fdatasync", path: first},
+	}
+	ops := rec.calls(false)
+	require.GreaterOrEqual(t, len(ops), len(want), "calls:\n%s", describeOps(ops))
+	assert.Equal(t, want, ops[:len(want)], "calls:\n%s", describeOps(ops))
+	assert.NotContains(t, ops, fsOp{kind: "create", path: first}, "the log is never created under its own name")
+	data, err := os.ReadFile(logPath(dir, 1))
+	require.NoError(t, err)
+	assert.Equal(t, logHeader(1), data[:logHeaderSize])
+	_, err = os.Stat(dir + "/" + logTmpName)
+	assert.ErrorIs(t, err, os.ErrNotExist, "no log.tmp left")
+}

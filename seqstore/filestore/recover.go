@@ -18,6 +18,7 @@ const (
 	lockName    = "LOCK"
 	snapName    = "snapshot"
 	snapTmpName = "snapshot.tmp"
+	logTmpName  = "log.tmp" // a log being created whole (see createLogWhole)
 	logPrefix   = "log-"
 )
 
@@ -103,11 +104,17 @@ func (s *Store) recover() error {
 		if gen, ok := parseLogName(e.Name()); ok {
 			gens = append(gens, gen)
 		}
-		if e.Name() == snapTmpName {
+		switch e.Name() {
+		case snapTmpName:
 			if err := s.fs.remove(filepath.Join(s.dir, snapTmpName)); err != nil {
 				return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 			}
 			s.log.Info("filestore: removed an unfinished snapshot", "dir", s.dir)
+		case logTmpName:
+			if err := s.fs.remove(filepath.Join(s.dir, logTmpName)); err != nil {
+				return fmt.Errorf("filestore: open %s: %w", s.dir, err)
+			}
+			s.log.Info("filestore: removed an unfinished log", "dir", s.dir)
 		}
 	}
 	slices.Sort(gens)
@@ -146,14 +153,10 @@ func (s *Store) recover() error {
 	w.first = nextGen
 	if len(gens) == 0 {
 		// A fresh directory, or the new log of a snapshot whose directory
-		// entry was lost in a crash: nothing was ever written to it.
-		path := filepath.Join(s.dir, logName(nextGen))
-		f, err := s.createLog(path, nextGen)
+		// entry was lost in a crash: nothing was ever written to it. It
+		// is created whole, so that a short header in it is damage.
+		f, err := s.createLogWhole(nextGen)
 		if err != nil {
-			return fmt.Errorf("filestore: open %s: %w", s.dir, err)
-		}
-		if err := s.syncDir(); err != nil {
-			_ = f.Close()
 			return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 		}
 		s.st, w.f, w.gen, w.off, w.alloc = st, f, nextGen, logHeaderSize, logHeaderSize
@@ -179,10 +182,15 @@ func (s *Store) recover() error {
 				// header means the log was damaged, not torn.
 				return corruptf("%s: bad header (%d bytes) in the log the snapshot continues in", path, len(data))
 			}
+			if g == nextGen {
+				// The first log of a store without a snapshot was
+				// created whole (createLogWhole): it was cut or
+				// damaged since, and the state it held is lost.
+				return corruptf("%s: bad header (%d bytes) in the store's first log, which was created whole", path, len(data))
+			}
 			if last && len(data) <= logHeaderSize {
-				// Created by a snapshot (or a fresh Open) that did
-				// not finish, its header never synced: no frame was
-				// written to it.
+				// Created by a snapshot that did not finish, its
+				// header never synced: no frame was written to it.
 				if err := s.fs.remove(path); err != nil {
 					return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 				}

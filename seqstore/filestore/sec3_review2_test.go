@@ -1,9 +1,9 @@
 package filestore_test
 
 // Ported from shared/regressions/review2/seqstore/filestore/sec3_test.go:
-// the two of its reproducers that hold on main (the others belong to open
-// issue 21: a directory swapped after Open, a short last log, per-stream
-// memory).
+// its reproducers, each turned from "log what we saw" into an assertion of
+// the fixed behaviour (issue 21: a directory swapped after Open, a short
+// last log, per-stream memory).
 
 import (
 	"context"
@@ -106,4 +106,77 @@ func TestSec3ParkedFileModes(t *testing.T) {
 			require.Zero(t, info.Mode().Perm()&0o077, "%s readable by others", e.Name())
 		}
 	}
+}
+
+// Turn-2 finding 4: a short last log. After a snapshot it is ErrCorrupt; so
+// it is in a store that has not snapshotted yet (its only log), whose first
+// log is created whole (header synced under a temporary name, then
+// renamed): a cut header there is damage, never a crash, and Open must not
+// silently start again from nothing.
+func TestSec3ShortLastLog(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		snap int64
+	}{{"after-snapshot", 4096}, {"no-snapshot-yet", 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "s")
+			var opts *filestore.Options
+			if tc.snap > 0 {
+				opts = &filestore.Options{SnapshotBytes: tc.snap}
+			}
+			s, err := filestore.Open(dir, opts)
+			require.NoError(t, err)
+			var last seqstore.Reservation
+			for i := 0; i < 100 || tc.snap > 0 && s.Stats().Snapshots == 0 || i < 400; i++ {
+				last, err = storetest.ReserveOne(ctx, s, sec3Stream, 1, nil)
+				require.NoError(t, err)
+			}
+			if tc.snap > 0 {
+				require.Positive(t, s.Stats().Snapshots, "a snapshot before close")
+			} else {
+				require.Zero(t, s.Stats().Snapshots, "no snapshot before close")
+			}
+			require.NoError(t, s.Close())
+			logs := sec3Logs(t, dir)
+			require.NotEmpty(t, logs)
+			lastLog := filepath.Join(dir, logs[len(logs)-1])
+			data, err := os.ReadFile(lastLog)
+			require.NoError(t, err)
+			for _, cut := range []int64{0, 1, 10, 23} {
+				require.NoError(t, os.Truncate(lastLog, cut))
+				s, err = filestore.Open(dir, opts)
+				if err == nil {
+					r, rerr := storetest.ReserveOne(ctx, s, sec3Stream, 1, nil)
+					_ = s.Close()
+					t.Fatalf("reopen after cutting the last log to %d bytes succeeded (next reservation %d/%d, err %v; was %d/%d): state silently reset",
+						cut, r.Epoch, r.First, rerr, last.Epoch, last.First)
+				}
+				require.ErrorIs(t, err, seqstore.ErrCorrupt, "last log cut to %d bytes", cut)
+				require.Contains(t, err.Error(), logs[len(logs)-1], "the error names the damaged log")
+			}
+			// A torn record at the end (a crash mid-append) is still
+			// cut and the store opens with everything before it.
+			require.NoError(t, os.WriteFile(lastLog, append(data, 9, 9, 9), 0o600))
+			s, err = filestore.Open(dir, opts)
+			require.NoError(t, err, "a torn tail after the last frame opens")
+			defer s.Close()
+			r, err := storetest.ReserveOne(ctx, s, sec3Stream, 1, nil)
+			require.NoError(t, err)
+			require.Equal(t, seqstore.Reservation{Epoch: last.Epoch, First: last.First + 1}, r, "the counter survives a torn tail")
+		})
+	}
+}
+
+func sec3Logs(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var logs []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "log-") {
+			logs = append(logs, e.Name())
+		}
+	}
+	return logs
 }

@@ -535,6 +535,30 @@ func (s *Store) createLog(path string, gen uint64) (*os.File, error) {
 	return f, nil
 }
 
+// createLogWhole creates log gen so that it never exists with less than its
+// whole header: the header is written to logTmpName and synced, the file
+// renamed to the log's name and the directory synced. Recovery then tells
+// a first log cut short (damage) from one a crash interrupted (there is
+// none). It returns the log, open for writing under its name.
+func (s *Store) createLogWhole(gen uint64) (*os.File, error) {
+	tmp := filepath.Join(s.dir, logTmpName)
+	path := filepath.Join(s.dir, logName(gen))
+	f, err := s.createLog(tmp, gen)
+	if err != nil {
+		return nil, err
+	}
+	_ = f.Close()
+	if err := s.fs.rename(tmp, path); err != nil {
+		_ = s.fs.remove(tmp)
+		return nil, err
+	}
+	if err := s.syncDir(); err != nil {
+		return nil, err
+	}
+	// Opened again under its name, which its writes and errors report.
+	return openRegular(path, os.O_RDWR, 0)
+}
+
 // writeSnapshotFile writes a snapshot (see writeSnapshot) to a new file at
 // path (0600) and syncs it. A file left at path is removed first; whatever
 // is there then (a link planted since) makes it fail rather than write
