@@ -8,12 +8,19 @@
 //
 // Whoever can write the directory can replace the log and roll the
 // counters back, so Open refuses (ErrUnsafeDir) a directory owned by
-// another user or writable by group or others. Files are created with
-// O_EXCL|O_NOFOLLOW (a stale temporary file is removed first) and LOCK is
-// opened with O_NOFOLLOW, so a planted symbolic link is never written
+// another user or writable by group or others. Open opens the directory
+// once (os.OpenRoot, following symbolic links in the path given), checks
+// the directory it opened, and from then on opens, creates, renames,
+// removes and syncs every file through that handle, never by path: if the
+// directory is renamed or replaced while the store is open, the store
+// goes on in the directory it opened, wherever it now is, and writes
+// nothing into whatever took its place (Dir still returns the path given
+// to Open). Files are created with O_EXCL|O_NOFOLLOW (a stale temporary
+// file is removed first), so a planted symbolic link is never written
 // through. LOCK, the logs and the snapshot are opened without waiting and
-// must be regular files: a FIFO, device, socket or directory in their place
-// makes Open fail with ErrUnsafeDir, before anything is read from it.
+// must be regular files: a symbolic link (even to a file beside it), a
+// FIFO, device, socket or directory in their place makes Open fail with
+// ErrUnsafeDir, before anything is read from it.
 //
 // # Group commit
 //

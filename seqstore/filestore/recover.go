@@ -34,11 +34,11 @@ func parseLogName(name string) (uint64, bool) {
 	return gen, err == nil
 }
 
-// openRead opens path with flag, refusing anything but a regular file (see
-// openRegular), and reads it whole. The file stays open: parked bodies are
-// read from it later.
-func openRead(path string, flag int) (*os.File, []byte, error) {
-	f, err := openRegular(path, flag, 0)
+// openRead opens file name of dir with flag, refusing anything but a
+// regular file (see openRegular), and reads it whole. The file stays open:
+// parked bodies are read from it later.
+func openRead(dir *os.Root, name string, flag int) (*os.File, []byte, error) {
+	f, err := openRegular(dir, name, flag, 0)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -92,10 +92,20 @@ func replayLog(name string, data []byte, gen uint64, last bool, st *state, file 
 	return off, nil
 }
 
+// readDir lists the entries of dir.
+func readDir(dir *os.Root) ([]os.DirEntry, error) {
+	d, err := dir.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.ReadDir(-1)
+}
+
 // recover loads the snapshot and replays the logs into s.st, truncates a
 // torn tail, and opens the last log for appending (creating it if needed).
 func (s *Store) recover() error {
-	names, err := os.ReadDir(s.dir)
+	names, err := readDir(s.root)
 	if err != nil {
 		return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 	}
@@ -106,12 +116,12 @@ func (s *Store) recover() error {
 		}
 		switch e.Name() {
 		case snapTmpName:
-			if err := s.fs.remove(filepath.Join(s.dir, snapTmpName)); err != nil {
+			if err := s.fs.remove(s.root, snapTmpName); err != nil {
 				return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 			}
 			s.log.Info("filestore: removed an unfinished snapshot", "dir", s.dir)
 		case logTmpName:
-			if err := s.fs.remove(filepath.Join(s.dir, logTmpName)); err != nil {
+			if err := s.fs.remove(s.root, logTmpName); err != nil {
 				return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 			}
 			s.log.Info("filestore: removed an unfinished log", "dir", s.dir)
@@ -121,7 +131,7 @@ func (s *Store) recover() error {
 
 	st, nextGen := newState(), uint64(1)
 	snapPath := filepath.Join(s.dir, snapName)
-	sf, data, err := openRead(snapPath, os.O_RDONLY)
+	sf, data, err := openRead(s.root, snapName, os.O_RDONLY)
 	haveSnapshot := err == nil
 	switch {
 	case err == nil:
@@ -137,7 +147,7 @@ func (s *Store) recover() error {
 	// Logs older than the snapshot are leftovers of a snapshot whose
 	// cleanup did not finish. Without a snapshot, every log counts.
 	for haveSnapshot && len(gens) > 0 && gens[0] < nextGen {
-		if err := s.fs.remove(filepath.Join(s.dir, logName(gens[0]))); err != nil {
+		if err := s.fs.remove(s.root, logName(gens[0])); err != nil {
 			return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 		}
 		s.log.Info("filestore: removed a log already in the snapshot", "dir", s.dir, "gen", gens[0])
@@ -170,7 +180,7 @@ func (s *Store) recover() error {
 		if last {
 			flag = os.O_RDWR
 		}
-		f, data, err := openRead(path, flag)
+		f, data, err := openRead(s.root, logName(g), flag)
 		if err != nil {
 			return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 		}
@@ -191,11 +201,11 @@ func (s *Store) recover() error {
 			if last && len(data) <= logHeaderSize {
 				// Created by a snapshot that did not finish, its
 				// header never synced: no frame was written to it.
-				if err := s.fs.remove(path); err != nil {
+				if err := s.fs.remove(s.root, logName(g)); err != nil {
 					return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 				}
 				s.log.Warn("filestore: recreating a log whose header was torn", "path", path)
-				f, err := s.createLog(path, g)
+				f, err := s.createLog(logName(g), g)
 				if err != nil {
 					return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 				}

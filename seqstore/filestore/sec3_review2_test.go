@@ -11,7 +11,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/inorder/inorder/seqstore"
@@ -179,4 +181,61 @@ func sec3Logs(t *testing.T, dir string) []string {
 		}
 	}
 	return logs
+}
+
+// After Open, the directory was used by name: whoever controls its parent
+// could swap it, and the next log and snapshot (with every parked body)
+// were created in the swapped-in directory. The store now keeps the
+// directory it opened (os.Root): nothing is ever written into the
+// swapped-in directory, and the store goes on in the original one, moved.
+// (Needs a parent writable by the attacker, e.g. a non-sticky shared dir.)
+func TestSec3DirSwappedAfterOpen(t *testing.T) {
+	ctx := context.Background()
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "store")
+	s, err := filestore.Open(dir, &filestore.Options{SnapshotBytes: 4096})
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = storetest.ReserveOne(ctx, s, sec3Stream, 1, [][]byte{[]byte("body-1")})
+	require.NoError(t, err)
+	parked := []byte(strings.Repeat("parked secret ", 10))
+	require.NoError(t, s.Park(ctx, []seqstore.Parked{{Stream: sec3Stream, Epoch: 7, Seq: 9, Body: parked}}))
+	// The attacker renames the store away and puts an open directory there.
+	require.NoError(t, os.Rename(dir, dir+".moved"))
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	require.NoError(t, os.Chmod(dir, 0o777))
+	before := s.Stats().Snapshots
+	for range 200 {
+		_, err = storetest.ReserveOne(ctx, s, sec3Stream, 1, [][]byte{[]byte(strings.Repeat("secret body ", 10))})
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return s.Stats().Snapshots > before }, 5*time.Second, time.Millisecond,
+		"snapshots written (new logs, a new snapshot with the parked body) after the swap")
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Empty(t, names(ents), "files written into the swapped-in 0777 directory")
+	require.NoError(t, s.Close())
+
+	// Everything went to the directory the store opened, now moved.
+	s, err = filestore.Open(dir+".moved", nil)
+	require.NoError(t, err)
+	defer s.Close()
+	r, err := storetest.ReserveOne(ctx, s, sec3Stream, 1, nil)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(202), r.First, "the counter, kept in the moved directory")
+	got, err := s.Unpark(ctx, []seqstore.ParkQuery{{Stream: sec3Stream, Epoch: 7, From: 1, Max: 10}})
+	require.NoError(t, err)
+	require.Len(t, got[0], 1, "the parked entry, kept in the moved directory")
+	assert.Equal(t, parked, got[0][0].Body)
+	ents, err = os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Empty(t, names(ents), "the swapped-in directory is still empty")
+}
+
+func names(es []os.DirEntry) []string {
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Name())
+	}
+	return out
 }

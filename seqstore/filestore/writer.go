@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -445,7 +444,7 @@ func (s *Store) observeSync(d time.Duration) {
 func (s *Store) snapshot() error {
 	w := &s.w
 	newGen := w.gen + 1
-	newPath := filepath.Join(s.dir, logName(newGen))
+	newName := logName(newGen)
 	retryLater := func(err error) error {
 		w.nextSnapshot = w.off + s.opts.SnapshotBytes
 		s.log.Warn("filestore: snapshot failed; continuing with the current log", "dir", s.dir, "err", err)
@@ -462,7 +461,7 @@ func (s *Store) snapshot() error {
 			return retryLater(err)
 		}
 	}
-	nf, err := s.createLog(newPath, newGen)
+	nf, err := s.createLog(newName, newGen)
 	if err != nil {
 		return retryLater(err)
 	}
@@ -471,18 +470,17 @@ func (s *Store) snapshot() error {
 	s.mu.Lock()
 	head, parked := s.st.snapshotHead(newGen)
 	s.mu.Unlock()
-	tmp := filepath.Join(s.dir, snapTmpName)
-	sf, offs, err := s.writeSnapshotFile(tmp, head, parked)
+	sf, offs, err := s.writeSnapshotFile(snapTmpName, head, parked)
 	if err == nil {
-		err = s.fs.rename(tmp, filepath.Join(s.dir, snapName))
+		err = s.fs.rename(s.root, snapTmpName, snapName)
 	}
 	if err != nil {
 		if sf != nil {
 			_ = sf.Close()
 		}
 		_ = nf.Close()
-		_ = s.fs.remove(newPath)
-		_ = s.fs.remove(tmp)
+		_ = s.fs.remove(s.root, newName)
+		_ = s.fs.remove(s.root, snapTmpName)
 		return retryLater(err)
 	}
 	// From here the parked bodies are read from the new snapshot. Readers
@@ -505,7 +503,7 @@ func (s *Store) snapshot() error {
 		return fmt.Errorf("filestore: snapshot %s: %w", s.dir, err)
 	}
 	for g := w.first; g < newGen; g++ {
-		if err := s.fs.remove(filepath.Join(s.dir, logName(g))); err != nil && !os.IsNotExist(err) {
+		if err := s.fs.remove(s.root, logName(g)); err != nil && !os.IsNotExist(err) {
 			s.log.Warn("filestore: cannot remove old log", "dir", s.dir, "gen", g, "err", err)
 		}
 	}
@@ -515,11 +513,12 @@ func (s *Store) snapshot() error {
 	return nil
 }
 
-// createLog creates log gen at path with its header, synced.
-// A log it could not finish is removed: left there, it would make the next
-// attempt (the next snapshot) fail to create it, for good.
-func (s *Store) createLog(path string, gen uint64) (*os.File, error) {
-	f, err := s.fs.create(path)
+// createLog creates log gen as file name of the store's directory, with its
+// header, synced. A log it could not finish is removed: left there, it
+// would make the next attempt (the next snapshot) fail to create it, for
+// good.
+func (s *Store) createLog(name string, gen uint64) (*os.File, error) {
+	f, err := s.fs.create(s.root, name)
 	if err != nil {
 		return nil, err
 	}
@@ -529,7 +528,7 @@ func (s *Store) createLog(path string, gen uint64) (*os.File, error) {
 	}
 	if err != nil {
 		_ = f.Close()
-		_ = s.fs.remove(path)
+		_ = s.fs.remove(s.root, name)
 		return nil, err
 	}
 	return f, nil
@@ -541,34 +540,32 @@ func (s *Store) createLog(path string, gen uint64) (*os.File, error) {
 // a first log cut short (damage) from one a crash interrupted (there is
 // none). It returns the log, open for writing under its name.
 func (s *Store) createLogWhole(gen uint64) (*os.File, error) {
-	tmp := filepath.Join(s.dir, logTmpName)
-	path := filepath.Join(s.dir, logName(gen))
-	f, err := s.createLog(tmp, gen)
+	f, err := s.createLog(logTmpName, gen)
 	if err != nil {
 		return nil, err
 	}
 	_ = f.Close()
-	if err := s.fs.rename(tmp, path); err != nil {
-		_ = s.fs.remove(tmp)
+	if err := s.fs.rename(s.root, logTmpName, logName(gen)); err != nil {
+		_ = s.fs.remove(s.root, logTmpName)
 		return nil, err
 	}
 	if err := s.syncDir(); err != nil {
 		return nil, err
 	}
 	// Opened again under its name, which its writes and errors report.
-	return openRegular(path, os.O_RDWR, 0)
+	return openRegular(s.root, logName(gen), os.O_RDWR, 0)
 }
 
-// writeSnapshotFile writes a snapshot (see writeSnapshot) to a new file at
-// path (0600) and syncs it. A file left at path is removed first; whatever
-// is there then (a link planted since) makes it fail rather than write
-// through it. It returns the file, open: the parked bodies are read from it
+// writeSnapshotFile writes a snapshot (see writeSnapshot) to a new file
+// name of the store's directory (0600) and syncs it. A file left there is
+// removed first; whatever is there then (a link planted since) makes it
+// fail rather than write through it. It returns the file, open: the parked bodies are read from it
 // once it is renamed into place; and their offsets in it.
-func (s *Store) writeSnapshotFile(path string, head []byte, parked []parkedStream) (*os.File, []int64, error) {
-	if err := s.fs.remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+func (s *Store) writeSnapshotFile(name string, head []byte, parked []parkedStream) (*os.File, []int64, error) {
+	if err := s.fs.remove(s.root, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, err
 	}
-	f, err := s.fs.create(path)
+	f, err := s.fs.create(s.root, name)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -599,5 +596,5 @@ func (s *Store) sync(f *os.File) error {
 // syncDir makes the store directory's entries durable and counts it.
 func (s *Store) syncDir() error {
 	s.stats.fsyncs.Add(1)
-	return s.fs.syncDir(s.dir)
+	return s.fs.syncDir(s.dirf)
 }
