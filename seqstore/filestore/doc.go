@@ -90,6 +90,24 @@
 // the locations. The store holds one open descriptor per file that may
 // hold bodies: the snapshot and the logs since it.
 //
+// # Memory
+//
+// The whole state but the parked bodies is in memory: per stream its name,
+// sender counter, unsent journal bodies, cursor and parked entries'
+// locations. A stream is never forgotten, since its cursor must be kept;
+// but what it no longer needs is freed. A stream whose only state is a
+// cursor with no owner and no skipped ranges (what a receiver stores for
+// each group it has seen) is kept as 16 bytes beside its name in a map:
+// about its name plus 55 bytes of heap (measured: 181 bytes with 128-byte
+// group names, 68 with 14-byte ones; it was 260 and 147 with a whole
+// stream state each). A stream grows to a whole state while it has more
+// (sender state, an owner, skipped ranges, parked entries) and shrinks
+// back once the Advance that passes its parked entries leaves it only a
+// plain cursor. Names are copied when a stream is created, so that the
+// store never keeps a larger string of the caller's alive. A sender that
+// invents group names still costs a receiver that much per name, for
+// ever: bound them above the store.
+//
 // # Files and recovery
 //
 // A log file starts with a header (magic, format version, generation) and

@@ -9,12 +9,14 @@ import (
 	"hash/crc32"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/inorder/inorder/seqstore"
 )
 
 // streamState is what the store keeps per stream: the sender counter and its
-// unsent journal, and the receiver cursor.
+// unsent journal, the receiver cursor and the parked entries. A stream
+// whose only state is a plain cursor is kept as a plainCursor instead.
 type streamState struct {
 	epoch   uint64            // sender epoch; 0 before the first Reserve
 	next    uint64            // next seq Reserve hands out; 0 before the first Reserve
@@ -41,10 +43,29 @@ func comparePark(e parkEntry, k [2]uint64) int {
 	return cmp.Compare(e.seq, k[1])
 }
 
+// plainCursor is the whole state of a stream that has only a cursor, with
+// no owner and no skipped ranges: what a receiver stores for every group
+// it has seen, and all that most of them ever need. Kept in the map
+// itself, it costs 16 bytes beside the group's name, not a streamState
+// (96 bytes and a pointer): a sender inventing group names makes a
+// receiver store one cursor per name, for ever.
+type plainCursor struct{ epoch, next uint64 }
+
+// plain returns c as a plainCursor, if it is one.
+func plain(c seqstore.Cursor) (plainCursor, bool) {
+	return plainCursor{c.Epoch, c.Next}, c.Owner == 0 && len(c.Skipped) == 0
+}
+
+// groups holds the streams of one queue, each in one of two maps.
+type groups struct {
+	full  map[string]*streamState // streams with sender state, parked entries, an owner or skipped ranges
+	plain map[string]plainCursor  // streams whose only state is a plain cursor (never the zero Cursor)
+}
+
 // state is the store's whole content in memory. It is not safe for
 // concurrent use; Store guards it with its mutex.
 type state struct {
-	queues map[string]map[string]*streamState // queue -> group -> state
+	queues map[string]*groups // by queue
 
 	streams      int   // number of streamStates
 	entries      int   // journal entries held
@@ -54,26 +75,92 @@ type state struct {
 }
 
 func newState() *state {
-	return &state{queues: make(map[string]map[string]*streamState)}
+	return &state{queues: make(map[string]*groups)}
 }
 
+// get returns the streamState of s, or nil if s has none: no state at all,
+// or only a plain cursor.
 func (st *state) get(s seqstore.Stream) *streamState {
-	return st.queues[s.Queue][s.Group]
+	if g := st.queues[s.Queue]; g != nil {
+		return g.full[s.Group]
+	}
+	return nil
 }
 
-func (st *state) getOrCreate(s seqstore.Stream) *streamState {
-	groups := st.queues[s.Queue]
-	if groups == nil {
-		groups = make(map[string]*streamState)
-		st.queues[s.Queue] = groups
+// has reports whether s has any state.
+func (st *state) has(s seqstore.Stream) bool {
+	g := st.queues[s.Queue]
+	if g == nil {
+		return false
 	}
-	ss := groups[s.Group]
-	if ss == nil {
-		ss = &streamState{}
-		groups[s.Group] = ss
+	_, plain := g.plain[s.Group]
+	return plain || g.full[s.Group] != nil
+}
+
+// group returns the groups of queue, created if needed.
+func (st *state) group(queue string) *groups {
+	g := st.queues[queue]
+	if g == nil {
+		g = &groups{}
+		st.queues[strings.Clone(queue)] = g
+	}
+	return g
+}
+
+// getOrCreate returns the streamState of s, creating it if needed (with the
+// plain cursor s had, if any).
+func (st *state) getOrCreate(s seqstore.Stream) *streamState {
+	g := st.group(s.Queue)
+	if ss := g.full[s.Group]; ss != nil {
+		return ss
+	}
+	ss := &streamState{}
+	if c, ok := g.plain[s.Group]; ok {
+		ss.cursor = seqstore.Cursor{Epoch: c.epoch, Next: c.next}
+		delete(g.plain, s.Group)
+	} else {
 		st.streams++
 	}
+	if g.full == nil {
+		g.full = make(map[string]*streamState)
+	}
+	// A copy, so that the map does not keep alive whatever larger string
+	// the caller's name may be part of.
+	g.full[strings.Clone(s.Group)] = ss
 	return ss
+}
+
+// settle keeps s, whose streamState is ss, in its smallest form: a plain
+// cursor if that is all it holds, nothing if it holds nothing.
+func (st *state) settle(s seqstore.Stream, ss *streamState) {
+	c, ok := plain(ss.cursor)
+	if !ok || ss.next != 0 || len(ss.journal) > 0 || len(ss.parks) > 0 {
+		return
+	}
+	g := st.queues[s.Queue]
+	delete(g.full, s.Group)
+	st.setPlain(s, g, c)
+}
+
+// setPlain stores c as the whole state of s, which has no streamState;
+// the zero cursor is no state at all.
+func (st *state) setPlain(s seqstore.Stream, g *groups, c plainCursor) {
+	if c == (plainCursor{}) {
+		delete(g.plain, s.Group)
+		st.streams--
+		if len(g.full) == 0 && len(g.plain) == 0 {
+			delete(st.queues, s.Queue)
+		}
+		return
+	}
+	if g.plain == nil {
+		g.plain = make(map[string]plainCursor)
+	}
+	if _, ok := g.plain[s.Group]; ok {
+		g.plain[s.Group] = c
+		return
+	}
+	g.plain[strings.Clone(s.Group)] = c
 }
 
 // reserve allocates the seqs of one Reserve call, all or none, and writes
@@ -204,20 +291,37 @@ func (st *state) advance(batch []seqstore.Advance) error {
 // cursor returns the stored cursor of s, or the zero Cursor. Its Skipped
 // slice is shared with the state.
 func (st *state) cursor(s seqstore.Stream) seqstore.Cursor {
-	if ss := st.get(s); ss != nil {
+	g := st.queues[s.Queue]
+	if g == nil {
+		return seqstore.Cursor{}
+	}
+	if ss := g.full[s.Group]; ss != nil {
 		return ss.cursor
 	}
-	return seqstore.Cursor{}
+	c := g.plain[s.Group]
+	return seqstore.Cursor{Epoch: c.epoch, Next: c.next}
 }
 
 // setCursor stores c as the cursor of s and drops the parked entries of s
 // that c passed: setting the cursor, by Advance or by its replay, is the
-// one step that hands parked entries out and removes them.
+// one step that hands parked entries out and removes them. A stream left
+// with only a plain cursor is kept as one.
 func (st *state) setCursor(s seqstore.Stream, c seqstore.Cursor) {
+	if pc, ok := plain(c); ok && st.get(s) == nil {
+		if !st.has(s) {
+			if pc == (plainCursor{}) {
+				return // the zero cursor of a stream without state: nothing to keep
+			}
+			st.streams++
+		}
+		st.setPlain(s, st.group(s.Queue), pc)
+		return
+	}
 	c.Skipped = slices.Clone(c.Skipped)
 	ss := st.getOrCreate(s)
 	ss.cursor = c
 	st.dropParks(ss)
+	st.settle(s, ss)
 }
 
 // dropParks drops the parked entries of ss below its cursor: a prefix,
@@ -293,7 +397,11 @@ func (st *state) unpark(q seqstore.ParkQuery) []parkEntry {
 // by key.
 func (st *state) parkedStreams(queue string) []seqstore.Stream {
 	var out []seqstore.Stream
-	for group, ss := range st.queues[queue] {
+	g := st.queues[queue]
+	if g == nil {
+		return nil
+	}
+	for group, ss := range g.full {
 		if len(ss.parks) > 0 {
 			out = append(out, seqstore.Stream{Queue: queue, Group: group})
 		}
@@ -306,7 +414,11 @@ func (st *state) parkedStreams(queue string) []seqstore.Stream {
 // key and then seq.
 func (st *state) pending(queue string) []seqstore.Entry {
 	var out []seqstore.Entry
-	for group, ss := range st.queues[queue] {
+	g := st.queues[queue]
+	if g == nil {
+		return nil
+	}
+	for group, ss := range g.full {
 		s := seqstore.Stream{Queue: queue, Group: group}
 		for q, body := range ss.journal {
 			out = append(out, seqstore.Entry{Stream: s, Epoch: ss.epoch, Seq: q, Body: slices.Clone(body)})
@@ -461,8 +573,8 @@ func (st *state) snapshotHead(nextGen uint64) ([]byte, []parkedStream) {
 	b = binary.LittleEndian.AppendUint64(b, nextGen)
 	b = binary.AppendUvarint(b, uint64(st.streams))
 	var parked []parkedStream
-	for queue, groups := range st.queues {
-		for group, ss := range groups {
+	for queue, g := range st.queues {
+		for group, ss := range g.full {
 			s := seqstore.Stream{Queue: queue, Group: group}
 			b = appendStream(b, s)
 			b = binary.AppendUvarint(b, ss.epoch)
@@ -477,6 +589,13 @@ func (st *state) snapshotHead(nextGen uint64) ([]byte, []parkedStream) {
 			if len(ss.parks) > 0 {
 				parked = append(parked, parkedStream{s, ss})
 			}
+		}
+		for group, c := range g.plain {
+			b = appendStream(b, seqstore.Stream{Queue: queue, Group: group})
+			b = binary.AppendUvarint(b, 0) // no sender state
+			b = binary.AppendUvarint(b, 0)
+			b = appendCursor(b, seqstore.Cursor{Epoch: c.epoch, Next: c.next})
+			b = binary.AppendUvarint(b, 0) // no journal
 		}
 	}
 	return b, parked
@@ -615,8 +734,13 @@ func decodeSnapshot(data []byte, file io.ReaderAt) (st *state, nextGen uint64, e
 		if d.err != nil {
 			break
 		}
-		if st.get(s) != nil || epoch > seqstore.MaxSeq || next > seqstore.MaxSeq+1 || (epoch == 0) != (next == 0) || entries > 0 && next == 0 {
+		if st.has(s) || epoch > seqstore.MaxSeq || next > seqstore.MaxSeq+1 || (epoch == 0) != (next == 0) || entries > 0 && next == 0 {
 			return nil, 0, fmt.Errorf("snapshot entry of %s is inconsistent", s)
+		}
+		if pc, ok := plain(c); ok && pc != (plainCursor{}) && next == 0 && entries == 0 {
+			st.streams++
+			st.setPlain(s, st.group(s.Queue), pc)
+			continue
 		}
 		ss := st.getOrCreate(s)
 		ss.epoch, ss.next, ss.cursor = epoch, next, c
@@ -648,6 +772,14 @@ func decodeSnapshot(data []byte, file io.ReaderAt) (st *state, nextGen uint64, e
 	if d.err != nil {
 		return nil, 0, fmt.Errorf("snapshot payload: %w", d.err)
 	}
+	// A stream listed with no state but its parked entries is kept in
+	// full; one with nothing at all (a release before plain cursors
+	// wrote those) is dropped.
+	for queue, g := range st.queues {
+		for group, ss := range g.full {
+			st.settle(seqstore.Stream{Queue: queue, Group: group}, ss)
+		}
+	}
 	return st, nextGen, nil
 }
 
@@ -662,9 +794,12 @@ func (st *state) decodeParks(d *decoder, file io.ReaderAt, end int64) error {
 		if d.err != nil {
 			return nil
 		}
-		ss := st.get(s)
-		if ss == nil || len(ss.parks) > 0 {
-			return fmt.Errorf("snapshot parks of %s: unknown stream or listed twice", s)
+		if !st.has(s) {
+			return fmt.Errorf("snapshot parks of %s: unknown stream", s)
+		}
+		ss := st.getOrCreate(s)
+		if len(ss.parks) > 0 {
+			return fmt.Errorf("snapshot parks of %s: listed twice", s)
 		}
 		ss.parks = make([]parkEntry, 0, min(k, len(d.b)/4))
 		for range k {
