@@ -36,9 +36,10 @@ type recFS struct {
 	dir  string
 	real fileSystem
 
-	mu   sync.Mutex
-	ops  []fsOp
-	fail func(op fsOp) error // called with mu held
+	mu      sync.Mutex
+	ops     []fsOp
+	written map[string]int64    // bytes written, by path
+	fail    func(op fsOp) error // called with mu held
 }
 
 func newRecFS(dir string) *recFS { return &recFS{dir: dir, real: osFS{}} }
@@ -59,6 +60,20 @@ func (r *recFS) record(op fsOp) error {
 		return r.fail(op)
 	}
 	return nil
+}
+
+// writtenTo returns the bytes written so far to the files whose name
+// (relative to the store's directory) match says.
+func (r *recFS) writtenTo(match func(name string) bool) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var n int64
+	for name, b := range r.written {
+		if match(name) {
+			n += b
+		}
+	}
+	return n
 }
 
 // calls returns the calls recorded so far, writes left out unless writes.
@@ -85,6 +100,12 @@ func (r *recFS) writeAt(f *os.File, b []byte, off int64) error {
 	if err := r.record(fsOp{kind: "write", path: r.rel(f.Name())}); err != nil {
 		return err
 	}
+	r.mu.Lock()
+	if r.written == nil {
+		r.written = map[string]int64{}
+	}
+	r.written[r.rel(f.Name())] += int64(len(b))
+	r.mu.Unlock()
 	return r.real.writeAt(f, b, off)
 }
 

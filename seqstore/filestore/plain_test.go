@@ -2,6 +2,7 @@ package filestore
 
 import (
 	"bytes"
+	"io"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -65,9 +66,11 @@ func TestPlainCursors(t *testing.T) {
 	st.park(b, parkEntry{epoch: 2, seq: 4, size: 3, crc: parkCRC(b.Key(), 2, 4, body), file: bytes.NewReader(body)})
 	c := seqstore.Stream{Queue: "r", Group: "c"}
 	st.setCursor(c, seqstore.Cursor{Epoch: 5, Next: 6})
-	enc, err := st.encodeSnapshot(1)
+	enc, seg, err := st.encodeSnapshot(1)
 	require.NoError(t, err)
-	again, _, err := decodeSnapshot(enc, bytes.NewReader(enc))
+	again, _, err := decodeSnapshot(enc, bytes.NewReader(enc), func(uint64) (io.ReaderAt, int64, error) {
+		return bytes.NewReader(seg), int64(len(seg)), nil
+	})
 	require.NoError(t, err)
 	assert.Equal(t, 3, again.streams)
 	assert.True(t, plainForm(again, c), "a plain cursor decodes plain")

@@ -20,9 +20,24 @@ const (
 	snapTmpName = "snapshot.tmp"
 	logTmpName  = "log.tmp" // a log being created whole (see createLogWhole)
 	logPrefix   = "log-"
+	segPrefix   = "park-"
 )
 
 func logName(gen uint64) string { return fmt.Sprintf("%s%016x", logPrefix, gen) }
+
+// segName is the name of park segment gen, written by the snapshot that
+// started log gen.
+func segName(gen uint64) string { return fmt.Sprintf("%s%016x", segPrefix, gen) }
+
+// parseSegName returns the generation of a park segment file name.
+func parseSegName(name string) (uint64, bool) {
+	hex, ok := strings.CutPrefix(name, segPrefix)
+	if !ok || len(hex) != 16 {
+		return 0, false
+	}
+	gen, err := strconv.ParseUint(hex, 16, 64)
+	return gen, err == nil
+}
 
 // parseLogName returns the generation of a log file name.
 func parseLogName(name string) (uint64, bool) {
@@ -92,6 +107,37 @@ func replayLog(name string, data []byte, gen uint64, last bool, st *state, file 
 	return off, nil
 }
 
+// openSegment opens park segment gen for the snapshot being read, found
+// says whether the directory lists it, and returns it with its size. Each
+// is opened once and kept in s.segs.
+func (s *Store) openSegment(gen uint64, found bool) (io.ReaderAt, int64, error) {
+	for _, sg := range s.segs {
+		if sg.gen == gen {
+			return sg.f, sg.size, nil
+		}
+	}
+	if !found {
+		return nil, 0, fmt.Errorf("park segment %s is missing", segName(gen))
+	}
+	f, err := openRegular(s.root, segName(gen), os.O_RDONLY, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return nil, 0, err
+	}
+	h := make([]byte, segHeaderSize)
+	if n, _ := f.ReadAt(h, 0); n < segHeaderSize || string(h) != string(segHeader(gen)) {
+		_ = f.Close()
+		return nil, 0, fmt.Errorf("park segment %s has a bad header", segName(gen))
+	}
+	s.segs = append(s.segs, &segment{gen: gen, f: f, size: info.Size()})
+	s.bodyFiles = append(s.bodyFiles, f)
+	return f, info.Size(), nil
+}
+
 // readDir lists the entries of dir.
 func readDir(dir *os.Root) ([]os.DirEntry, error) {
 	d, err := dir.Open(".")
@@ -110,9 +156,13 @@ func (s *Store) recover() error {
 		return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 	}
 	var gens []uint64
+	segs := map[uint64]bool{} // park segments found
 	for _, e := range names {
 		if gen, ok := parseLogName(e.Name()); ok {
 			gens = append(gens, gen)
+		}
+		if gen, ok := parseSegName(e.Name()); ok {
+			segs[gen] = true
 		}
 		switch e.Name() {
 		case snapTmpName:
@@ -136,12 +186,25 @@ func (s *Store) recover() error {
 	switch {
 	case err == nil:
 		s.bodyFiles = append(s.bodyFiles, sf)
-		st, nextGen, err = decodeSnapshot(data, sf)
+		st, nextGen, err = decodeSnapshot(data, sf, func(gen uint64) (io.ReaderAt, int64, error) {
+			return s.openSegment(gen, segs[gen])
+		})
 		if err != nil {
 			return corruptf("%s: %v", snapPath, err)
 		}
 	case !errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("filestore: open %s: %w", s.dir, err)
+	}
+
+	// Park segments the snapshot does not name are leftovers of a
+	// snapshot that did not finish, or whose cleanup did not.
+	for gen := range segs {
+		if !slices.ContainsFunc(s.segs, func(sg *segment) bool { return sg.gen == gen }) {
+			if err := s.fs.remove(s.root, segName(gen)); err != nil {
+				return fmt.Errorf("filestore: open %s: %w", s.dir, err)
+			}
+			s.log.Info("filestore: removed a park segment no snapshot names", "dir", s.dir, "gen", gen)
+		}
 	}
 
 	// Logs older than the snapshot are leftovers of a snapshot whose

@@ -619,20 +619,62 @@ func (sw *snapWriter) write(p []byte) {
 	sw.n += int64(len(p))
 }
 
+// segRef is where a parked body is, as a snapshot records it: at off in
+// park segment gen.
+type segRef struct {
+	gen uint64
+	off int64
+}
+
+// placeParks decides where each parked entry of parked (in order) is after
+// a snapshot: an entry whose body is in a park segment that stays (kept
+// returns that segment's gen) stays there; every other body (in a log, an
+// older snapshot, or a segment being dropped) is read, checked and copied
+// to w, the new park segment gen, whose offset base is where w begins. It
+// returns the entries' places, in order, the bytes copied, and the
+// entries whose body failed its checksum (copied as they are, so that
+// Unpark still reports them). The parked entries must not change meanwhile
+// (only the writer goroutine changes them).
+func placeParks(parked []parkedStream, kept func(io.ReaderAt) (uint64, bool), gen uint64, w io.Writer, base int64) (refs []segRef, copied int64, bad []string, err error) {
+	var body []byte
+	off := base
+	for _, p := range parked {
+		key := ""
+		for _, e := range p.ss.parks {
+			if g, ok := kept(e.file); ok {
+				refs = append(refs, segRef{g, e.off})
+				continue
+			}
+			if key == "" {
+				key = p.s.Key()
+			}
+			body = slices.Grow(body[:0], int(e.size))[:e.size]
+			if err := readBody(e, body); err != nil {
+				return nil, 0, nil, err
+			}
+			if parkCRC(key, e.epoch, e.seq, body) != e.crc {
+				bad = append(bad, fmt.Sprintf("%s %d/%d", p.s, e.epoch, e.seq))
+			}
+			if _, err := w.Write(body); err != nil {
+				return nil, 0, nil, err
+			}
+			refs = append(refs, segRef{gen, off})
+			off += int64(e.size)
+		}
+	}
+	return refs, off - base, bad, nil
+}
+
 // writeSnapshot writes a snapshot file to w: head (from snapshotHead), the
-// parked entries of parked, read from where they are, and the trailer. It
-// returns the offsets of the parked bodies in the file, in the order
-// written, and the entries whose body did not match its checksum (copied
-// as they are, so that Unpark still reports them). The parked entries must
-// not change meanwhile (only the writer goroutine changes them).
-func writeSnapshot(w io.Writer, head []byte, parked []parkedStream) (offs []int64, bad []string, err error) {
+// parked entries of parked with refs, the places of their bodies (from
+// placeParks), and the trailer.
+func writeSnapshot(w io.Writer, head []byte, parked []parkedStream, refs []segRef) error {
 	sw := snapWriter{w: w}
 	sw.write(head)
 	var b []byte
-	var body []byte
 	b = binary.AppendUvarint(b, uint64(len(parked)))
+	k := 0
 	for _, p := range parked {
-		key := p.s.Key()
 		b = appendStream(b, p.s)
 		b = binary.AppendUvarint(b, uint64(len(p.ss.parks)))
 		for _, e := range p.ss.parks {
@@ -640,28 +682,21 @@ func writeSnapshot(w io.Writer, head []byte, parked []parkedStream) (offs []int6
 			b = binary.AppendUvarint(b, e.seq)
 			b = binary.LittleEndian.AppendUint32(b, e.crc)
 			b = binary.AppendUvarint(b, uint64(e.size))
-			sw.write(b)
-			b = b[:0]
-			body = slices.Grow(body[:0], int(e.size))[:e.size]
-			if err := readBody(e, body); err != nil {
-				return nil, nil, err
+			b = binary.AppendUvarint(b, refs[k].gen)
+			b = binary.AppendUvarint(b, uint64(refs[k].off))
+			k++
+			if len(b) >= 4096 {
+				sw.write(b)
+				b = b[:0]
 			}
-			if parkCRC(key, e.epoch, e.seq, body) != e.crc {
-				bad = append(bad, fmt.Sprintf("%s %d/%d", p.s, e.epoch, e.seq))
-			}
-			offs = append(offs, sw.n)
-			sw.write(body)
 		}
 	}
 	sw.write(binary.LittleEndian.AppendUint64(b, uint64(sw.n+int64(len(b))-snapHeaderSize)))
 	if sw.err != nil {
-		return nil, nil, sw.err
+		return sw.err
 	}
-	_, err = w.Write(binary.LittleEndian.AppendUint32(nil, sw.crc))
-	if err != nil {
-		return nil, nil, err
-	}
-	return offs, bad, nil
+	_, err := w.Write(binary.LittleEndian.AppendUint32(nil, sw.crc))
+	return err
 }
 
 // readBody reads the body of e into body (of e.size bytes). A short file
@@ -677,33 +712,47 @@ func readBody(e parkEntry, body []byte) error {
 	return err
 }
 
-// relocate points the parked entries of parked, as writeSnapshot wrote
-// them, at their bodies in file, the snapshot it wrote.
-func relocate(parked []parkedStream, offs []int64, file io.ReaderAt) {
+// relocate points the parked entries of parked whose places refs (from
+// placeParks) put in park segment gen at their bodies in file, that
+// segment.
+func relocate(parked []parkedStream, refs []segRef, gen uint64, file io.ReaderAt) {
 	k := 0
 	for _, p := range parked {
 		for i := range p.ss.parks {
-			p.ss.parks[i].file, p.ss.parks[i].off = file, offs[k]
+			if refs[k].gen == gen {
+				p.ss.parks[i].file, p.ss.parks[i].off = file, refs[k].off
+			}
 			k++
 		}
 	}
 }
 
 // encodeSnapshot returns the snapshot file content for st, whose log replay
-// resumes at log nextGen, with its parked bodies read from where they are.
-func (st *state) encodeSnapshot(nextGen uint64) ([]byte, error) {
+// resumes at log nextGen, and the park segment nextGen it refers to, with
+// every parked body, read from where it is.
+func (st *state) encodeSnapshot(nextGen uint64) (snap, seg []byte, err error) {
 	head, parked := st.snapshotHead(nextGen)
-	var buf bytes.Buffer
-	if _, _, err := writeSnapshot(&buf, head, parked); err != nil {
-		return nil, err
+	segBuf := bytes.NewBuffer(segHeader(nextGen))
+	none := func(io.ReaderAt) (uint64, bool) { return 0, false }
+	refs, _, _, err := placeParks(parked, none, nextGen, segBuf, segHeaderSize)
+	if err != nil {
+		return nil, nil, err
 	}
-	return buf.Bytes(), nil
+	var buf bytes.Buffer
+	if err := writeSnapshot(&buf, head, parked, refs); err != nil {
+		return nil, nil, err
+	}
+	return buf.Bytes(), segBuf.Bytes(), nil
 }
 
-// decodeSnapshot parses a snapshot file, data, read from file, where its
-// parked bodies are left. Any failure is reported as an error the caller
-// wraps in seqstore.ErrCorrupt.
-func decodeSnapshot(data []byte, file io.ReaderAt) (st *state, nextGen uint64, err error) {
+// segmentFunc returns park segment gen, opened, and its size.
+type segmentFunc func(gen uint64) (io.ReaderAt, int64, error)
+
+// decodeSnapshot parses a snapshot file, data, read from file, where the
+// parked bodies of a version 2 snapshot are left; those of version 3 are in
+// the park segments seg opens. Any failure is reported as an error the
+// caller wraps in seqstore.ErrCorrupt.
+func decodeSnapshot(data []byte, file io.ReaderAt, seg segmentFunc) (st *state, nextGen uint64, err error) {
 	if len(data) < snapHeaderSize+snapTrailerSize {
 		return nil, 0, fmt.Errorf("snapshot of %d bytes is too short", len(data))
 	}
@@ -715,8 +764,8 @@ func decodeSnapshot(data []byte, file io.ReaderAt) (st *state, nextGen uint64, e
 		return nil, 0, fmt.Errorf("snapshot has bad magic %q", data[:8])
 	}
 	version := binary.LittleEndian.Uint32(data[8:])
-	if version != snapVersion && version != snapVersion1 {
-		return nil, 0, fmt.Errorf("snapshot format version %d, want %d or %d", version, snapVersion1, snapVersion)
+	if version != snapVersion && version != snapVersion2 && version != snapVersion1 {
+		return nil, 0, fmt.Errorf("snapshot format version %d, want %d to %d", version, snapVersion1, snapVersion)
 	}
 	nextGen = binary.LittleEndian.Uint64(data[16:])
 	payload := data[snapHeaderSize : len(data)-snapTrailerSize]
@@ -761,8 +810,8 @@ func decodeSnapshot(data []byte, file io.ReaderAt) (st *state, nextGen uint64, e
 			st.journalBytes += int64(len(body))
 		}
 	}
-	if version >= snapVersion && d.err == nil {
-		if err := st.decodeParks(&d, file, int64(snapHeaderSize+len(payload))); err != nil {
+	if version >= snapVersion2 && d.err == nil {
+		if err := st.decodeParks(&d, version, file, int64(snapHeaderSize+len(payload)), seg); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -783,10 +832,12 @@ func decodeSnapshot(data []byte, file io.ReaderAt) (st *state, nextGen uint64, e
 	return st, nextGen, nil
 }
 
-// decodeParks decodes the parked entries of a snapshot, whose payload ends
-// at offset end of file. Each stream is listed once, after the streams,
-// with its entries in (epoch, seq) order and none below its cursor.
-func (st *state) decodeParks(d *decoder, file io.ReaderAt, end int64) error {
+// decodeParks decodes the parked entries of a snapshot of version: for
+// version 2, with their bodies, in file, whose payload ends at offset end;
+// for version 3, with the places of their bodies in the park segments seg
+// opens. Each stream is listed once, after the streams, with its entries
+// in (epoch, seq) order and none below its cursor.
+func (st *state) decodeParks(d *decoder, version uint32, file io.ReaderAt, end int64, seg segmentFunc) error {
 	n := d.count(st.streams)
 	for range n {
 		s := d.stream()
@@ -805,10 +856,26 @@ func (st *state) decodeParks(d *decoder, file io.ReaderAt, end int64) error {
 		for range k {
 			e := parkEntry{epoch: d.uvarint(), seq: d.uvarint(), crc: d.uint32(), file: file}
 			e.size = uint32(d.count(seqstore.MaxParkBody))
-			e.off = end - int64(len(d.b))
-			d.bytes(int(e.size))
+			if version == snapVersion2 {
+				e.off = end - int64(len(d.b))
+				d.bytes(int(e.size))
+			}
+			gen, off := uint64(0), uint64(0)
+			if version >= snapVersion {
+				gen, off = d.uvarint(), d.uvarint()
+			}
 			if d.err != nil {
 				return nil
+			}
+			if version >= snapVersion {
+				f, size, err := seg(gen)
+				if err != nil {
+					return fmt.Errorf("snapshot parks of %s: entry %d/%d: %w", s, e.epoch, e.seq, err)
+				}
+				if off < segHeaderSize || off > uint64(size) || uint64(size)-off < uint64(e.size) {
+					return fmt.Errorf("snapshot parks of %s: entry %d/%d at %d+%d past the end of %s (%d bytes)", s, e.epoch, e.seq, off, e.size, segName(gen), size)
+				}
+				e.file, e.off = f, int64(off)
 			}
 			if e.seq == 0 || e.seq > seqstore.MaxSeq || e.epoch > seqstore.MaxSeq || ss.cursor.Below(e.epoch, e.seq) ||
 				len(ss.parks) > 0 && comparePark(ss.parks[len(ss.parks)-1], [2]uint64{e.epoch, e.seq}) >= 0 {

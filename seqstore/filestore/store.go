@@ -104,22 +104,23 @@ func (o *Options) withDefaults() Options {
 
 // Stats counts what a Store has done since Open.
 type Stats struct {
-	Fsyncs       int64         // fsync or fdatasync calls: log commits, snapshots, directories
-	SyncTime     time.Duration // time spent in the log commits' fsyncs
-	WaitTime     time.Duration // time the writer waited for the callers of the previous commit (see Options.CommitWait)
-	WaitTimeouts int64         // waits that ended at their bound, not because the callers were back
-	Commits      int64         // frames written to the log, each followed by one fsync
-	Records      int64         // records in those frames (reserves, advances, parks, sent marks)
-	Snapshots    int64         // snapshots written (each starts a fresh log)
-	Reservations int64         // Reserve calls that succeeded
-	Advances     int64         // Advance calls that succeeded
-	Parks        int64         // Park calls that succeeded
-	SentMarks    int64         // journal entries dropped by Sent
-	LogBytes     int64         // size of the current log file
-	Streams      int           // streams with any state
-	Pending      int           // journal entries not marked sent
-	Parked       int           // parked entries held (their bodies are on disk)
-	ParkedBytes  int64         // bytes of those bodies
+	Fsyncs          int64         // fsync or fdatasync calls: log commits, snapshots, directories
+	SyncTime        time.Duration // time spent in the log commits' fsyncs
+	WaitTime        time.Duration // time the writer waited for the callers of the previous commit (see Options.CommitWait)
+	WaitTimeouts    int64         // waits that ended at their bound, not because the callers were back
+	Commits         int64         // frames written to the log, each followed by one fsync
+	Records         int64         // records in those frames (reserves, advances, parks, sent marks)
+	Snapshots       int64         // snapshots written (each starts a fresh log)
+	SnapshotWritten int64         // bytes written by snapshots: snapshot files and the park segments they wrote
+	Reservations    int64         // Reserve calls that succeeded
+	Advances        int64         // Advance calls that succeeded
+	Parks           int64         // Park calls that succeeded
+	SentMarks       int64         // journal entries dropped by Sent
+	LogBytes        int64         // size of the current log file
+	Streams         int           // streams with any state
+	Pending         int           // journal entries not marked sent
+	Parked          int           // parked entries held (their bodies are on disk)
+	ParkedBytes     int64         // bytes of those bodies
 }
 
 // Store is a seqstore.Store kept in one local directory. Create it with Open.
@@ -161,16 +162,18 @@ type Store struct {
 
 	w writer // owned by the writer goroutine (and Open before it starts)
 
-	// Parked bodies are read from w.f and bodyFiles (the snapshot and the
-	// logs before w.f). Readers hold fileMu for reading while they read;
+	// Parked bodies are read from w.f and bodyFiles (the park segments,
+	// the logs before w.f, and a version 2 snapshot until the next
+	// snapshot moves its bodies to a segment). Readers hold fileMu for reading while they read;
 	// the writer holds it to close files (after a snapshot), Close to
 	// close them all.
 	fileMu      sync.RWMutex
 	bodyFiles   []*os.File
 	filesClosed bool
+	segs        []*segment // the park segments the snapshot names; owned by the writer (and Open)
 
 	stats struct {
-		fsyncs, syncNanos, waitNanos, waitTimeouts, commits, records, snapshots, reservations, advances, parks, sentMarks, logBytes atomic.Int64
+		fsyncs, syncNanos, waitNanos, waitTimeouts, commits, records, snapshots, snapshotWritten, reservations, advances, parks, sentMarks, logBytes atomic.Int64
 	}
 }
 
@@ -343,18 +346,19 @@ func (s *Store) Dir() string { return s.dir }
 // Stats returns the store's counters.
 func (s *Store) Stats() Stats {
 	st := Stats{
-		Fsyncs:       s.stats.fsyncs.Load(),
-		SyncTime:     time.Duration(s.stats.syncNanos.Load()),
-		WaitTime:     time.Duration(s.stats.waitNanos.Load()),
-		WaitTimeouts: s.stats.waitTimeouts.Load(),
-		Commits:      s.stats.commits.Load(),
-		Records:      s.stats.records.Load(),
-		Snapshots:    s.stats.snapshots.Load(),
-		Reservations: s.stats.reservations.Load(),
-		Advances:     s.stats.advances.Load(),
-		Parks:        s.stats.parks.Load(),
-		SentMarks:    s.stats.sentMarks.Load(),
-		LogBytes:     s.stats.logBytes.Load(),
+		Fsyncs:          s.stats.fsyncs.Load(),
+		SyncTime:        time.Duration(s.stats.syncNanos.Load()),
+		WaitTime:        time.Duration(s.stats.waitNanos.Load()),
+		WaitTimeouts:    s.stats.waitTimeouts.Load(),
+		Commits:         s.stats.commits.Load(),
+		Records:         s.stats.records.Load(),
+		Snapshots:       s.stats.snapshots.Load(),
+		SnapshotWritten: s.stats.snapshotWritten.Load(),
+		Reservations:    s.stats.reservations.Load(),
+		Advances:        s.stats.advances.Load(),
+		Parks:           s.stats.parks.Load(),
+		SentMarks:       s.stats.sentMarks.Load(),
+		LogBytes:        s.stats.logBytes.Load(),
 	}
 	s.mu.Lock()
 	st.Streams, st.Pending, st.Parked, st.ParkedBytes = s.st.streams, s.st.entries, s.st.parked, s.st.parkedBytes

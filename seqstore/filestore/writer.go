@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"slices"
@@ -470,32 +471,63 @@ func (s *Store) snapshot() error {
 	s.mu.Lock()
 	head, parked := s.st.snapshotHead(newGen)
 	s.mu.Unlock()
-	sf, offs, err := s.writeSnapshotFile(snapTmpName, head, parked)
+	// Bodies in a park segment that stays are referred to where they
+	// are; the others are copied to a new segment, whose directory entry
+	// is made durable before a snapshot names it.
+	keep := s.segmentsToKeep(parked)
+	seg, refs, err := s.writeSegment(newGen, parked, keep)
+	if err == nil && seg != nil {
+		err = s.syncDir()
+	}
+	if err == nil {
+		err = s.writeSnapshotFile(snapTmpName, head, parked, refs)
+	}
 	if err == nil {
 		err = s.fs.rename(s.root, snapTmpName, snapName)
 	}
 	if err != nil {
-		if sf != nil {
-			_ = sf.Close()
-		}
 		_ = nf.Close()
 		_ = s.fs.remove(s.root, newName)
 		_ = s.fs.remove(s.root, snapTmpName)
+		if seg != nil {
+			_ = seg.f.Close()
+			_ = s.fs.remove(s.root, segName(newGen))
+		}
 		return retryLater(err)
 	}
-	// From here the parked bodies are read from the new snapshot. Readers
-	// of bodies hold fileMu: none is reading the files closed here.
+	// From here the parked bodies copied are read from the new segment.
+	// Readers of bodies hold fileMu: none is reading the files closed
+	// here.
 	s.fileMu.Lock()
-	s.mu.Lock()
-	relocate(parked, offs, sf)
-	s.mu.Unlock()
+	if seg != nil {
+		s.mu.Lock()
+		relocate(parked, refs, newGen, seg.f)
+		s.mu.Unlock()
+	}
 	old := w.f
 	w.f, w.gen, w.off, w.alloc, w.noPrealloc = nf, newGen, logHeaderSize, logHeaderSize, false
 	_ = old.Close()
-	for _, f := range s.bodyFiles {
-		_ = f.Close()
+	var segs, dropped []*segment
+	for _, sg := range s.segs {
+		if keep[sg.f] != nil {
+			segs = append(segs, sg)
+		} else {
+			dropped = append(dropped, sg)
+		}
 	}
-	s.bodyFiles = append(s.bodyFiles[:0], sf)
+	if seg != nil {
+		segs = append(segs, seg)
+	}
+	for _, f := range s.bodyFiles {
+		if keep[f] == nil {
+			_ = f.Close()
+		}
+	}
+	s.bodyFiles = s.bodyFiles[:0]
+	for _, sg := range segs {
+		s.bodyFiles = append(s.bodyFiles, sg.f)
+	}
+	s.segs = segs
 	s.fileMu.Unlock()
 	w.nextSnapshot = s.opts.SnapshotBytes
 	s.stats.logBytes.Store(w.off)
@@ -507,10 +539,111 @@ func (s *Store) snapshot() error {
 			s.log.Warn("filestore: cannot remove old log", "dir", s.dir, "gen", g, "err", err)
 		}
 	}
+	for _, sg := range dropped {
+		if err := s.fs.remove(s.root, segName(sg.gen)); err != nil && !os.IsNotExist(err) {
+			s.log.Warn("filestore: cannot remove a park segment", "dir", s.dir, "gen", sg.gen, "err", err)
+		}
+	}
 	w.first = newGen
 	s.stats.snapshots.Add(1)
-	s.log.Debug("filestore: snapshot written", "dir", s.dir, "gen", newGen, "parked", len(offs))
+	s.log.Debug("filestore: snapshot written", "dir", s.dir, "gen", newGen, "segments", len(segs), "dropped_segments", len(dropped))
 	return nil
+}
+
+// segment is a park segment: a file of parked bodies, written whole by a
+// snapshot (the bodies it moved out of the logs, an older snapshot or
+// segments being dropped) and then only read, until a snapshot drops it.
+type segment struct {
+	gen  uint64
+	f    *os.File
+	size int64
+}
+
+// segmentsToKeep returns, by file, the park segments that a snapshot of
+// parked keeps: those at least half of whose bodies are still parked. The
+// live bodies of the others are copied to the snapshot's new segment and
+// they are removed, so that the segments on disk hold at most about twice
+// the bytes parked, and a body is copied once out of the log and then
+// only when its segment is mostly garbage, not by every snapshot.
+func (s *Store) segmentsToKeep(parked []parkedStream) map[io.ReaderAt]*segment {
+	keep := make(map[io.ReaderAt]*segment, len(s.segs))
+	if len(s.segs) == 0 {
+		return keep
+	}
+	bySeg := make(map[io.ReaderAt]*segment, len(s.segs))
+	for _, sg := range s.segs {
+		bySeg[sg.f] = sg
+	}
+	live := make(map[*segment]int64, len(s.segs))
+	for _, p := range parked {
+		for _, e := range p.ss.parks {
+			if sg := bySeg[e.file]; sg != nil {
+				live[sg] += int64(e.size)
+			}
+		}
+	}
+	for _, sg := range s.segs {
+		if l := live[sg]; l > 0 && 2*l >= sg.size-segHeaderSize {
+			keep[sg.f] = sg
+		}
+	}
+	return keep
+}
+
+// writeSegment copies the parked bodies of parked that are not in a
+// segment of keep to a new park segment gen, synced, and returns it (nil
+// if there is nothing to copy) and the places of every entry (see
+// placeParks). A segment file left by a failed attempt is removed first:
+// no segment of that gen is in use, since gen is that of the log the
+// snapshot starts.
+func (s *Store) writeSegment(gen uint64, parked []parkedStream, keep map[io.ReaderAt]*segment) (*segment, []segRef, error) {
+	kept := func(f io.ReaderAt) (uint64, bool) {
+		if sg := keep[f]; sg != nil {
+			return sg.gen, true
+		}
+		return 0, false
+	}
+	moves := false
+	for _, p := range parked {
+		for _, e := range p.ss.parks {
+			if keep[e.file] == nil {
+				moves = true
+				break
+			}
+		}
+	}
+	if !moves {
+		refs, _, _, err := placeParks(parked, kept, gen, io.Discard, segHeaderSize)
+		return nil, refs, err
+	}
+	name := segName(gen)
+	if err := s.fs.remove(s.root, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, err
+	}
+	f, err := s.fs.create(s.root, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	fw := &fileWriter{fs: s.fs, f: f}
+	bw := bufio.NewWriterSize(fw, 256<<10)
+	_, _ = bw.Write(segHeader(gen))
+	refs, _, bad, err := placeParks(parked, kept, gen, bw, segHeaderSize)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		err = s.sync(f)
+	}
+	if err != nil {
+		_ = f.Close()
+		_ = s.fs.remove(s.root, name)
+		return nil, nil, err
+	}
+	s.stats.snapshotWritten.Add(fw.off)
+	if len(bad) > 0 {
+		s.log.Warn("filestore: parked bodies fail their checksum; copied as they are, Unpark reports them", "dir", s.dir, "entries", bad)
+	}
+	return &segment{gen: gen, f: f, size: fw.off}, refs, nil
 }
 
 // createLog creates log gen as file name of the store's directory, with its
@@ -557,34 +690,31 @@ func (s *Store) createLogWhole(gen uint64) (*os.File, error) {
 }
 
 // writeSnapshotFile writes a snapshot (see writeSnapshot) to a new file
-// name of the store's directory (0600) and syncs it. A file left there is
-// removed first; whatever is there then (a link planted since) makes it
-// fail rather than write through it. It returns the file, open: the parked bodies are read from it
-// once it is renamed into place; and their offsets in it.
-func (s *Store) writeSnapshotFile(name string, head []byte, parked []parkedStream) (*os.File, []int64, error) {
+// name of the store's directory (0600), syncs and closes it. A file left
+// there is removed first; whatever is there then (a link planted since)
+// makes it fail rather than write through it.
+func (s *Store) writeSnapshotFile(name string, head []byte, parked []parkedStream, refs []segRef) error {
 	if err := s.fs.remove(s.root, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, err
+		return err
 	}
 	f, err := s.fs.create(s.root, name)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	bw := bufio.NewWriterSize(&fileWriter{fs: s.fs, f: f}, 256<<10)
-	offs, bad, err := writeSnapshot(bw, head, parked)
+	fw := &fileWriter{fs: s.fs, f: f}
+	bw := bufio.NewWriterSize(fw, 256<<10)
+	err = writeSnapshot(bw, head, parked, refs)
 	if err == nil {
 		err = bw.Flush()
 	}
 	if err == nil {
 		err = s.sync(f)
 	}
-	if err != nil {
-		_ = f.Close()
-		return nil, nil, err
+	s.stats.snapshotWritten.Add(fw.off)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if len(bad) > 0 {
-		s.log.Warn("filestore: parked bodies fail their checksum; copied as they are, Unpark reports them", "dir", s.dir, "entries", bad)
-	}
-	return f, offs, nil
+	return err
 }
 
 // sync makes f durable (fsync) and counts it.
