@@ -93,7 +93,11 @@
 // half of whose bytes are still parked into its new segment, and removes
 // the segments it no longer names (after the directory sync that makes
 // the snapshot durable). The segments thus hold at most about twice the
-// bytes parked, and each byte parked is copied about twice at most. (It
+// bytes parked, and each byte parked is copied about twice at most. A
+// snapshot that writes a segment also merges into it the segments smaller
+// than a quarter of SnapshotBytes (at least 64 KiB, at most 1 MiB), so
+// that a few long-parked bodies per snapshot do not leave a small file
+// and an open descriptor per snapshot for ever. (It
 // used to be copied by every snapshot: 200 bodies of 16 KiB parked across
 // 32 snapshots of 256 KiB of log wrote 82 MiB of snapshots, 26 times the
 // bytes parked; now 3.2 MiB, 1.02 times; see TestSnapshotsCopyParksOnce.)

@@ -134,3 +134,35 @@ func TestSegmentRecovery(t *testing.T) {
 	require.ErrorIs(t, err, seqstore.ErrCorrupt, "missing segment")
 	assert.Contains(t, err.Error(), fmt.Sprintf("%s is missing", name))
 }
+
+// TestSmallSegmentsMerged keeps one small body parked per snapshot for 40
+// snapshots: without merging, each would stay alone in a segment of its
+// own (a file and an open descriptor each, for ever); merged into the next
+// segment written, at most a few are left, and every body reads back.
+func TestSmallSegmentsMerged(t *testing.T) {
+	dir := t.TempDir()
+	s := openT(t, dir, &Options{SnapshotBytes: 1})
+	st := seqstore.Stream{Queue: "q", Group: "g"}
+	const n = 40
+	for seq := uint64(1); seq <= n; seq++ {
+		require.NoError(t, s.Park(ctx, []seqstore.Parked{parked(st, 1, seq, fmt.Sprint("body ", seq))}))
+	}
+	require.GreaterOrEqual(t, s.Stats().Snapshots, int64(n-1), "a snapshot per park")
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	segs := 0
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), segPrefix) {
+			segs++
+		}
+	}
+	assert.LessOrEqual(t, segs, 2, "park segments left after %d snapshots, each with a small body still parked", n)
+	assert.LessOrEqual(t, len(s.segs), 2, "park segments open")
+	require.NoError(t, s.Close())
+	s = openT(t, dir, nil)
+	got := unparkAll(t, s, st, 1)
+	require.Len(t, got, n)
+	for i, p := range got {
+		assert.Equal(t, fmt.Sprint("body ", i+1), string(p.Body))
+	}
+}

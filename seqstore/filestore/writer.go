@@ -564,7 +564,11 @@ type segment struct {
 // live bodies of the others are copied to the snapshot's new segment and
 // they are removed, so that the segments on disk hold at most about twice
 // the bytes parked, and a body is copied once out of the log and then
-// only when its segment is mostly garbage, not by every snapshot.
+// only when its segment is mostly garbage, not by every snapshot. When
+// the snapshot writes a new segment anyway, the small segments (see
+// smallSegment) are merged into it too: otherwise a long-parked body or
+// two per snapshot would leave one small file, and one open descriptor,
+// per snapshot, for ever.
 func (s *Store) segmentsToKeep(parked []parkedStream) map[io.ReaderAt]*segment {
 	keep := make(map[io.ReaderAt]*segment, len(s.segs))
 	if len(s.segs) == 0 {
@@ -587,7 +591,31 @@ func (s *Store) segmentsToKeep(parked []parkedStream) map[io.ReaderAt]*segment {
 			keep[sg.f] = sg
 		}
 	}
+	moves := false
+	for _, p := range parked {
+		for _, e := range p.ss.parks {
+			moves = moves || keep[e.file] == nil
+		}
+	}
+	if moves {
+		small := s.smallSegment()
+		for f, sg := range keep {
+			if sg.size < small {
+				delete(keep, f)
+			}
+		}
+	}
 	return keep
+}
+
+// smallSegment is the size below which a park segment is merged into the
+// next one written: a quarter of Options.SnapshotBytes, at least 64 KiB
+// and at most 1 MiB, so that merging them copies little per snapshot
+// besides the bodies moved out of the logs. Of the segments a snapshot
+// keeps, at most the one it wrote is then small, and the others hold at
+// least half of that size in parked bodies each.
+func (s *Store) smallSegment() int64 {
+	return min(1<<20, max(64<<10, s.opts.SnapshotBytes/4))
 }
 
 // writeSegment copies the parked bodies of parked that are not in a
