@@ -196,17 +196,6 @@ func (s *Store) recover() error {
 		return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 	}
 
-	// Park segments the snapshot does not name are leftovers of a
-	// snapshot that did not finish, or whose cleanup did not.
-	for gen := range segs {
-		if !slices.ContainsFunc(s.segs, func(sg *segment) bool { return sg.gen == gen }) {
-			if err := s.fs.remove(s.root, segName(gen)); err != nil {
-				return fmt.Errorf("filestore: open %s: %w", s.dir, err)
-			}
-			s.log.Info("filestore: removed a park segment no snapshot names", "dir", s.dir, "gen", gen)
-		}
-	}
-
 	// Logs older than the snapshot are leftovers of a snapshot whose
 	// cleanup did not finish. Without a snapshot, every log counts.
 	for haveSnapshot && len(gens) > 0 && gens[0] < nextGen {
@@ -219,6 +208,18 @@ func (s *Store) recover() error {
 	for i, g := range gens {
 		if g != nextGen+uint64(i) {
 			return corruptf("%s: log %s is missing (found %s)", s.dir, logName(nextGen+uint64(i)), logName(g))
+		}
+	}
+
+	// Park segments the snapshot does not name are leftovers of a
+	// snapshot that did not finish, or whose cleanup did not. They go
+	// only once the snapshot and the logs are found consistent.
+	for gen := range segs {
+		if !slices.ContainsFunc(s.segs, func(sg *segment) bool { return sg.gen == gen }) {
+			if err := s.fs.remove(s.root, segName(gen)); err != nil {
+				return fmt.Errorf("filestore: open %s: %w", s.dir, err)
+			}
+			s.log.Info("filestore: removed a park segment no snapshot names", "dir", s.dir, "gen", gen)
 		}
 	}
 

@@ -120,6 +120,17 @@ func TestSegmentRecovery(t *testing.T) {
 	_, err = os.Stat(leftover)
 	assert.ErrorIs(t, err, os.ErrNotExist, "a segment no snapshot names is removed")
 
+	// A store that fails to open keeps its segments for whoever
+	// repairs it: with its snapshot gone, the logs do not start at 1.
+	snap, err := os.ReadFile(filepath.Join(dir, snapName))
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(filepath.Join(dir, snapName)))
+	_, err = Open(dir, nil)
+	require.ErrorIs(t, err, seqstore.ErrCorrupt, "snapshot missing")
+	_, err = os.Stat(path)
+	require.NoError(t, err, "the segment is kept when Open fails")
+	writeFile(t, filepath.Join(dir, snapName), snap)
+
 	for what, bad := range map[string][]byte{
 		"bad header": append([]byte("INORDXXX"), data[8:]...),
 		"cut body":   data[:len(data)-1],
