@@ -436,12 +436,17 @@ func (s *Store) observeSync(d time.Duration) {
 // snapshot saves the state to a new snapshot that names a fresh log, switches
 // to that log and deletes the old ones. Crash safety: the current log is cut
 // to its last frame and synced, the new log is created and synced, the
-// snapshot is written to a temporary file, synced and renamed, and the
-// directory is synced before anything is written to the new log. Recovery of any prefix of these steps finds either the old snapshot
-// with every old log, or the new snapshot (and creates the new log if its
-// directory entry was lost). A failure before the rename leaves the old log
-// in use and is only logged; after the rename the store must not write the
-// old log again, so a failure there is returned.
+// parked bodies to move are written to a new park segment, synced, and the
+// directory synced, the snapshot is written to a temporary file, synced and
+// renamed, and the directory is synced before anything is written to the
+// new log and before the old logs and dropped segments are removed.
+// Recovery of any prefix of these steps finds either the old snapshot with
+// every old log and the segments it names, or the new snapshot with the
+// segments it names (and creates the new log if its directory entry was
+// lost); it removes the segments the snapshot found does not name. A
+// failure before the rename leaves the old log in use and is only logged;
+// after the rename the store must not write the old log again, so a
+// failure there is returned.
 func (s *Store) snapshot() error {
 	w := &s.w
 	newGen := w.gen + 1
