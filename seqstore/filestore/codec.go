@@ -8,8 +8,9 @@ import (
 	"github.com/inorder/inorder/seqstore"
 )
 
-// On-disk format: logs of version 1, snapshots of version 2 (version 1,
-// without parked entries, is still read). All integers are little endian; "uvarint" is
+// On-disk format: logs of version 1, snapshots of version 3 (versions 1,
+// without parked entries, and 2, with their bodies inline, are still read),
+// park segments of version 1. All integers are little endian; "uvarint" is
 // encoding/binary's unsigned varint.
 //
 // Log file (log-<gen as 16 hex digits>):
@@ -44,6 +45,18 @@ import (
 // parked entries, then per stream its name and count, then per entry, in
 // (epoch, seq) order, epoch, seq, crc u32, length and body
 // (testdata/format2 is a store of the first release that wrote it).
+// Version 3 writes no bodies: each entry has, after its length, the
+// generation of the park segment holding its body (uvarint) and the body's
+// offset in it (uvarint).
+//
+// Park segment file (park-<gen as 16 hex digits>, written by the snapshot
+// that starts log gen):
+//
+//	header: magic "INORDPRK" | version u32 | gen u64 | crc32c(previous 20 bytes) u32
+//	bodies, back to back
+//
+// A segment is written whole and synced before a snapshot names it, and
+// never written again; each body is checked by its entry's crc when read.
 //
 // A parked entry's crc is CRC-32C over its stream key (seqstore.Stream.Key),
 // epoch u64, seq u64 and body: the store keeps only the entries' locations
@@ -52,8 +65,12 @@ const (
 	logMagic        = "INORDLOG"
 	snapMagic       = "INORDSNP"
 	logVersion      = 1
-	snapVersion     = 2
+	snapVersion     = 3
+	snapVersion2    = 2 // parked bodies in the snapshot itself
 	snapVersion1    = 1 // before parking: no parked entries
+	segMagic        = "INORDPRK"
+	segVersion      = 1
+	segHeaderSize   = 8 + 4 + 8 + 4
 	logHeaderSize   = 8 + 4 + 8 + 4
 	frameHeaderSize = 4 + 4 + 8
 	snapHeaderSize  = 8 + 4 + 4 + 8
@@ -104,6 +121,15 @@ func logHeader(gen uint64) []byte {
 	b := make([]byte, 0, logHeaderSize)
 	b = append(b, logMagic...)
 	b = binary.LittleEndian.AppendUint32(b, logVersion)
+	b = binary.LittleEndian.AppendUint64(b, gen)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// segHeader returns the header of park segment gen.
+func segHeader(gen uint64) []byte {
+	b := make([]byte, 0, segHeaderSize)
+	b = append(b, segMagic...)
+	b = binary.LittleEndian.AppendUint32(b, segVersion)
 	b = binary.LittleEndian.AppendUint64(b, gen)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }

@@ -21,17 +21,25 @@ import (
 // snapshot that names it is renamed into place; the snapshot is written to
 // snapshot.tmp and fsynced, and nothing is written to it after, before the
 // rename; the directory is synced after the rename and before the old logs
-// are removed and before the new log gets its first frame.
+// are removed and before the new log gets its first frame. A new park
+// segment is fsynced, and the directory synced, before the snapshot that
+// names it is renamed into place; a segment is removed only after the
+// directory sync that makes a snapshot not naming it durable.
 func TestSnapshotSyncOrder(t *testing.T) {
 	dir := t.TempDir()
 	rec := newRecFS(dir)
 	s := openT(t, dir, &Options{SnapshotBytes: 1, hooks: &testHooks{fs: rec}})
 	st := seqstore.Stream{Queue: "q"}
 	const snapshots = 3
+	var cursor seqstore.Cursor
 	for i := range snapshots {
 		_, err := reserve(ctx, s, st, 1, [][]byte{fmt.Appendf(nil, "body %d", i)})
 		require.NoError(t, err)
 		require.NoError(t, s.Park(ctx, []seqstore.Parked{{Stream: st, Epoch: 1, Seq: uint64(100 + i), Body: []byte("parked")}}))
+		// Hand out the one parked before: its segment is dropped.
+		to := seqstore.Cursor{Epoch: 1, Next: uint64(100 + i)}
+		require.NoError(t, s.Advance(ctx, []seqstore.Advance{{Stream: st, From: cursor, To: to}}))
+		cursor = to
 		// The writer snapshots after answering the commit.
 		require.Eventually(t, func() bool { return s.Stats().Snapshots >= int64(i+1) }, 10*time.Second, time.Millisecond,
 			"snapshot %d written", i+1)
@@ -55,7 +63,7 @@ func TestSnapshotSyncOrder(t *testing.T) {
 		}
 		return -1
 	}
-	renames := 0
+	renames, segs := 0, 0
 	for r, op := range ops {
 		if op != (fsOp{kind: "rename", path: snapTmpName, to: snapName}) {
 			continue
@@ -91,6 +99,20 @@ func TestSnapshotSyncOrder(t *testing.T) {
 				"%s: the log left is synced after it is cut to its last frame and before the next log exists", what)
 		}
 
+		// A park segment created for this snapshot.
+		for i := logCreated + 1; i < r; i++ {
+			if ops[i].kind != "create" || !strings.HasPrefix(ops[i].path, segPrefix) {
+				continue
+			}
+			seg := ops[i].path
+			segSynced := index(i, fsOp{kind: "fsync", path: seg})
+			require.Greater(t, segSynced, i, "%s: %s is fsynced", what, seg)
+			assert.Less(t, segSynced, r, "%s: %s is fsynced before the snapshot naming it is renamed into place", what, seg)
+			segDir := index(segSynced, fsOp{kind: "fsync-dir", path: "."})
+			assert.True(t, segDir > segSynced && segDir < r, "%s: the directory is synced after %s is created and before the snapshot naming it is renamed into place; calls:\n%s", what, seg, describeOps(ops[i:r+1]))
+			segs++
+		}
+
 		dirSynced := index(r+1, fsOp{kind: "fsync-dir", path: "."})
 		require.Greater(t, dirSynced, r, "%s: the directory is synced after the rename; calls after it:\n%s", what, describeOps(ops[r:]))
 		// The log left behind holds what the snapshot replaces: it may go
@@ -111,6 +133,19 @@ func TestSnapshotSyncOrder(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, renames, snapshots, "snapshots renamed into place; calls:\n%s", describeOps(rec.calls(false)))
+	require.GreaterOrEqual(t, segs, snapshots, "park segments written; calls:\n%s", describeOps(rec.calls(false)))
+	removed := 0
+	for i, op := range ops {
+		if op.kind != "remove" || !strings.HasPrefix(op.path, segPrefix) || index(i, fsOp{kind: "create", path: op.path}) > i {
+			continue // not a segment, or a stale file removed before it is created
+		}
+		removed++
+		r := lastBefore(i, fsOp{kind: "rename", path: snapTmpName, to: snapName})
+		require.GreaterOrEqual(t, r, 0, "%s removed before any snapshot", op.path)
+		d := lastBefore(i, fsOp{kind: "fsync-dir", path: "."})
+		assert.Greater(t, d, r, "%s removed before the directory sync that makes the snapshot not naming it durable; calls:\n%s", op.path, describeOps(ops[r:i+1]))
+	}
+	assert.Positive(t, removed, "park segments dropped; calls:\n%s", describeOps(rec.calls(false)))
 }
 
 func describeOps(ops []fsOp) string {
@@ -332,4 +367,36 @@ func TestOpenSyncFailures(t *testing.T) {
 		require.ErrorIs(t, err, errInjected, "Open reports the failed sync of the cut")
 		assert.Contains(t, rec.calls(false), fsOp{kind: "truncate", path: logName(1)}, "the torn tail was cut")
 	})
+}
+
+// TestFirstLogCreatedWhole checks how Open creates the first log of a
+// store: its header is written to log.tmp and fsynced, the file renamed to
+// the log's name and the directory synced, so that a log of that name is
+// never shorter than its header and recovery can call a short one damage
+// (TestSec3ShortLastLog). A log.tmp left by a crash is removed.
+func TestFirstLogCreatedWhole(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir+"/"+logTmpName, []byte("half a header"))
+	rec := newRecFS(dir)
+	s := openT(t, dir, &Options{hooks: &testHooks{fs: rec}})
+	reserveN(t, s, seqstore.Stream{Queue: "q"}, 1)
+	require.NoError(t, s.Close())
+	first := logName(1)
+	want := []fsOp{
+		{kind: "remove", path: logTmpName},
+		{kind: "create", path: logTmpName},
+		{kind: "fsync", path: logTmpName},
+		{kind: "rename", path: logTmpName, to: first},
+		{kind: "fsync-dir", path: "."},
+		{kind: "fdatasync", path: first},
+	}
+	ops := rec.calls(false)
+	require.GreaterOrEqual(t, len(ops), len(want), "calls:\n%s", describeOps(ops))
+	assert.Equal(t, want, ops[:len(want)], "calls:\n%s", describeOps(ops))
+	assert.NotContains(t, ops, fsOp{kind: "create", path: first}, "the log is never created under its own name")
+	data, err := os.ReadFile(logPath(dir, 1))
+	require.NoError(t, err)
+	assert.Equal(t, logHeader(1), data[:logHeaderSize])
+	_, err = os.Stat(dir + "/" + logTmpName)
+	assert.ErrorIs(t, err, os.ErrNotExist, "no log.tmp left")
 }

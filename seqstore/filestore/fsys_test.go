@@ -36,9 +36,10 @@ type recFS struct {
 	dir  string
 	real fileSystem
 
-	mu   sync.Mutex
-	ops  []fsOp
-	fail func(op fsOp) error // called with mu held
+	mu      sync.Mutex
+	ops     []fsOp
+	written map[string]int64    // bytes written, by path
+	fail    func(op fsOp) error // called with mu held
 }
 
 func newRecFS(dir string) *recFS { return &recFS{dir: dir, real: osFS{}} }
@@ -61,6 +62,20 @@ func (r *recFS) record(op fsOp) error {
 	return nil
 }
 
+// writtenTo returns the bytes written so far to the files whose name
+// (relative to the store's directory) match says.
+func (r *recFS) writtenTo(match func(name string) bool) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var n int64
+	for name, b := range r.written {
+		if match(name) {
+			n += b
+		}
+	}
+	return n
+}
+
 // calls returns the calls recorded so far, writes left out unless writes.
 func (r *recFS) calls(writes bool) []fsOp {
 	r.mu.Lock()
@@ -74,17 +89,23 @@ func (r *recFS) calls(writes bool) []fsOp {
 	return out
 }
 
-func (r *recFS) create(path string) (*os.File, error) {
-	if err := r.record(fsOp{kind: "create", path: r.rel(path)}); err != nil {
+func (r *recFS) create(dir *os.Root, name string) (*os.File, error) {
+	if err := r.record(fsOp{kind: "create", path: r.rel(filepath.Join(dir.Name(), name))}); err != nil {
 		return nil, err
 	}
-	return r.real.create(path)
+	return r.real.create(dir, name)
 }
 
 func (r *recFS) writeAt(f *os.File, b []byte, off int64) error {
 	if err := r.record(fsOp{kind: "write", path: r.rel(f.Name())}); err != nil {
 		return err
 	}
+	r.mu.Lock()
+	if r.written == nil {
+		r.written = map[string]int64{}
+	}
+	r.written[r.rel(f.Name())] += int64(len(b))
+	r.mu.Unlock()
 	return r.real.writeAt(f, b, off)
 }
 
@@ -102,18 +123,19 @@ func (r *recFS) sync(f *os.File) error {
 	return r.real.sync(f)
 }
 
-func (r *recFS) syncDir(dir string) error {
-	if err := r.record(fsOp{kind: "fsync-dir", path: r.rel(dir)}); err != nil {
+func (r *recFS) syncDir(d *os.File) error {
+	if err := r.record(fsOp{kind: "fsync-dir", path: r.rel(d.Name())}); err != nil {
 		return err
 	}
-	return r.real.syncDir(dir)
+	return r.real.syncDir(d)
 }
 
-func (r *recFS) rename(oldpath, newpath string) error {
-	if err := r.record(fsOp{kind: "rename", path: r.rel(oldpath), to: r.rel(newpath)}); err != nil {
+func (r *recFS) rename(dir *os.Root, oldname, newname string) error {
+	op := fsOp{kind: "rename", path: r.rel(filepath.Join(dir.Name(), oldname)), to: r.rel(filepath.Join(dir.Name(), newname))}
+	if err := r.record(op); err != nil {
 		return err
 	}
-	return r.real.rename(oldpath, newpath)
+	return r.real.rename(dir, oldname, newname)
 }
 
 func (r *recFS) truncate(f *os.File, size int64) error {
@@ -123,11 +145,11 @@ func (r *recFS) truncate(f *os.File, size int64) error {
 	return r.real.truncate(f, size)
 }
 
-func (r *recFS) remove(path string) error {
-	if err := r.record(fsOp{kind: "remove", path: r.rel(path)}); err != nil {
+func (r *recFS) remove(dir *os.Root, name string) error {
+	if err := r.record(fsOp{kind: "remove", path: r.rel(filepath.Join(dir.Name(), name))}); err != nil {
 		return err
 	}
-	return r.real.remove(path)
+	return r.real.remove(dir, name)
 }
 
 var errPowerCut = errors.New("simulated power cut")
@@ -178,15 +200,15 @@ func (p *powerFS) fell() (bool, fsOp) {
 	return p.cut, p.on
 }
 
-func (p *powerFS) create(path string) (*os.File, error) {
+func (p *powerFS) create(dir *os.Root, name string) (*os.File, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cut {
 		return nil, errPowerCut
 	}
-	f, err := p.real.create(path)
+	f, err := p.real.create(dir, name)
 	if err == nil {
-		p.dirty[path] = &span{} // empty and new: nothing of it is durable
+		p.dirty[f.Name()] = &span{} // empty and new: nothing of it is durable
 	}
 	return f, err
 }
@@ -268,19 +290,26 @@ func (p *powerFS) sync(f *os.File) error {
 	return p.syncing(fsOp{kind: "fsync", path: f.Name()}, func() error { return p.real.sync(f) })
 }
 
-func (p *powerFS) syncDir(dir string) error {
-	return p.syncing(fsOp{kind: "fsync-dir", path: dir}, func() error { return p.real.syncDir(dir) })
+func (p *powerFS) syncDir(d *os.File) error {
+	return p.syncing(fsOp{kind: "fsync-dir", path: d.Name()}, func() error { return p.real.syncDir(d) })
 }
 
-func (p *powerFS) rename(oldpath, newpath string) error {
+// rootPath is the path of file name of dir, as the name of a file opened
+// there reads.
+func rootPath(dir *os.Root, name string) string {
+	return dir.Name() + string(filepath.Separator) + name
+}
+
+func (p *powerFS) rename(dir *os.Root, oldname, newname string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cut {
 		return errPowerCut
 	}
-	if err := p.real.rename(oldpath, newpath); err != nil {
+	if err := p.real.rename(dir, oldname, newname); err != nil {
 		return err
 	}
+	oldpath, newpath := rootPath(dir, oldname), rootPath(dir, newname)
 	// The file keeps what it has not synced under its new name; the file
 	// it replaced is gone.
 	delete(p.dirty, newpath)
@@ -300,15 +329,15 @@ func (p *powerFS) truncate(f *os.File, size int64) error {
 	return p.real.truncate(f, size)
 }
 
-func (p *powerFS) remove(path string) error {
+func (p *powerFS) remove(dir *os.Root, name string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cut {
 		return errPowerCut
 	}
-	if err := p.real.remove(path); err != nil {
+	if err := p.real.remove(dir, name); err != nil {
 		return err
 	}
-	delete(p.dirty, path)
+	delete(p.dirty, rootPath(dir, name))
 	return nil
 }

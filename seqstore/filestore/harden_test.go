@@ -85,10 +85,13 @@ func TestNoFollow(t *testing.T) {
 
 	// A link planted between the removal of a stale file and its
 	// creation: every file the store creates refuses it.
+	root, err := os.OpenRoot(dir)
+	require.NoError(t, err)
+	defer root.Close()
 	for _, name := range []string{snapTmpName, logName(99)} {
 		path := filepath.Join(dir, name)
 		require.NoError(t, os.Symlink(victim, path))
-		_, err := createFile(path)
+		_, err := createFile(root, name)
 		require.ErrorIs(t, err, os.ErrExist, "creating %s over a link", name)
 		checkVictim("creating " + name + " over a link")
 		require.NoError(t, os.Remove(path))
@@ -98,7 +101,7 @@ func TestNoFollow(t *testing.T) {
 	dir = t.TempDir()
 	target := filepath.Join(outside, "made-by-lock")
 	require.NoError(t, os.Symlink(target, filepath.Join(dir, lockName)))
-	_, err := Open(dir, nil)
+	_, err = Open(dir, nil)
 	require.Error(t, err, "Open with LOCK a dangling link")
 	assert.Contains(t, err.Error(), "symbolic link", "the error says why")
 	_, err = os.Lstat(target)
@@ -110,4 +113,26 @@ func TestNoFollow(t *testing.T) {
 	_, err = Open(dir, nil)
 	require.Error(t, err, "Open with LOCK a link to a file")
 	checkVictim("LOCK linked to the victim")
+}
+
+// TestNoFollowInside plants symbolic links to files inside the store's own
+// directory, which the directory handle (os.Root) would follow: each is
+// refused as a link all the same, and its target left as it was.
+func TestNoFollowInside(t *testing.T) {
+	for _, name := range []string{lockName, logName(1), snapName} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "target"), []byte("target"))
+			require.NoError(t, os.Symlink("target", filepath.Join(dir, name)))
+			s, err := Open(dir, nil)
+			if err == nil {
+				_ = s.Close()
+			}
+			require.ErrorIs(t, err, ErrUnsafeDir, "Open with %s a link to a file beside it", name)
+			assert.Contains(t, err.Error(), "symbolic link", "the error says why")
+			data, err := os.ReadFile(filepath.Join(dir, "target"))
+			require.NoError(t, err)
+			assert.Equal(t, "target", string(data), "the link's target is unchanged")
+		})
+	}
 }

@@ -18,10 +18,26 @@ const (
 	lockName    = "LOCK"
 	snapName    = "snapshot"
 	snapTmpName = "snapshot.tmp"
+	logTmpName  = "log.tmp" // a log being created whole (see createLogWhole)
 	logPrefix   = "log-"
+	segPrefix   = "park-"
 )
 
 func logName(gen uint64) string { return fmt.Sprintf("%s%016x", logPrefix, gen) }
+
+// segName is the name of park segment gen, written by the snapshot that
+// started log gen.
+func segName(gen uint64) string { return fmt.Sprintf("%s%016x", segPrefix, gen) }
+
+// parseSegName returns the generation of a park segment file name.
+func parseSegName(name string) (uint64, bool) {
+	hex, ok := strings.CutPrefix(name, segPrefix)
+	if !ok || len(hex) != 16 {
+		return 0, false
+	}
+	gen, err := strconv.ParseUint(hex, 16, 64)
+	return gen, err == nil
+}
 
 // parseLogName returns the generation of a log file name.
 func parseLogName(name string) (uint64, bool) {
@@ -33,11 +49,11 @@ func parseLogName(name string) (uint64, bool) {
 	return gen, err == nil
 }
 
-// openRead opens path with flag, refusing anything but a regular file (see
-// openRegular), and reads it whole. The file stays open: parked bodies are
-// read from it later.
-func openRead(path string, flag int) (*os.File, []byte, error) {
-	f, err := openRegular(path, flag, 0)
+// openRead opens file name of dir with flag, refusing anything but a
+// regular file (see openRegular), and reads it whole. The file stays open:
+// parked bodies are read from it later.
+func openRead(dir *os.Root, name string, flag int) (*os.File, []byte, error) {
+	f, err := openRegular(dir, name, flag, 0)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -91,35 +107,88 @@ func replayLog(name string, data []byte, gen uint64, last bool, st *state, file 
 	return off, nil
 }
 
+// openSegment opens park segment gen for the snapshot being read, found
+// says whether the directory lists it, and returns it with its size. Each
+// is opened once and kept in s.segs.
+func (s *Store) openSegment(gen uint64, found bool) (io.ReaderAt, int64, error) {
+	for _, sg := range s.segs {
+		if sg.gen == gen {
+			return sg.f, sg.size, nil
+		}
+	}
+	if !found {
+		return nil, 0, fmt.Errorf("park segment %s is missing", segName(gen))
+	}
+	f, err := openRegular(s.root, segName(gen), os.O_RDONLY, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return nil, 0, err
+	}
+	h := make([]byte, segHeaderSize)
+	if n, _ := f.ReadAt(h, 0); n < segHeaderSize || string(h) != string(segHeader(gen)) {
+		_ = f.Close()
+		return nil, 0, fmt.Errorf("park segment %s has a bad header", segName(gen))
+	}
+	s.segs = append(s.segs, &segment{gen: gen, f: f, size: info.Size()})
+	s.bodyFiles = append(s.bodyFiles, f)
+	return f, info.Size(), nil
+}
+
+// readDir lists the entries of dir.
+func readDir(dir *os.Root) ([]os.DirEntry, error) {
+	d, err := dir.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return d.ReadDir(-1)
+}
+
 // recover loads the snapshot and replays the logs into s.st, truncates a
 // torn tail, and opens the last log for appending (creating it if needed).
 func (s *Store) recover() error {
-	names, err := os.ReadDir(s.dir)
+	names, err := readDir(s.root)
 	if err != nil {
 		return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 	}
 	var gens []uint64
+	segs := map[uint64]bool{} // park segments found
 	for _, e := range names {
 		if gen, ok := parseLogName(e.Name()); ok {
 			gens = append(gens, gen)
 		}
-		if e.Name() == snapTmpName {
-			if err := s.fs.remove(filepath.Join(s.dir, snapTmpName)); err != nil {
+		if gen, ok := parseSegName(e.Name()); ok {
+			segs[gen] = true
+		}
+		switch e.Name() {
+		case snapTmpName:
+			if err := s.fs.remove(s.root, snapTmpName); err != nil {
 				return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 			}
 			s.log.Info("filestore: removed an unfinished snapshot", "dir", s.dir)
+		case logTmpName:
+			if err := s.fs.remove(s.root, logTmpName); err != nil {
+				return fmt.Errorf("filestore: open %s: %w", s.dir, err)
+			}
+			s.log.Info("filestore: removed an unfinished log", "dir", s.dir)
 		}
 	}
 	slices.Sort(gens)
 
 	st, nextGen := newState(), uint64(1)
 	snapPath := filepath.Join(s.dir, snapName)
-	sf, data, err := openRead(snapPath, os.O_RDONLY)
+	sf, data, err := openRead(s.root, snapName, os.O_RDONLY)
 	haveSnapshot := err == nil
 	switch {
 	case err == nil:
 		s.bodyFiles = append(s.bodyFiles, sf)
-		st, nextGen, err = decodeSnapshot(data, sf)
+		st, nextGen, err = decodeSnapshot(data, sf, func(gen uint64) (io.ReaderAt, int64, error) {
+			return s.openSegment(gen, segs[gen])
+		})
 		if err != nil {
 			return corruptf("%s: %v", snapPath, err)
 		}
@@ -130,7 +199,7 @@ func (s *Store) recover() error {
 	// Logs older than the snapshot are leftovers of a snapshot whose
 	// cleanup did not finish. Without a snapshot, every log counts.
 	for haveSnapshot && len(gens) > 0 && gens[0] < nextGen {
-		if err := s.fs.remove(filepath.Join(s.dir, logName(gens[0]))); err != nil {
+		if err := s.fs.remove(s.root, logName(gens[0])); err != nil {
 			return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 		}
 		s.log.Info("filestore: removed a log already in the snapshot", "dir", s.dir, "gen", gens[0])
@@ -142,18 +211,26 @@ func (s *Store) recover() error {
 		}
 	}
 
+	// Park segments the snapshot does not name are leftovers of a
+	// snapshot that did not finish, or whose cleanup did not. They go
+	// only once the snapshot and the logs are found consistent.
+	for gen := range segs {
+		if !slices.ContainsFunc(s.segs, func(sg *segment) bool { return sg.gen == gen }) {
+			if err := s.fs.remove(s.root, segName(gen)); err != nil {
+				return fmt.Errorf("filestore: open %s: %w", s.dir, err)
+			}
+			s.log.Info("filestore: removed a park segment no snapshot names", "dir", s.dir, "gen", gen)
+		}
+	}
+
 	w := &s.w
 	w.first = nextGen
 	if len(gens) == 0 {
 		// A fresh directory, or the new log of a snapshot whose directory
-		// entry was lost in a crash: nothing was ever written to it.
-		path := filepath.Join(s.dir, logName(nextGen))
-		f, err := s.createLog(path, nextGen)
+		// entry was lost in a crash: nothing was ever written to it. It
+		// is created whole, so that a short header in it is damage.
+		f, err := s.createLogWhole(nextGen)
 		if err != nil {
-			return fmt.Errorf("filestore: open %s: %w", s.dir, err)
-		}
-		if err := s.syncDir(); err != nil {
-			_ = f.Close()
 			return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 		}
 		s.st, w.f, w.gen, w.off, w.alloc = st, f, nextGen, logHeaderSize, logHeaderSize
@@ -167,7 +244,7 @@ func (s *Store) recover() error {
 		if last {
 			flag = os.O_RDWR
 		}
-		f, data, err := openRead(path, flag)
+		f, data, err := openRead(s.root, logName(g), flag)
 		if err != nil {
 			return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 		}
@@ -179,15 +256,20 @@ func (s *Store) recover() error {
 				// header means the log was damaged, not torn.
 				return corruptf("%s: bad header (%d bytes) in the log the snapshot continues in", path, len(data))
 			}
+			if g == nextGen {
+				// The first log of a store without a snapshot was
+				// created whole (createLogWhole): it was cut or
+				// damaged since, and the state it held is lost.
+				return corruptf("%s: bad header (%d bytes) in the store's first log, which was created whole", path, len(data))
+			}
 			if last && len(data) <= logHeaderSize {
-				// Created by a snapshot (or a fresh Open) that did
-				// not finish, its header never synced: no frame was
-				// written to it.
-				if err := s.fs.remove(path); err != nil {
+				// Created by a snapshot that did not finish, its
+				// header never synced: no frame was written to it.
+				if err := s.fs.remove(s.root, logName(g)); err != nil {
 					return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 				}
 				s.log.Warn("filestore: recreating a log whose header was torn", "path", path)
-				f, err := s.createLog(path, g)
+				f, err := s.createLog(logName(g), g)
 				if err != nil {
 					return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 				}

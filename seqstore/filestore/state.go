@@ -9,12 +9,14 @@ import (
 	"hash/crc32"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/inorder/inorder/seqstore"
 )
 
 // streamState is what the store keeps per stream: the sender counter and its
-// unsent journal, and the receiver cursor.
+// unsent journal, the receiver cursor and the parked entries. A stream
+// whose only state is a plain cursor is kept as a plainCursor instead.
 type streamState struct {
 	epoch   uint64            // sender epoch; 0 before the first Reserve
 	next    uint64            // next seq Reserve hands out; 0 before the first Reserve
@@ -41,10 +43,29 @@ func comparePark(e parkEntry, k [2]uint64) int {
 	return cmp.Compare(e.seq, k[1])
 }
 
+// plainCursor is the whole state of a stream that has only a cursor, with
+// no owner and no skipped ranges: what a receiver stores for every group
+// it has seen, and all that most of them ever need. Kept in the map
+// itself, it costs 16 bytes beside the group's name, not a streamState
+// (96 bytes and a pointer): a sender inventing group names makes a
+// receiver store one cursor per name, for ever.
+type plainCursor struct{ epoch, next uint64 }
+
+// plain returns c as a plainCursor, if it is one.
+func plain(c seqstore.Cursor) (plainCursor, bool) {
+	return plainCursor{c.Epoch, c.Next}, c.Owner == 0 && len(c.Skipped) == 0
+}
+
+// groups holds the streams of one queue, each in one of two maps.
+type groups struct {
+	full  map[string]*streamState // streams with sender state, parked entries, an owner or skipped ranges
+	plain map[string]plainCursor  // streams whose only state is a plain cursor (never the zero Cursor)
+}
+
 // state is the store's whole content in memory. It is not safe for
 // concurrent use; Store guards it with its mutex.
 type state struct {
-	queues map[string]map[string]*streamState // queue -> group -> state
+	queues map[string]*groups // by queue
 
 	streams      int   // number of streamStates
 	entries      int   // journal entries held
@@ -54,26 +75,92 @@ type state struct {
 }
 
 func newState() *state {
-	return &state{queues: make(map[string]map[string]*streamState)}
+	return &state{queues: make(map[string]*groups)}
 }
 
+// get returns the streamState of s, or nil if s has none: no state at all,
+// or only a plain cursor.
 func (st *state) get(s seqstore.Stream) *streamState {
-	return st.queues[s.Queue][s.Group]
+	if g := st.queues[s.Queue]; g != nil {
+		return g.full[s.Group]
+	}
+	return nil
 }
 
-func (st *state) getOrCreate(s seqstore.Stream) *streamState {
-	groups := st.queues[s.Queue]
-	if groups == nil {
-		groups = make(map[string]*streamState)
-		st.queues[s.Queue] = groups
+// has reports whether s has any state.
+func (st *state) has(s seqstore.Stream) bool {
+	g := st.queues[s.Queue]
+	if g == nil {
+		return false
 	}
-	ss := groups[s.Group]
-	if ss == nil {
-		ss = &streamState{}
-		groups[s.Group] = ss
+	_, plain := g.plain[s.Group]
+	return plain || g.full[s.Group] != nil
+}
+
+// group returns the groups of queue, created if needed.
+func (st *state) group(queue string) *groups {
+	g := st.queues[queue]
+	if g == nil {
+		g = &groups{}
+		st.queues[strings.Clone(queue)] = g
+	}
+	return g
+}
+
+// getOrCreate returns the streamState of s, creating it if needed (with the
+// plain cursor s had, if any).
+func (st *state) getOrCreate(s seqstore.Stream) *streamState {
+	g := st.group(s.Queue)
+	if ss := g.full[s.Group]; ss != nil {
+		return ss
+	}
+	ss := &streamState{}
+	if c, ok := g.plain[s.Group]; ok {
+		ss.cursor = seqstore.Cursor{Epoch: c.epoch, Next: c.next}
+		delete(g.plain, s.Group)
+	} else {
 		st.streams++
 	}
+	if g.full == nil {
+		g.full = make(map[string]*streamState)
+	}
+	// A copy, so that the map does not keep alive whatever larger string
+	// the caller's name may be part of.
+	g.full[strings.Clone(s.Group)] = ss
 	return ss
+}
+
+// settle keeps s, whose streamState is ss, in its smallest form: a plain
+// cursor if that is all it holds, nothing if it holds nothing.
+func (st *state) settle(s seqstore.Stream, ss *streamState) {
+	c, ok := plain(ss.cursor)
+	if !ok || ss.next != 0 || len(ss.journal) > 0 || len(ss.parks) > 0 {
+		return
+	}
+	g := st.queues[s.Queue]
+	delete(g.full, s.Group)
+	st.setPlain(s, g, c)
+}
+
+// setPlain stores c as the whole state of s, which has no streamState;
+// the zero cursor is no state at all.
+func (st *state) setPlain(s seqstore.Stream, g *groups, c plainCursor) {
+	if c == (plainCursor{}) {
+		delete(g.plain, s.Group)
+		st.streams--
+		if len(g.full) == 0 && len(g.plain) == 0 {
+			delete(st.queues, s.Queue)
+		}
+		return
+	}
+	if g.plain == nil {
+		g.plain = make(map[string]plainCursor)
+	}
+	if _, ok := g.plain[s.Group]; ok {
+		g.plain[s.Group] = c
+		return
+	}
+	g.plain[strings.Clone(s.Group)] = c
 }
 
 // reserve allocates the seqs of one Reserve call, all or none, and writes
@@ -204,20 +291,37 @@ func (st *state) advance(batch []seqstore.Advance) error {
 // cursor returns the stored cursor of s, or the zero Cursor. Its Skipped
 // slice is shared with the state.
 func (st *state) cursor(s seqstore.Stream) seqstore.Cursor {
-	if ss := st.get(s); ss != nil {
+	g := st.queues[s.Queue]
+	if g == nil {
+		return seqstore.Cursor{}
+	}
+	if ss := g.full[s.Group]; ss != nil {
 		return ss.cursor
 	}
-	return seqstore.Cursor{}
+	c := g.plain[s.Group]
+	return seqstore.Cursor{Epoch: c.epoch, Next: c.next}
 }
 
 // setCursor stores c as the cursor of s and drops the parked entries of s
 // that c passed: setting the cursor, by Advance or by its replay, is the
-// one step that hands parked entries out and removes them.
+// one step that hands parked entries out and removes them. A stream left
+// with only a plain cursor is kept as one.
 func (st *state) setCursor(s seqstore.Stream, c seqstore.Cursor) {
+	if pc, ok := plain(c); ok && st.get(s) == nil {
+		if !st.has(s) {
+			if pc == (plainCursor{}) {
+				return // the zero cursor of a stream without state: nothing to keep
+			}
+			st.streams++
+		}
+		st.setPlain(s, st.group(s.Queue), pc)
+		return
+	}
 	c.Skipped = slices.Clone(c.Skipped)
 	ss := st.getOrCreate(s)
 	ss.cursor = c
 	st.dropParks(ss)
+	st.settle(s, ss)
 }
 
 // dropParks drops the parked entries of ss below its cursor: a prefix,
@@ -293,7 +397,11 @@ func (st *state) unpark(q seqstore.ParkQuery) []parkEntry {
 // by key.
 func (st *state) parkedStreams(queue string) []seqstore.Stream {
 	var out []seqstore.Stream
-	for group, ss := range st.queues[queue] {
+	g := st.queues[queue]
+	if g == nil {
+		return nil
+	}
+	for group, ss := range g.full {
 		if len(ss.parks) > 0 {
 			out = append(out, seqstore.Stream{Queue: queue, Group: group})
 		}
@@ -306,7 +414,11 @@ func (st *state) parkedStreams(queue string) []seqstore.Stream {
 // key and then seq.
 func (st *state) pending(queue string) []seqstore.Entry {
 	var out []seqstore.Entry
-	for group, ss := range st.queues[queue] {
+	g := st.queues[queue]
+	if g == nil {
+		return nil
+	}
+	for group, ss := range g.full {
 		s := seqstore.Stream{Queue: queue, Group: group}
 		for q, body := range ss.journal {
 			out = append(out, seqstore.Entry{Stream: s, Epoch: ss.epoch, Seq: q, Body: slices.Clone(body)})
@@ -461,8 +573,8 @@ func (st *state) snapshotHead(nextGen uint64) ([]byte, []parkedStream) {
 	b = binary.LittleEndian.AppendUint64(b, nextGen)
 	b = binary.AppendUvarint(b, uint64(st.streams))
 	var parked []parkedStream
-	for queue, groups := range st.queues {
-		for group, ss := range groups {
+	for queue, g := range st.queues {
+		for group, ss := range g.full {
 			s := seqstore.Stream{Queue: queue, Group: group}
 			b = appendStream(b, s)
 			b = binary.AppendUvarint(b, ss.epoch)
@@ -477,6 +589,13 @@ func (st *state) snapshotHead(nextGen uint64) ([]byte, []parkedStream) {
 			if len(ss.parks) > 0 {
 				parked = append(parked, parkedStream{s, ss})
 			}
+		}
+		for group, c := range g.plain {
+			b = appendStream(b, seqstore.Stream{Queue: queue, Group: group})
+			b = binary.AppendUvarint(b, 0) // no sender state
+			b = binary.AppendUvarint(b, 0)
+			b = appendCursor(b, seqstore.Cursor{Epoch: c.epoch, Next: c.next})
+			b = binary.AppendUvarint(b, 0) // no journal
 		}
 	}
 	return b, parked
@@ -500,20 +619,62 @@ func (sw *snapWriter) write(p []byte) {
 	sw.n += int64(len(p))
 }
 
+// segRef is where a parked body is, as a snapshot records it: at off in
+// park segment gen.
+type segRef struct {
+	gen uint64
+	off int64
+}
+
+// placeParks decides where each parked entry of parked (in order) is after
+// a snapshot: an entry whose body is in a park segment that stays (kept
+// returns that segment's gen) stays there; every other body (in a log, an
+// older snapshot, or a segment being dropped) is read, checked and copied
+// to w, the new park segment gen, whose offset base is where w begins. It
+// returns the entries' places, in order, the bytes copied, and the
+// entries whose body failed its checksum (copied as they are, so that
+// Unpark still reports them). The parked entries must not change meanwhile
+// (only the writer goroutine changes them).
+func placeParks(parked []parkedStream, kept func(io.ReaderAt) (uint64, bool), gen uint64, w io.Writer, base int64) (refs []segRef, copied int64, bad []string, err error) {
+	var body []byte
+	off := base
+	for _, p := range parked {
+		key := ""
+		for _, e := range p.ss.parks {
+			if g, ok := kept(e.file); ok {
+				refs = append(refs, segRef{g, e.off})
+				continue
+			}
+			if key == "" {
+				key = p.s.Key()
+			}
+			body = slices.Grow(body[:0], int(e.size))[:e.size]
+			if err := readBody(e, body); err != nil {
+				return nil, 0, nil, err
+			}
+			if parkCRC(key, e.epoch, e.seq, body) != e.crc {
+				bad = append(bad, fmt.Sprintf("%s %d/%d", p.s, e.epoch, e.seq))
+			}
+			if _, err := w.Write(body); err != nil {
+				return nil, 0, nil, err
+			}
+			refs = append(refs, segRef{gen, off})
+			off += int64(e.size)
+		}
+	}
+	return refs, off - base, bad, nil
+}
+
 // writeSnapshot writes a snapshot file to w: head (from snapshotHead), the
-// parked entries of parked, read from where they are, and the trailer. It
-// returns the offsets of the parked bodies in the file, in the order
-// written, and the entries whose body did not match its checksum (copied
-// as they are, so that Unpark still reports them). The parked entries must
-// not change meanwhile (only the writer goroutine changes them).
-func writeSnapshot(w io.Writer, head []byte, parked []parkedStream) (offs []int64, bad []string, err error) {
+// parked entries of parked with refs, the places of their bodies (from
+// placeParks), and the trailer.
+func writeSnapshot(w io.Writer, head []byte, parked []parkedStream, refs []segRef) error {
 	sw := snapWriter{w: w}
 	sw.write(head)
 	var b []byte
-	var body []byte
 	b = binary.AppendUvarint(b, uint64(len(parked)))
+	k := 0
 	for _, p := range parked {
-		key := p.s.Key()
 		b = appendStream(b, p.s)
 		b = binary.AppendUvarint(b, uint64(len(p.ss.parks)))
 		for _, e := range p.ss.parks {
@@ -521,28 +682,21 @@ func writeSnapshot(w io.Writer, head []byte, parked []parkedStream) (offs []int6
 			b = binary.AppendUvarint(b, e.seq)
 			b = binary.LittleEndian.AppendUint32(b, e.crc)
 			b = binary.AppendUvarint(b, uint64(e.size))
-			sw.write(b)
-			b = b[:0]
-			body = slices.Grow(body[:0], int(e.size))[:e.size]
-			if err := readBody(e, body); err != nil {
-				return nil, nil, err
+			b = binary.AppendUvarint(b, refs[k].gen)
+			b = binary.AppendUvarint(b, uint64(refs[k].off))
+			k++
+			if len(b) >= 4096 {
+				sw.write(b)
+				b = b[:0]
 			}
-			if parkCRC(key, e.epoch, e.seq, body) != e.crc {
-				bad = append(bad, fmt.Sprintf("%s %d/%d", p.s, e.epoch, e.seq))
-			}
-			offs = append(offs, sw.n)
-			sw.write(body)
 		}
 	}
 	sw.write(binary.LittleEndian.AppendUint64(b, uint64(sw.n+int64(len(b))-snapHeaderSize)))
 	if sw.err != nil {
-		return nil, nil, sw.err
+		return sw.err
 	}
-	_, err = w.Write(binary.LittleEndian.AppendUint32(nil, sw.crc))
-	if err != nil {
-		return nil, nil, err
-	}
-	return offs, bad, nil
+	_, err := w.Write(binary.LittleEndian.AppendUint32(nil, sw.crc))
+	return err
 }
 
 // readBody reads the body of e into body (of e.size bytes). A short file
@@ -558,33 +712,47 @@ func readBody(e parkEntry, body []byte) error {
 	return err
 }
 
-// relocate points the parked entries of parked, as writeSnapshot wrote
-// them, at their bodies in file, the snapshot it wrote.
-func relocate(parked []parkedStream, offs []int64, file io.ReaderAt) {
+// relocate points the parked entries of parked whose places refs (from
+// placeParks) put in park segment gen at their bodies in file, that
+// segment.
+func relocate(parked []parkedStream, refs []segRef, gen uint64, file io.ReaderAt) {
 	k := 0
 	for _, p := range parked {
 		for i := range p.ss.parks {
-			p.ss.parks[i].file, p.ss.parks[i].off = file, offs[k]
+			if refs[k].gen == gen {
+				p.ss.parks[i].file, p.ss.parks[i].off = file, refs[k].off
+			}
 			k++
 		}
 	}
 }
 
 // encodeSnapshot returns the snapshot file content for st, whose log replay
-// resumes at log nextGen, with its parked bodies read from where they are.
-func (st *state) encodeSnapshot(nextGen uint64) ([]byte, error) {
+// resumes at log nextGen, and the park segment nextGen it refers to, with
+// every parked body, read from where it is.
+func (st *state) encodeSnapshot(nextGen uint64) (snap, seg []byte, err error) {
 	head, parked := st.snapshotHead(nextGen)
-	var buf bytes.Buffer
-	if _, _, err := writeSnapshot(&buf, head, parked); err != nil {
-		return nil, err
+	segBuf := bytes.NewBuffer(segHeader(nextGen))
+	none := func(io.ReaderAt) (uint64, bool) { return 0, false }
+	refs, _, _, err := placeParks(parked, none, nextGen, segBuf, segHeaderSize)
+	if err != nil {
+		return nil, nil, err
 	}
-	return buf.Bytes(), nil
+	var buf bytes.Buffer
+	if err := writeSnapshot(&buf, head, parked, refs); err != nil {
+		return nil, nil, err
+	}
+	return buf.Bytes(), segBuf.Bytes(), nil
 }
 
-// decodeSnapshot parses a snapshot file, data, read from file, where its
-// parked bodies are left. Any failure is reported as an error the caller
-// wraps in seqstore.ErrCorrupt.
-func decodeSnapshot(data []byte, file io.ReaderAt) (st *state, nextGen uint64, err error) {
+// segmentFunc returns park segment gen, opened, and its size.
+type segmentFunc func(gen uint64) (io.ReaderAt, int64, error)
+
+// decodeSnapshot parses a snapshot file, data, read from file, where the
+// parked bodies of a version 2 snapshot are left; those of version 3 are in
+// the park segments seg opens. Any failure is reported as an error the
+// caller wraps in seqstore.ErrCorrupt.
+func decodeSnapshot(data []byte, file io.ReaderAt, seg segmentFunc) (st *state, nextGen uint64, err error) {
 	if len(data) < snapHeaderSize+snapTrailerSize {
 		return nil, 0, fmt.Errorf("snapshot of %d bytes is too short", len(data))
 	}
@@ -596,8 +764,8 @@ func decodeSnapshot(data []byte, file io.ReaderAt) (st *state, nextGen uint64, e
 		return nil, 0, fmt.Errorf("snapshot has bad magic %q", data[:8])
 	}
 	version := binary.LittleEndian.Uint32(data[8:])
-	if version != snapVersion && version != snapVersion1 {
-		return nil, 0, fmt.Errorf("snapshot format version %d, want %d or %d", version, snapVersion1, snapVersion)
+	if version != snapVersion && version != snapVersion2 && version != snapVersion1 {
+		return nil, 0, fmt.Errorf("snapshot format version %d, want %d to %d", version, snapVersion1, snapVersion)
 	}
 	nextGen = binary.LittleEndian.Uint64(data[16:])
 	payload := data[snapHeaderSize : len(data)-snapTrailerSize]
@@ -615,8 +783,13 @@ func decodeSnapshot(data []byte, file io.ReaderAt) (st *state, nextGen uint64, e
 		if d.err != nil {
 			break
 		}
-		if st.get(s) != nil || epoch > seqstore.MaxSeq || next > seqstore.MaxSeq+1 || (epoch == 0) != (next == 0) || entries > 0 && next == 0 {
+		if st.has(s) || epoch > seqstore.MaxSeq || next > seqstore.MaxSeq+1 || (epoch == 0) != (next == 0) || entries > 0 && next == 0 {
 			return nil, 0, fmt.Errorf("snapshot entry of %s is inconsistent", s)
+		}
+		if pc, ok := plain(c); ok && pc != (plainCursor{}) && next == 0 && entries == 0 {
+			st.streams++
+			st.setPlain(s, st.group(s.Queue), pc)
+			continue
 		}
 		ss := st.getOrCreate(s)
 		ss.epoch, ss.next, ss.cursor = epoch, next, c
@@ -637,8 +810,8 @@ func decodeSnapshot(data []byte, file io.ReaderAt) (st *state, nextGen uint64, e
 			st.journalBytes += int64(len(body))
 		}
 	}
-	if version >= snapVersion && d.err == nil {
-		if err := st.decodeParks(&d, file, int64(snapHeaderSize+len(payload))); err != nil {
+	if version >= snapVersion2 && d.err == nil {
+		if err := st.decodeParks(&d, version, file, int64(snapHeaderSize+len(payload)), seg); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -648,13 +821,23 @@ func decodeSnapshot(data []byte, file io.ReaderAt) (st *state, nextGen uint64, e
 	if d.err != nil {
 		return nil, 0, fmt.Errorf("snapshot payload: %w", d.err)
 	}
+	// A stream listed with no state but its parked entries is kept in
+	// full; one with nothing at all (a release before plain cursors
+	// wrote those) is dropped.
+	for queue, g := range st.queues {
+		for group, ss := range g.full {
+			st.settle(seqstore.Stream{Queue: queue, Group: group}, ss)
+		}
+	}
 	return st, nextGen, nil
 }
 
-// decodeParks decodes the parked entries of a snapshot, whose payload ends
-// at offset end of file. Each stream is listed once, after the streams,
-// with its entries in (epoch, seq) order and none below its cursor.
-func (st *state) decodeParks(d *decoder, file io.ReaderAt, end int64) error {
+// decodeParks decodes the parked entries of a snapshot of version: for
+// version 2, with their bodies, in file, whose payload ends at offset end;
+// for version 3, with the places of their bodies in the park segments seg
+// opens. Each stream is listed once, after the streams, with its entries
+// in (epoch, seq) order and none below its cursor.
+func (st *state) decodeParks(d *decoder, version uint32, file io.ReaderAt, end int64, seg segmentFunc) error {
 	n := d.count(st.streams)
 	for range n {
 		s := d.stream()
@@ -662,18 +845,37 @@ func (st *state) decodeParks(d *decoder, file io.ReaderAt, end int64) error {
 		if d.err != nil {
 			return nil
 		}
-		ss := st.get(s)
-		if ss == nil || len(ss.parks) > 0 {
-			return fmt.Errorf("snapshot parks of %s: unknown stream or listed twice", s)
+		if !st.has(s) {
+			return fmt.Errorf("snapshot parks of %s: unknown stream", s)
+		}
+		ss := st.getOrCreate(s)
+		if len(ss.parks) > 0 {
+			return fmt.Errorf("snapshot parks of %s: listed twice", s)
 		}
 		ss.parks = make([]parkEntry, 0, min(k, len(d.b)/4))
 		for range k {
 			e := parkEntry{epoch: d.uvarint(), seq: d.uvarint(), crc: d.uint32(), file: file}
 			e.size = uint32(d.count(seqstore.MaxParkBody))
-			e.off = end - int64(len(d.b))
-			d.bytes(int(e.size))
+			if version == snapVersion2 {
+				e.off = end - int64(len(d.b))
+				d.bytes(int(e.size))
+			}
+			gen, off := uint64(0), uint64(0)
+			if version >= snapVersion {
+				gen, off = d.uvarint(), d.uvarint()
+			}
 			if d.err != nil {
 				return nil
+			}
+			if version >= snapVersion {
+				f, size, err := seg(gen)
+				if err != nil {
+					return fmt.Errorf("snapshot parks of %s: entry %d/%d: %w", s, e.epoch, e.seq, err)
+				}
+				if off < segHeaderSize || off > uint64(size) || uint64(size)-off < uint64(e.size) {
+					return fmt.Errorf("snapshot parks of %s: entry %d/%d at %d+%d past the end of %s (%d bytes)", s, e.epoch, e.seq, off, e.size, segName(gen), size)
+				}
+				e.file, e.off = f, int64(off)
 			}
 			if e.seq == 0 || e.seq > seqstore.MaxSeq || e.epoch > seqstore.MaxSeq || ss.cursor.Below(e.epoch, e.seq) ||
 				len(ss.parks) > 0 && comparePark(ss.parks[len(ss.parks)-1], [2]uint64{e.epoch, e.seq}) >= 0 {

@@ -104,27 +104,30 @@ func (o *Options) withDefaults() Options {
 
 // Stats counts what a Store has done since Open.
 type Stats struct {
-	Fsyncs       int64         // fsync or fdatasync calls: log commits, snapshots, directories
-	SyncTime     time.Duration // time spent in the log commits' fsyncs
-	WaitTime     time.Duration // time the writer waited for the callers of the previous commit (see Options.CommitWait)
-	WaitTimeouts int64         // waits that ended at their bound, not because the callers were back
-	Commits      int64         // frames written to the log, each followed by one fsync
-	Records      int64         // records in those frames (reserves, advances, parks, sent marks)
-	Snapshots    int64         // snapshots written (each starts a fresh log)
-	Reservations int64         // Reserve calls that succeeded
-	Advances     int64         // Advance calls that succeeded
-	Parks        int64         // Park calls that succeeded
-	SentMarks    int64         // journal entries dropped by Sent
-	LogBytes     int64         // size of the current log file
-	Streams      int           // streams with any state
-	Pending      int           // journal entries not marked sent
-	Parked       int           // parked entries held (their bodies are on disk)
-	ParkedBytes  int64         // bytes of those bodies
+	Fsyncs          int64         // fsync or fdatasync calls: log commits, snapshots, directories
+	SyncTime        time.Duration // time spent in the log commits' fsyncs
+	WaitTime        time.Duration // time the writer waited for the callers of the previous commit (see Options.CommitWait)
+	WaitTimeouts    int64         // waits that ended at their bound, not because the callers were back
+	Commits         int64         // frames written to the log, each followed by one fsync
+	Records         int64         // records in those frames (reserves, advances, parks, sent marks)
+	Snapshots       int64         // snapshots written (each starts a fresh log)
+	SnapshotWritten int64         // bytes written by snapshots: snapshot files and the park segments they wrote
+	Reservations    int64         // Reserve calls that succeeded
+	Advances        int64         // Advance calls that succeeded
+	Parks           int64         // Park calls that succeeded
+	SentMarks       int64         // journal entries dropped by Sent
+	LogBytes        int64         // size of the current log file
+	Streams         int           // streams with any state
+	Pending         int           // journal entries not marked sent
+	Parked          int           // parked entries held (their bodies are on disk)
+	ParkedBytes     int64         // bytes of those bodies
 }
 
 // Store is a seqstore.Store kept in one local directory. Create it with Open.
 type Store struct {
-	dir  string
+	dir  string   // the path given to Open, for messages
+	root *os.Root // the directory opened by Open: every file is opened, created, renamed and removed in it
+	dirf *os.File // the same directory, for its syncs
 	opts Options
 	log  *slog.Logger
 	lock *os.File
@@ -159,16 +162,18 @@ type Store struct {
 
 	w writer // owned by the writer goroutine (and Open before it starts)
 
-	// Parked bodies are read from w.f and bodyFiles (the snapshot and the
-	// logs before w.f). Readers hold fileMu for reading while they read;
+	// Parked bodies are read from w.f and bodyFiles (the park segments,
+	// the logs before w.f, and a version 2 snapshot until the next
+	// snapshot moves its bodies to a segment). Readers hold fileMu for reading while they read;
 	// the writer holds it to close files (after a snapshot), Close to
 	// close them all.
 	fileMu      sync.RWMutex
 	bodyFiles   []*os.File
 	filesClosed bool
+	segs        []*segment // the park segments the snapshot names; owned by the writer (and Open)
 
 	stats struct {
-		fsyncs, syncNanos, waitNanos, waitTimeouts, commits, records, snapshots, reservations, advances, parks, sentMarks, logBytes atomic.Int64
+		fsyncs, syncNanos, waitNanos, waitTimeouts, commits, records, snapshots, snapshotWritten, reservations, advances, parks, sentMarks, logBytes atomic.Int64
 	}
 }
 
@@ -188,26 +193,30 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("filestore: open %s: %w", dir, err)
 	}
-	info, err := os.Stat(dir)
+	root, dirf, err := openDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("filestore: open %s: %w", dir, err)
+	}
+	lock, err := openLock(root)
 	if err == nil {
-		err = checkPrivate(info)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("filestore: open %s: %w", dir, err)
-	}
-	lock, err := openLock(filepath.Join(dir, lockName))
-	if err != nil {
-		return nil, fmt.Errorf("filestore: open %s: %w", dir, err)
-	}
-	if err := lockFile(lock); err != nil {
-		_ = lock.Close()
-		if errors.Is(err, errWouldBlock) {
-			return nil, fmt.Errorf("filestore: open %s: directory is in use by another store: %w", dir, seqstore.ErrLocked)
+		if err = lockFile(lock); err != nil {
+			_ = lock.Close()
+			if errors.Is(err, errWouldBlock) {
+				err = fmt.Errorf("directory is in use by another store: %w", seqstore.ErrLocked)
+			} else {
+				err = fmt.Errorf("lock: %w", err)
+			}
 		}
-		return nil, fmt.Errorf("filestore: open %s: lock: %w", dir, err)
+	}
+	if err != nil {
+		_ = dirf.Close()
+		_ = root.Close()
+		return nil, fmt.Errorf("filestore: open %s: %w", dir, err)
 	}
 	s := &Store{
 		dir:        dir,
+		root:       root,
+		dirf:       dirf,
 		opts:       o,
 		log:        o.Logger,
 		lock:       lock,
@@ -218,15 +227,11 @@ func Open(dir string, opts *Options) (*Store, error) {
 	}
 	if err := s.recover(); err != nil {
 		s.closeFiles()
-		_ = unlockFile(lock)
-		_ = lock.Close()
 		return nil, err
 	}
 	if s.w.off > logHeaderSize && s.w.off >= s.opts.SnapshotBytes {
 		if err := s.snapshot(); err != nil {
 			s.closeFiles()
-			_ = unlockFile(lock)
-			_ = lock.Close()
 			return nil, err
 		}
 	}
@@ -235,28 +240,63 @@ func Open(dir string, opts *Options) (*Store, error) {
 	return s, nil
 }
 
-// openLock opens (creating if needed) the lock file at path, refusing a
+// openDir opens the store directory at path, following symbolic links in
+// the path, and checks that it is private (see checkPrivate): the check is
+// made on the directory opened, which the store then uses whatever becomes
+// of path. It returns the directory as a root, in which the store opens,
+// creates, renames and removes its files, and as a file, for its syncs.
+func openDir(path string) (*os.Root, *os.File, error) {
+	root, err := os.OpenRoot(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := root.Open(".")
+	var info fs.FileInfo
+	if err == nil {
+		info, err = d.Stat()
+		if err == nil {
+			err = checkPrivate(info)
+		}
+		if err != nil {
+			_ = d.Close()
+		}
+	}
+	if err != nil {
+		_ = root.Close()
+		return nil, nil, err
+	}
+	return root, d, nil
+}
+
+// openLock opens (creating if needed) the lock file of dir, refusing a
 // symbolic link or anything but a regular file (see openRegular). It is
 // never removed: a process holding a lock on the old file would not see a
 // new one.
-func openLock(path string) (*os.File, error) {
-	return openRegular(path, os.O_RDWR|os.O_CREATE, 0o600)
+func openLock(dir *os.Root) (*os.File, error) {
+	return openRegular(dir, lockName, os.O_RDWR|os.O_CREATE, 0o600)
 }
 
-// openRegular opens path with flag (and perm, if flag creates it), refusing
-// anything but a regular file: a symbolic link, a directory, a FIFO, a
-// device or a socket fails with an error wrapping ErrUnsafeDir that says
-// what is there. Whoever can plant one in the store's directory could feed
-// the store what it likes or hang it: the open never waits (a FIFO opened
-// for reading waits for a writer, a terminal for its carrier), and nothing
-// is read before the check.
-func openRegular(path string, flag int, perm os.FileMode) (*os.File, error) {
-	f, err := os.OpenFile(path, flag|oNoFollow|oNonBlock, perm)
+// openRegular opens file name of dir with flag (and perm, if flag creates
+// it), refusing anything but a regular file: a symbolic link, a directory,
+// a FIFO, a device or a socket fails with an error wrapping ErrUnsafeDir
+// that says what is there. Whoever can plant one in the store's directory
+// could feed the store what it likes or hang it: what is there is looked
+// at (lstat) before it is opened, the open never waits (a FIFO opened for
+// reading waits for a writer, a terminal for its carrier), and the file
+// opened must be the regular file found at name afterwards (a link
+// resolved by the open, or a file swapped in meanwhile, is not), before
+// anything is read from it.
+func openRegular(dir *os.Root, name string, flag int, perm os.FileMode) (*os.File, error) {
+	path := filepath.Join(dir.Name(), name)
+	if info, err := dir.Lstat(name); err == nil && !info.Mode().IsRegular() {
+		return nil, notRegular(path, info.Mode())
+	}
+	f, err := dir.OpenFile(name, flag|oNoFollow|oNonBlock, perm)
 	if err != nil {
 		// What cannot be opened as asked (a symbolic link with
 		// O_NOFOLLOW, a directory for writing, a socket at all) is
 		// reported for what it is.
-		if info, lerr := os.Lstat(path); lerr == nil && !info.Mode().IsRegular() {
+		if info, lerr := dir.Lstat(name); lerr == nil && !info.Mode().IsRegular() {
 			return nil, notRegular(path, info.Mode())
 		}
 		return nil, err
@@ -264,6 +304,16 @@ func openRegular(path string, flag int, perm os.FileMode) (*os.File, error) {
 	info, err := f.Stat()
 	if err == nil && !info.Mode().IsRegular() {
 		err = notRegular(path, info.Mode())
+	}
+	if err == nil {
+		var at fs.FileInfo
+		if at, err = dir.Lstat(name); err == nil && !os.SameFile(info, at) {
+			if !at.Mode().IsRegular() {
+				err = notRegular(path, at.Mode())
+			} else {
+				err = fmt.Errorf("%w: %s was replaced while it was opened", ErrUnsafeDir, path)
+			}
+		}
 	}
 	if err != nil {
 		_ = f.Close()
@@ -289,24 +339,26 @@ func notRegular(path string, mode fs.FileMode) error {
 	return fmt.Errorf("%w: %s is not a regular file: it is %s", ErrUnsafeDir, path, what)
 }
 
-// Dir returns the directory the store keeps its files in.
+// Dir returns the path given to Open. The store keeps its files in the
+// directory it found there at Open, even if that has moved since.
 func (s *Store) Dir() string { return s.dir }
 
 // Stats returns the store's counters.
 func (s *Store) Stats() Stats {
 	st := Stats{
-		Fsyncs:       s.stats.fsyncs.Load(),
-		SyncTime:     time.Duration(s.stats.syncNanos.Load()),
-		WaitTime:     time.Duration(s.stats.waitNanos.Load()),
-		WaitTimeouts: s.stats.waitTimeouts.Load(),
-		Commits:      s.stats.commits.Load(),
-		Records:      s.stats.records.Load(),
-		Snapshots:    s.stats.snapshots.Load(),
-		Reservations: s.stats.reservations.Load(),
-		Advances:     s.stats.advances.Load(),
-		Parks:        s.stats.parks.Load(),
-		SentMarks:    s.stats.sentMarks.Load(),
-		LogBytes:     s.stats.logBytes.Load(),
+		Fsyncs:          s.stats.fsyncs.Load(),
+		SyncTime:        time.Duration(s.stats.syncNanos.Load()),
+		WaitTime:        time.Duration(s.stats.waitNanos.Load()),
+		WaitTimeouts:    s.stats.waitTimeouts.Load(),
+		Commits:         s.stats.commits.Load(),
+		Records:         s.stats.records.Load(),
+		Snapshots:       s.stats.snapshots.Load(),
+		SnapshotWritten: s.stats.snapshotWritten.Load(),
+		Reservations:    s.stats.reservations.Load(),
+		Advances:        s.stats.advances.Load(),
+		Parks:           s.stats.parks.Load(),
+		SentMarks:       s.stats.sentMarks.Load(),
+		LogBytes:        s.stats.logBytes.Load(),
 	}
 	s.mu.Lock()
 	st.Streams, st.Pending, st.Parked, st.ParkedBytes = s.st.streams, s.st.entries, s.st.parked, s.st.parkedBytes
@@ -539,6 +591,10 @@ func (s *Store) Close() error {
 		if err := s.lock.Close(); err != nil {
 			errs = append(errs, err)
 		}
+		_ = s.dirf.Close() // read-only
+		if err := s.root.Close(); err != nil {
+			errs = append(errs, err)
+		}
 		if err := errors.Join(errs...); err != nil {
 			s.closeErr = fmt.Errorf("filestore: close %s: %w", s.dir, err)
 		}
@@ -549,7 +605,7 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
-// closeFiles closes the files a failed Open opened.
+// closeFiles closes the files a failed Open opened and releases the lock.
 func (s *Store) closeFiles() {
 	if s.w.f != nil {
 		_ = s.w.f.Close()
@@ -558,6 +614,10 @@ func (s *Store) closeFiles() {
 		_ = f.Close()
 	}
 	s.bodyFiles = nil
+	_ = unlockFile(s.lock)
+	_ = s.lock.Close()
+	_ = s.dirf.Close()
+	_ = s.root.Close()
 }
 
 func (s *Store) checkOpen() error {

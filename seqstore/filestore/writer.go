@@ -5,9 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -436,16 +436,21 @@ func (s *Store) observeSync(d time.Duration) {
 // snapshot saves the state to a new snapshot that names a fresh log, switches
 // to that log and deletes the old ones. Crash safety: the current log is cut
 // to its last frame and synced, the new log is created and synced, the
-// snapshot is written to a temporary file, synced and renamed, and the
-// directory is synced before anything is written to the new log. Recovery of any prefix of these steps finds either the old snapshot
-// with every old log, or the new snapshot (and creates the new log if its
-// directory entry was lost). A failure before the rename leaves the old log
-// in use and is only logged; after the rename the store must not write the
-// old log again, so a failure there is returned.
+// parked bodies to move are written to a new park segment, synced, and the
+// directory synced, the snapshot is written to a temporary file, synced and
+// renamed, and the directory is synced before anything is written to the
+// new log and before the old logs and dropped segments are removed.
+// Recovery of any prefix of these steps finds either the old snapshot with
+// every old log and the segments it names, or the new snapshot with the
+// segments it names (and creates the new log if its directory entry was
+// lost); it removes the segments the snapshot found does not name. A
+// failure before the rename leaves the old log in use and is only logged;
+// after the rename the store must not write the old log again, so a
+// failure there is returned.
 func (s *Store) snapshot() error {
 	w := &s.w
 	newGen := w.gen + 1
-	newPath := filepath.Join(s.dir, logName(newGen))
+	newName := logName(newGen)
 	retryLater := func(err error) error {
 		w.nextSnapshot = w.off + s.opts.SnapshotBytes
 		s.log.Warn("filestore: snapshot failed; continuing with the current log", "dir", s.dir, "err", err)
@@ -462,7 +467,7 @@ func (s *Store) snapshot() error {
 			return retryLater(err)
 		}
 	}
-	nf, err := s.createLog(newPath, newGen)
+	nf, err := s.createLog(newName, newGen)
 	if err != nil {
 		return retryLater(err)
 	}
@@ -471,33 +476,63 @@ func (s *Store) snapshot() error {
 	s.mu.Lock()
 	head, parked := s.st.snapshotHead(newGen)
 	s.mu.Unlock()
-	tmp := filepath.Join(s.dir, snapTmpName)
-	sf, offs, err := s.writeSnapshotFile(tmp, head, parked)
+	// Bodies in a park segment that stays are referred to where they
+	// are; the others are copied to a new segment, whose directory entry
+	// is made durable before a snapshot names it.
+	keep := s.segmentsToKeep(parked)
+	seg, refs, err := s.writeSegment(newGen, parked, keep)
+	if err == nil && seg != nil {
+		err = s.syncDir()
+	}
 	if err == nil {
-		err = s.fs.rename(tmp, filepath.Join(s.dir, snapName))
+		err = s.writeSnapshotFile(snapTmpName, head, parked, refs)
+	}
+	if err == nil {
+		err = s.fs.rename(s.root, snapTmpName, snapName)
 	}
 	if err != nil {
-		if sf != nil {
-			_ = sf.Close()
-		}
 		_ = nf.Close()
-		_ = s.fs.remove(newPath)
-		_ = s.fs.remove(tmp)
+		_ = s.fs.remove(s.root, newName)
+		_ = s.fs.remove(s.root, snapTmpName)
+		if seg != nil {
+			_ = seg.f.Close()
+			_ = s.fs.remove(s.root, segName(newGen))
+		}
 		return retryLater(err)
 	}
-	// From here the parked bodies are read from the new snapshot. Readers
-	// of bodies hold fileMu: none is reading the files closed here.
+	// From here the parked bodies copied are read from the new segment.
+	// Readers of bodies hold fileMu: none is reading the files closed
+	// here.
 	s.fileMu.Lock()
-	s.mu.Lock()
-	relocate(parked, offs, sf)
-	s.mu.Unlock()
+	if seg != nil {
+		s.mu.Lock()
+		relocate(parked, refs, newGen, seg.f)
+		s.mu.Unlock()
+	}
 	old := w.f
 	w.f, w.gen, w.off, w.alloc, w.noPrealloc = nf, newGen, logHeaderSize, logHeaderSize, false
 	_ = old.Close()
-	for _, f := range s.bodyFiles {
-		_ = f.Close()
+	var segs, dropped []*segment
+	for _, sg := range s.segs {
+		if keep[sg.f] != nil {
+			segs = append(segs, sg)
+		} else {
+			dropped = append(dropped, sg)
+		}
 	}
-	s.bodyFiles = append(s.bodyFiles[:0], sf)
+	if seg != nil {
+		segs = append(segs, seg)
+	}
+	for _, f := range s.bodyFiles {
+		if keep[f] == nil {
+			_ = f.Close()
+		}
+	}
+	s.bodyFiles = s.bodyFiles[:0]
+	for _, sg := range segs {
+		s.bodyFiles = append(s.bodyFiles, sg.f)
+	}
+	s.segs = segs
 	s.fileMu.Unlock()
 	w.nextSnapshot = s.opts.SnapshotBytes
 	s.stats.logBytes.Store(w.off)
@@ -505,21 +540,151 @@ func (s *Store) snapshot() error {
 		return fmt.Errorf("filestore: snapshot %s: %w", s.dir, err)
 	}
 	for g := w.first; g < newGen; g++ {
-		if err := s.fs.remove(filepath.Join(s.dir, logName(g))); err != nil && !os.IsNotExist(err) {
+		if err := s.fs.remove(s.root, logName(g)); err != nil && !os.IsNotExist(err) {
 			s.log.Warn("filestore: cannot remove old log", "dir", s.dir, "gen", g, "err", err)
+		}
+	}
+	for _, sg := range dropped {
+		if err := s.fs.remove(s.root, segName(sg.gen)); err != nil && !os.IsNotExist(err) {
+			s.log.Warn("filestore: cannot remove a park segment", "dir", s.dir, "gen", sg.gen, "err", err)
 		}
 	}
 	w.first = newGen
 	s.stats.snapshots.Add(1)
-	s.log.Debug("filestore: snapshot written", "dir", s.dir, "gen", newGen, "parked", len(offs))
+	s.log.Debug("filestore: snapshot written", "dir", s.dir, "gen", newGen, "segments", len(segs), "dropped_segments", len(dropped))
 	return nil
 }
 
-// createLog creates log gen at path with its header, synced.
-// A log it could not finish is removed: left there, it would make the next
-// attempt (the next snapshot) fail to create it, for good.
-func (s *Store) createLog(path string, gen uint64) (*os.File, error) {
-	f, err := s.fs.create(path)
+// segment is a park segment: a file of parked bodies, written whole by a
+// snapshot (the bodies it moved out of the logs, an older snapshot or
+// segments being dropped) and then only read, until a snapshot drops it.
+type segment struct {
+	gen  uint64
+	f    *os.File
+	size int64
+}
+
+// segmentsToKeep returns, by file, the park segments that a snapshot of
+// parked keeps: those at least half of whose bodies are still parked. The
+// live bodies of the others are copied to the snapshot's new segment and
+// they are removed, so that the segments on disk hold at most about twice
+// the bytes parked, and a body is copied once out of the log and then
+// only when its segment is mostly garbage, not by every snapshot. When
+// the snapshot writes a new segment anyway, the small segments (see
+// smallSegment) are merged into it too: otherwise a long-parked body or
+// two per snapshot would leave one small file, and one open descriptor,
+// per snapshot, for ever.
+func (s *Store) segmentsToKeep(parked []parkedStream) map[io.ReaderAt]*segment {
+	keep := make(map[io.ReaderAt]*segment, len(s.segs))
+	if len(s.segs) == 0 {
+		return keep
+	}
+	bySeg := make(map[io.ReaderAt]*segment, len(s.segs))
+	for _, sg := range s.segs {
+		bySeg[sg.f] = sg
+	}
+	live := make(map[*segment]int64, len(s.segs))
+	for _, p := range parked {
+		for _, e := range p.ss.parks {
+			if sg := bySeg[e.file]; sg != nil {
+				live[sg] += int64(e.size)
+			}
+		}
+	}
+	for _, sg := range s.segs {
+		if l := live[sg]; l > 0 && 2*l >= sg.size-segHeaderSize {
+			keep[sg.f] = sg
+		}
+	}
+	moves := false
+	for _, p := range parked {
+		for _, e := range p.ss.parks {
+			moves = moves || keep[e.file] == nil
+		}
+	}
+	if moves {
+		small := s.smallSegment()
+		for f, sg := range keep {
+			if sg.size < small {
+				delete(keep, f)
+			}
+		}
+	}
+	return keep
+}
+
+// smallSegment is the size below which a park segment is merged into the
+// next one written: a quarter of Options.SnapshotBytes, at least 64 KiB
+// and at most 1 MiB, so that merging them copies little per snapshot
+// besides the bodies moved out of the logs. Of the segments a snapshot
+// keeps, at most the one it wrote is then small, and the others hold at
+// least half of that size in parked bodies each.
+func (s *Store) smallSegment() int64 {
+	return min(1<<20, max(64<<10, s.opts.SnapshotBytes/4))
+}
+
+// writeSegment copies the parked bodies of parked that are not in a
+// segment of keep to a new park segment gen, synced, and returns it (nil
+// if there is nothing to copy) and the places of every entry (see
+// placeParks). A segment file left by a failed attempt is removed first:
+// no segment of that gen is in use, since gen is that of the log the
+// snapshot starts.
+func (s *Store) writeSegment(gen uint64, parked []parkedStream, keep map[io.ReaderAt]*segment) (*segment, []segRef, error) {
+	kept := func(f io.ReaderAt) (uint64, bool) {
+		if sg := keep[f]; sg != nil {
+			return sg.gen, true
+		}
+		return 0, false
+	}
+	moves := false
+	for _, p := range parked {
+		for _, e := range p.ss.parks {
+			if keep[e.file] == nil {
+				moves = true
+				break
+			}
+		}
+	}
+	if !moves {
+		refs, _, _, err := placeParks(parked, kept, gen, io.Discard, segHeaderSize)
+		return nil, refs, err
+	}
+	name := segName(gen)
+	if err := s.fs.remove(s.root, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, err
+	}
+	f, err := s.fs.create(s.root, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	fw := &fileWriter{fs: s.fs, f: f}
+	bw := bufio.NewWriterSize(fw, 256<<10)
+	_, _ = bw.Write(segHeader(gen))
+	refs, _, bad, err := placeParks(parked, kept, gen, bw, segHeaderSize)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		err = s.sync(f)
+	}
+	if err != nil {
+		_ = f.Close()
+		_ = s.fs.remove(s.root, name)
+		return nil, nil, err
+	}
+	s.stats.snapshotWritten.Add(fw.off)
+	if len(bad) > 0 {
+		s.log.Warn("filestore: parked bodies fail their checksum; copied as they are, Unpark reports them", "dir", s.dir, "entries", bad)
+	}
+	return &segment{gen: gen, f: f, size: fw.off}, refs, nil
+}
+
+// createLog creates log gen as file name of the store's directory, with its
+// header, synced. A log it could not finish is removed: left there, it
+// would make the next attempt (the next snapshot) fail to create it, for
+// good.
+func (s *Store) createLog(name string, gen uint64) (*os.File, error) {
+	f, err := s.fs.create(s.root, name)
 	if err != nil {
 		return nil, err
 	}
@@ -529,41 +694,60 @@ func (s *Store) createLog(path string, gen uint64) (*os.File, error) {
 	}
 	if err != nil {
 		_ = f.Close()
-		_ = s.fs.remove(path)
+		_ = s.fs.remove(s.root, name)
 		return nil, err
 	}
 	return f, nil
 }
 
-// writeSnapshotFile writes a snapshot (see writeSnapshot) to a new file at
-// path (0600) and syncs it. A file left at path is removed first; whatever
-// is there then (a link planted since) makes it fail rather than write
-// through it. It returns the file, open: the parked bodies are read from it
-// once it is renamed into place; and their offsets in it.
-func (s *Store) writeSnapshotFile(path string, head []byte, parked []parkedStream) (*os.File, []int64, error) {
-	if err := s.fs.remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, err
-	}
-	f, err := s.fs.create(path)
+// createLogWhole creates log gen so that it never exists with less than its
+// whole header: the header is written to logTmpName and synced, the file
+// renamed to the log's name and the directory synced. Recovery then tells
+// a first log cut short (damage) from one a crash interrupted (there is
+// none). It returns the log, open for writing under its name.
+func (s *Store) createLogWhole(gen uint64) (*os.File, error) {
+	f, err := s.createLog(logTmpName, gen)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	bw := bufio.NewWriterSize(&fileWriter{fs: s.fs, f: f}, 256<<10)
-	offs, bad, err := writeSnapshot(bw, head, parked)
+	_ = f.Close()
+	if err := s.fs.rename(s.root, logTmpName, logName(gen)); err != nil {
+		_ = s.fs.remove(s.root, logTmpName)
+		return nil, err
+	}
+	if err := s.syncDir(); err != nil {
+		return nil, err
+	}
+	// Opened again under its name, which its writes and errors report.
+	return openRegular(s.root, logName(gen), os.O_RDWR, 0)
+}
+
+// writeSnapshotFile writes a snapshot (see writeSnapshot) to a new file
+// name of the store's directory (0600), syncs and closes it. A file left
+// there is removed first; whatever is there then (a link planted since)
+// makes it fail rather than write through it.
+func (s *Store) writeSnapshotFile(name string, head []byte, parked []parkedStream, refs []segRef) error {
+	if err := s.fs.remove(s.root, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	f, err := s.fs.create(s.root, name)
+	if err != nil {
+		return err
+	}
+	fw := &fileWriter{fs: s.fs, f: f}
+	bw := bufio.NewWriterSize(fw, 256<<10)
+	err = writeSnapshot(bw, head, parked, refs)
 	if err == nil {
 		err = bw.Flush()
 	}
 	if err == nil {
 		err = s.sync(f)
 	}
-	if err != nil {
-		_ = f.Close()
-		return nil, nil, err
+	s.stats.snapshotWritten.Add(fw.off)
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if len(bad) > 0 {
-		s.log.Warn("filestore: parked bodies fail their checksum; copied as they are, Unpark reports them", "dir", s.dir, "entries", bad)
-	}
-	return f, offs, nil
+	return err
 }
 
 // sync makes f durable (fsync) and counts it.
@@ -575,5 +759,5 @@ func (s *Store) sync(f *os.File) error {
 // syncDir makes the store directory's entries durable and counts it.
 func (s *Store) syncDir() error {
 	s.stats.fsyncs.Add(1)
-	return s.fs.syncDir(s.dir)
+	return s.fs.syncDir(s.dirf)
 }
