@@ -58,6 +58,7 @@ func TestFIFODriver(t *testing.T) {
 	var bodies []string
 	for _, m := range ms {
 		bodies = append(bodies, string(m.Body))
+		assert.Equal(t, string(m.Body[:1]), m.Group, "the MessageGroupId the service returned, on driver.Message")
 	}
 	assert.ElementsMatch(t, []string{"a1", "b1"}, bodies, "one message of a group at a time: a2 waits behind a1")
 

@@ -288,6 +288,9 @@ func (q *Queue) ReceiveBatch(ctx context.Context, maxN int, wait time.Duration) 
 		}
 	}
 	ws := q.waitSeconds(wait)
+	if q.fifo {
+		return q.receiveFIFO(ctx, maxN, ws)
+	}
 	type recv = result[ali_mns.BatchMessageReceiveResponse]
 	r, err := run(q.session, ctx, op, queueCall(q, func(aq ali_mns.AliMNSQueue) recv {
 		// Buffered: the SDK sends its result before returning.
@@ -313,19 +316,26 @@ func (q *Queue) ReceiveBatch(ctx context.Context, maxN int, wait time.Duration) 
 		return nil, q.sdkError(op, opOther, r.err)
 	}
 	msgs := make([]*driver.Message, len(r.v.Messages))
-	for i, m := range r.v.Messages {
-		msgs[i] = &driver.Message{
-			Body:         q.decode(&m),
-			ID:           m.MessageId,
-			Receipt:      m.ReceiptHandle,
-			DequeueCount: int(m.DequeueCount),
-			NextVisible:  time.UnixMilli(m.NextVisibleTime),
-		}
-		if m.EnqueueTime > 0 {
-			msgs[i].EnqueueTime = time.UnixMilli(m.EnqueueTime)
-		}
+	for i := range r.v.Messages {
+		msgs[i] = q.message(&r.v.Messages[i], "")
 	}
 	return msgs, nil
+}
+
+// message is the driver's form of m, received with group.
+func (q *Queue) message(m *ali_mns.MessageReceiveResponse, group string) *driver.Message {
+	dm := &driver.Message{
+		Body:         q.decode(m),
+		ID:           m.MessageId,
+		Receipt:      m.ReceiptHandle,
+		DequeueCount: int(m.DequeueCount),
+		NextVisible:  time.UnixMilli(m.NextVisibleTime),
+		Group:        group,
+	}
+	if m.EnqueueTime > 0 {
+		dm.EnqueueTime = time.UnixMilli(m.EnqueueTime)
+	}
+	return dm
 }
 
 // decode returns the body of m. A topic notification (what a queue
@@ -356,15 +366,24 @@ func (q *Queue) decode(m *ali_mns.MessageReceiveResponse) []byte {
 // release makes the messages of an abandoned receive visible again soon,
 // rather than after the queue's whole visibility timeout.
 func (q *Queue) release(r result[ali_mns.BatchMessageReceiveResponse]) {
-	if r.err != nil || q.isClosed() {
+	if r.err != nil {
+		return
+	}
+	for _, m := range r.v.Messages {
+		q.releaseOne(m.MessageId, m.ReceiptHandle)
+	}
+}
+
+// releaseOne makes the message of receipt, received by an abandoned
+// receive, visible again soon.
+func (q *Queue) releaseOne(id, receipt string) {
+	if q.isClosed() {
 		return
 	}
 	aq := q.queues.Get().(ali_mns.AliMNSQueue)
 	defer q.queues.Put(aq)
-	for _, m := range r.v.Messages {
-		if _, err := aq.ChangeMessageVisibility(m.ReceiptHandle, int64(MinVisibility/time.Second)); err != nil {
-			q.log.Warn("mnsqueue: could not release a message of an abandoned receive", "id", m.MessageId, "err", err)
-		}
+	if _, err := aq.ChangeMessageVisibility(receipt, int64(MinVisibility/time.Second)); err != nil {
+		q.log.Warn("mnsqueue: could not release a message of an abandoned receive", "id", id, "err", err)
 	}
 }
 
