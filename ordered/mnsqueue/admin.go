@@ -2,6 +2,7 @@ package mnsqueue
 
 import (
 	"context"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"slices"
@@ -32,12 +33,18 @@ type QueueAttributes struct {
 	// default 0). Keep it 0 so that ReceiveBatch with no wait is a short
 	// poll.
 	PollingWait time.Duration
+	// QueueType is QueueTypeNormal (the default) or QueueTypeFIFO. The
+	// service fixes it at creation.
+	QueueType string
 }
 
 // options turns a into the SDK's queue options, checking whole seconds.
 func (a *QueueAttributes) options() ([]ali_mns.QueueOption, error) {
 	if a == nil {
 		return nil, nil
+	}
+	if a.QueueType != "" && a.QueueType != QueueTypeNormal && a.QueueType != QueueTypeFIFO {
+		return nil, fmt.Errorf("mnsqueue: queue attribute QueueType %q must be %q or %q", a.QueueType, QueueTypeNormal, QueueTypeFIFO)
 	}
 	var opts []ali_mns.QueueOption
 	secs := func(name string, d time.Duration, add func(int32) ali_mns.QueueOption) error {
@@ -116,9 +123,36 @@ func CreateQueue(ctx context.Context, endpoint string, cred Credentials, name st
 		return err
 	}
 	return admin(ctx, endpoint, cred, "queue", name, "CreateQueue", func(c ali_mns.MNSClient) error {
-		err := ali_mns.NewMNSQueueManager(c).CreateQueueWithOptions(name, opts...)
+		var err error
+		if attrs != nil && attrs.QueueType == QueueTypeFIFO {
+			err = rawSend(c, ali_mns.NewAliMNSDecoder(), ali_mns.PUT, attrs.fifoRequest(), "queues/"+name, nil)
+		} else {
+			err = ali_mns.NewMNSQueueManager(c).CreateQueueWithOptions(name, opts...)
+		}
 		return outcome("CreateQueue", name, err, ErrQueueExists, sdkQueueExists, sdkSameAttributes)
 	})
+}
+
+// createFIFORequest is a CreateQueue request with a QueueType, which the
+// SDK v1.0.11's CreateQueueRequest lacks: its fields, then QueueType.
+type createFIFORequest struct {
+	XMLName                xml.Name `xml:"Queue"`
+	DelaySeconds           int32    `xml:"DelaySeconds"`
+	MaxMessageSize         int32    `xml:"MaximumMessageSize,omitempty"`
+	MessageRetentionPeriod int32    `xml:"MessageRetentionPeriod,omitempty"`
+	VisibilityTimeout      int32    `xml:"VisibilityTimeout,omitempty"`
+	PollingWaitSeconds     int32    `xml:"PollingWaitSeconds"`
+	LoggingEnabled         bool     `xml:"LoggingEnabled"`
+	QueueType              string   `xml:"QueueType"`
+}
+
+// fifoRequest is a's CreateQueue request (a checked by options).
+func (a *QueueAttributes) fifoRequest() *createFIFORequest {
+	secs := func(d time.Duration) int32 { return int32(d / time.Second) }
+	return &createFIFORequest{
+		DelaySeconds: secs(a.Delay), MaxMessageSize: int32(a.MaxMessageSize), MessageRetentionPeriod: secs(a.Retention),
+		VisibilityTimeout: secs(a.Visibility), PollingWaitSeconds: secs(a.PollingWait), QueueType: a.QueueType,
+	}
 }
 
 // DeleteQueue deletes the queue name and its messages. A queue that does not

@@ -162,6 +162,30 @@ func TestFIFOHotGroup(t *testing.T) {
 		n, rate[mnstest.QueueTypeNormal], rate[mnstest.QueueTypeFIFO], rate[mnstest.QueueTypeFIFO]/rate[mnstest.QueueTypeNormal])
 }
 
+// mnsqueue.CreateQueue makes a FIFO queue when asked (the SDK v1.0.11
+// cannot say QueueType): the driver then finds it FIFO; creating it again
+// the same way succeeds, as a standard queue fails with ErrQueueExists.
+func TestCreateFIFOQueue(t *testing.T) {
+	srv := newServer(t, nil)
+	ctx := t.Context()
+	name := uniqueName("made-fifo")
+	attrs := &mnsqueue.QueueAttributes{QueueType: mnsqueue.QueueTypeFIFO, Visibility: 5 * time.Second}
+	require.NoError(t, mnsqueue.CreateQueue(ctx, srv.Endpoint(), serverCred(srv), name, attrs))
+	info, err := srv.Queue(name)
+	require.NoError(t, err)
+	require.Equal(t, mnstest.QueueTypeFIFO, info.Attributes.QueueType, "the service made a FIFO queue")
+	require.Equal(t, 5, info.Attributes.VisibilityTimeout)
+	q, err := mnsqueue.New(ctx, srv.Endpoint(), name, serverCred(srv), &mnsqueue.Options{QueueType: mnsqueue.QueueTypeFIFO})
+	require.NoError(t, err)
+	require.True(t, q.Grouped())
+	require.NoError(t, q.Close())
+	require.NoError(t, mnsqueue.CreateQueue(ctx, srv.Endpoint(), serverCred(srv), name, attrs), "idempotent")
+	err = mnsqueue.CreateQueue(ctx, srv.Endpoint(), serverCred(srv), name, &mnsqueue.QueueAttributes{Visibility: 5 * time.Second})
+	require.ErrorIs(t, err, mnsqueue.ErrQueueExists, "a standard queue of the same name")
+	err = mnsqueue.CreateQueue(ctx, srv.Endpoint(), serverCred(srv), uniqueName("bad"), &mnsqueue.QueueAttributes{QueueType: "lifo"})
+	require.ErrorContains(t, err, "QueueType")
+}
+
 // A FIFO queue needs parking: New refuses NoPark on it.
 func TestFIFONeedsParking(t *testing.T) {
 	srv := newServer(t, nil)
