@@ -8,7 +8,34 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inorder/inorder/seqstore"
+	"github.com/inorder/inorder/seqstore/storetest"
 )
+
+// TestConformancePlanted runs the suite on plain stores whose storage the
+// Park/PassedLeftovers test can plant (the external conformance tests
+// cannot reach it).
+func TestConformancePlanted(t *testing.T) {
+	storetest.Run(t, storetest.Harness{
+		Open: func(*testing.T) func(*testing.T) seqstore.Store {
+			return func(*testing.T) seqstore.Store { return New() }
+		},
+		PlantParked: func(t *testing.T, s seqstore.Store, entries []seqstore.Parked) {
+			st := s.(*Store)
+			st.mu.Lock()
+			defer st.mu.Unlock()
+			for _, p := range entries {
+				l := st.parks[p.Stream]
+				if l == nil {
+					l = &parkList{m: make(map[pos]*parked)}
+					st.parks[p.Stream] = l
+				}
+				k := pos{p.Epoch, p.Seq}
+				l.m[k] = &parked{epoch: p.Epoch, seq: p.Seq, body: p.Body, sum: parkSum(p.Stream, p.Epoch, p.Seq, p.Body)}
+				l.keys, l.dirty = append(l.keys, k), true
+			}
+		},
+	})
+}
 
 func parkRange(t *testing.T, st *Store, s seqstore.Stream, epoch, from, to uint64) {
 	t.Helper()

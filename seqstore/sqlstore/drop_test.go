@@ -122,6 +122,21 @@ func TestAdvanceTxDropsInChunks(t *testing.T) {
 	})
 }
 
+// plantPassed inserts parked rows straight into s's table, as an Advance
+// that crashed between its drop chunks leaves them: below the stored cursor.
+func plantPassed(t *testing.T, s *Store, ps ...seqstore.Parked) {
+	t.Helper()
+	for _, p := range ps {
+		body := p.Body
+		if body == nil {
+			body = []byte{}
+		}
+		_, err := s.db.ExecContext(context.Background(), s.ph("INSERT INTO "+s.prefix+"parked (queue, grp, epoch, seq, crc, body) VALUES (?, ?, ?, ?, ?, ?)"),
+			p.Stream.Queue, p.Stream.Group, int64(p.Epoch), int64(p.Seq), int64(parkCRC(p.Stream, p.Epoch, p.Seq, body)), body)
+		require.NoError(t, err)
+	}
+}
+
 // TestParkLeftoversBelowCursor covers what a crash between drop chunks
 // leaves (rows below the cursor, planted here): Unpark never returns them,
 // ParkedStreams does not list a stream that has only such rows and drops
@@ -135,14 +150,7 @@ func TestParkLeftoversBelowCursor(t *testing.T) {
 		require.NoError(t, s.Park(ctx, []seqstore.Parked{park(a, 1, 3, "a3"), park(a, 1, 4, "a4"), park(c, 1, 7, "c7")}))
 		ca := seqstore.Cursor{Epoch: 1, Next: 3}
 		require.NoError(t, s.Advance(ctx, []seqstore.Advance{{Stream: a, To: ca}, {Stream: c, To: seqstore.Cursor{Epoch: 2, Next: 1}}}))
-		plant := func(ps ...seqstore.Parked) {
-			t.Helper()
-			for _, p := range ps {
-				_, err := db.ExecContext(ctx, s.ph("INSERT INTO "+prefix+"parked (queue, grp, epoch, seq, crc, body) VALUES (?, ?, ?, ?, ?, ?)"),
-					p.Stream.Queue, p.Stream.Group, int64(p.Epoch), int64(p.Seq), int64(parkCRC(p.Stream, p.Epoch, p.Seq, p.Body)), p.Body)
-				require.NoError(t, err)
-			}
-		}
+		plant := func(ps ...seqstore.Parked) { plantPassed(t, s, ps...) }
 		plant(park(a, 1, 1, "a1"), park(a, 1, 2, "a2"), park(c, 1, 5, "c5"), park(c, 1, 6, "c6"))
 
 		assert.Equal(t, []string{"1/3=a3", "1/4=a4"}, parkedSeqs(t, s, a, 1), "Unpark of a from 0 returns only what the cursor has not passed")

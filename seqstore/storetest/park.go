@@ -34,6 +34,7 @@ var parkTests = []struct {
 	{"Park/BelowCursor", testParkBelowCursor},
 	{"Park/AdvanceDrops", testParkAdvanceDrops},
 	{"Park/AdvanceDropsMany", testParkAdvanceDropsMany},
+	{"Park/PassedLeftovers", testParkPassedLeftovers},
 	{"Park/ParkedStreams", testParkedStreams},
 	{"Park/ManyStreams", testParkMany},
 	{"Park/Reopen", testParkReopen},
@@ -530,6 +531,52 @@ func testParkAdvanceDropsMany(t *testing.T, h Harness) {
 	advance(t, st, seqstore.Advance{Stream: big, From: cb2, To: seqstore.Cursor{Epoch: 7, Next: 1}})
 	check("after Advance to 7/1", nil, nil, nil)
 	assertStreams(t, nil, parkedStreams(t, p, "q"), "no stream keeps parks once every one was passed")
+}
+
+// testParkPassedLeftovers plants entries below stored cursors, as a crash
+// between an Advance's drop chunks leaves them (Harness.PlantParked):
+// Unpark never returns them, for any epoch or From; ParkedStreams does not
+// list a stream that has only such entries; Advances go on as before.
+func testParkPassedLeftovers(t *testing.T, h Harness) {
+	if h.PlantParked == nil {
+		t.Skip("Harness.PlantParked is nil: the store's storage cannot be planted")
+	}
+	st, p, _ := openParker(t, h)
+	a := seqstore.Stream{Queue: "q", Group: "a"} // live and passed entries
+	b := seqstore.Stream{Queue: "q", Group: "b"} // only passed entries
+	park(t, p, pk(a, 2, 5, "a5"), pk(a, 2, 6, "a6"), pk(a, 3, 1, "a3/1"), pk(b, 2, 9, "b9"))
+	ca := seqstore.Cursor{Epoch: 2, Next: 5}
+	cb := seqstore.Cursor{Epoch: 3, Next: 1}
+	advance(t, st, seqstore.Advance{Stream: a, To: ca}, seqstore.Advance{Stream: b, To: cb})
+	h.PlantParked(t, st, []seqstore.Parked{pk(a, 1, 7, "a old epoch"), pk(a, 2, 1, "a1"), pk(a, 2, 4, "a4"),
+		pk(b, 2, 3, "b3"), pk(b, 2, 10, "b10")})
+
+	got := unpark(t, p,
+		seqstore.ParkQuery{Stream: a, Epoch: 1, Max: 100},
+		seqstore.ParkQuery{Stream: a, Epoch: 2, Max: 100},
+		seqstore.ParkQuery{Stream: a, Epoch: 2, From: 4, Max: 1},
+		seqstore.ParkQuery{Stream: a, Epoch: 3, Max: 100},
+		seqstore.ParkQuery{Stream: b, Epoch: 2, Max: 100},
+		seqstore.ParkQuery{Stream: b, Epoch: 3, Max: 100})
+	assertParked(t, nil, got[0], "%s epoch 1 (older than its cursor's)", a)
+	assertParked(t, []seqstore.Parked{pk(a, 2, 5, "a5"), pk(a, 2, 6, "a6")}, got[1], "%s epoch 2 from 0", a)
+	assertParked(t, []seqstore.Parked{pk(a, 2, 5, "a5")}, got[2], "%s epoch 2 from 4, max 1", a)
+	assertParked(t, []seqstore.Parked{pk(a, 3, 1, "a3/1")}, got[3], "%s epoch 3", a)
+	assertParked(t, nil, got[4], "%s epoch 2 (older than its cursor's)", b)
+	assertParked(t, nil, got[5], "%s epoch 3", b)
+	assertStreams(t, []seqstore.Stream{a}, parkedStreams(t, p, "q"), "ParkedStreams with passed entries left")
+	assertStreams(t, []seqstore.Stream{a}, parkedStreams(t, p, "q"), "ParkedStreams again")
+
+	// Advances and parks go on; the leftovers stay invisible.
+	ca2 := seqstore.Cursor{Epoch: 2, Next: 6}
+	advance(t, st, seqstore.Advance{Stream: a, From: ca, To: ca2}, seqstore.Advance{Stream: b, From: cb, To: seqstore.Cursor{Epoch: 3, Next: 2}})
+	park(t, p, pk(b, 3, 4, "b3/4"))
+	assertParked(t, []seqstore.Parked{pk(a, 2, 6, "a6")}, unparkAll(t, p, a, 2), "%s epoch 2 after an Advance to 2/6", a)
+	assertParked(t, nil, unparkAll(t, p, b, 2), "%s epoch 2 after an Advance", b)
+	assertParked(t, []seqstore.Parked{pk(b, 3, 4, "b3/4")}, unparkAll(t, p, b, 3), "%s epoch 3 after a Park", b)
+	assertStreams(t, []seqstore.Stream{a, b}, parkedStreams(t, p, "q"), "ParkedStreams after a new Park of b")
+	advance(t, st, seqstore.Advance{Stream: a, From: ca2, To: seqstore.Cursor{Epoch: 4, Next: 1}})
+	assertStreams(t, []seqstore.Stream{b}, parkedStreams(t, p, "q"), "ParkedStreams once a's cursor passed everything")
 }
 
 func testParkedStreams(t *testing.T, h Harness) {
