@@ -79,7 +79,11 @@ func testAdvanceLatency(t *testing.T, c redis.UniversalClient, prefix string, n 
 	w := time.Duration(worst.Load())
 	t.Logf("Advance to a new epoch over %d parked entries took %v; worst PING latency of another client meanwhile %v",
 		n, took.Round(time.Millisecond), w.Round(100*time.Microsecond))
-	assert.Less(t, w, 50*time.Millisecond,
+	// One script dropping them all held the server 0.47-0.55 s here; in
+	// chunks the worst PING is about 2 ms on a quiet host, and client-side
+	// scheduling alone reached 45 ms with -race beside other test runs on
+	// 2 cores: 100 ms separates the two.
+	assert.Less(t, w, 100*time.Millisecond,
 		"another client waited %v for a PING while Advance dropped %d parks: one script must not drop them all", w, n)
 
 	// Everything below the cursor is gone once Advance returned.
