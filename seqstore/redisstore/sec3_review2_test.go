@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,9 +35,32 @@ func TestSec3AdvanceDropsParkInChunks(t *testing.T) {
 }
 
 func testAdvanceLatency(t *testing.T, c redis.UniversalClient, prefix string, n int) {
-	ctx := context.Background()
+	// One script dropping them all held the server 0.47-0.55 s here; in
+	// chunks the worst PING is about 2 ms on a quiet host. On a saturated
+	// one (-race beside other test runs on 2 cores) the server itself is
+	// descheduled mid-chunk (a 1,000-entry ZRANGEBYLEX took 38 ms in the
+	// slow log), so the measurement is retried: the unchunked drop fails
+	// every attempt by far.
+	const bound, attempts = 100 * time.Millisecond, 3
 	s := newStore(t, c, prefix)
-	st := seqstore.Stream{Queue: "q", Group: "victim"}
+	var w time.Duration
+	for i := range attempts {
+		st := seqstore.Stream{Queue: "q", Group: fmt.Sprintf("victim%d", i)}
+		if w = advanceLatency(t, c, s, st, n); w < bound {
+			break
+		}
+		t.Logf("attempt %d of %d: worst PING %v, not under %v (a loaded host?)", i+1, attempts, w, bound)
+	}
+	assert.Less(t, w, bound,
+		"another client waited %v for a PING while Advance dropped %d parks, in each of %d attempts: one script must not drop them all", w, n, attempts)
+}
+
+// advanceLatency parks n entries of st, advances st past them all and
+// returns the worst PING latency another client saw meanwhile. It checks
+// that the drop took at least n/dropChunk scripts and that nothing below
+// the cursor is left once Advance returned.
+func advanceLatency(t *testing.T, c redis.UniversalClient, s *Store, st seqstore.Stream, n int) time.Duration {
+	ctx := context.Background()
 	body := make([]byte, 200)
 	for i := 0; i < n; i += 1000 {
 		es := make([]seqstore.Parked, 0, 1000)
@@ -47,7 +71,6 @@ func testAdvanceLatency(t *testing.T, c redis.UniversalClient, prefix string, n 
 	}
 	require.Equal(t, []seqstore.Stream{st}, parkedStreams(t, s, "q"), "the stream is listed before the Advance")
 
-	// Another client's PING latency during the Advance.
 	probe := redis.NewClient(c.(*redis.Client).Options())
 	defer func() { _ = probe.Close() }()
 	var worst atomic.Int64
@@ -69,22 +92,19 @@ func testAdvanceLatency(t *testing.T, c redis.UniversalClient, prefix string, n 
 		}
 	}()
 	time.Sleep(50 * time.Millisecond)
+	calls := s.Stats().Calls
 	t0 := time.Now()
 	err := s.Advance(ctx, []seqstore.Advance{{Stream: st, To: seqstore.Cursor{Epoch: 6, Next: 1}}})
 	took := time.Since(t0)
+	calls = s.Stats().Calls - calls
 	time.Sleep(50 * time.Millisecond)
 	close(stop)
 	<-done
 	require.NoError(t, err, "Advance to a new epoch")
 	w := time.Duration(worst.Load())
-	t.Logf("Advance to a new epoch over %d parked entries took %v; worst PING latency of another client meanwhile %v",
-		n, took.Round(time.Millisecond), w.Round(100*time.Microsecond))
-	// One script dropping them all held the server 0.47-0.55 s here; in
-	// chunks the worst PING is about 2 ms on a quiet host, and client-side
-	// scheduling alone reached 45 ms with -race beside other test runs on
-	// 2 cores: 100 ms separates the two.
-	assert.Less(t, w, 100*time.Millisecond,
-		"another client waited %v for a PING while Advance dropped %d parks: one script must not drop them all", w, n)
+	t.Logf("Advance to a new epoch over %d parked entries took %v in %d scripts; worst PING latency of another client meanwhile %v",
+		n, took.Round(time.Millisecond), calls, w.Round(100*time.Microsecond))
+	assert.GreaterOrEqual(t, calls, uint64(n/dropChunk), "scripts that dropped %d parks, at most %d each", n, dropChunk)
 
 	// Everything below the cursor is gone once Advance returned.
 	for _, k := range []string{"park", "parkbody"} {
@@ -96,6 +116,7 @@ func testAdvanceLatency(t *testing.T, c redis.UniversalClient, prefix string, n 
 	got, err := s.Unpark(ctx, []seqstore.ParkQuery{{Stream: st, Epoch: 5, Max: 10}})
 	require.NoError(t, err)
 	assert.Empty(t, got[0], "Unpark of the passed epoch")
+	return w
 }
 
 // plantPassed writes parked entries straight into st's park keys, as an
