@@ -65,13 +65,14 @@
 // its own round trip outside the group commit, reading the stored cursor
 // again and dropping only what it passed: no script holds the server for
 // more than a few milliseconds (one script dropping 200,000 entries held it
-// about 0.5 s; in chunks another client's PING waited at most about 2 ms).
-// A crash or an error between chunks leaves entries below the cursor:
-// Unpark never returns them (its script reads the cursor), ParkedStreams
-// does not list a stream that has only such entries and drops them, and
-// the next Advance of the stream drops them with what it passes. A stream
-// without parks costs Advance one ZCARD in the script
-// and two more keys and arguments per stream (the script checks the
+// about 0.5 s; in chunks another client's PING waited at most about 2 ms
+// on a quiet host, TestSec3AdvanceDropsParkInChunks). A crash or an error
+// between chunks leaves entries below the cursor: Unpark never returns
+// them (its script reads the cursor), ParkedStreams does not list a stream
+// that has only such entries and drops them, and the next Advance of the
+// stream drops them with what it passes. A stream without parks costs
+// Advance one ZCARD in the script and two more keys and arguments per
+// stream (the script checks the
 // cursor's and the park's types with pcall rather than TYPE, which keeps
 // the compare-and-set about as cheap as before parking existed).
 //
