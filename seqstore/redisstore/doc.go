@@ -72,9 +72,9 @@
 // that has only such entries and drops them, and the next Advance of the
 // stream drops them with what it passes. A stream without parks costs
 // Advance one ZCARD in the script and two more keys and arguments per
-// stream (the script checks the
-// cursor's and the park's types with pcall rather than TYPE, which keeps
-// the compare-and-set about as cheap as before parking existed).
+// stream (the script checks the cursor's and the park's types with pcall
+// rather than TYPE, which keeps the compare-and-set about as cheap as
+// before parking existed).
 //
 // The park index lists, per queue, the streams that may have parks;
 // ParkedStreams reads it, counts each listed stream's entries that its
