@@ -509,7 +509,8 @@ type Store interface {
 	// error is a *BatchError whose entry for that stream wraps ErrConflict.
 	// A stream may appear at most once per batch. To's Skipped list
 	// replaces the stored one. It also drops the parked entries of each
-	// stream below its new cursor (see Parker).
+	// stream below its new cursor: up to a bounded chunk in the same
+	// atomic write, the rest before it returns (see Parker).
 	Advance(ctx context.Context, batch []Advance) error
 
 	// Parker parks messages for a receiver: every store does (it is part
@@ -572,7 +573,8 @@ func CheckPark(entries []Parked) error {
 
 // Below reports whether seq of epoch is already handled by a cursor c: an
 // older epoch, or the same epoch and a seq below c.Next. A Parker refuses
-// to park such an entry and drops it from the park when c is stored.
+// to park such an entry, never returns it from Unpark once c is stored,
+// and drops it from the park (see Parker).
 func (c Cursor) Below(epoch, seq uint64) bool {
 	return epoch < c.Epoch || epoch == c.Epoch && seq < c.Next
 }
@@ -604,10 +606,37 @@ func (q ParkQuery) Check() error {
 // comes. Every Store implements it (storetest.Run checks it); a receiver
 // that should not park says so (ordered.ReceiveOptions.NoPark).
 //
-// A Parker's Advance also drops, in the same atomic write, the parked
-// entries of each stream below its new cursor (and of older epochs), so
-// that handing a parked message out and removing it from the park are one
-// step; sqlstore's AdvanceTx does the same inside the caller's transaction.
+// A Parker's Advance also drops the parked entries that each stream's new
+// cursor passed (Cursor.Below: older epochs, and seqs below Next), in
+// bounded steps, so that no single write (a Redis script, a transaction, a
+// mutex hold) grows with the size of a park:
+//
+//   - The cursor write and the drop of a first chunk of at most a bound of
+//     the store's (1,000 entries per stream or per statement in this
+//     module's stores) are one atomic write. Handing out a parked message
+//     and removing it from the park are one step whenever the new cursors
+//     pass no more than that. A store whose drop costs the same whatever
+//     the park's size (memstore forgetting a stream's whole park) may drop
+//     everything in that write.
+//   - The rest is dropped eventually, by later writes of at most one chunk
+//     each, each of which drops only what the stream's stored cursor has
+//     passed at that moment (a cursor never moves back, so what it passed
+//     stays passed, and nothing at or above it is ever dropped). Advance
+//     makes them before it returns, unless its ctx ends, the store closes
+//     or a write fails first (its cursors moved all the same: it returns
+//     nil); sqlstore's AdvanceTx, which drops its first chunk in
+//     the caller's transaction and cannot write after it commits, leaves
+//     them to the stream's next Advance or AdvanceTx (each drops at least
+//     a chunk) and to ParkedStreams.
+//   - Until then, and after a crash or an error between chunks, the passed
+//     entries left are invisible: Unpark never returns an entry that its
+//     stream's stored cursor passed, whatever the query's Epoch and From,
+//     and ParkedStreams never lists a stream whose every entry was passed
+//     (it may drop them).
+//
+// A receiver, which unparks from its cursor (its Epoch, From at least
+// Next), sees no difference: a park is handed out once, and a passed entry
+// never again.
 type Parker interface {
 	// Park durably stores entries, all or none, in one write. Parking an
 	// entry again replaces its body. An entry at or below its stream's
@@ -617,11 +646,13 @@ type Parker interface {
 
 	// Unpark returns, for each query in order, the parked entries of its
 	// stream with its epoch and a seq of at least From, in seq order, at
-	// most Max of them. It removes nothing: Advance does.
+	// most Max of them, leaving out every entry the stream's stored cursor
+	// passed (even one not dropped yet). It removes nothing: Advance does.
 	Unpark(ctx context.Context, queries []ParkQuery) ([][]Parked, error)
 
-	// ParkedStreams lists the streams of queue that have parked entries,
-	// ordered by stream key: a receiver that starts reads their parks even
-	// when none of their messages is left in the queue.
+	// ParkedStreams lists the streams of queue that have parked entries
+	// their stored cursor has not passed, ordered by stream key: a receiver
+	// that starts reads their parks even when none of their messages is
+	// left in the queue. It may drop passed entries it finds (see above).
 	ParkedStreams(ctx context.Context, queue string) ([]Stream, error)
 }

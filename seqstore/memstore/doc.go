@@ -3,7 +3,8 @@
 //
 // Nothing survives the process, so a sender restarted on a new Store starts
 // a new epoch at seq 1, and a receiver restarted on one starts with the zero
-// cursor. Every method takes one mutex and returns; there are no background
+// cursor. Every method takes one mutex and returns (Advance may take it
+// again to drop a large park in chunks); there are no background
 // goroutines. Slices passed in (journal bodies, seqs, skipped ranges) are
 // copied, and slices returned are fresh copies, so callers may reuse or
 // modify them.
@@ -23,9 +24,11 @@
 // O(log n) per entry plus the copy of its body (and a shift when it lands
 // in the middle of a long park). Unpark is a binary search and a copy of
 // what it returns. Advance drops the passed entries of each stream under
-// the same mutex hold that moves its cursor, so no caller ever sees one
-// without the other; the passed entries are a prefix of the stream's
-// slice, so dropping them costs a binary search. Memory is the bodies
+// the same mutex hold that moves its cursor when they are the whole park
+// (the stream's list goes at once) or at most 1,000; beyond that it drops
+// the rest before it returns, 1,000 per mutex hold, so that other callers
+// wait for one chunk at most. Unpark and ParkedStreams never show an entry
+// the cursor passed, so no caller sees a cursor without its drops. Memory is the bodies
 // plus 48 bytes per entry and one map entry per stream with parks.
 // storetest.BenchPark (BenchmarkPark) parks and drops about 400,000
 // entries of 1 KiB per second on one idle core, most of it allocating,

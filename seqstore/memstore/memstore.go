@@ -22,6 +22,9 @@ type Store struct {
 	// a stream without any has no key.
 	parks map[seqstore.Stream]*parkList
 	now   func() time.Time
+	// onDrop, when set (tests), is told how many parked entries one mutex
+	// hold dropped one by one.
+	onDrop func(n int)
 }
 
 // sender is the sender state of one stream.
@@ -196,12 +199,22 @@ func (st *Store) Cursors(ctx context.Context, streams []seqstore.Stream) ([]seqs
 // drops the parked entries the new cursors passed; see seqstore.Store and
 // seqstore.Parker.
 func (st *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
+	more, err := st.advance(ctx, batch)
+	for _, s := range more {
+		st.dropPassed(s)
+	}
+	return err
+}
+
+// advance applies batch under one mutex hold, with the first drop chunk of
+// each stream, and returns the streams that may have passed entries left.
+func (st *Store) advance(ctx context.Context, batch []seqstore.Advance) (more []seqstore.Stream, err error) {
 	if err := st.lock(ctx, "advance"); err != nil {
-		return err
+		return nil, err
 	}
 	defer st.mu.Unlock()
 	if err := seqstore.CheckAdvance(batch); err != nil {
-		return fmt.Errorf("memstore: advance: %w", err)
+		return nil, fmt.Errorf("memstore: advance: %w", err)
 	}
 	errs := make([]error, len(batch))
 	for i, a := range batch {
@@ -210,13 +223,15 @@ func (st *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
 		}
 	}
 	if err := seqstore.Abort(errs); err != nil {
-		return fmt.Errorf("memstore: advance: %w", err)
+		return nil, fmt.Errorf("memstore: advance: %w", err)
 	}
 	for _, a := range batch {
 		st.cursors[a.Stream] = cloneCursor(a.To)
-		st.dropParked(a.Stream, a.To)
+		if st.dropParked(a.Stream, a.To) {
+			more = append(more, a.Stream)
+		}
 	}
-	return nil
+	return more, nil
 }
 
 // Close marks the store closed; later calls return seqstore.ErrClosed.

@@ -121,8 +121,14 @@ func (st *Store) Unpark(ctx context.Context, queries []seqstore.ParkQuery) ([][]
 		if l == nil {
 			continue
 		}
+		// Never an entry the cursor passed (dropPassed may not have got
+		// to it yet).
+		from := pos{q.Epoch, q.From}
+		if c := st.cursors[q.Stream]; comparePosKey(from, pos{c.Epoch, c.Next}) < 0 {
+			from = pos{c.Epoch, c.Next}
+		}
 		keys := l.sorted()
-		for k := l.search(pos{q.Epoch, q.From}); k < len(keys) && keys[k].epoch == q.Epoch && len(out[i]) < q.Max; k++ {
+		for k := l.search(from); k < len(keys) && keys[k].epoch == q.Epoch && len(out[i]) < q.Max; k++ {
 			p := l.m[keys[k]]
 			if p.epoch != keys[k].epoch || p.seq != keys[k].seq || parkSum(q.Stream, keys[k].epoch, keys[k].seq, p.body) != p.sum {
 				errs[i] = fmt.Errorf("%w: parked %s %d/%d fails its checksum", seqstore.ErrCorrupt, q.Stream, p.epoch, p.seq)
@@ -149,8 +155,10 @@ func (st *Store) ParkedStreams(ctx context.Context, queue string) ([]seqstore.St
 		return nil, fmt.Errorf("memstore: parked streams: %w", err)
 	}
 	var out []seqstore.Stream
-	for s := range st.parks {
-		if s.Queue == queue {
+	for s, l := range st.parks {
+		// A stream whose entries the cursor all passed is not listed
+		// (dropPassed may not have got to them yet).
+		if c := st.cursors[s]; s.Queue == queue && l.search(pos{c.Epoch, c.Next}) < len(l.keys) {
 			out = append(out, s)
 		}
 	}
@@ -158,25 +166,51 @@ func (st *Store) ParkedStreams(ctx context.Context, queue string) ([]seqstore.St
 	return out, nil
 }
 
-// dropParked drops the parked entries of s that cursor c has passed. The
-// caller holds the mutex.
-func (st *Store) dropParked(s seqstore.Stream, c seqstore.Cursor) {
+// dropChunk bounds the parked entries one mutex hold drops one by one:
+// Advance drops up to dropChunk of a stream's passed entries with its
+// cursor move, and dropPassed the rest, dropChunk per hold, so that other
+// callers wait for at most one chunk.
+const dropChunk = 1000
+
+// dropParked drops, from the lowest, at most dropChunk parked entries of s
+// that cursor c has passed (all of them at once when the cursor passed
+// the whole park: the list goes in one step), and reports whether passed
+// entries may be left. The caller holds the mutex.
+func (st *Store) dropParked(s seqstore.Stream, c seqstore.Cursor) (more bool) {
 	l := st.parks[s]
 	if l == nil {
-		return
+		return false
 	}
 	n := l.search(pos{c.Epoch, c.Next})
 	if n == 0 {
-		return
+		return false
 	}
 	if n == len(l.keys) {
 		delete(st.parks, s)
-		return
+		return false
 	}
-	for _, k := range l.keys[:n] {
-		delete(l.m, k)
+	k := min(n, dropChunk)
+	for _, key := range l.keys[:k] {
+		delete(l.m, key)
+	}
+	if st.onDrop != nil {
+		st.onDrop(k)
 	}
 	// Parks are handed out from the front: reslice, and let append
 	// reallocate once the dropped prefix is worth reclaiming.
-	l.keys = l.keys[n:]
+	l.keys = l.keys[k:]
+	return k < n
+}
+
+// dropPassed drops the parked entries of s that its cursor passed,
+// dropChunk per mutex hold, until none is left or the store closes.
+func (st *Store) dropPassed(s seqstore.Stream) {
+	for {
+		st.mu.Lock()
+		more := !st.closed && st.dropParked(s, st.cursors[s])
+		st.mu.Unlock()
+		if !more {
+			return
+		}
+	}
 }

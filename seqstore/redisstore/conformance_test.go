@@ -28,6 +28,9 @@ func TestConformance(t *testing.T) {
 				return func(t *testing.T) seqstore.Store {
 					return openOrFail(t, c, prefix)
 				}
+			}, PlantParked: func(t *testing.T, st seqstore.Store, entries []seqstore.Parked) {
+				s := st.(*Store)
+				plantPassed(t, s.client, s, entries...)
 			}})
 		})
 	}

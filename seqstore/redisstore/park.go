@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"slices"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -150,11 +151,11 @@ func (s *Store) Unpark(ctx context.Context, queries []seqstore.ParkQuery) ([][]s
 	}
 	o := &op{}
 	for _, ri := range s.parts(len(queries), func(i int) seqstore.Stream { return queries[i].Stream }) {
-		c := &call{script: unparkScript, idx: ri, keys: make([]string, 0, 2*len(ri)), args: make([]any, 0, 3*len(ri))}
+		c := &call{script: unparkScript, idx: ri, keys: make([]string, 0, 3*len(ri)), args: make([]any, 0, 3*len(ri))}
 		for _, i := range ri {
 			q := queries[i]
-			c.keys = append(c.keys, s.key(q.Stream, "park"), s.key(q.Stream, "parkbody"))
-			c.args = append(c.args, "["+parkMember(q.Epoch, q.From), "("+fmt.Sprintf("%019d;", q.Epoch), strconv.Itoa(q.Max))
+			c.keys = append(c.keys, s.key(q.Stream, "park"), s.key(q.Stream, "parkbody"), s.key(q.Stream, "cursor"))
+			c.args = append(c.args, parkMember(q.Epoch, q.From), "("+fmt.Sprintf("%019d;", q.Epoch), strconv.Itoa(q.Max))
 		}
 		o.calls = append(o.calls, c)
 	}
@@ -242,18 +243,17 @@ func parseMember(m string) (epoch, seq uint64, ok bool) {
 }
 
 // ParkedStreams implements seqstore.Parker. It reads the queue's park index,
-// then checks that each listed stream still has parks, in pipelines of a
-// few hundred streams, and unlists those that have none (on a cluster the
-// index may list streams whose parks Advance dropped; on a single node
-// Advance unlists them itself).
+// then checks each listed stream's park against its cursor (one small
+// script per stream, in pipelines of a few hundred streams), lists those
+// with entries the cursor has not passed, drops the passed entries an
+// Advance left (see dropPassed), and unlists the streams left without
+// parks (on a cluster the index may list streams whose parks Advance
+// dropped; on a single node Advance unlists them itself).
 func (s *Store) ParkedStreams(ctx context.Context, queue string) ([]seqstore.Stream, error) {
 	if err := (seqstore.Stream{Queue: queue}).Validate(); err != nil {
 		return nil, fmt.Errorf("redisstore: parked streams: %w", err)
 	}
-	s.mu.RLock()
-	closed := s.closed
-	s.mu.RUnlock()
-	if closed {
+	if s.isClosed() {
 		return nil, fmt.Errorf("redisstore: parked streams: %w", seqstore.ErrClosed)
 	}
 	if err := ctx.Err(); err != nil {
@@ -264,27 +264,38 @@ func (s *Store) ParkedStreams(ctx context.Context, queue string) ([]seqstore.Str
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: parked streams %q: %w", queue, err)
 	}
-	var out, empty []seqstore.Stream
+	var out, empty, passed []seqstore.Stream
 	const chunk = 256
 	for lo := 0; lo < len(streams); lo += chunk {
 		part := streams[lo:min(lo+chunk, len(streams))]
-		pipe := s.client.Pipeline()
-		cards := make([]*redis.IntCmd, len(part))
+		calls := make([]*call, len(part))
 		for i, st := range part {
-			cards[i] = pipe.ZCard(ctx, s.key(st, "park"))
+			calls[i] = &call{script: parkedScript, keys: []string{s.key(st, "cursor"), s.key(st, "park")}}
 		}
-		_, _ = pipe.Exec(ctx)
-		s.roundTrips.Add(1)
+		s.run(ctx, calls)
 		for i, st := range part {
-			n, err := cards[i].Result()
+			live, total, err := parkCounts(calls[i].cmd)
 			if err != nil {
-				return nil, fmt.Errorf("redisstore: parked streams %q: park of %s: %w", queue, st, mapErr(err))
+				return nil, fmt.Errorf("redisstore: parked streams %q: park of %s: %w", queue, st, err)
 			}
-			if n == 0 {
+			if live > 0 {
+				out = append(out, st)
+			}
+			if total > live {
+				passed = append(passed, st)
+			}
+			if total == 0 {
 				empty = append(empty, st)
-				continue
 			}
-			out = append(out, st)
+		}
+	}
+	for _, st := range passed {
+		if err := s.dropPassed(ctx, st); err != nil {
+			s.log.WarnContext(ctx, "redisstore: dropping passed parks failed", "stream", st.String(), "err", err)
+			continue
+		}
+		if !slices.Contains(out, st) {
+			empty = append(empty, st)
 		}
 	}
 	if len(empty) > 0 {
@@ -295,4 +306,58 @@ func (s *Store) ParkedStreams(ctx context.Context, queue string) ([]seqstore.Str
 		}
 	}
 	return out, nil
+}
+
+// parkCounts reads parkedScript's reply: the entries the cursor has not
+// passed, and all entries.
+func parkCounts(cmd *redis.Cmd) (live, total int64, err error) {
+	vals, err := cmd.Slice()
+	if err != nil {
+		return 0, 0, mapErr(err)
+	}
+	if len(vals) == 2 {
+		live, ok1 := vals[0].(int64)
+		total, ok2 := vals[1].(int64)
+		if ok1 && ok2 && 0 <= live && live <= total {
+			return live, total, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("%w: unexpected park counts %v", seqstore.ErrCorrupt, vals)
+}
+
+// dropPassed drops the parked entries of st that its stored cursor passed,
+// dropChunk per script (dropScript), each script its own round trip
+// outside the group commit, so that other clients' commands run between
+// them. It stops early when ctx ends or the store closes.
+func (s *Store) dropPassed(ctx context.Context, st seqstore.Stream) error {
+	keys := []string{s.key(st, "cursor"), s.key(st, "park"), s.key(st, "parkbody")}
+	index := "0"
+	if !s.sharded {
+		keys = append(keys, s.parkIndexKey(st.Queue))
+		index = "4"
+	}
+	for {
+		if s.isClosed() {
+			return seqstore.ErrClosed
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		c := &call{script: dropScript, keys: keys, args: []any{index, st.Key()}}
+		s.run(ctx, []*call{c})
+		v, err := c.cmd.Result()
+		if err != nil {
+			return mapErr(err)
+		}
+		switch v := v.(type) {
+		case int64:
+			if v == 0 {
+				return nil
+			}
+		case string:
+			return statusErr(v)
+		default:
+			return fmt.Errorf("%w: unexpected drop reply %v", seqstore.ErrCorrupt, v)
+		}
+	}
 }

@@ -1,6 +1,19 @@
 package redisstore
 
-import "github.com/redis/go-redis/v9"
+import (
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// dropChunk is the most parked entries one script drops: an Advance drops
+// up to dropChunk of a stream's passed entries with its compare-and-set,
+// and dropScript the rest, dropChunk per call, so that no script holds the
+// server for more than a few milliseconds (200,000 entries in one script
+// held it about 0.5 s).
+const dropChunk = 1000
+
+var dropChunkLua = strconv.Itoa(dropChunk)
 
 // luaCommon validates stored numbers and increments decimal strings without
 // going through Lua's doubles, which lose precision above 2^53.
@@ -249,27 +262,33 @@ local function parkstate(set, bodies, index, all)
   return bad, z
 end
 -- unpark drops the parked entries of a stream (n of them) that cursor
--- (epoch, next) passed and unlists the stream (index > 0) when none is
--- left.
-local function unpark(set, bodies, n, index, name, epoch, next)
+-- (epoch, next) passed, at most limit of them from the lowest, and
+-- unlists the stream (index > 0) when none is left. It returns 1 when
+-- passed entries may be left (limit of them were dropped, not all n).
+local function unpark(set, bodies, n, index, name, epoch, next, limit)
   local bound = '(' .. member(epoch, next)
-  local gone = redis.call('ZRANGEBYLEX', set, '-', bound)
-  if #gone == 0 then return end
+  local gone = redis.call('ZRANGEBYLEX', set, '-', bound, 'LIMIT', 0, limit)
+  if #gone == 0 then return 0 end
   local i = 1
   while i <= #gone do
     local j = math.min(i + 999, #gone)
     redis.call('HDEL', bodies, unpack(gone, i, j))
     i = j + 1
   end
-  redis.call('ZREMRANGEBYLEX', set, '-', bound)
-  if index > 0 and #gone == n then
-    redis.call('SREM', KEYS[index], name)
+  -- Members are unique and all score 0: this range is exactly gone.
+  redis.call('ZREMRANGEBYLEX', set, '-', '[' .. gone[#gone])
+  if #gone == n then
+    if index > 0 then redis.call('SREM', KEYS[index], name) end
+    return 0
   end
+  if #gone == limit then return 1 end
+  return 0
 end
 `
 
 // advanceScript compare-and-sets several cursors, all or nothing, and drops
-// the parked entries each new cursor passed.
+// the parked entries each new cursor passed, at most dropChunk per stream
+// (see dropScript for the rest).
 //
 // KEYS: per stream i = 1..N, KEYS[3i-2] its cursor hash, KEYS[3i-1] its
 // park set and KEYS[3i] its park bodies; then the park index keys. ARGV:
@@ -278,7 +297,9 @@ end
 // index (0: none) and its stream key.
 //
 // A stream without parks costs one ZCARD beyond the compare-and-set.
-// Returns {"ok"}, or {"fail", status per stream} writing nothing.
+// Returns {"ok"} when dry, {"ok", more per stream} when applied (more is 1
+// when passed entries of the stream may be left for dropScript), or
+// {"fail", status per stream} writing nothing.
 var advanceScript = redis.NewScript(luaCommon + luaTypes + luaCursor + luaPark + `
 local N = (#ARGV - 1) / 9
 local status, parked, failed = {}, {}, false
@@ -297,14 +318,52 @@ for i = 1, N do
 end
 if failed then return fail(status) end
 if ARGV[1] == '1' then return {'ok'} end
+local out = {'ok'}
 for i = 1, N do
   local b = 1 + (i - 1) * 9
   redis.call('HSET', KEYS[3 * i - 2], 'epoch', ARGV[b + 4], 'next', ARGV[b + 5], 'owner', ARGV[b + 6], 'skipped', ARGV[b + 7])
+  out[i + 1] = 0
   if parked[i] > 0 then
-    unpark(KEYS[3 * i - 1], KEYS[3 * i], parked[i], tonumber(ARGV[b + 8]), ARGV[b + 9], ARGV[b + 4], ARGV[b + 5])
+    out[i + 1] = unpark(KEYS[3 * i - 1], KEYS[3 * i], parked[i], tonumber(ARGV[b + 8]), ARGV[b + 9], ARGV[b + 4], ARGV[b + 5], ` + dropChunkLua + `)
   end
 end
-return {'ok'}
+return out
+`)
+
+// dropScript drops, from the lowest, at most dropChunk parked entries of
+// one stream that its stored cursor passed: what an Advance left when it
+// passed more than dropChunk (or a crash left between chunks). It reads the
+// cursor itself, so it never drops an entry at or above the cursor, however
+// far the cursor moved since.
+//
+// KEYS: the stream's cursor hash, park set and park bodies, then its
+// queue's park index (single node only). ARGV: the position of the index
+// in KEYS (0: none) and the stream key.
+//
+// Returns 1 when passed entries may be left, 0 when none is, or a corrupt
+// status.
+var dropScript = redis.NewScript(luaCommon + luaTypes + luaCursor + luaPark + `
+local e, n, _, bad = readcursor(KEYS[1])
+if bad then return bad end
+local index = tonumber(ARGV[1])
+local z
+bad, z = parkstate(KEYS[2], KEYS[3], index, false)
+if bad then return bad end
+if z == 0 then return 0 end
+return unpark(KEYS[2], KEYS[3], z, index, ARGV[2], e, n, ` + dropChunkLua + `)
+`)
+
+// parkedScript tells ParkedStreams about one stream: KEYS its cursor hash
+// and park set. Returns {live, total}: how many parked entries the stored
+// cursor has not passed, and how many there are. A foreign or malformed
+// cursor counts every entry live (the receiver will meet the corruption
+// when it reads the cursor).
+var parkedScript = redis.NewScript(luaCommon + luaTypes + luaCursor + luaPark + `
+local total = redis.call('ZCARD', KEYS[2])
+if total == 0 then return {0, 0} end
+local e, n, _, bad = readcursor(KEYS[1])
+if bad then return {total, total} end
+return {redis.call('ZLEXCOUNT', KEYS[2], '[' .. member(e, n), '+'), total}
 `)
 
 // parkScript parks entries of several streams, all or nothing.
@@ -382,20 +441,28 @@ end
 return {'ok'}
 `)
 
-// unparkScript reads parked entries. KEYS: per query q, KEYS[2q-1] its
-// stream's park set and KEYS[2q] its park bodies. ARGV: per query the
-// lexical range's low and high bounds and the most entries. Returns per
-// query {member, value, ...} (Go validates them), or a corrupt status.
-var unparkScript = redis.NewScript(luaTypes + `
+// unparkScript reads parked entries. KEYS: per query q, KEYS[3q-2] its
+// stream's park set, KEYS[3q-1] its park bodies and KEYS[3q] its cursor
+// hash. ARGV: per query the lowest member wanted (epoch and From), the
+// lexical range's high bound and the most entries. An entry the stored
+// cursor passed is never returned (Advance may leave some for dropScript).
+// Returns per query {member, value, ...} (Go validates them), or a corrupt
+// status.
+var unparkScript = redis.NewScript(luaCommon + luaTypes + luaCursor + luaPark + `
 local out = {}
-for q = 1, #KEYS / 2 do
-  local set, bodies = KEYS[2 * q - 1], KEYS[2 * q]
+for q = 1, #KEYS / 3 do
+  local set, bodies = KEYS[3 * q - 2], KEYS[3 * q - 1]
   local bad = badtype(set, 'zset', 'park') or badtype(bodies, 'hash', 'park bodies')
+  local e, n, o
+  if not bad then e, n, o, bad = readcursor(KEYS[3 * q]) end
   if bad then
     out[q] = bad
   else
     local b = 3 * (q - 1)
-    local ms = redis.call('ZRANGEBYLEX', set, ARGV[b + 1], ARGV[b + 2], 'LIMIT', 0, ARGV[b + 3])
+    local low = ARGV[b + 1]
+    local passed = member(e, n)
+    if low < passed then low = passed end
+    local ms = redis.call('ZRANGEBYLEX', set, '[' .. low, ARGV[b + 2], 'LIMIT', 0, ARGV[b + 3])
     local r, i = {}, 1
     while i <= #ms do
       local j = math.min(i + 999, #ms)

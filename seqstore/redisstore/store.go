@@ -148,6 +148,12 @@ func (s *Store) Close() error {
 	return nil
 }
 
+func (s *Store) isClosed() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.closed
+}
+
 func (s *Store) key(st seqstore.Stream, kind string) string {
 	return s.prefix + "{" + st.Key() + "}:" + kind
 }
@@ -446,9 +452,28 @@ func (s *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
 	if err := s.do(ctx, o); err != nil {
 		return fmt.Errorf("redisstore: advance: %w", err)
 	}
-	errs, err := outcomes(o, len(batch), nil)
+	var more []seqstore.Stream // streams whose passed parks the scripts did not all drop
+	errs, err := outcomes(o, len(batch), func(c *call, vals []any) error {
+		if len(vals) != len(c.idx) {
+			return fmt.Errorf("%w: advance reply of %d values for %d streams", seqstore.ErrCorrupt, len(vals), len(c.idx))
+		}
+		for k, i := range c.idx {
+			if m, _ := vals[k].(int64); m != 0 {
+				more = append(more, batch[i].Stream)
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("redisstore: advance: %w", err)
+	}
+	for _, st := range more {
+		if err := s.dropPassed(ctx, st); err != nil {
+			// The cursors moved: report that. What is left is below the
+			// cursor, which Unpark never returns, and the next Advance of
+			// the stream or ParkedStreams drops it.
+			s.log.WarnContext(ctx, "redisstore: dropping passed parks failed; the next advance or parked-streams scan retries", "stream", st.String(), "err", err)
+		}
 	}
 	if errs != nil {
 		return fmt.Errorf("redisstore: advance: %w", &seqstore.BatchError{Errs: errs})

@@ -20,22 +20,27 @@ const (
 	opSent
 	opAdvance
 	opPark
+	opDrop
 )
 
-// op is one Reserve, Sent, Advance or Park call, submitted to the group
-// commit.
+// op is one Reserve, Sent, Advance or Park call, or one chunk of the drops
+// an Advance left (see dropPassed), submitted to the group commit.
 type op struct {
 	kind  opKind
 	reqs  []seqstore.ReserveRequest // reserve
 	marks []seqstore.SentMark       // sent
 	batch []seqstore.Advance        // advance
 	parks []seqstore.Parked         // park
+	drops []seqstore.Stream         // drop
 
 	// The outcome, set by the group commit: the reservations, and the
 	// call's own error (a *seqstore.BatchError naming its requests at
 	// fault, or the transaction's error).
 	res []seqstore.Reservation
 	err error
+	// more lists the streams of an Advance or drop whose passed parks the
+	// transaction did not all drop (see dropPassed).
+	more []seqstore.Stream
 }
 
 // Size implements batcher.Sizer: the rows the call reads or writes, which
@@ -43,7 +48,7 @@ type op struct {
 // parkBytesPerRow bytes, so that a transaction of large parks stays a few
 // MiB.
 func (o *op) Size() int {
-	n := len(o.reqs) + len(o.batch) + len(o.parks)
+	n := len(o.reqs) + len(o.batch) + len(o.parks) + len(o.drops)
 	for _, r := range o.reqs {
 		n += len(r.Journal)
 	}
@@ -63,8 +68,9 @@ const parkBytesPerRow = 8 << 10
 // the *seqstore.BatchError of the requests that failed it (nothing of it
 // written).
 type outcome struct {
-	res []seqstore.Reservation
-	err error
+	res  []seqstore.Reservation
+	err  error
+	more []seqstore.Stream
 }
 
 // rowChunk bounds the streams or rows per statement, well under every
@@ -274,8 +280,10 @@ type parkKey struct {
 // concurrent Advance can pass an entry between the check and the insert; a
 // stream without a cursor row gets a zero row, inserted plainly like any
 // new row (a concurrent creation fails this transaction on the duplicate
-// key, and the retry locks the winner's row). An Advance deletes the
-// parked entries its stream's new cursor passed.
+// key, and the retry locks the winner's row). An Advance, and a drop,
+// deletes the parked entries its streams' cursors passed, at most
+// dropChunk per statement (see deletePassed), and notes in out the streams
+// that may have more.
 func (s *Store) applyCursors(ctx context.Context, tx *sql.Tx, ops []*op, out []outcome) error {
 	states := map[seqstore.Stream]*cursorState{}
 	var streams []seqstore.Stream
@@ -291,6 +299,9 @@ func (s *Store) applyCursors(ctx context.Context, tx *sql.Tx, ops []*op, out []o
 		}
 		for _, p := range o.parks {
 			add(p.Stream)
+		}
+		for _, st := range o.drops {
+			add(st)
 		}
 	}
 	if len(streams) == 0 {
@@ -329,9 +340,20 @@ func (s *Store) applyCursors(ctx context.Context, tx *sql.Tx, ops []*op, out []o
 			}
 		}
 	}
+	dropping := map[seqstore.Stream]bool{}
+	for _, o := range ops {
+		for _, st := range o.drops {
+			dropping[st] = true
+		}
+	}
 	var created, updated, passed [][]any
+	var passedStreams []seqstore.Stream
 	for _, st := range streams {
 		cs := states[st]
+		if dropping[st] && !cs.dirty && cs.exists && cs.corrupt == nil {
+			passed = append(passed, []any{st.Queue, st.Group, int64(cs.cur.Epoch), int64(cs.cur.Epoch), int64(cs.cur.Next)})
+			passedStreams = append(passedStreams, st)
+		}
 		if !cs.dirty && !cs.zero {
 			continue
 		}
@@ -344,6 +366,7 @@ func (s *Store) applyCursors(ctx context.Context, tx *sql.Tx, ops []*op, out []o
 		}
 		if cs.dirty {
 			passed = append(passed, []any{st.Queue, st.Group, int64(cs.cur.Epoch), int64(cs.cur.Epoch), int64(cs.cur.Next)})
+			passedStreams = append(passedStreams, st)
 		}
 	}
 	cols := []string{"queue", "grp", "epoch", "next_seq", "owner", "skipped"}
@@ -353,8 +376,26 @@ func (s *Store) applyCursors(ctx context.Context, tx *sql.Tx, ops []*op, out []o
 	if err := s.insertRows(ctx, tx, "cursor", cols, updated, cols[2:]); err != nil {
 		return err
 	}
-	if err := s.deleteRows(ctx, tx, "parked", "queue = ? AND grp = ? AND (epoch < ? OR epoch = ? AND seq < ?)", passed); err != nil {
+	more, err := s.deletePassed(ctx, tx, passedStreams, passed)
+	if err != nil {
 		return err
+	}
+	if len(more) > 0 {
+		for i, o := range ops {
+			if out[i].err != nil {
+				continue
+			}
+			for _, a := range o.batch {
+				if slices.Contains(more, a.Stream) {
+					out[i].more = append(out[i].more, a.Stream)
+				}
+			}
+			for _, st := range o.drops {
+				if slices.Contains(more, st) {
+					out[i].more = append(out[i].more, st)
+				}
+			}
+		}
 	}
 	var parked [][]any
 	for _, k := range parkOrder {
@@ -571,21 +612,81 @@ func primaryKey(table string) string {
 	return "queue, grp"
 }
 
-// deleteRows deletes from table the rows matching cond (with ? for the
-// values of one element of args) for any element of args, rowChunk
-// elements per statement.
-func (s *Store) deleteRows(ctx context.Context, tx *sql.Tx, table, cond string, args [][]any) error {
+// dropChunk bounds the parked rows one statement deletes: a transaction
+// with an Advance deletes up to dropChunk rows its cursors passed (per
+// rowChunk streams), and dropPassed the rest, dropChunk per statement, in
+// statements of their own, so that no transaction holds its locks (SQLite:
+// the database's write lock) for the time of deleting a large park.
+const dropChunk = 1000
+
+// passedCond matches a stream's parked rows that its cursor passed, given
+// queue, group, cursor epoch twice and cursor next.
+const passedCond = "queue = ? AND grp = ? AND (epoch < ? OR epoch = ? AND seq < ?)"
+
+// deletePassed deletes the parked rows that the cursors args (one
+// passedCond's values per stream of streams) passed, at most dropChunk per
+// statement of up to rowChunk streams, and returns the streams of the
+// statements that deleted dropChunk rows: those may have passed rows left.
+// db is a *sql.Tx or the *sql.DB.
+func (s *Store) deletePassed(ctx context.Context, db execer, streams []seqstore.Stream, args [][]any) ([]seqstore.Stream, error) {
+	var more []seqstore.Stream
 	for lo := 0; lo < len(args); lo += rowChunk {
 		part := args[lo:min(lo+rowChunk, len(args))]
-		q := "DELETE FROM " + s.prefix + table + " WHERE (" + cond + ")" + strings.Repeat(" OR ("+cond+")", len(part)-1)
-		flat := make([]any, 0, len(part)*len(part[0]))
+		where := "(" + passedCond + ")" + strings.Repeat(" OR ("+passedCond+")", len(part)-1)
+		t := s.prefix + "parked"
+		var q string
+		switch s.dialect {
+		case Postgres:
+			q = "DELETE FROM " + t + " WHERE ctid = ANY(ARRAY(SELECT ctid FROM " + t + " WHERE " + where + " LIMIT ?))"
+		case MySQL:
+			q = "DELETE FROM " + t + " WHERE " + where + " ORDER BY queue, grp, epoch, seq LIMIT ?"
+		default: // SQLite has DELETE ... LIMIT only when compiled with it
+			q = "DELETE FROM " + t + " WHERE rowid IN (SELECT rowid FROM " + t + " WHERE " + where + " LIMIT ?)"
+		}
+		flat := make([]any, 0, len(part)*len(part[0])+1)
 		for _, a := range part {
 			flat = append(flat, a...)
 		}
+		flat = append(flat, dropChunk)
 		s.stmts.Add(1)
-		if _, err := tx.ExecContext(ctx, s.ph(q), flat...); err != nil {
+		res, err := db.ExecContext(ctx, s.ph(q), flat...)
+		if err != nil {
+			return nil, err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return nil, err
+		}
+		if s.onDrop != nil {
+			s.onDrop(n)
+		}
+		if n >= dropChunk {
+			more = append(more, streams[lo:lo+len(part)]...)
+		}
+	}
+	return more, nil
+}
+
+// dropPassed deletes the parked rows of streams that their cursors passed,
+// in drop calls of the group commit, each a transaction that locks the
+// streams' cursor rows and deletes at most dropChunk rows per rowChunk
+// streams: other calls of the store queue between them, as they do
+// between any two transactions (on SQLite a loop of its own would retake
+// the write lock before a waiter's busy handler woke). A cursor never moves
+// back, so what one passed stays passed. dropPassed stops early when ctx
+// ends or the store closes; what is left is below the cursor, which
+// Unpark never returns, and the stream's next Advance or ParkedStreams
+// drops it.
+func (s *Store) dropPassed(ctx context.Context, streams []seqstore.Stream) error {
+	for len(streams) > 0 {
+		o := &op{kind: opDrop, drops: streams}
+		if err := s.do(ctx, o); err != nil {
 			return err
 		}
+		if o.err != nil {
+			return o.err
+		}
+		streams = o.more
 	}
 	return nil
 }

@@ -106,7 +106,7 @@ func (s *Store) tryTx(ctx context.Context, ops []*op) (err error, beforeCommit b
 		return fmt.Errorf("commit: %w", err), false
 	}
 	for i, o := range ops {
-		o.res, o.err = outcomes[i].res, outcomes[i].err
+		o.res, o.err, o.more = outcomes[i].res, outcomes[i].err, outcomes[i].more
 	}
 	return nil, false
 }

@@ -23,6 +23,8 @@ func TestConformance(t *testing.T) {
 					}
 					return s
 				}
+			}, PlantParked: func(t *testing.T, st seqstore.Store, entries []seqstore.Parked) {
+				plantPassed(t, st.(*Store), entries...)
 			}})
 		})
 	}

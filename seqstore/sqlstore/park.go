@@ -79,7 +79,7 @@ func (s *Store) Unpark(ctx context.Context, queries []seqstore.ParkQuery) ([][]s
 	for lo := 0; lo < len(idx); lo += unparkChunk {
 		part := idx[lo:min(lo+unparkChunk, len(idx))]
 		var b strings.Builder
-		args := make([]any, 0, 5*len(part))
+		args := make([]any, 0, 9*len(part))
 		for n, i := range part {
 			q := queries[i]
 			if n > 0 {
@@ -88,9 +88,13 @@ func (s *Store) Unpark(ctx context.Context, queries []seqstore.ParkQuery) ([][]s
 			// The query's index is a literal: the one number written into
 			// SQL text besides the prefix.
 			k := strconv.Itoa(i)
-			b.WriteString("SELECT k, seq, crc, body FROM (SELECT " + k + " AS k, seq, crc, body FROM " + s.prefix +
-				"parked WHERE queue = ? AND grp = ? AND epoch = ? AND seq >= ? ORDER BY seq LIMIT ?) AS t" + k)
-			args = append(args, q.Stream.Queue, q.Stream.Group, int64(q.Epoch), int64(q.From), int64(q.Max))
+			// Never a row the stream's cursor passed (an Advance may
+			// leave some for dropPassed).
+			b.WriteString("SELECT k, seq, crc, body FROM (SELECT " + k + " AS k, p.seq, p.crc, p.body FROM " + s.prefix +
+				"parked p WHERE p.queue = ? AND p.grp = ? AND p.epoch = ? AND p.seq >= ? AND NOT EXISTS (SELECT 1 FROM " + s.prefix +
+				"cursor c WHERE c.queue = ? AND c.grp = ? AND (c.epoch > ? OR c.epoch = ? AND c.next_seq > p.seq)) ORDER BY p.seq LIMIT ?) AS t" + k)
+			args = append(args, q.Stream.Queue, q.Stream.Group, int64(q.Epoch), int64(q.From),
+				q.Stream.Queue, q.Stream.Group, int64(q.Epoch), int64(q.Epoch), int64(q.Max))
 		}
 		if err := s.readParks(ctx, b.String(), args, queries, out); err != nil {
 			return nil, fmt.Errorf("sqlstore: unpark %s: %w", callName(len(queries), queries[0].Stream), err)
@@ -152,7 +156,9 @@ func parkedFromRow(st seqstore.Stream, epoch uint64, seqV, crcV any, body []byte
 }
 
 // ParkedStreams implements seqstore.Parker. It reads outside the group
-// commit, in one statement.
+// commit, in one statement that counts each stream's parked rows and those
+// its cursor has not passed; it lists the streams that have some of the
+// latter, and drops the passed rows it finds (see dropPassed).
 func (s *Store) ParkedStreams(ctx context.Context, queue string) ([]seqstore.Stream, error) {
 	if err := (seqstore.Stream{Queue: queue}).Validate(); err != nil {
 		return nil, fmt.Errorf("sqlstore: parked streams: %w", err)
@@ -163,34 +169,51 @@ func (s *Store) ParkedStreams(ctx context.Context, queue string) ([]seqstore.Str
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("sqlstore: parked streams: %w", err)
 	}
-	streams, err := s.parkedStreams(ctx, queue)
+	streams, passed, err := s.parkedStreams(ctx, queue)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: parked streams %q: %w", queue, err)
+	}
+	if err := s.dropPassed(ctx, passed); err != nil {
+		s.log.WarnContext(ctx, "sqlstore: dropping passed parks failed", "queue", queue, "err", err.Error())
 	}
 	return streams, nil
 }
 
-func (s *Store) parkedStreams(ctx context.Context, queue string) ([]seqstore.Stream, error) {
-	rows, err := s.db.QueryContext(ctx, s.ph("SELECT DISTINCT grp FROM "+s.prefix+"parked WHERE queue = ?"), queue)
+// parkedStreams returns the streams of queue with parked rows their cursor
+// has not passed, sorted by key, and those with rows it passed.
+func (s *Store) parkedStreams(ctx context.Context, queue string) (live, passed []seqstore.Stream, err error) {
+	p := s.prefix
+	rows, err := s.db.QueryContext(ctx, s.ph("SELECT p.grp, COUNT(*), SUM(CASE WHEN c.epoch IS NULL OR p.epoch > c.epoch OR p.epoch = c.epoch AND p.seq >= c.next_seq THEN 1 ELSE 0 END) FROM "+
+		p+"parked p LEFT JOIN "+p+"cursor c ON c.queue = p.queue AND c.grp = p.grp WHERE p.queue = ? GROUP BY p.grp"), queue)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer func() { _ = rows.Close() }()
-	var out []seqstore.Stream
 	for rows.Next() {
 		var grp string
-		if err := rows.Scan(&grp); err != nil {
-			return nil, err
+		var totalV, liveV any
+		if err := rows.Scan(&grp, &totalV, &liveV); err != nil {
+			return nil, nil, err
 		}
 		st := seqstore.Stream{Queue: queue, Group: grp}
 		if err := st.Validate(); err != nil {
-			return nil, fmt.Errorf("%w: parked row of group %q: %v", seqstore.ErrCorrupt, grp, err)
+			return nil, nil, fmt.Errorf("%w: parked row of group %q: %v", seqstore.ErrCorrupt, grp, err)
 		}
-		out = append(out, st)
+		total, ok1 := toInt64(totalV)
+		n, ok2 := toInt64(liveV)
+		if !ok1 || !ok2 || n < 0 || n > total {
+			return nil, nil, fmt.Errorf("%w: parked rows of %s counted %v, %v not passed", seqstore.ErrCorrupt, st, totalV, liveV)
+		}
+		if n > 0 {
+			live = append(live, st)
+		}
+		if n < total {
+			passed = append(passed, st)
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	slices.SortFunc(out, func(a, b seqstore.Stream) int { return strings.Compare(a.Key(), b.Key()) })
-	return out, nil
+	slices.SortFunc(live, func(a, b seqstore.Stream) int { return strings.Compare(a.Key(), b.Key()) })
+	return live, passed, nil
 }

@@ -97,6 +97,10 @@ type Store struct {
 	closed bool
 
 	ops, txs, stmts, retries atomic.Uint64
+
+	// onDrop, when set (tests), is told the rows each parked-row DELETE
+	// deleted.
+	onDrop func(n int64)
 }
 
 var _ seqstore.Store = (*Store)(nil)
@@ -346,7 +350,9 @@ func cloneCursor(c seqstore.Cursor) seqstore.Cursor {
 }
 
 // Advance implements seqstore.Store: the batch is one compare-and-set
-// inside a group-commit transaction, all or nothing.
+// inside a group-commit transaction, all or nothing, with the drop of up to
+// dropChunk of the parked entries it passed; it drops the rest after the
+// commit, dropChunk per statement (see the package documentation).
 func (s *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
 	if err := seqstore.CheckAdvance(batch); err != nil {
 		return fmt.Errorf("sqlstore: advance: %w", err)
@@ -354,8 +360,13 @@ func (s *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	if err := s.do(ctx, &op{kind: opAdvance, batch: batch}); err != nil {
+	o := &op{kind: opAdvance, batch: batch}
+	if err := s.do(ctx, o); err != nil {
 		return fmt.Errorf("sqlstore: advance: %w", err)
+	}
+	if err := s.dropPassed(ctx, o.more); err != nil {
+		// The cursors moved: report that. What is left is below them.
+		s.log.WarnContext(ctx, "sqlstore: dropping passed parks failed; the next advance or parked-streams scan retries", "err", err.Error())
 	}
 	return nil
 }
@@ -367,6 +378,11 @@ func (s *Store) Advance(ctx context.Context, batch []seqstore.Advance) error {
 // *seqstore.BatchError (a conflict, say) nothing was written and the caller
 // should roll back. tx must come from the *sql.DB the Store was opened with
 // (or one on the same database and table prefix).
+//
+// AdvanceTx drops up to dropChunk of the parked entries its cursors pass
+// in tx. It cannot drop more before tx commits, so it leaves the rest to
+// later writes (the stream's next Advance or AdvanceTx, and
+// ParkedStreams); Unpark never returns them meanwhile.
 func (s *Store) AdvanceTx(ctx context.Context, tx *sql.Tx, batch []seqstore.Advance) error {
 	if tx == nil {
 		return fmt.Errorf("sqlstore: advance in transaction: %w: nil *sql.Tx", seqstore.ErrInvalidArgument)

@@ -33,6 +33,8 @@ var parkTests = []struct {
 	{"Park/Bounds", testParkBounds},
 	{"Park/BelowCursor", testParkBelowCursor},
 	{"Park/AdvanceDrops", testParkAdvanceDrops},
+	{"Park/AdvanceDropsMany", testParkAdvanceDropsMany},
+	{"Park/PassedLeftovers", testParkPassedLeftovers},
 	{"Park/ParkedStreams", testParkedStreams},
 	{"Park/ManyStreams", testParkMany},
 	{"Park/Reopen", testParkReopen},
@@ -463,6 +465,118 @@ func testParkAdvanceDrops(t *testing.T, h Harness) {
 	advance(t, st, seqstore.Advance{Stream: s, From: seqstore.Cursor{Epoch: e3, Next: 3}, To: seqstore.Cursor{Epoch: e3 + 1, Next: 1}})
 	check("after Advance to a newer epoch", nil, nil, nil, []uint64{2})
 	assertStreams(t, []seqstore.Stream{o}, parkedStreams(t, p, "q"), "a stream whose last park was dropped is not listed")
+}
+
+// testParkAdvanceDropsMany passes more parked entries than a store drops
+// in one chunk (seqstore.Parker: stores drop a large park in bounded
+// writes, the first with the cursor): once Advance returned, Unpark returns
+// none of the passed entries for any epoch or From, every entry at or
+// above the cursor is still there, and ParkedStreams lists only streams
+// with entries left.
+func testParkAdvanceDropsMany(t *testing.T, h Harness) {
+	st, p, _ := openParker(t, h)
+	big := seqstore.Stream{Queue: "q", Group: "big"}
+	small := seqstore.Stream{Queue: "q", Group: "small"}
+	const n, cut = 2600, 2001
+	body := func(s seqstore.Stream, epoch, seq uint64) []byte {
+		return fmt.Appendf(nil, "%s %d/%d", s.Group, epoch, seq)
+	}
+	entries := func(s seqstore.Stream, epoch, from, to uint64) []seqstore.Parked {
+		var ps []seqstore.Parked
+		for q := from; q <= to; q++ {
+			ps = append(ps, seqstore.Parked{Stream: s, Epoch: epoch, Seq: q, Body: body(s, epoch, q)})
+		}
+		return ps
+	}
+	all := slices.Concat(entries(big, 4, 1, 300), entries(big, 5, 1, n), entries(big, 6, 1, 2), entries(small, 5, 1, 3))
+	for lo := 0; lo < len(all); lo += 500 {
+		park(t, p, all[lo:min(lo+500, len(all))]...)
+	}
+	// epoch 4 < cursor epoch; epoch 5 from 0, from inside the passed range
+	// and from the cursor; the next epoch untouched.
+	check := func(what string, big5, small5 []seqstore.Parked, big6 []seqstore.Parked) {
+		t.Helper()
+		got := unpark(t, p,
+			seqstore.ParkQuery{Stream: big, Epoch: 4, Max: 10_000},
+			seqstore.ParkQuery{Stream: big, Epoch: 5, Max: 10_000},
+			seqstore.ParkQuery{Stream: big, Epoch: 5, From: 1500, Max: 10_000},
+			seqstore.ParkQuery{Stream: big, Epoch: 6, Max: 10_000},
+			seqstore.ParkQuery{Stream: small, Epoch: 5, Max: 10_000})
+		assertParked(t, nil, got[0], "%s: %s epoch 4", what, big)
+		assertParked(t, big5, got[1], "%s: %s epoch 5 from 0", what, big)
+		var from1500 []seqstore.Parked
+		for _, e := range big5 {
+			if e.Seq >= 1500 {
+				from1500 = append(from1500, e)
+			}
+		}
+		assertParked(t, from1500, got[2], "%s: %s epoch 5 from 1500", what, big)
+		assertParked(t, big6, got[3], "%s: %s epoch 6", what, big)
+		assertParked(t, small5, got[4], "%s: %s epoch 5", what, small)
+	}
+
+	// One batch passes 300 + 2,000 entries of big and 2 of small.
+	cb := seqstore.Cursor{Epoch: 5, Next: cut}
+	cs := seqstore.Cursor{Epoch: 5, Next: 3}
+	advance(t, st, seqstore.Advance{Stream: big, To: cb}, seqstore.Advance{Stream: small, To: cs})
+	check("after Advance to 5/2001", entries(big, 5, cut, n), entries(small, 5, 3, 3), entries(big, 6, 1, 2))
+	assertStreams(t, []seqstore.Stream{big, small}, parkedStreams(t, p, "q"), "both streams keep parks")
+
+	// A new epoch passes the rest of epoch 5; small's last park goes too.
+	cb2 := seqstore.Cursor{Epoch: 6, Next: 1}
+	advance(t, st, seqstore.Advance{Stream: big, From: cb, To: cb2}, seqstore.Advance{Stream: small, From: cs, To: seqstore.Cursor{Epoch: 5, Next: 4}})
+	check("after Advance to 6/1", nil, nil, entries(big, 6, 1, 2))
+	assertStreams(t, []seqstore.Stream{big}, parkedStreams(t, p, "q"), "only big keeps parks (epoch 6)")
+
+	advance(t, st, seqstore.Advance{Stream: big, From: cb2, To: seqstore.Cursor{Epoch: 7, Next: 1}})
+	check("after Advance to 7/1", nil, nil, nil)
+	assertStreams(t, nil, parkedStreams(t, p, "q"), "no stream keeps parks once every one was passed")
+}
+
+// testParkPassedLeftovers plants entries below stored cursors, as a crash
+// between an Advance's drop chunks leaves them (Harness.PlantParked):
+// Unpark never returns them, for any epoch or From; ParkedStreams does not
+// list a stream that has only such entries; Advances go on as before.
+func testParkPassedLeftovers(t *testing.T, h Harness) {
+	if h.PlantParked == nil {
+		t.Skip("Harness.PlantParked is nil: the store's storage cannot be planted")
+	}
+	st, p, _ := openParker(t, h)
+	a := seqstore.Stream{Queue: "q", Group: "a"} // live and passed entries
+	b := seqstore.Stream{Queue: "q", Group: "b"} // only passed entries
+	park(t, p, pk(a, 2, 5, "a5"), pk(a, 2, 6, "a6"), pk(a, 3, 1, "a3/1"), pk(b, 2, 9, "b9"))
+	ca := seqstore.Cursor{Epoch: 2, Next: 5}
+	cb := seqstore.Cursor{Epoch: 3, Next: 1}
+	advance(t, st, seqstore.Advance{Stream: a, To: ca}, seqstore.Advance{Stream: b, To: cb})
+	h.PlantParked(t, st, []seqstore.Parked{pk(a, 1, 7, "a old epoch"), pk(a, 2, 1, "a1"), pk(a, 2, 4, "a4"),
+		pk(b, 2, 3, "b3"), pk(b, 2, 10, "b10")})
+
+	got := unpark(t, p,
+		seqstore.ParkQuery{Stream: a, Epoch: 1, Max: 100},
+		seqstore.ParkQuery{Stream: a, Epoch: 2, Max: 100},
+		seqstore.ParkQuery{Stream: a, Epoch: 2, From: 4, Max: 1},
+		seqstore.ParkQuery{Stream: a, Epoch: 3, Max: 100},
+		seqstore.ParkQuery{Stream: b, Epoch: 2, Max: 100},
+		seqstore.ParkQuery{Stream: b, Epoch: 3, Max: 100})
+	assertParked(t, nil, got[0], "%s epoch 1 (older than its cursor's)", a)
+	assertParked(t, []seqstore.Parked{pk(a, 2, 5, "a5"), pk(a, 2, 6, "a6")}, got[1], "%s epoch 2 from 0", a)
+	assertParked(t, []seqstore.Parked{pk(a, 2, 5, "a5")}, got[2], "%s epoch 2 from 4, max 1", a)
+	assertParked(t, []seqstore.Parked{pk(a, 3, 1, "a3/1")}, got[3], "%s epoch 3", a)
+	assertParked(t, nil, got[4], "%s epoch 2 (older than its cursor's)", b)
+	assertParked(t, nil, got[5], "%s epoch 3", b)
+	assertStreams(t, []seqstore.Stream{a}, parkedStreams(t, p, "q"), "ParkedStreams with passed entries left")
+	assertStreams(t, []seqstore.Stream{a}, parkedStreams(t, p, "q"), "ParkedStreams again")
+
+	// Advances and parks go on; the leftovers stay invisible.
+	ca2 := seqstore.Cursor{Epoch: 2, Next: 6}
+	advance(t, st, seqstore.Advance{Stream: a, From: ca, To: ca2}, seqstore.Advance{Stream: b, From: cb, To: seqstore.Cursor{Epoch: 3, Next: 2}})
+	park(t, p, pk(b, 3, 4, "b3/4"))
+	assertParked(t, []seqstore.Parked{pk(a, 2, 6, "a6")}, unparkAll(t, p, a, 2), "%s epoch 2 after an Advance to 2/6", a)
+	assertParked(t, nil, unparkAll(t, p, b, 2), "%s epoch 2 after an Advance", b)
+	assertParked(t, []seqstore.Parked{pk(b, 3, 4, "b3/4")}, unparkAll(t, p, b, 3), "%s epoch 3 after a Park", b)
+	assertStreams(t, []seqstore.Stream{a, b}, parkedStreams(t, p, "q"), "ParkedStreams after a new Park of b")
+	advance(t, st, seqstore.Advance{Stream: a, From: ca2, To: seqstore.Cursor{Epoch: 4, Next: 1}})
+	assertStreams(t, []seqstore.Stream{b}, parkedStreams(t, p, "q"), "ParkedStreams once a's cursor passed everything")
 }
 
 func testParkedStreams(t *testing.T, h Harness) {

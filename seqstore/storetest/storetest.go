@@ -45,6 +45,12 @@ type Harness struct {
 	// check that the report matches what is stored instead of all or
 	// nothing, and Park/Concurrent takes such a Park's entries as parked.
 	PerStreamAtomic bool
+	// PlantParked, when set, writes entries straight into st's storage as
+	// parked entries, without Park's check against the cursor: the state
+	// an Advance that crashed between its drop chunks leaves (entries its
+	// stored cursor passed, still stored). Park/PassedLeftovers skips when
+	// it is nil.
+	PlantParked func(t *testing.T, st seqstore.Store, entries []seqstore.Parked)
 	// OpenBench opens a Store over fresh, isolated storage for a benchmark
 	// (BenchPark), as Open does for a test; the benchmark closes it.
 	// Benchmarks skip when it is nil.
