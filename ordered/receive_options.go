@@ -506,8 +506,11 @@ type ParkLimits struct {
 	// Messages and Bytes bound the receiver's parks over all groups.
 	// Defaults 100,000 and 1 GiB.
 	Messages, Bytes int64
-	// GroupMessages and GroupBytes bound one group's parks. Defaults 10,000
-	// and 64 MiB.
+	// GroupMessages and GroupBytes bound one group's parks. Default the
+	// receiver's: a legitimate backlog of one group behind a hole parks
+	// what it needs (beyond a limit it drains in repeated passes over the
+	// queue, each message received again on each pass). Set them lower
+	// when the queue's senders are not trusted to keep to their groups.
 	GroupMessages, GroupBytes int64
 }
 
@@ -519,8 +522,8 @@ func (l *ParkLimits) setDefaults() {
 	}
 	def(&l.Messages, 100_000)
 	def(&l.Bytes, 1<<30)
-	def(&l.GroupMessages, 10_000)
-	def(&l.GroupBytes, 64<<20)
+	def(&l.GroupMessages, l.Messages)
+	def(&l.GroupBytes, l.Bytes)
 }
 
 func (l ParkLimits) core() recvcore.ParkLimits {
