@@ -121,6 +121,18 @@ func parseOptInt(s, element string) (int64, *apiError) {
 const (
 	xmlHeader = `<?xml version="1.0" encoding="UTF-8"?>` + "\n"
 	xmlNS     = ` xmlns="http://mns.aliyuncs.com/doc/v1/"`
+	// xmlErrorNS is the namespace of an <Error> answer: without the
+	// trailing slash of xmlNS. The Java SDK 2.0.0 reads errors with JAXB
+	// over a namespace-aware parser in exactly this namespace
+	// (src/main/java/com/aliyun/mns/model/ErrorMessage.java,
+	// common/MNSConstants.java DEFAULT_XML_NAMESPACE), so the service must
+	// send it; any other form is a parse failure there, and an empty
+	// receive throws instead of returning null. The Go SDK v1.0.11 (struct
+	// tags without a namespace), the Python SDK (minidom
+	// getElementsByTagName) and the Node.js SDK (xml2js by tag name)
+	// ignore the namespace. Success bodies keep xmlNS, the documentation's
+	// form, which every SDK reads by local name.
+	xmlErrorNS = ` xmlns="http://mns.aliyuncs.com/doc/v1"`
 )
 
 func appendElem(b []byte, name, value string) []byte {
@@ -254,7 +266,7 @@ func appendQueueAttrs(b []byte, info *QueueInfo, ns bool) []byte {
 
 func appendError(b []byte, e *apiError, requestID, hostID string) []byte {
 	b = append(b, xmlHeader...)
-	b = append(b, "<Error"+xmlNS+">"...)
+	b = append(b, "<Error"+xmlErrorNS+">"...)
 	b = appendElem(b, "Code", e.code)
 	b = appendElem(b, "Message", e.message)
 	b = appendElem(b, "RequestId", requestID)
