@@ -52,9 +52,18 @@
 // PushDuplicate and PushDrop make pushes late, double or lost, as the
 // service's at-least-once, unordered pushes can be; Stats counts each.
 //
-// Every request must carry a valid signature (HMAC-SHA1 as the SDK computes
-// it) for the configured access key: an unknown key is answered 403
-// InvalidAccessKeyId, a wrong signature 403 SignatureDoesNotMatch. A
+// Every request must carry a valid signature for the configured access key,
+// in either scheme the service takes: "MNS <AccessKeyId>:<signature>"
+// (HMAC-SHA1 as the Go, Python and Node.js SDKs and the Java SDK's default
+// compute it), or the V4 signature the Java SDK 2.0.0 recommends,
+// "MNS4-HMAC-SHA256 Credential=<AccessKeyId>/<date>/<region>/mns/aliyun_v4_request,Signature=<hex>"
+// (HMAC-SHA256 with a key derived from the date, region and service, over
+// a canonical request of the method, path, query, Content-Type,
+// Content-MD5 and x-mns-* headers; any region is served, the date must be
+// the Date header's; the Apsara Stack variant APSARA-MNS4-HMAC-SHA256 too).
+// An unknown key is answered 403 InvalidAccessKeyId, a wrong signature 403
+// SignatureDoesNotMatch, a malformed Authorization header 400
+// InvalidAuthorizationHeader. A
 // Content-MD5 that does not match the body is 400 InvalidDegist (the
 // service's spelling). As in the service, the signature covers the
 // Content-MD5 header but not the body itself, and both are optional: a
