@@ -26,7 +26,8 @@
 // The queue operations of the MNS REST API, as the SDK sends and parses them:
 // create (201, 204 when it exists with the same attributes, 409
 // QueueAlreadyExist otherwise), delete, get and set attributes, list (marker,
-// ret-number, prefix, with-meta), send and batch send (at most 16 entries and
+// ret-number, prefix, with-meta; each item has its QueueURL, with the
+// attributes too when with-meta is true), send and batch send (at most 16 entries and
 // 64 KiB in all; per-entry failures answered as a <Messages> list), receive
 // and batch receive (1..16) with long polling (waitseconds 0..30, else the
 // queue's PollingWaitSeconds; a message that arrives during the wait is
@@ -39,7 +40,8 @@
 // and set attributes, delete, list; subscribe (same rules, 409
 // SubscriptionAlreadyExist), get and set subscription attributes (only the
 // NotifyStrategy can change, as in the service), unsubscribe (204 even when
-// there was no such subscription), list subscriptions; and publish. A
+// there was no such subscription), list subscriptions (lists carry each
+// TopicURL or SubscriptionURL, with metadata too); and publish. A
 // publish answers 201 with the topic message's id and body MD5 and then
 // pushes to every subscription whose FilterTag is empty or equals the
 // message's tag and whose endpoint is a queue

@@ -437,3 +437,47 @@ func TestJavaV4Refused(t *testing.T) {
 	assert.Equal(t, 408, w.Code, "well signed, an hour old: %s", w.Body)
 	assert.Contains(t, w.Body.String(), CodeTimeExpired)
 }
+
+// TestJavaListWithMetaHasURL: a list with x-mns-with-meta: true carries
+// each item's URL beside its attributes, as without it. The Java SDK reads
+// QueueURL, TopicURL and SubscriptionURL out of each item in both forms
+// (src/main/java/com/aliyun/mns/model/serialize/queue/AbstractQueueMetaDeserializer.java,
+// topic/AbstractTopicMetaDeserializer.java, topic/AbstractSubscriptionDeserializer.java),
+// and the Python SDK's ListQueueDecoder and ListTopicDecoder build their
+// URL lists from them, with metadata too.
+func TestJavaListWithMetaHasURL(t *testing.T) {
+	s := newRawServer(t)
+	require.NoError(t, s.CreateQueue("raw2", nil))
+	require.NoError(t, s.CreateTopic("t", nil))
+	require.NoError(t, s.Subscribe("t", "sub", Subscription{Endpoint: s.QueueEndpoint("raw")}))
+	type item struct {
+		QueueURL, QueueName, TopicURL, TopicName, SubscriptionURL, SubscriptionName string
+	}
+	var list struct {
+		Items []item `xml:",any"`
+	}
+	for _, tc := range []struct{ path, name string }{
+		{"/queues", "QueueName"}, {"/topics", "TopicName"}, {"/topics/t/subscriptions", "SubscriptionName"},
+	} {
+		for _, meta := range []string{"true", "false"} {
+			a := do(t, s, "GET", tc.path, "", func(r *http.Request) {
+				r.Header.Set("x-mns-with-meta", meta)
+				resign(r, s)
+			})
+			require.Equal(t, 200, a.status, a.body)
+			list.Items = nil
+			require.NoError(t, xml.Unmarshal([]byte(a.body), &list), a.body)
+			require.NotEmpty(t, list.Items, a.body)
+			for _, it := range list.Items {
+				url, name := it.QueueURL+it.TopicURL+it.SubscriptionURL, it.QueueName+it.TopicName
+				if it.SubscriptionName != "" {
+					name = it.SubscriptionName // beside its TopicName
+				}
+				assert.True(t, strings.HasPrefix(url, "http://example.com"+tc.path+"/"), "%s with-meta %s: URL %q in %s", tc.path, meta, url, a.body)
+				if meta == "true" {
+					assert.Equal(t, tc.path+"/"+name, strings.TrimPrefix(url, "http://example.com"), "the URL names the item")
+				}
+			}
+		}
+	}
+}

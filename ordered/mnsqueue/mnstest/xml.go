@@ -234,12 +234,18 @@ func appendMessage(b []byte, d *delivery, ns bool) []byte {
 	return append(b, "</Message>"...)
 }
 
-func appendQueueAttrs(b []byte, info *QueueInfo, ns bool) []byte {
+// appendQueueAttrs writes a <Queue> with the attributes of info, and first
+// its QueueURL when url is not empty: a ListQueue with metadata has it, as
+// one without does (the Java and Python SDKs read it there).
+func appendQueueAttrs(b []byte, info *QueueInfo, ns bool, url string) []byte {
 	b = append(b, "<Queue"...)
 	if ns {
 		b = append(b, xmlNS...)
 	}
 	b = append(b, '>')
+	if url != "" {
+		b = appendElem(b, "QueueURL", url)
+	}
 	a := &info.Attributes
 	b = appendElem(b, "QueueName", info.Name)
 	b = appendIntElem(b, "CreateTime", info.CreateTime.Unix())
