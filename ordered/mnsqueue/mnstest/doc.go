@@ -109,7 +109,10 @@
 // metadata, GetTopicAttributes and ListTopic with metadata answer the type,
 // which never changes (SetQueueAttributes or SetTopicAttributes with
 // another type is 400 InvalidArgument, CreateQueue or CreateTopic with
-// another type 409 as for any other attribute).
+// another type 409 as for any other attribute). The Java SDK 2.0.0 has no
+// QueueType or TopicType (it sends and reads MessageGroupId only): a queue
+// it creates is a standard queue, which ignores the group; make FIFO
+// queues with the Go API (CreateQueue) or a raw CreateQueue request.
 //
 // Every SendMessage, every BatchSendMessage entry and every PublishMessage
 // to a FIFO queue or topic must carry a <MessageGroupId> (the Java SDK

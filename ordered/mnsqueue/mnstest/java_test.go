@@ -481,3 +481,74 @@ func TestJavaListWithMetaHasURL(t *testing.T) {
 		}
 	}
 }
+
+// javaMessage is a <Message> as the Java SDK's XMLSerializer.serializeMessage
+// writes it (src/main/java/com/aliyun/mns/model/serialize/XMLSerializer.java):
+// MessageBody, DelaySeconds, Priority, the UserProperties and
+// SystemProperties lists, then MessageGroupId, the root in javaNS.
+func javaMessage(body, group string) string {
+	return `<Message xmlns="` + javaNS + `"><MessageBody>` + body + `</MessageBody><DelaySeconds>0</DelaySeconds>` +
+		`<Priority>8</Priority><UserProperties><PropertyValue><Name>k</Name><Value>v</Value><Type>STRING</Type></PropertyValue></UserProperties>` +
+		`<SystemProperties><SystemPropertyValue><Name>TraceParent</Name><Value>t</Value><Type>STRING</Type></SystemPropertyValue></SystemProperties>` +
+		`<MessageGroupId>` + group + `</MessageGroupId></Message>`
+}
+
+const javaDecl = `<?xml version="1.0" encoding="UTF-8" standalone="no"?>`
+
+// TestJavaFIFOBodies: the Java SDK's send and batch send bodies keep their
+// MessageGroupId on a FIFO queue, and a receive gives it back where the
+// Java SDK's MessageDeserializer and MessageListDeserializer look for it (a
+// <MessageGroupId> inside each <Message>). The Java SDK 2.0.0 has no
+// QueueType at all (QueueMeta, QueueMetaSerializer and
+// AbstractQueueMetaDeserializer know none, in any version): a FIFO queue
+// is made otherwise, here by a CreateQueue body with <QueueType>fifo</QueueType>
+// in the Java SDK's namespace, and one made by the Java SDK's CreateQueue
+// is a standard queue, which ignores MessageGroupId, as the service's do.
+func TestJavaFIFOBodies(t *testing.T) {
+	s := newRawServer(t)
+	a := do(t, s, "PUT", "/queues/jfifo", javaDecl+`<Queue xmlns="`+javaNS+`"><VisibilityTimeout>30</VisibilityTimeout><QueueType>fifo</QueueType></Queue>`, nil)
+	require.Equal(t, 201, a.status, a.body)
+	info, err := s.Queue("jfifo")
+	require.NoError(t, err)
+	require.Equal(t, QueueTypeFIFO, info.Attributes.QueueType, "QueueType read in the Java SDK's namespace")
+
+	a = do(t, s, "POST", "/queues/jfifo/messages", javaDecl+javaMessage("a1", "ga"), nil)
+	require.Equal(t, 201, a.status, "single send: %s", a.body)
+	a = do(t, s, "POST", "/queues/jfifo/messages", javaDecl+`<Messages xmlns="`+javaNS+`">`+
+		javaMessage("a2", "ga")+javaMessage("b1", "gb")+`</Messages>`, nil)
+	require.Equal(t, 201, a.status, "batch send: %s", a.body)
+	a = do(t, s, "POST", "/queues/jfifo/messages", javaDecl+`<Message xmlns="`+javaNS+`"><MessageBody>x</MessageBody></Message>`, nil)
+	assert.Equal(t, CodeFifoMissingMessageGroupID, a.err.Code, "no group: %s", a.body)
+
+	groups, err := s.Groups("jfifo")
+	require.NoError(t, err)
+	got := map[string]int{}
+	for _, g := range groups {
+		got[g.ID] = g.Messages
+	}
+	assert.Equal(t, map[string]int{"ga": 2, "gb": 1}, got, "stored by group")
+
+	a = do(t, s, "GET", "/queues/jfifo/messages?numOfMessages=16&waitseconds=1", "", nil)
+	require.Equal(t, 200, a.status, a.body)
+	var recv struct {
+		Messages []struct{ MessageBody, MessageGroupId string } `xml:"Message"`
+	}
+	require.NoError(t, xml.Unmarshal([]byte(a.body), &recv))
+	byBody := map[string]string{}
+	for _, m := range recv.Messages {
+		byBody[m.MessageBody] = m.MessageGroupId
+	}
+	assert.Equal(t, map[string]string{"a1": "ga", "b1": "gb"}, byBody, "one head per group, with its group: %s", a.body)
+
+	// The Java SDK's own CreateQueue body has no QueueType: a standard queue.
+	a = do(t, s, "PUT", "/queues/jstd", javaDecl+`<Queue xmlns="`+javaNS+`"><DelaySeconds>0</DelaySeconds><LoggingEnabled>false</LoggingEnabled></Queue>`, nil)
+	require.Equal(t, 201, a.status, a.body)
+	info, err = s.Queue("jstd")
+	require.NoError(t, err)
+	assert.Empty(t, info.Attributes.QueueType, "standard")
+	a = do(t, s, "POST", "/queues/jstd/messages", javaDecl+javaMessage("s1", "g"), nil)
+	require.Equal(t, 201, a.status, a.body)
+	a = do(t, s, "GET", "/queues/jstd/messages?waitseconds=1", "", nil)
+	require.Equal(t, 200, a.status, a.body)
+	assert.NotContains(t, a.body, "MessageGroupId", "a standard queue ignores the group")
+}
