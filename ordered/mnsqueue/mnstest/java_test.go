@@ -552,3 +552,51 @@ func TestJavaFIFOBodies(t *testing.T) {
 	require.Equal(t, 200, a.status, a.body)
 	assert.NotContains(t, a.body, "MessageGroupId", "a standard queue ignores the group")
 }
+
+// TestJavaSessionOverHTTP runs the Java SDK's calls over a real
+// connection, each signed with V4 as the SDK signs it, its bodies in the
+// SDK's shape: create a queue, send, batch receive, change visibility,
+// delete with the handle raw in the query, and read the error of an empty
+// receive as the SDK's ErrorMessage does.
+func TestJavaSessionOverHTTP(t *testing.T) {
+	s := newRawServer(t)
+	call := func(method, resource, body string) (int, string) {
+		t.Helper()
+		jr := javaV4Request{method: method, resource: resource, at: time.Now().Truncate(time.Second),
+			headers: map[string]string{"Content-Type": "text/xml;charset=UTF-8", "x-mns-version": "2015-06-06",
+				"x-mns-user-request-id": "0f9b7d1e-6c1b-4b7a-9a57-1a2b3c4d5e6f"}}
+		r := jr.wire(t, body, javaV4Authorization(jr, s.AccessKeyID(), s.AccessKeySecret(), "cn-shanghai", false))
+		req, err := http.NewRequestWithContext(t.Context(), method, "http://"+s.Addr()+r.URL.RequestURI(), strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header = r.Header
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		require.NoError(t, err)
+		return res.StatusCode, string(b)
+	}
+	status, body := call("PUT", "queues/js", javaDecl+`<Queue xmlns="`+javaNS+`"><PollingWaitSeconds>0</PollingWaitSeconds></Queue>`)
+	require.Equal(t, 201, status, body)
+	status, body = call("POST", "queues/js/messages", javaDecl+javaMessage("aGVsbG8=", "g"))
+	require.Equal(t, 201, status, body)
+	status, body = call("GET", "queues/js/messages?numOfMessages=16&waitseconds=1", "")
+	require.Equal(t, 200, status, body)
+	var got struct {
+		Messages []struct{ ReceiptHandle, MessageBody string } `xml:"Message"`
+	}
+	require.NoError(t, xml.Unmarshal([]byte(body), &got))
+	require.Len(t, got.Messages, 1, body)
+	require.Equal(t, "aGVsbG8=", got.Messages[0].MessageBody)
+	status, body = call("PUT", "queues/js/messages?ReceiptHandle="+got.Messages[0].ReceiptHandle+"&VisibilityTimeout=5", "")
+	require.Equal(t, 200, status, body)
+	var cv struct{ ReceiptHandle string }
+	require.NoError(t, xml.Unmarshal([]byte(body), &cv))
+	status, body = call("DELETE", "queues/js/messages?ReceiptHandle="+cv.ReceiptHandle, "")
+	require.Equal(t, 204, status, body)
+	status, body = call("GET", "queues/js/messages?waitseconds=1", "")
+	require.Equal(t, 404, status, body)
+	var e javaError
+	require.NoError(t, xml.Unmarshal([]byte(body), &e), body)
+	assert.Equal(t, CodeMessageNotExist, e.Code, "the Java SDK's CloudQueue.popMessage sees MessageNotExist and returns null")
+}
