@@ -600,3 +600,34 @@ func TestJavaSessionOverHTTP(t *testing.T) {
 	require.NoError(t, xml.Unmarshal([]byte(body), &e), body)
 	assert.Equal(t, CodeMessageNotExist, e.Code, "the Java SDK's CloudQueue.popMessage sees MessageNotExist and returns null")
 }
+
+// FuzzV4Authorization: any Authorization header of the V4 schemes, over
+// any path and query, is answered with one of the authentication errors
+// (or accepted), never a panic.
+func FuzzV4Authorization(f *testing.F) {
+	now := time.Now().Truncate(time.Second)
+	jr := javaV4Request{method: "GET", resource: "/queues/q/messages?waitseconds=1",
+		headers: map[string]string{"x-mns-version": "2015-06-06"}, at: now}
+	f.Add(javaV4Authorization(jr, "ak", "sk", "r", false), "/queues/q/messages", "waitseconds=1")
+	f.Add(javaV4Authorization(jr, "ak", "sk", "r", true), "/queues/q/messages", "waitseconds=1")
+	f.Add("MNS4-HMAC-SHA256 Credential=ak/2025/r/mns/aliyun_v4_request,Signature=zz", "/", "a=%zz&&=b&c")
+	f.Add("APSARA-MNS4-HMAC-SHA256 ,,,Credential=,Signature=", "/queues/%41", "ReceiptHandle=a+b/c==")
+	date := now.UTC().Format(http.TimeFormat)
+	f.Fuzz(func(t *testing.T, auth, path, query string) {
+		if !isV4(auth) {
+			return
+		}
+		r := httptest.NewRequest("GET", "/", nil)
+		r.URL.Path, r.URL.RawQuery = path, query
+		r.Header.Set("Authorization", auth)
+		r.Header.Set("Date", date)
+		r.Header.Set("x-mns-version", "2015-06-06")
+		if err := verifyV4(r, "ak", "sk", now); err != nil {
+			switch err.code {
+			case CodeInvalidAuthorizationHeader, CodeSignatureDoesNotMatch, CodeInvalidAccessKeyID:
+			default:
+				t.Fatalf("unexpected %v", err)
+			}
+		}
+	})
+}
