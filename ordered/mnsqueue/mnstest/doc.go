@@ -35,6 +35,12 @@
 // peek (not on FIFO queues), delete and batch delete (per-entry failures as an <Errors> list),
 // and change visibility.
 //
+// Request bodies may be in any XML namespace or none. Answers are in the
+// documentation's namespace, "http://mns.aliyuncs.com/doc/v1/", except an
+// <Error>, which is in "http://mns.aliyuncs.com/doc/v1" without the
+// trailing slash: the Java SDK reads errors in that namespace only, the
+// Go, Python and Node.js SDKs in any.
+//
 // The topic operations too: create (201, 204 when it exists with the same
 // attributes, 409 TopicAlreadyExist otherwise, with a Location header), get
 // and set attributes, delete, list; subscribe (same rules, 409

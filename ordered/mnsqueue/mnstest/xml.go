@@ -7,9 +7,11 @@ import (
 	"unicode/utf8"
 )
 
-// Request bodies. The tags carry no namespace so that bodies with or without
-// xmlns="http://mns.aliyuncs.com/doc/v1/" decode alike; numbers are read as
-// text so that a bad number is InvalidArgument, not MalformedXML.
+// Request bodies. The tags carry no namespace so that bodies in any
+// namespace or none decode alike (the Go SDK writes none, the Python and
+// Node.js SDKs xmlns="http://mns.aliyuncs.com/doc/v1/", the Java SDK
+// xmlns="http://mns.aliyuncs.com/doc/v1"); numbers are read as text so that
+// a bad number is InvalidArgument, not MalformedXML.
 
 // sendBody is either a <Message> (single send) or a <Messages> (batch).
 type sendBody struct {
