@@ -26,7 +26,8 @@
 // The queue operations of the MNS REST API, as the SDK sends and parses them:
 // create (201, 204 when it exists with the same attributes, 409
 // QueueAlreadyExist otherwise), delete, get and set attributes, list (marker,
-// ret-number, prefix, with-meta), send and batch send (at most 16 entries and
+// ret-number, prefix, with-meta; each item has its QueueURL, with the
+// attributes too when with-meta is true), send and batch send (at most 16 entries and
 // 64 KiB in all; per-entry failures answered as a <Messages> list), receive
 // and batch receive (1..16) with long polling (waitseconds 0..30, else the
 // queue's PollingWaitSeconds; a message that arrives during the wait is
@@ -34,12 +35,19 @@
 // peek (not on FIFO queues), delete and batch delete (per-entry failures as an <Errors> list),
 // and change visibility.
 //
+// Request bodies may be in any XML namespace or none. Answers are in the
+// documentation's namespace, "http://mns.aliyuncs.com/doc/v1/", except an
+// <Error>, which is in "http://mns.aliyuncs.com/doc/v1" without the
+// trailing slash: the Java SDK reads errors in that namespace only, the
+// Go, Python and Node.js SDKs in any.
+//
 // The topic operations too: create (201, 204 when it exists with the same
 // attributes, 409 TopicAlreadyExist otherwise, with a Location header), get
 // and set attributes, delete, list; subscribe (same rules, 409
 // SubscriptionAlreadyExist), get and set subscription attributes (only the
 // NotifyStrategy can change, as in the service), unsubscribe (204 even when
-// there was no such subscription), list subscriptions; and publish. A
+// there was no such subscription), list subscriptions (lists carry each
+// TopicURL or SubscriptionURL, with metadata too); and publish. A
 // publish answers 201 with the topic message's id and body MD5 and then
 // pushes to every subscription whose FilterTag is empty or equals the
 // message's tag and whose endpoint is a queue
@@ -52,9 +60,18 @@
 // PushDuplicate and PushDrop make pushes late, double or lost, as the
 // service's at-least-once, unordered pushes can be; Stats counts each.
 //
-// Every request must carry a valid signature (HMAC-SHA1 as the SDK computes
-// it) for the configured access key: an unknown key is answered 403
-// InvalidAccessKeyId, a wrong signature 403 SignatureDoesNotMatch. A
+// Every request must carry a valid signature for the configured access key,
+// in either scheme the service takes: "MNS <AccessKeyId>:<signature>"
+// (HMAC-SHA1 as the Go, Python and Node.js SDKs and the Java SDK's default
+// compute it), or the V4 signature the Java SDK 2.0.0 recommends,
+// "MNS4-HMAC-SHA256 Credential=<AccessKeyId>/<date>/<region>/mns/aliyun_v4_request,Signature=<hex>"
+// (HMAC-SHA256 with a key derived from the date, region and service, over
+// a canonical request of the method, path, query, Content-Type,
+// Content-MD5 and x-mns-* headers; any region is served, the date must be
+// the Date header's; the Apsara Stack variant APSARA-MNS4-HMAC-SHA256 too).
+// An unknown key is answered 403 InvalidAccessKeyId, a wrong signature 403
+// SignatureDoesNotMatch, a malformed Authorization header 400
+// InvalidAuthorizationHeader. A
 // Content-MD5 that does not match the body is 400 InvalidDegist (the
 // service's spelling). As in the service, the signature covers the
 // Content-MD5 header but not the body itself, and both are optional: a
@@ -98,7 +115,10 @@
 // metadata, GetTopicAttributes and ListTopic with metadata answer the type,
 // which never changes (SetQueueAttributes or SetTopicAttributes with
 // another type is 400 InvalidArgument, CreateQueue or CreateTopic with
-// another type 409 as for any other attribute).
+// another type 409 as for any other attribute). The Java SDK 2.0.0 has no
+// QueueType or TopicType (it sends and reads MessageGroupId only): a queue
+// it creates is a standard queue, which ignores the group; make FIFO
+// queues with the Go API (CreateQueue) or a raw CreateQueue request.
 //
 // Every SendMessage, every BatchSendMessage entry and every PublishMessage
 // to a FIFO queue or topic must carry a <MessageGroupId> (the Java SDK

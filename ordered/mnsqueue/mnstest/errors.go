@@ -105,6 +105,7 @@ var (
 	errMalformedXML    = newAPIError(http.StatusBadRequest, CodeMalformedXML, "The XML you provided was not well-formed.")
 	errInternal        = newAPIError(http.StatusInternalServerError, CodeInternalError, "Interal error.")
 	errQueueExists     = newAPIError(http.StatusConflict, CodeQueueAlreadyExist, "The queue you want to create is already exist.")
+	errMissingVersion  = newAPIError(http.StatusBadRequest, CodeMissingVersionHeader, "x-mns-version header is required.")
 	errMissingHandle   = newAPIError(http.StatusBadRequest, CodeMissingReceiptHandle, "ReceiptHandle is required.")
 	errMissingVisTime  = newAPIError(http.StatusBadRequest, CodeMissingVisibilityTimeout, "VisibilityTimeout is required.")
 	errBadURL          = newAPIError(http.StatusBadRequest, CodeInvalidRequestURL, "The request URL is not valid.")

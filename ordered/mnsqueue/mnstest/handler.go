@@ -354,12 +354,20 @@ func (s *Server) signer() hash.Hash {
 
 // authenticate checks the Authorization header as the service does:
 // "MNS <AccessKeyId>:<base64 HMAC-SHA1>" over method, Content-MD5,
-// Content-Type, Date, the sorted x-mns-* headers and the raw request URI.
+// Content-Type, Date, the sorted x-mns-* headers and the raw request URI
+// (the Go, Python and Node.js SDKs, and the Java SDK's default V2), or the
+// V4 signature "MNS4-HMAC-SHA256 Credential=…,Signature=…" (see verifyV4).
 func (c *call) authenticate() *apiError {
 	h := c.r.Header
 	auth := h.Get("Authorization")
 	if auth == "" {
 		return newAPIError(http.StatusBadRequest, CodeMissingAuthorizationHeader, "Authorization header is required.")
+	}
+	if isV4(auth) {
+		if h.Get("Date") != "" && h.Get("X-Mns-Version") == "" {
+			return errMissingVersion
+		}
+		return verifyV4(c.r, c.s.opts.AccessKeyID, c.s.opts.AccessKeySecret, time.Now())
 	}
 	cred, ok := strings.CutPrefix(auth, "MNS ")
 	i := strings.LastIndexByte(cred, ':')
@@ -372,7 +380,7 @@ func (c *call) authenticate() *apiError {
 		return newAPIError(http.StatusBadRequest, CodeMissingDateHeader, "Date header is required.")
 	}
 	if h.Get("X-Mns-Version") == "" {
-		return newAPIError(http.StatusBadRequest, CodeMissingVersionHeader, "x-mns-version header is required.")
+		return errMissingVersion
 	}
 	if keyID != c.s.opts.AccessKeyID {
 		return newAPIError(http.StatusForbidden, CodeInvalidAccessKeyID, "The access Id you provided is not exist.")

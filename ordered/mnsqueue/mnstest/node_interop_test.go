@@ -102,6 +102,7 @@ func TestNodeSDKInterop(t *testing.T) {
 		Received, Deleted, Changed, BatchDeleted, Sent, Published int
 		Handles, Bodies                                           []string
 		TopicName                                                 string
+		EmptyError                                                string
 	}
 	require.NoError(t, json.Unmarshal(stdout.Bytes(), &out), "node's summary: %s", stdout.String())
 	assert.Equal(t, n, out.Received, "Node received every message")
@@ -117,6 +118,7 @@ func TestNodeSDKInterop(t *testing.T) {
 	st := srv.Stats()
 	assert.Zero(t, st.Errors[mnstest.CodeReceiptHandleError], "no handle was mangled")
 	assert.Equal(t, "t", out.TopicName, "GetTopicAttributes from Node")
+	assert.Equal(t, "MNSMessageNotExistError", out.EmptyError, "Node reads the <Error> of an empty receive")
 
 	back, err := batchReceive(ali_mns.NewMNSQueue("back", client), 16, 1)
 	require.NoError(t, err)

@@ -82,7 +82,7 @@ func (c *call) getQueueAttributes() *apiError {
 		return errQueueNotExist
 	}
 	c.out = append(c.out, xmlHeader...)
-	c.out = appendQueueAttrs(c.out, &info, true)
+	c.out = appendQueueAttrs(c.out, &info, true, "")
 	c.status = http.StatusOK
 	return nil
 }
@@ -145,10 +145,11 @@ func (c *call) listQueues() *apiError {
 	}
 	idx, next := l.page(names)
 	c.writeList("Queues", idx, next, func(b []byte, i int) []byte {
+		url := "http://" + c.r.Host + "/queues/" + infos[i].Name
 		if l.withMeta {
-			return appendQueueAttrs(b, &infos[i], false)
+			return appendQueueAttrs(b, &infos[i], false, url)
 		}
-		return appendURLItem(b, "Queue", "QueueURL", "http://"+c.r.Host+"/queues/"+infos[i].Name)
+		return appendURLItem(b, "Queue", "QueueURL", url)
 	})
 	return nil
 }

@@ -378,7 +378,7 @@ func (c *call) getTopicAttributes() *apiError {
 		return errTopicNotExist
 	}
 	c.out = append(c.out, xmlHeader...)
-	c.out = appendTopicAttrs(c.out, &info, true)
+	c.out = appendTopicAttrs(c.out, &info, true, "")
 	c.status = http.StatusOK
 	return nil
 }
@@ -395,10 +395,11 @@ func (c *call) listTopics() *apiError {
 	}
 	idx, next := l.page(names)
 	c.writeList("Topics", idx, next, func(b []byte, i int) []byte {
+		url := "http://" + c.r.Host + "/topics/" + infos[i].Name
 		if l.withMeta {
-			return appendTopicAttrs(b, &infos[i], false)
+			return appendTopicAttrs(b, &infos[i], false, url)
 		}
-		return appendURLItem(b, "Topic", "TopicURL", "http://"+c.r.Host+"/topics/"+infos[i].Name)
+		return appendURLItem(b, "Topic", "TopicURL", url)
 	})
 	return nil
 }
@@ -465,7 +466,7 @@ func (c *call) getSubscriptionAttributes() *apiError {
 		return errSubNotExist
 	}
 	b := append(c.out, xmlHeader...)
-	c.out = appendSubscriptionAttrs(b, t.name, s, c.s.opts.AccountID, true)
+	c.out = appendSubscriptionAttrs(b, t.name, s, c.s.opts.AccountID, true, "")
 	t.mu.Unlock()
 	c.status = http.StatusOK
 	return nil
@@ -496,10 +497,11 @@ func (c *call) listSubscriptions() *apiError {
 	sort.Strings(names)
 	idx, next := l.page(names)
 	c.writeList("Subscriptions", idx, next, func(b []byte, i int) []byte {
+		url := "http://" + c.r.Host + "/topics/" + t.name + "/subscriptions/" + names[i]
 		if l.withMeta {
-			return appendSubscriptionAttrs(b, t.name, t.subs[names[i]], c.s.opts.AccountID, false)
+			return appendSubscriptionAttrs(b, t.name, t.subs[names[i]], c.s.opts.AccountID, false, url)
 		}
-		return appendURLItem(b, "Subscription", "SubscriptionURL", "http://"+c.r.Host+"/topics/"+t.name+"/subscriptions/"+names[i])
+		return appendURLItem(b, "Subscription", "SubscriptionURL", url)
 	})
 	return nil
 }
@@ -565,12 +567,17 @@ func (c *call) publishMessage() *apiError {
 	return nil
 }
 
-func appendTopicAttrs(b []byte, info *TopicInfo, ns bool) []byte {
+// appendTopicAttrs writes a <Topic> with the attributes of info, and first
+// its TopicURL when url is not empty (ListTopic with metadata).
+func appendTopicAttrs(b []byte, info *TopicInfo, ns bool, url string) []byte {
 	b = append(b, "<Topic"...)
 	if ns {
 		b = append(b, xmlNS...)
 	}
 	b = append(b, '>')
+	if url != "" {
+		b = appendElem(b, "TopicURL", url)
+	}
 	b = appendElem(b, "TopicName", info.Name)
 	b = appendIntElem(b, "CreateTime", info.CreateTime.Unix())
 	b = appendIntElem(b, "LastModifyTime", info.LastModifyTime.Unix())
@@ -583,13 +590,18 @@ func appendTopicAttrs(b []byte, info *TopicInfo, ns bool) []byte {
 }
 
 // appendSubscriptionAttrs writes a <Subscription> with its children in the
-// order of the service's example (alphabetical).
-func appendSubscriptionAttrs(b []byte, topicName string, s *subscription, account string, ns bool) []byte {
+// order of the service's example (alphabetical), and first its
+// SubscriptionURL when url is not empty (ListSubscriptionByTopic with
+// metadata).
+func appendSubscriptionAttrs(b []byte, topicName string, s *subscription, account string, ns bool, url string) []byte {
 	b = append(b, "<Subscription"...)
 	if ns {
 		b = append(b, xmlNS...)
 	}
 	b = append(b, '>')
+	if url != "" {
+		b = appendElem(b, "SubscriptionURL", url)
+	}
 	b = appendIntElem(b, "CreateTime", s.created/second)
 	b = appendElem(b, "Endpoint", s.Endpoint)
 	if s.FilterTag != "" {

@@ -7,9 +7,11 @@ import (
 	"unicode/utf8"
 )
 
-// Request bodies. The tags carry no namespace so that bodies with or without
-// xmlns="http://mns.aliyuncs.com/doc/v1/" decode alike; numbers are read as
-// text so that a bad number is InvalidArgument, not MalformedXML.
+// Request bodies. The tags carry no namespace so that bodies in any
+// namespace or none decode alike (the Go SDK writes none, the Python and
+// Node.js SDKs xmlns="http://mns.aliyuncs.com/doc/v1/", the Java SDK
+// xmlns="http://mns.aliyuncs.com/doc/v1"); numbers are read as text so that
+// a bad number is InvalidArgument, not MalformedXML.
 
 // sendBody is either a <Message> (single send) or a <Messages> (batch).
 type sendBody struct {
@@ -121,6 +123,18 @@ func parseOptInt(s, element string) (int64, *apiError) {
 const (
 	xmlHeader = `<?xml version="1.0" encoding="UTF-8"?>` + "\n"
 	xmlNS     = ` xmlns="http://mns.aliyuncs.com/doc/v1/"`
+	// xmlErrorNS is the namespace of an <Error> answer: without the
+	// trailing slash of xmlNS. The Java SDK 2.0.0 reads errors with JAXB
+	// over a namespace-aware parser in exactly this namespace
+	// (src/main/java/com/aliyun/mns/model/ErrorMessage.java,
+	// common/MNSConstants.java DEFAULT_XML_NAMESPACE), so the service must
+	// send it; any other form is a parse failure there, and an empty
+	// receive throws instead of returning null. The Go SDK v1.0.11 (struct
+	// tags without a namespace), the Python SDK (minidom
+	// getElementsByTagName) and the Node.js SDK (xml2js by tag name)
+	// ignore the namespace. Success bodies keep xmlNS, the documentation's
+	// form, which every SDK reads by local name.
+	xmlErrorNS = ` xmlns="http://mns.aliyuncs.com/doc/v1"`
 )
 
 func appendElem(b []byte, name, value string) []byte {
@@ -222,12 +236,18 @@ func appendMessage(b []byte, d *delivery, ns bool) []byte {
 	return append(b, "</Message>"...)
 }
 
-func appendQueueAttrs(b []byte, info *QueueInfo, ns bool) []byte {
+// appendQueueAttrs writes a <Queue> with the attributes of info, and first
+// its QueueURL when url is not empty: a ListQueue with metadata has it, as
+// one without does (the Java and Python SDKs read it there).
+func appendQueueAttrs(b []byte, info *QueueInfo, ns bool, url string) []byte {
 	b = append(b, "<Queue"...)
 	if ns {
 		b = append(b, xmlNS...)
 	}
 	b = append(b, '>')
+	if url != "" {
+		b = appendElem(b, "QueueURL", url)
+	}
 	a := &info.Attributes
 	b = appendElem(b, "QueueName", info.Name)
 	b = appendIntElem(b, "CreateTime", info.CreateTime.Unix())
@@ -254,7 +274,7 @@ func appendQueueAttrs(b []byte, info *QueueInfo, ns bool) []byte {
 
 func appendError(b []byte, e *apiError, requestID, hostID string) []byte {
 	b = append(b, xmlHeader...)
-	b = append(b, "<Error"+xmlNS+">"...)
+	b = append(b, "<Error"+xmlErrorNS+">"...)
 	b = appendElem(b, "Code", e.code)
 	b = appendElem(b, "Message", e.message)
 	b = appendElem(b, "RequestId", requestID)

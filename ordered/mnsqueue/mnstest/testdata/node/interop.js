@@ -51,6 +51,15 @@ async function main() {
     out.batchDeleted += batch.length;
   }
 
+  // The queue is now empty: a receive is an error the SDK must read (it
+  // names it 'MNS' + <Code> + 'Error', whatever the <Error> namespace).
+  try {
+    await client.receiveMessage(queue, 1);
+    out.emptyError = 'none';
+  } catch (err) {
+    out.emptyError = err.name;
+  }
+
   // Send back, and publish to the topic.
   const back = env('MNS_QUEUE_BACK');
   for (let i = 0; i < 4; i++) {
