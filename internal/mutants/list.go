@@ -351,13 +351,15 @@ var mutants = []mutant{
 		Breaks: "filestore renames a snapshot into place without fsyncing it (review2 plant ST5)",
 		Edits: []edit{{
 			File: "seqstore/filestore/writer.go",
-			Old: `	if err == nil {
+			Old: `	err = writeSnapshot(bw, head, parked, refs)
+	if err == nil {
 		err = bw.Flush()
 	}
 	if err == nil {
 		err = s.sync(f)
 	}`,
-			New: `	if err == nil {
+			New: `	err = writeSnapshot(bw, head, parked, refs)
+	if err == nil {
 		err = bw.Flush()
 	}`,
 		}},
@@ -381,7 +383,7 @@ var mutants = []mutant{
 		Edits: []edit{{
 			File: "seqstore/filestore/writer.go",
 			Old: `		_ = f.Close()
-		_ = s.fs.remove(path)
+		_ = s.fs.remove(s.root, name)
 		return nil, err`,
 			New: `		_ = f.Close()
 		return nil, err`,
@@ -394,8 +396,8 @@ var mutants = []mutant{
 		Breaks: "filestore opens LOCK whatever it is: a FIFO or a device is accepted (review2 plant H1)",
 		Edits: []edit{{
 			File: "seqstore/filestore/store.go",
-			Old:  `	return openRegular(path, os.O_RDWR|os.O_CREATE, 0o600)`,
-			New:  `	return os.OpenFile(path, os.O_RDWR|os.O_CREATE|oNoFollow, 0o600)`,
+			Old:  `	return openRegular(dir, lockName, os.O_RDWR|os.O_CREATE, 0o600)`,
+			New:  `	return dir.OpenFile(lockName, os.O_RDWR|os.O_CREATE|oNoFollow, 0o600)`,
 		}},
 		Pkg: "./seqstore/filestore",
 		Run: "^TestNonRegularFiles$/_as_LOCK$",
