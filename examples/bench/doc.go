@@ -127,6 +127,8 @@
 //	                  (times the groups, at most 3000; default 1000, under
 //	                  the receiver's default cap of 4000 undeleted); 0: no bound
 //	-window W         the receiver's look-ahead window (default 8192)
+//	-commit-interval D  the ordered rows' ReceiveOptions.CommitInterval (default
+//	                  0: the receiver's, 5ms in AtLeastOnce mode; -1ns: none)
 //	-timeout D        give up on a scenario after D (default 3m, -quick 30s)
 //	-scenario RE      run the scenarios whose name matches RE (and their bases)
 //	-producers P      sending goroutines (default 4)

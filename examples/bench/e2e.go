@@ -275,7 +275,7 @@ func runOrdered(ctx context.Context, c *config, e *environment, or orderedRun) (
 	q, err := ordered.New(ctx, od.q, ost.s, &ordered.Options{
 		Name:    e.name("bench"),
 		Send:    ordered.SendOptions{Mode: or.mode},
-		Receive: ordered.ReceiveOptions{Fetchers: c.consumers, Window: c.window},
+		Receive: ordered.ReceiveOptions{Fetchers: c.consumers, Window: c.window, CommitInterval: c.commitInterval},
 	})
 	if err != nil {
 		return nil, err

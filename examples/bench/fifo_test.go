@@ -127,3 +127,28 @@ func TestRunFIFO(t *testing.T) {
 		}
 	}
 }
+
+// TestRunFIFOCommitInterval: -commit-interval reaches the receiver (-1: no
+// commit delay, which ordered.New accepts) and the hot FIFO row still
+// delivers every message in order.
+func TestRunFIFOCommitInterval(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real scenarios")
+	}
+	c := &config{
+		json: true, count: 1, messages: 800, producers: 2, consumers: 2, size: 64, backlog: 1000,
+		timeout: 60 * time.Second, quick: true, commitInterval: -1,
+		scenario: `^ordered/emulator-fifo/memstore/durable/g1$`,
+	}
+	var out, progress bytes.Buffer
+	ok, err := run(context.Background(), c, &out, &progress)
+	require.NoError(t, err, "progress:\n%s", progress.String())
+	require.True(t, ok, "every scenario must pass; progress:\n%s", progress.String())
+	assert.Contains(t, out.String(), `"scenario": "ordered/emulator-fifo/memstore/durable/g1"`)
+
+	c.commitInterval = -2 * time.Millisecond // refused by ordered.New: the row fails
+	c.scenario = `^ordered/emulator/memstore/durable/g1$`
+	ok, err = run(context.Background(), c, &bytes.Buffer{}, &progress)
+	require.NoError(t, err)
+	assert.False(t, ok, "a CommitInterval the receiver refuses fails the row: the flag reaches it")
+}
