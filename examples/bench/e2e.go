@@ -79,7 +79,8 @@ func waitDelivered(ctx context.Context, chk *checker, runCtx context.Context, re
 // runRaw sends n messages through the driver alone: SendBatch of MaxBatch
 // from the producers, ReceiveBatch of MaxBatch and DeleteBatch from the
 // consumers, concurrently, until every message was received once. groups
-// only sets the backlog bound, as for the ordered run it is the base of;
+// sets the backlog bound, as for the ordered run it is the base of (and,
+// over a FIFO queue, the message groups sent, see below);
 // with unbounded the producers never wait, and the row reports the figures
 // of a hot group (see hot).
 //
