@@ -176,6 +176,36 @@ func (c *checker) raw(body []byte) {
 	c.first(s)
 }
 
+// grouped records a delivery of a queue that orders each group itself (a
+// FIFO queue), received raw as group, and checks what the service
+// promises: the message comes back in the group it was sent to, and each
+// producer's messages to a group come in the order it sent them. One
+// message of a group is handed out at a time, the next only after the
+// previous one's delete, which follows this call: plain load-then-store
+// is enough here too.
+func (c *checker) grouped(group string, body []byte) {
+	s, ok := readStamp(body)
+	switch {
+	case !ok:
+		c.violate("group %q: body of %d bytes carries no stamp", group, len(body))
+		return
+	case int(s.group) >= c.groups || int(s.producer) >= c.producers:
+		c.violate("message %d names group %d, producer %d: out of range", s.id, s.group, s.producer)
+		return
+	case group != c.names[s.group]:
+		c.violate("message %d sent to group %q delivered as group %q", s.id, c.names[s.group], group)
+		return
+	}
+	if !c.first(s) {
+		return // a redelivery of the group's head: counted
+	}
+	k := int(s.group)*c.producers + int(s.producer)
+	if last := c.lastCount[k].Load(); s.count != last+1 {
+		c.violate("group %q: producer %d's message #%d delivered after its #%d", group, s.producer, s.count, last)
+	}
+	c.lastCount[k].Store(s.count)
+}
+
 // ordered records a delivery of ordered.Queue and checks its order.
 func (c *checker) ordered(group string, seq uint64, unordered bool, body []byte) {
 	s, ok := readStamp(body)

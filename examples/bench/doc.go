@@ -20,6 +20,21 @@
 //     seqs 1..N in order, and that each producer's messages to a group
 //     arrive in the order it sent them; a run that delivers wrongly is
 //     reported as FAILED and the program exits with status 1.
+//   - raw/emulator-fifo/g<groups> and
+//     ordered/emulator-fifo/memstore/durable/g<groups>: the raw and
+//     ordered rows over an emulator FIFO queue (QueueType fifo, 30 s
+//     visibility timeout), which hands out one message of a group at a
+//     time, in arrival order. Raw sends each message in its group with
+//     SendGroups (SendBatch is refused on FIFO) and checks the service's
+//     own order: each message comes back in the group it was sent to, and
+//     each producer's messages to a group in the order it sent them; a
+//     disorder fails the row, and the row notes how many deliveries were
+//     out of order. The ordered row is ordered.Queue unchanged (it parks
+//     every early arrival). Their counterparts over a standard queue are
+//     raw/emulator/g<groups> and ordered/emulator/memstore/durable/g<groups>
+//     (select both with -scenario 'emulator(-fifo)?/(memstore/durable/)?g1(000)?$').
+//     One group on a FIFO queue has one message in flight at a time, so
+//     the g1 rows run a tenth of the emulator's count.
 //   - serial/<store> and pipelined/<store>: one group at 1 ms of emulated
 //     queue latency (memqueue's Latency option). Serial is the MNS sample's
 //     design (reserve one seq, send one message, wait, mark it, next);
@@ -66,6 +81,8 @@
 //   - reqs/msg: queue requests of every kind (send, receive, delete,
 //     visibility, empty receives included) per message, counted by the queue
 //     itself (memqueue's and the emulator's Stats) until the Queue closed.
+//     Emulator rows note them by kind: sends, receives, deletes and
+//     visibility changes per message (JSON: queue_requests_per_msg_by_kind).
 //   - store/msg: store calls (Reserve, Sent, Advance) per message; notes add
 //     fsyncs per message for filestore.
 //   - p50 and p99: end-to-end latency, from just before the send call
@@ -110,6 +127,8 @@
 //	                  (times the groups, at most 3000; default 1000, under
 //	                  the receiver's default cap of 4000 undeleted); 0: no bound
 //	-window W         the receiver's look-ahead window (default 8192)
+//	-commit-interval D  the ordered rows' ReceiveOptions.CommitInterval (default
+//	                  0: the receiver's, 5ms in AtLeastOnce mode; -1ns: none)
 //	-timeout D        give up on a scenario after D (default 3m, -quick 30s)
 //	-scenario RE      run the scenarios whose name matches RE (and their bases)
 //	-producers P      sending goroutines (default 4)

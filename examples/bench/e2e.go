@@ -79,9 +79,17 @@ func waitDelivered(ctx context.Context, chk *checker, runCtx context.Context, re
 // runRaw sends n messages through the driver alone: SendBatch of MaxBatch
 // from the producers, ReceiveBatch of MaxBatch and DeleteBatch from the
 // consumers, concurrently, until every message was received once. groups
-// only sets the backlog bound, as for the ordered run it is the base of;
+// sets the backlog bound, as for the ordered run it is the base of (and,
+// over a FIFO queue, the message groups sent, see below);
 // with unbounded the producers never wait, and the row reports the figures
 // of a hot group (see hot).
+//
+// Over a queue that orders each group itself (a FIFO queue, see
+// driver.Grouped) each message is sent with SendGroups in its group, and
+// the consumers check what the service promises: each message comes back
+// in the group it was sent to, and each producer's messages to a group in
+// the order it sent them (the order of different producers' sends to one
+// group is their arrival order, which the bench does not know).
 func runRaw(ctx context.Context, c *config, e *environment, dk driverKind, groups, n int, unbounded bool) (*result, error) {
 	od, err := dk.open(ctx, e, 0)
 	if err != nil {
@@ -89,6 +97,10 @@ func runRaw(ctx context.Context, c *config, e *environment, dk driverKind, group
 	}
 	defer od.close()
 	drv := od.q
+	gq, _ := drv.(driver.Grouped)
+	if gq != nil && !gq.Grouped() {
+		gq = nil
+	}
 	lim := drv.Limits()
 	wait := min(time.Second, lim.MaxWait)
 	chk := newChecker(n, groups, c.producers)
@@ -100,12 +112,25 @@ func runRaw(ctx context.Context, c *config, e *environment, dk driverKind, group
 	for p := range batches {
 		batches[p] = make([][]byte, 0, lim.MaxBatch)
 	}
+	var groupBatches [][]string // the groups of batches[p], for SendGroups
+	var counts [][]uint64       // per producer and group: messages sent
+	if gq != nil {
+		groupBatches, counts = make([][]string, c.producers), make([][]uint64, c.producers)
+		for p := range groupBatches {
+			groupBatches[p], counts[p] = make([]string, 0, lim.MaxBatch), make([]uint64, groups)
+		}
+	}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	re := &runError{cancel: cancel}
 	var wg sync.WaitGroup
-	req0, alloc0, cpu0 := od.requests(), mallocs(), cpuTime()
+	req0 := od.requests()
+	var kinds0 reqKinds // read after the total, before the allocations
+	if od.byKind != nil {
+		kinds0 = od.byKind()
+	}
+	alloc0, cpu0 := mallocs(), cpuTime()
 	var rcv0 int64
 	if unbounded {
 		rcv0 = od.received()
@@ -116,18 +141,33 @@ func runRaw(ctx context.Context, c *config, e *environment, dk driverKind, group
 			lo, hi := producerRange(n, c.producers, p)
 			var count uint64
 			batch := batches[p]
+			var gbatch []string
+			if gq != nil {
+				gbatch = groupBatches[p]
+			}
 			for id := lo; id < hi; {
-				batch = batch[:0]
+				batch, gbatch = batch[:0], gbatch[:0]
 				for ; id < hi && len(batch) < lim.MaxBatch; id++ {
 					if err := chk.admit(runCtx); err != nil {
 						return
 					}
 					body := pl.get(id)
+					g := id % groups
 					count++
-					stamp{admit: chk.now(), id: uint64(id), group: uint32(id % groups), producer: uint32(p), count: count}.put(body)
+					cnt := count
+					if gq != nil {
+						counts[p][g]++
+						cnt = counts[p][g]
+						gbatch = append(gbatch, chk.names[g])
+					}
+					stamp{admit: chk.now(), id: uint64(id), group: uint32(g), producer: uint32(p), count: cnt}.put(body)
 					batch = append(batch, body)
 				}
-				if err := retry(runCtx, drv, func() error { return drv.SendBatch(runCtx, batch) }); err != nil {
+				send := func() error { return drv.SendBatch(runCtx, batch) }
+				if gq != nil {
+					send = func() error { return gq.SendGroups(runCtx, batch, gbatch) }
+				}
+				if err := retry(runCtx, drv, send); err != nil {
 					re.set(fmt.Errorf("raw send: %w", err))
 					return
 				}
@@ -147,7 +187,11 @@ func runRaw(ctx context.Context, c *config, e *environment, dk driverKind, group
 				}
 				receipts = receipts[:0]
 				for _, m := range msgs {
-					chk.raw(m.Body)
+					if gq != nil {
+						chk.grouped(m.Group, m.Body)
+					} else {
+						chk.raw(m.Body)
+					}
 					receipts = append(receipts, m.Receipt)
 				}
 				if len(receipts) > 0 {
@@ -173,13 +217,28 @@ func runRaw(ctx context.Context, c *config, e *environment, dk driverKind, group
 		return nil, err
 	}
 	r := &result{Messages: n, Rate: float64(n) / chk.elapsed().Seconds()}
+	if od.byKind != nil {
+		// Read before the total: requests cut short at the end still reach
+		// the server, and the kinds must not count one the total missed.
+		r.ReqsByKind = od.byKind().perMsg(kinds0, n)
+	}
 	r.ReqsPerMsg = float64(od.requests()-req0) / float64(n)
 	r.AllocsPerMsg = float64(alloc1-alloc0) / float64(n)
 	r.CPUPerMsg = cpuPerMsg(cpu1-cpu0, n)
 	r.P50, r.P99 = chk.latencies()
-	if d := chk.dups.Load(); d > 0 {
-		r.Notes = fmt.Sprintf("%d duplicate deliveries", d)
+	var notes []string
+	if gq != nil {
+		// A disorder fails the row (chk.err above); a row that passed says
+		// that it was checked.
+		notes = append(notes, fmt.Sprintf("%d of %d deliveries out of per-group order (each producer's sends to a group)", chk.violations.Load(), n))
 	}
+	if r.ReqsByKind != nil {
+		notes = append(notes, r.ReqsByKind.String())
+	}
+	if d := chk.dups.Load(); d > 0 {
+		notes = append(notes, fmt.Sprintf("%d duplicate deliveries", d))
+	}
+	r.Notes = joinNotes(notes)
 	if h != nil {
 		h.drain = chk.elapsed()
 		h.first, h.pause = chk.pauses(0)
@@ -217,7 +276,7 @@ func runOrdered(ctx context.Context, c *config, e *environment, or orderedRun) (
 	q, err := ordered.New(ctx, od.q, ost.s, &ordered.Options{
 		Name:    e.name("bench"),
 		Send:    ordered.SendOptions{Mode: or.mode},
-		Receive: ordered.ReceiveOptions{Fetchers: c.consumers, Window: c.window},
+		Receive: ordered.ReceiveOptions{Fetchers: c.consumers, Window: c.window, CommitInterval: c.commitInterval},
 	})
 	if err != nil {
 		return nil, err
@@ -253,7 +312,12 @@ func runOrdered(ctx context.Context, c *config, e *environment, or orderedRun) (
 	defer cancel()
 	re := &runError{cancel: cancel}
 	var runWG, sendWG sync.WaitGroup
-	req0, alloc0, cpu0 := od.requests(), mallocs(), cpuTime()
+	req0 := od.requests()
+	var kinds0 reqKinds // read after the total, before the allocations
+	if od.byKind != nil {
+		kinds0 = od.byKind()
+	}
+	alloc0, cpu0 := mallocs(), cpuTime()
 	var rcv0 int64
 	if or.hot {
 		rcv0 = od.received()
@@ -329,6 +393,11 @@ func runOrdered(ctx context.Context, c *config, e *environment, or orderedRun) (
 	}
 	st := q.Stats()
 	r := &result{Messages: n, Rate: float64(n) / chk.elapsed().Seconds()}
+	if od.byKind != nil {
+		// Read before the total: requests cut short at the end still reach
+		// the server, and the kinds must not count one the total missed.
+		r.ReqsByKind = od.byKind().perMsg(kinds0, n)
+	}
 	r.ReqsPerMsg = float64(od.requests()-req0) / float64(n)
 	r.StoreOpsPerMsg = float64(st.Requests.Reserve+st.Requests.Sent+st.Requests.Advance) / float64(n)
 	r.AllocsPerMsg = float64(alloc1-alloc0) / float64(n)
@@ -339,6 +408,9 @@ func runOrdered(ctx context.Context, c *config, e *environment, or orderedRun) (
 		float64(st.Requests.Reserve)/float64(n), float64(st.Requests.Sent)/float64(n), float64(st.Requests.Advance)/float64(n))}
 	if ost.notes != nil {
 		notes = append(notes, ost.notes(n))
+	}
+	if r.ReqsByKind != nil {
+		notes = append(notes, r.ReqsByKind.String())
 	}
 	if d := chk.dups.Load(); d > 0 {
 		notes = append(notes, fmt.Sprintf("%d duplicate deliveries", d))

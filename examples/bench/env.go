@@ -96,7 +96,38 @@ type openDriver struct {
 	// received the messages its receives handed out, each redelivery again
 	// (nil: the driver does not count them).
 	requests, received func() int64
-	close              func()
+	// byKind counts the same requests by kind (nil: the driver does not
+	// count them by kind).
+	byKind func() reqKinds
+	close  func()
+}
+
+// reqKinds is a count of queue requests by kind, or, per message, their
+// rates: sends (SendMessage, BatchSendMessage), receives (ReceiveMessage,
+// BatchReceiveMessage, empty ones included), deletes (DeleteMessage,
+// BatchDeleteMessage) and visibility changes (ChangeMessageVisibility).
+// Other requests (the queue's attributes read at open) are in the total
+// only.
+type reqKinds struct {
+	Send       float64 `json:"send"`
+	Receive    float64 `json:"receive"`
+	Delete     float64 `json:"delete"`
+	Visibility float64 `json:"visibility"`
+}
+
+// perMsg returns the requests between from and k, per message.
+func (k reqKinds) perMsg(from reqKinds, n int) *reqKinds {
+	m := float64(n)
+	return &reqKinds{
+		Send:       (k.Send - from.Send) / m,
+		Receive:    (k.Receive - from.Receive) / m,
+		Delete:     (k.Delete - from.Delete) / m,
+		Visibility: (k.Visibility - from.Visibility) / m,
+	}
+}
+
+func (k *reqKinds) String() string {
+	return fmt.Sprintf("send/receive/delete/visibility per msg %.3f/%.3f/%.3f/%.3f", k.Send, k.Receive, k.Delete, k.Visibility)
 }
 
 // driverKind opens fresh queues of one kind; latency is an emulated delay
@@ -170,12 +201,28 @@ func openEmulatorWith(ctx context.Context, e *environment, attrs *mnstest.QueueA
 		q:        q,
 		requests: func() int64 { return sum() - base },
 		received: func() int64 { return srv.Stats().Received },
+		byKind: func() reqKinds {
+			r := srv.Stats().Requests
+			return reqKinds{
+				Send:       float64(r["SendMessage"] + r["BatchSendMessage"]),
+				Receive:    float64(r["ReceiveMessage"] + r["BatchReceiveMessage"]),
+				Delete:     float64(r["DeleteMessage"] + r["BatchDeleteMessage"]),
+				Visibility: float64(r["ChangeMessageVisibility"]),
+			}
+		},
 		close: func() {
 			q.Close()
 			srv.Close()
 		},
 	}, nil
 }
+
+// emulatorFIFO is the emulator with a FIFO queue (QueueType fifo): the
+// service hands out one message of a group at a time, in arrival order. Its
+// visibility timeout is the service's default, 30 s, set explicitly.
+var emulatorFIFO = driverKind{name: "emulator-fifo", scale: 4, open: func(ctx context.Context, e *environment, _ time.Duration) (*openDriver, error) {
+	return openEmulatorWith(ctx, e, &mnstest.QueueAttributes{QueueType: mnstest.QueueTypeFIFO, VisibilityTimeout: 30})
+}}
 
 func openMNS(ctx context.Context, e *environment, _ time.Duration) (*openDriver, error) {
 	name := strings.ReplaceAll(e.name("inorder-bench"), "_", "-")

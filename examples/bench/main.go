@@ -17,24 +17,27 @@ import (
 
 // config holds the flags.
 type config struct {
-	quick      bool
-	json       bool
-	jsonFile   string
-	messages   int
-	scenario   string
-	producers  int
-	consumers  int
-	size       int
-	backlog    int
-	count      int
-	window     int
-	timeout    time.Duration
-	cpuprofile string
-	blockprof  string
-	memprofile string
-	list       bool
-	guard      string
-	retries    int
+	quick     bool
+	json      bool
+	jsonFile  string
+	messages  int
+	scenario  string
+	producers int
+	consumers int
+	size      int
+	backlog   int
+	count     int
+	window    int
+	// commitInterval is the ordered rows' ReceiveOptions.CommitInterval
+	// (0: the receiver's default).
+	commitInterval time.Duration
+	timeout        time.Duration
+	cpuprofile     string
+	blockprof      string
+	memprofile     string
+	list           bool
+	guard          string
+	retries        int
 }
 
 func (c *config) validate() error {
@@ -53,6 +56,8 @@ func (c *config) validate() error {
 		return errors.New("bench: -window must not be negative")
 	case c.backlog < 0:
 		return errors.New("bench: -backlog must not be negative")
+	case c.commitInterval < -1:
+		return errors.New("bench: -commit-interval must be -1ns (no delay), 0 (the default) or positive")
 	case c.timeout <= 0:
 		return errors.New("bench: -timeout must be positive")
 	}
@@ -74,6 +79,7 @@ func main() {
 	flag.IntVar(&c.size, "size", 100, "payload bytes")
 	flag.IntVar(&c.backlog, "backlog", 1000, "most messages sent and not yet delivered, per group (times the groups; raw runs count as one group) (0: no bound)")
 	flag.IntVar(&c.window, "window", 0, "the ordered receiver's look-ahead window per group (0: ReceiveOptions' default, 8192)")
+	flag.DurationVar(&c.commitInterval, "commit-interval", 0, "the ordered receiver's CommitInterval (0: ReceiveOptions' default, 5ms in AtLeastOnce mode; -1ns: each commit starts when the previous one ended)")
 	flag.IntVar(&c.count, "count", 1, "run the scenario list this many rounds; each row shows its median round, with ratios from within that round")
 	flag.DurationVar(&c.timeout, "timeout", 0, "give up on a scenario after this long (default 3m, -quick 30s)")
 	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file")

@@ -138,13 +138,14 @@ func TestConfigValidate(t *testing.T) {
 	ok := config{count: 1, messages: 1, producers: 1, consumers: 1, size: minPayload, timeout: time.Second}
 	require.NoError(t, ok.validate())
 	for name, mutate := range map[string]func(*config){
-		"messages":  func(c *config) { c.messages = 0 },
-		"producers": func(c *config) { c.producers = 0 },
-		"size":      func(c *config) { c.size = minPayload - 1 },
-		"backlog":   func(c *config) { c.backlog = -1 },
-		"timeout":   func(c *config) { c.timeout = 0 },
-		"count":     func(c *config) { c.count = 0 },
-		"scenario":  func(c *config) { c.scenario = "(" },
+		"messages":        func(c *config) { c.messages = 0 },
+		"producers":       func(c *config) { c.producers = 0 },
+		"size":            func(c *config) { c.size = minPayload - 1 },
+		"backlog":         func(c *config) { c.backlog = -1 },
+		"timeout":         func(c *config) { c.timeout = 0 },
+		"count":           func(c *config) { c.count = 0 },
+		"commit-interval": func(c *config) { c.commitInterval = -2 },
+		"scenario":        func(c *config) { c.scenario = "(" },
 	} {
 		c := ok
 		mutate(&c)

@@ -20,10 +20,13 @@ type result struct {
 	// per message.
 	ReqsPerMsg     float64 `json:"queue_requests_per_msg,omitempty"`
 	StoreOpsPerMsg float64 `json:"store_ops_per_msg,omitempty"`
-	P50            float64 `json:"p50_ms,omitempty"`
-	P99            float64 `json:"p99_ms,omitempty"`
-	PeakBuffered   int     `json:"peak_buffered,omitempty"`
-	AllocsPerMsg   float64 `json:"allocs_per_msg,omitempty"`
+	// ReqsByKind splits ReqsPerMsg by kind, for drivers that count them
+	// (the emulator); the notes print it.
+	ReqsByKind   *reqKinds `json:"queue_requests_per_msg_by_kind,omitempty"`
+	P50          float64   `json:"p50_ms,omitempty"`
+	P99          float64   `json:"p99_ms,omitempty"`
+	PeakBuffered int       `json:"peak_buffered,omitempty"`
+	AllocsPerMsg float64   `json:"allocs_per_msg,omitempty"`
 	// CPUPerMsg is the process's CPU time per message, in microseconds;
 	// CPURatio is the base row's CPUPerMsg divided by this row's: the
 	// throughput ratio if both were CPU-bound, and much less sensitive to

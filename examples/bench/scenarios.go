@@ -48,6 +48,8 @@ func scenarios(c *config, e *environment) []scenario {
 		}
 	}
 
+	ss = append(ss, fifoScenarios(c, e)...)
+
 	serialN, pipelinedN := 1000, 50_000
 	if c.quick {
 		serialN, pipelinedN = 200, 5000
@@ -125,6 +127,41 @@ func backlogScenarios(c *config, e *environment) []scenario {
 		}},
 	}
 }
+
+// fifoScenarios are the rows over an emulator FIFO queue (emulatorFIFO):
+// raw, where the service's own per-group order is all the order there is
+// (checked per producer, see checker.grouped), and ordered.Queue on
+// memstore, durable, over the same kind of queue. Their counterparts over
+// a standard queue are raw/emulator/g<groups> and
+// ordered/emulator/memstore/durable/g<groups>. One group on a FIFO queue
+// has one message in flight at a time, so its rows run a tenth of the
+// emulator's count.
+func fifoScenarios(c *config, e *environment) []scenario {
+	dk := emulatorFIFO
+	mem := stores(e)[0]
+	var ss []scenario
+	for _, groups := range []int{1, 1000} {
+		n := max(c.messages/dk.scale, 1)
+		if groups == 1 {
+			n = max(n/fifoHotDivisor, 1)
+		}
+		raw := fmt.Sprintf("raw/%s/g%d", dk.name, groups)
+		or := orderedRun{driver: dk, store: mem, mode: ordered.SendDurable, groups: groups, n: n}
+		ss = append(ss,
+			scenario{name: raw, run: func(ctx context.Context) (*result, error) {
+				return runRaw(ctx, c, e, dk, groups, n, false)
+			}},
+			scenario{name: fmt.Sprintf("ordered/%s/%s/%s/g%d", dk.name, mem.name, modeName(or.mode), groups), base: raw,
+				run: func(ctx context.Context) (*result, error) {
+					return runOrdered(ctx, c, e, or)
+				}},
+		)
+	}
+	return ss
+}
+
+// fifoHotDivisor divides the message count of the one-group FIFO rows.
+const fifoHotDivisor = 10
 
 func modeName(m ordered.SendMode) string {
 	if m == ordered.SendFast {
