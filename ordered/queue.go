@@ -68,16 +68,13 @@ func New(ctx context.Context, drv driver.Queue, store seqstore.Store, opts *Opti
 		// one is deleted: deletes go at once.
 		o.Receive.ReapInterval = time.Millisecond
 	}
+	if groups != nil && o.Receive.CommitInterval == 0 {
+		// And a message is deleted once its cursor is durable: a commit
+		// delay would bound a hot group to one message per delay.
+		o.Receive.CommitInterval = -1
+	}
 	if err := o.setDefaults(limits); err != nil {
 		return nil, err
-	}
-	if groups != nil && o.Receive.Mode == ExactlyOnce {
-		// A fresh group parks only once its cursor is stored, which in
-		// ExactlyOnce only the application writes: an early first arrival
-		// would be held, and the service would hold back the seq it waits
-		// for behind it.
-		return nil, errors.New("ordered: options: receive: ExactlyOnce on a queue that orders each group itself (an MNS FIFO queue) is not supported yet: " +
-			"a group's early first arrival would wait for ever; use AtLeastOnce with an idempotent handler, or a standard queue")
 	}
 	if groups != nil && o.Receive.NoPark {
 		return nil, errors.New("ordered: options: receive: NoPark on a queue that orders each group itself (an MNS FIFO queue): " +

@@ -1,6 +1,10 @@
 package recvcore
 
-import "time"
+import (
+	"time"
+
+	"github.com/inorder/inorder/seqstore"
+)
 
 // Memory charged per item, beyond the bytes of its bodies and strings. They
 // are rounded up from the sizes of the structs, slice slots and map entries
@@ -533,6 +537,20 @@ func (c *Core) shed(now time.Time) {
 // (or parked, before a conflict): its epoch and next seq. Once durable, g
 // may park, and is quiet again and can be shed.
 func (c *Core) pin(g *group) {
+	if c.cfg.Mode == ExactlyOnce {
+		// The application writes every cursor past what it handled. On a
+		// queue that orders each group itself (ParkEarly), an early first
+		// arrival must park, and a park needs a stored cursor: the Core
+		// writes this one while nothing is out, and hands nothing out
+		// until it is durable (forceCommit), so that the next hand-out's
+		// CursorAdvance starts from it.
+		if !c.cfg.ParkEarly || g.out != nil || g.dur.Epoch != 0 || g.forced {
+			return
+		}
+		g.ack = seqstore.Cursor{Epoch: g.epoch, Next: g.next}
+		c.forceCommit(g)
+		return
+	}
 	if g.ack.Epoch == 0 && g.ack.Next == 0 {
 		g.ack.Epoch, g.ack.Next = g.epoch, g.next
 		if m := g.out; m != nil && m.epoch == g.epoch {

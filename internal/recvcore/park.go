@@ -43,8 +43,9 @@ func (l *parkLane) flushed(c *Core) bool { return l.idle() && len(l.q) == 0 }
 // canPark reports whether m, held for g, may be parked: the store can,
 // m is of g's current epoch, beyond its next seq, and its body fits a park
 // entry (a larger one would be refused on every retry). In ExactlyOnce, g
-// must have a stored cursor (see toPark): the Core cannot pin one, which
-// would refuse the application's own first advance.
+// must have a stored cursor (see toPark): the Core pins one only with
+// ParkEarly and nothing out (see pin), or it would refuse the
+// application's own advance of what is out.
 func (c *Core) canPark(g *group, m *msg) bool {
 	return c.parkable(g, m) && c.parkFits(g, m)
 }
@@ -53,7 +54,7 @@ func (c *Core) canPark(g *group, m *msg) bool {
 func (c *Core) parkable(g *group, m *msg) bool {
 	return c.cfg.Park && g != nil && g.phase == phActive && m.epoch == g.epoch && m.seq > g.next &&
 		!m.has(fStored|fNoPark) && !c.closing && len(m.raw) <= seqstore.MaxParkBody &&
-		(g.dur.Epoch != 0 || c.cfg.Mode != ExactlyOnce)
+		(g.dur.Epoch != 0 || c.cfg.Mode != ExactlyOnce || c.cfg.ParkEarly && g.out == nil)
 }
 
 // stored reports whether m's group has a stored cursor. A park waits for

@@ -15,6 +15,7 @@ import (
 	"github.com/inorder/inorder/ordered/driver"
 	"github.com/inorder/inorder/ordered/mnsqueue"
 	"github.com/inorder/inorder/ordered/mnsqueue/mnstest"
+	"github.com/inorder/inorder/seqstore"
 	"github.com/inorder/inorder/seqstore/memstore"
 )
 
@@ -79,17 +80,17 @@ func TestFIFODriver(t *testing.T) {
 // delivery mode, with the emulator's faults on: every group sees 1..n in
 // order, once.
 func TestOrderedOverFIFO(t *testing.T) {
-	for _, mode := range []ordered.Mode{ordered.AtLeastOnce, ordered.AtMostOnce} {
+	for _, mode := range []ordered.Mode{ordered.AtLeastOnce, ordered.AtMostOnce, ordered.ExactlyOnce} {
 		t.Run(fmt.Sprint(mode), func(t *testing.T) {
 			const groups, n = 20, 30
 			srv := newServer(t, &mnstest.Options{Seed: 7, Faults: mnstest.Faults{Redeliver: 0.05, Error5xx: 0.02}})
 			name := newFIFO(t, srv, 5)
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
-			open := func(o *ordered.Options) *ordered.Queue {
+			open := func(o *ordered.Options, store *memstore.Store) *ordered.Queue {
 				drv, err := mnsqueue.New(ctx, srv.Endpoint(), name, serverCred(srv), &mnsqueue.Options{QueueType: mnsqueue.QueueTypeFIFO})
 				require.NoError(t, err)
-				q, err := ordered.New(ctx, drv, memstore.New(), o)
+				q, err := ordered.New(ctx, drv, store, o)
 				require.NoError(t, err)
 				t.Cleanup(func() {
 					cctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -99,9 +100,17 @@ func TestOrderedOverFIFO(t *testing.T) {
 				})
 				return q
 			}
-			tx := open(nil)
-			rx := open(&ordered.Options{Receive: ordered.ReceiveOptions{Mode: mode, Wait: time.Second, Concurrency: 32}})
+			tx := open(nil, memstore.New())
+			rxStore := memstore.New()
+			rx := open(&ordered.Options{Receive: ordered.ReceiveOptions{Mode: mode, Wait: time.Second, Concurrency: 32}}, rxStore)
 			rec := newGroupRecorder(groups * n)
+			if mode == ordered.ExactlyOnce {
+				// The application's write: with a SQL store, AdvanceTx in
+				// its own transaction; here the store's Advance.
+				rec.apply = func(ctx context.Context, m *ordered.Message) error {
+					return rxStore.Advance(ctx, []seqstore.Advance{m.CursorAdvance()})
+				}
+			}
 			runErr := make(chan error, 1)
 			start := time.Now()
 			go func() { runErr <- runUntil(rx, rec, 50*time.Second) }()

@@ -88,13 +88,21 @@ type groupRecorder struct {
 	doneAt int64
 	done   chan struct{}
 	once   sync.Once
+	// apply, when set, runs first (ExactlyOnce: the cursor advance in the
+	// application's own write); its error fails the hand-out.
+	apply func(context.Context, *ordered.Message) error
 }
 
 func newGroupRecorder(want int64) *groupRecorder {
 	return &groupRecorder{next: map[string]int{}, doneAt: want, done: make(chan struct{})}
 }
 
-func (r *groupRecorder) handle(_ context.Context, m *ordered.Message) error {
+func (r *groupRecorder) handle(ctx context.Context, m *ordered.Message) error {
+	if r.apply != nil {
+		if err := r.apply(ctx, m); err != nil {
+			return err
+		}
+	}
 	r.mu.Lock()
 	want := r.next[m.Group] + 1
 	got, err := strconv.Atoi(string(m.Body))
