@@ -1,0 +1,62 @@
+package recvcore_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/inorder/inorder/internal/envelope"
+	"github.com/inorder/inorder/internal/recvcore"
+	"github.com/inorder/inorder/seqstore"
+)
+
+// TestAttack21ParkLimitSecondCopyRefusedUncountsFirst: a seq parked
+// durably (copy A) and then a second copy of the same seq (a redelivery or
+// a duplicate send, here with a different body) queued for a park that the
+// store refuses for good (a per-entry ErrInvalidArgument / ErrCorrupt):
+// parkedOne calls uncountPark, which deletes the (epoch, seq) record
+// outright, although copy A is still parked in the store. The count falls
+// to zero while the store keeps the entry, so the next arrivals park past
+// GroupMessages / Messages. Repeated per seq (a hostile sender sends each
+// seq twice, the second copy one the store refuses), the store fills
+// without bound: the property "what a receiver parks stays within
+// ParkLimits" (the disk bound against a sender that cannot be trusted)
+// breaks. FAILS on HEAD: the store holds 20 parks under GroupMessages 2.
+func TestAttack21ParkLimitSecondCopyRefusedUncountsFirst(t *testing.T) {
+	cfg := ehConfig()
+	cfg.Park = true
+	cfg.Window = 4
+	cfg.ParkLimits = recvcore.ParkLimits{GroupMessages: 2}
+	h := newEH(t, cfg)
+	w := newEHWorld()
+	w.curs["g"] = seqstore.Cursor{Epoch: 1, Next: 1}
+	body := func(seq uint64, v string) []byte {
+		return envelope.Append(nil, envelope.Header{Group: "g", Epoch: 1, Seq: seq}, []byte(v))
+	}
+	refused := 0
+	for seq := uint64(10); seq < 30; seq++ {
+		// Copy A: parked and acknowledged by the store.
+		h.arriveID(fmt.Sprintf("a%d", seq), body(seq, "first copy"))
+		h.pump(w)
+		// Copy B of the same seq: queued for a park, refused for good.
+		h.arriveID(fmt.Sprintf("b%d", seq), body(seq, "second copy, other body"))
+		for len(h.parks) > 0 {
+			p := h.parks[0]
+			h.parks = h.parks[1:]
+			errs := make([]error, len(p.Entries))
+			for i := range errs {
+				errs[i] = fmt.Errorf("store refuses this entry: %w", seqstore.ErrInvalidArgument)
+			}
+			refused += len(p.Entries)
+			h.c.Parked(h.now, p.ID, &seqstore.BatchError{Errs: errs})
+			h.ready()
+		}
+		h.pump(w)
+	}
+	st := h.c.Stats()
+	t.Logf("refused second copies %d; store holds %d parks of g; Core counts %d (ParkFull %d)", refused, len(w.park["g"]), st.ParkedNow, st.ParkFull)
+	require.NotZero(t, refused, "the second copies went to the park lane")
+	require.LessOrEqual(t, len(w.park["g"]), 2, "the store holds no more of g's parks than GroupMessages")
+	require.Equal(t, int64(len(w.park["g"])), st.ParkedNow, "the count matches what this receiver has parked")
+}
