@@ -60,3 +60,46 @@ func TestAttack21ParkLimitSecondCopyRefusedUncountsFirst(t *testing.T) {
 	require.LessOrEqual(t, len(w.park["g"]), 2, "the store holds no more of g's parks than GroupMessages")
 	require.Equal(t, int64(len(w.park["g"])), st.ParkedNow, "the count matches what this receiver has parked")
 }
+
+// TestAttack21ParkFullWarnPerOtherGroupsPark: "logged once per episode".
+// One group ("bad") is at its GroupMessages limit and its sender keeps
+// sending early arrivals (each refused, given back, received again); other
+// groups park normally meanwhile. countPark clears the episode flag on any
+// group's park, so the Warn report is repeated after every other group's
+// park: the log carries one "park limit reached" line per legitimate park
+// for as long as the bad group stays at its limit (here 20 warnings for
+// one continuous episode of one group). LOW severity (log noise bounded by
+// the rate of legitimate parks), but the claim "once per episode" holds
+// only for a global limit. FAILS on HEAD.
+func TestAttack21ParkFullWarnPerOtherGroupsPark(t *testing.T) {
+	cfg := ehConfig()
+	cfg.Park = true
+	cfg.Window = 4
+	cfg.ParkLimits = recvcore.ParkLimits{GroupMessages: 1}
+	h := newEH(t, cfg)
+	w := newEHWorld()
+	w.curs["bad"] = seqstore.Cursor{Epoch: 1, Next: 1}
+	body := func(g string, seq uint64) []byte {
+		return envelope.Append(nil, envelope.Header{Group: g, Epoch: 1, Seq: seq}, []byte(g))
+	}
+	h.arrive(body("bad", 10))
+	h.pump(w)
+	for i := range 20 {
+		h.arrive(body("bad", uint64(11+i))) // refused: bad is at its limit
+		h.pump(w)
+		g := fmt.Sprint("good", i)
+		w.curs[g] = seqstore.Cursor{Epoch: 1, Next: 1}
+		h.arrive(body(g, 10)) // parks: good_i has room
+		h.pump(w)
+	}
+	warns := 0
+	for _, r := range h.reports {
+		if r.Kind == recvcore.ReportWarn && r.Group == "bad" {
+			warns++
+		}
+	}
+	st := h.c.Stats()
+	t.Logf("park full %d, parked %d, warnings for bad %d", st.ParkFull, st.Parked, warns)
+	require.Equal(t, int64(20), st.ParkFull)
+	require.Equal(t, 1, warns, "one warning for one continuous episode of one group")
+}
