@@ -35,7 +35,29 @@ func TestAttack21ParksAndCursorsOverSnapshotsAndReopens(t *testing.T) {
 			curs := map[seqstore.Stream]seqstore.Cursor{}
 			type pk struct{ epoch, seq uint64 }
 			parks := map[seqstore.Stream]map[pk][]byte{}
+			type sender struct {
+				epoch, next uint64
+				pending   map[uint64]bool
+			}
+			senders := map[seqstore.Stream]*sender{}
 			check := func(when string) {
+				for _, q := range []string{"q", "r"} {
+					ents, err := s.Pending(ctx, q)
+					require.NoError(t, err, when)
+					got := map[string]int{}
+					for _, e := range ents {
+						got[fmt.Sprint(e.Stream, e.Seq)]++
+					}
+					want := map[string]int{}
+					for _, st := range streams {
+						if sd := senders[st]; st.Queue == q && sd != nil {
+							for seq := range sd.pending {
+								want[fmt.Sprint(st, seq)]++
+							}
+						}
+					}
+					require.Equal(t, want, got, "%s: pending of %s", when, q)
+				}
 				for _, st := range streams {
 					cs, err := s.Cursors(ctx, []seqstore.Stream{st})
 					require.NoError(t, err, when)
@@ -76,17 +98,47 @@ func TestAttack21ParksAndCursorsOverSnapshotsAndReopens(t *testing.T) {
 				st := streams[rng.IntN(len(streams))]
 				c := curs[st]
 				switch r := rng.IntN(10); {
-				case r < 5 && c.Epoch != 0: // park a few above the cursor
+				case r == 9 && rng.IntN(2) == 0: // sender: reserve, mark some sent
+					k := 1 + rng.IntN(3)
+					var js [][]byte
+					for range k {
+						js = append(js, []byte{byte(step)})
+					}
+					res, err := s.Reserve(ctx, []seqstore.ReserveRequest{{Stream: st, N: k, Journal: js}})
+					require.NoError(t, err, "step %d", step)
+					sd := senders[st]
+					if sd == nil {
+						sd = &sender{epoch: res[0].Epoch, next: 1, pending: map[uint64]bool{}}
+						senders[st] = sd
+					}
+					require.Equal(t, sd.epoch, res[0].Epoch, "step %d: sender epoch of %s kept", step, st)
+					require.Equal(t, sd.next, res[0].First, "step %d: sender of %s continues", step, st)
+					sd.next += uint64(k)
+					var marks []uint64
+					for q := res[0].First; q < sd.next; q++ {
+						sd.pending[q] = true
+					}
+					for q := range sd.pending {
+						if rng.IntN(3) > 0 {
+							marks = append(marks, q)
+							delete(sd.pending, q)
+						}
+					}
+					if len(marks) > 0 {
+						slices.Sort(marks)
+						require.NoError(t, s.Sent(ctx, []seqstore.SentMark{{Stream: st, Seqs: marks}}), "step %d", step)
+					}
+				case r < 5 && (c.Epoch != 0 || rng.IntN(4) == 0): // park a few above the cursor (or on a stream without one)
 					var ps []seqstore.Parked
 					used := map[uint64]bool{}
 					for range 1 + rng.IntN(4) {
-						seq := c.Next + 1 + uint64(rng.IntN(30))
+						seq := max(c.Next, 1) + 1 + uint64(rng.IntN(30))
 						if used[seq] {
 							continue
 						}
 						used[seq] = true
 						b := bytes.Repeat([]byte{byte(step), byte(seq)}, 1+rng.IntN(3000))
-						ps = append(ps, seqstore.Parked{Stream: st, Epoch: c.Epoch, Seq: seq, Body: b})
+						ps = append(ps, seqstore.Parked{Stream: st, Epoch: max(c.Epoch, 1), Seq: seq, Body: b})
 					}
 					require.NoError(t, s.Park(ctx, ps), "step %d", step)
 					if parks[st] == nil {
