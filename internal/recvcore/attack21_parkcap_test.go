@@ -3,6 +3,7 @@ package recvcore_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -102,4 +103,74 @@ func TestAttack21ParkFullWarnPerOtherGroupsPark(t *testing.T) {
 	t.Logf("park full %d, parked %d, warnings for bad %d", st.ParkFull, st.Parked, warns)
 	require.Equal(t, int64(20), st.ParkFull)
 	require.Equal(t, 1, warns, "one warning for one continuous episode of one group")
+}
+
+// TestAttack21GapSkipPassesWhatParkFullGaveBack: under GapSkip, a group at
+// its park limit gives early arrivals back to the queue (5..9 here, while
+// 10..14 are parked). Once 1..5 are handed out, the hole at 6 is one the
+// Core itself made: it knows 6..9 are in the queue (it released them). If
+// they do not come back within GapTimeout (a deep backlog behind them: the
+// very case in which the limit is reached, where a released message waits
+// its turn among thousands), skip() goes to the lowest seq it knows, the
+// park's 10, and records 6..9 as skipped: when they come back they are
+// late, handed out Unordered (or dead-lettered) after 10..14, i.e. out of
+// order, although none of them was ever missing. Without limits they
+// were parked and could not be skipped; and a NoPark receiver (everything
+// released) does not skip here either: once next passes farLow the lowest
+// released seq is unknown and skip() has no target (checked by hand: the
+// same script with Park off hands out 1..5 and waits). It is the mix, a
+// parked 10 above released 6..9, that gives skip() a target past seqs the
+// Core knows it released (farHigh >= next). FAILS on HEAD: 6..9 recorded
+// skipped, 10..14 handed out after 5. Severity: medium-high under GapSkip
+// (order broken with no message missing); GapWait unaffected.
+func TestAttack21GapSkipPassesWhatParkFullGaveBack(t *testing.T) {
+	cfg := ehConfig()
+	cfg.Park = true
+	cfg.Window = 4
+	cfg.GapPolicy = recvcore.GapSkip
+	cfg.ParkLimits = recvcore.ParkLimits{GroupMessages: 5}
+	h := newEH(t, cfg)
+	w := newEHWorld()
+	w.curs["g"] = seqstore.Cursor{Epoch: 1, Next: 1}
+	body := func(seq uint64) []byte { return tagged("g", 1, seq) }
+	var got []uint64
+	deliver := func() {
+		for range 100 {
+			d, ok := h.next()
+			if !ok {
+				return
+			}
+			got = append(got, d.Seq)
+			_, err := h.c.Ack(h.now, &d, false)
+			require.NoError(t, err)
+			h.pump(w)
+		}
+	}
+	for seq := uint64(10); seq <= 14; seq++ {
+		h.arrive(body(seq))
+		h.pump(w)
+	}
+	for seq := uint64(5); seq <= 9; seq++ { // beyond the window, the park full: given back
+		h.arrive(body(seq))
+		h.pump(w)
+	}
+	require.Equal(t, int64(5), h.c.Stats().Parked)
+	require.Equal(t, int64(5), h.c.Stats().ParkFull)
+	for seq := uint64(1); seq <= 5; seq++ { // 5 came back from the queue first
+		h.arrive(body(seq))
+		h.pump(w)
+		deliver()
+	}
+	require.Equal(t, []uint64{1, 2, 3, 4, 5}, got)
+	// 6..9 are in the queue, behind a backlog: not back within GapTimeout.
+	for range 20 {
+		h.tick(time.Second)
+		h.pump(w)
+		deliver()
+	}
+	t.Logf("handed out %v; stored cursor %+v", got, w.curs["g"])
+	for _, r := range w.curs["g"].Skipped {
+		require.False(t, r.First <= 9 && r.Last >= 6, "seqs 6..9 were given back by the Core itself (park full), never missing; skipped %+v", r)
+	}
+	require.Equal(t, []uint64{1, 2, 3, 4, 5}, got, "nothing handed out past the released 6..9")
 }
