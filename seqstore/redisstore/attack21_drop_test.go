@@ -143,3 +143,46 @@ func attack21DropRace(t *testing.T, s attack21Store, raw func() int) {
 		}
 	}
 }
+
+// TestAttack21UnparkWithoutCursor: Unpark and ParkedStreams of a stream
+// parked before any cursor was written (the scripts now read the cursor
+// to filter passed entries) and with odd From values (0, far above, the
+// cursor's own seq) return exactly the entries at or above max(From,
+// cursor).
+func TestAttack21UnparkWithoutCursor(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range backends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			c, prefix := b.open(t)
+			s := newStore(t, c, prefix)
+			st := seqstore.Stream{Queue: "q", Group: "nocursor"}
+			var es []seqstore.Parked
+			for q := uint64(1); q <= 10; q++ {
+				es = append(es, seqstore.Parked{Stream: st, Epoch: 7, Seq: q, Body: []byte{byte(q)}})
+			}
+			require.NoError(t, s.Park(ctx, es))
+			count := func(epoch, from uint64) int {
+				got, err := s.Unpark(ctx, []seqstore.ParkQuery{{Stream: st, Epoch: epoch, From: from, Max: 100}})
+				require.NoError(t, err)
+				return len(got[0])
+			}
+			require.Equal(t, 10, count(7, 0))
+			require.Equal(t, 6, count(7, 5))
+			require.Equal(t, 0, count(7, 11))
+			require.Equal(t, 0, count(6, 0))
+			require.Equal(t, 0, count(8, 0))
+			ps, err := s.ParkedStreams(ctx, "q")
+			require.NoError(t, err)
+			require.Equal(t, []seqstore.Stream{st}, ps)
+			require.NoError(t, s.Advance(ctx, []seqstore.Advance{{Stream: st, To: seqstore.Cursor{Epoch: 7, Next: 4}}}))
+			require.Equal(t, 7, count(7, 0))
+			require.Equal(t, 7, count(7, 4))
+			require.Equal(t, 3, count(7, 8))
+			require.NoError(t, s.Advance(ctx, []seqstore.Advance{{Stream: st, From: seqstore.Cursor{Epoch: 7, Next: 4}, To: seqstore.Cursor{Epoch: 8, Next: 1}}}))
+			require.Equal(t, 0, count(7, 0))
+			ps, err = s.ParkedStreams(ctx, "q")
+			require.NoError(t, err)
+			require.Empty(t, ps)
+		})
+	}
+}
