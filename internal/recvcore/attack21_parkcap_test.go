@@ -24,6 +24,12 @@ import (
 // without bound: the property "what a receiver parks stays within
 // ParkLimits" (the disk bound against a sender that cannot be trusted)
 // breaks. FAILS on HEAD: the store holds 20 parks under GroupMessages 2.
+// Root cause: the count keeps one record per (epoch, seq), not per copy in
+// the park lane, and uncountPark deletes it whatever other copy made it
+// durable (the same happens when copy A fails for good while copy B is
+// queued: B then parks uncounted). Severity: low-medium; a store refuses
+// one entry for good (ErrCorrupt/ErrInvalidArgument per entry) rarely, e.g.
+// once a stream's keys/rows went bad after the first copy was parked.
 func TestAttack21ParkLimitSecondCopyRefusedUncountsFirst(t *testing.T) {
 	cfg := ehConfig()
 	cfg.Park = true
