@@ -104,6 +104,17 @@ func (c *Core) skip(g *group, now time.Time) {
 		c.checkPark(g)
 		return
 	}
+	if g.farLow == 0 && g.farHigh >= g.next && now.Before(g.gapSince.Add(c.cfg.GapTimeout+c.cfg.Visibility)) {
+		// Seqs from next to farHigh were released (left in the queue:
+		// no room, a park limit), the lowest of them no longer known:
+		// they are on their way back, not missing, until a visibility
+		// timeout past the gap's timeout says otherwise.
+		if !g.gapTimer {
+			g.gapTimer = true
+			c.addTimer(timer{at: g.gapSince.Add(c.cfg.GapTimeout + c.cfg.Visibility), kind: tGap, name: g.name})
+		}
+		return
+	}
 	target := g.lowestKnown()
 	if p := c.lowestParking(g); p != 0 && (target == 0 || p < target) {
 		target = p

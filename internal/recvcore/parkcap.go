@@ -1,6 +1,9 @@
 package recvcore
 
-import "slices"
+import (
+	"slices"
+	"time"
+)
 
 // Park limits: what this Core parks is counted, per group and in all,
 // from the moment a park is queued until the group's durable cursor passes
@@ -26,7 +29,7 @@ type ParkLimits struct {
 type parkUse struct {
 	groups   map[string]*groupParks
 	n, bytes int64
-	full     bool // the last park asked for was refused (reported once per episode)
+	warnedAt time.Time // the last "park limit reached" report (one a minute at most)
 }
 
 // groupParks is one group's parks, in (epoch, seq) order.
@@ -35,9 +38,13 @@ type groupParks struct {
 	bytes int64
 }
 
+// parkRec is one parked seq; copies counts the copies of it parked or on
+// their way (a second copy replaces the first's body in the store, and one
+// refused for good must not take the other's count away).
 type parkRec struct {
 	epoch, seq uint64
 	size       int64
+	copies     int32
 }
 
 func (r parkRec) cmp(epoch, seq uint64) int {
@@ -75,14 +82,14 @@ func (c *Core) parkFits(g *group, m *msg) bool {
 		!over(lim.GroupMessages, gn, addN) && !over(lim.GroupBytes, gb, addB)
 }
 
-// parkFull counts an arrival that a park limit kept out of the park and,
-// at the start of an episode, reports it.
+// parkFull counts an arrival that a park limit kept out of the park and
+// reports it, once a minute at most.
 func (c *Core) parkFull(g *group, m *msg) {
 	c.st.ParkFull++
-	if !c.pu.full {
-		c.pu.full = true
+	if u := &c.pu; u.warnedAt.IsZero() || c.now.Sub(u.warnedAt) >= time.Minute {
+		u.warnedAt = c.now
 		c.report(Report{Kind: ReportWarn, Group: g.name, Epoch: m.epoch, Seq: m.seq,
-			Msg: "park limit reached: early arrivals are left in the queue to come back (see ReceiveOptions.ParkLimits)"})
+			Msg: "park limit reached: early arrivals are left in the queue to come back (see ReceiveOptions.ParkLimits; reported once a minute at most, ParkFull counts them)"})
 	}
 }
 
@@ -104,16 +111,16 @@ func (c *Core) countPark(m *msg) {
 		gp = &groupParks{}
 		u.groups[m.g.name] = gp
 	}
-	u.full = false
 	size := int64(len(m.raw))
 	i, ok := gp.find(m.epoch, m.seq)
 	if ok {
 		u.bytes += size - gp.recs[i].size
 		gp.bytes += size - gp.recs[i].size
 		gp.recs[i].size = size
+		gp.recs[i].copies++
 		return
 	}
-	gp.recs = slices.Insert(gp.recs, i, parkRec{m.epoch, m.seq, size})
+	gp.recs = slices.Insert(gp.recs, i, parkRec{m.epoch, m.seq, size, 1})
 	gp.bytes += size
 	u.n++
 	u.bytes += size
@@ -126,7 +133,9 @@ func (c *Core) uncountPark(m *msg) {
 	if gp == nil {
 		return
 	}
-	if i, ok := gp.find(m.epoch, m.seq); ok {
+	if i, ok := gp.find(m.epoch, m.seq); ok && gp.recs[i].copies > 1 {
+		gp.recs[i].copies-- // another copy is parked or on its way
+	} else if ok {
 		gp.bytes -= gp.recs[i].size
 		u.bytes -= gp.recs[i].size
 		u.n--
