@@ -37,7 +37,7 @@ func TestAttack21ParksAndCursorsOverSnapshotsAndReopens(t *testing.T) {
 			parks := map[seqstore.Stream]map[pk][]byte{}
 			type sender struct {
 				epoch, next uint64
-				pending   map[uint64]bool
+				pending     map[uint64]bool
 			}
 			senders := map[seqstore.Stream]*sender{}
 			check := func(when string) {
