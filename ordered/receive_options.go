@@ -182,8 +182,8 @@ type ReceiveOptions struct {
 
 	// ParkLimits bounds what a receiver parks in the store. Beyond a limit,
 	// early arrivals are left in the queue to come back, as with NoPark,
-	// counted in Stats().Receive.ParkFull and reported (a Warn hook, once
-	// per episode): a sender that invents groups, or a hole that never
+	// counted in Stats().Receive.ParkFull and logged (a warning, once a
+	// minute at most): a sender that invents groups, or a hole that never
 	// fills, cannot fill the store's disk.
 	ParkLimits ParkLimits
 
