@@ -1,6 +1,7 @@
 package recvcore
 
 import (
+	"cmp"
 	"slices"
 	"time"
 )
@@ -47,25 +48,6 @@ type parkRec struct {
 	copies     int32
 }
 
-func (r parkRec) cmp(epoch, seq uint64) int {
-	switch {
-	case r.epoch != epoch:
-		return cmpU(r.epoch, epoch)
-	default:
-		return cmpU(r.seq, seq)
-	}
-}
-
-func cmpU(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // parkFits reports whether m, of g, fits the park limits.
 func (c *Core) parkFits(g *group, m *msg) bool {
 	lim, u := c.cfg.ParkLimits, &c.pu
@@ -94,7 +76,9 @@ func (c *Core) parkFull(g *group, m *msg) {
 }
 
 func (gp *groupParks) find(epoch, seq uint64) (int, bool) {
-	return slices.BinarySearchFunc(gp.recs, parkRec{epoch: epoch, seq: seq}, func(r, t parkRec) int { return r.cmp(t.epoch, t.seq) })
+	return slices.BinarySearchFunc(gp.recs, parkRec{epoch: epoch, seq: seq}, func(r, t parkRec) int {
+		return cmp.Or(cmp.Compare(r.epoch, t.epoch), cmp.Compare(r.seq, t.seq))
+	})
 }
 
 // countPark counts m, on its way to the park.
