@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -29,12 +30,14 @@ func TestAttack21SnapshotFailuresKeepParks(t *testing.T) {
 			dir := t.TempDir()
 			rng := rand.New(rand.NewPCG(seed, 77))
 			rec := newRecFS(dir)
-			failing := true
-			injected := 0
+			var failing atomic.Bool
+			failing.Store(true)
+			var injected atomic.Int64
+			faultRng := rand.New(rand.NewPCG(seed, 78)) // the store's writer goroutine draws from its own
 			rec.fail = func(op fsOp) error {
 				base := filepath.Base(op.path)
-				if failing && (strings.HasPrefix(base, segPrefix) || strings.HasPrefix(base, snapName)) && rng.IntN(6) == 0 {
-					injected++
+				if failing.Load() && (strings.HasPrefix(base, segPrefix) || strings.HasPrefix(base, snapName)) && faultRng.IntN(6) == 0 {
+					injected.Add(1)
 					return errInjected
 				}
 				return nil
@@ -71,9 +74,9 @@ func TestAttack21SnapshotFailuresKeepParks(t *testing.T) {
 					}
 				}
 			}
-			failing = false
+			failing.Store(false)
 			cerr := s.Close()
-			t.Logf("injected %d failures; call errors %d; close: %v", injected, callErrs, cerr)
+			t.Logf("injected %d failures; call errors %d; close: %v", injected.Load(), callErrs, cerr)
 			s2, err := Open(dir, &Options{SnapshotBytes: 1})
 			require.NoError(t, err, "reopen after snapshot failures")
 			defer s2.Close()
