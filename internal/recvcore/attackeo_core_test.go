@@ -1,0 +1,487 @@
+package recvcore_test
+
+// Attack on 843e11d (ExactlyOnce over FIFO queues: the Core pins a fresh
+// group's first cursor itself, forceCommit, so that its early first
+// arrival can park). A store world that enforces compare-and-set on every
+// advance, the Core's and the application's alike, and counts what the
+// application handled.
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/inorder/inorder/internal/recvcore"
+	"github.com/inorder/inorder/seqstore"
+)
+
+func eoConfig() recvcore.Config {
+	cfg := ehConfig()
+	cfg.Mode = recvcore.ExactlyOnce
+	cfg.ParkEarly = true
+	cfg.Park = true
+	return cfg
+}
+
+type eoWorld struct {
+	*ehWorld
+	handled  map[string][]uint64 // group -> seqs whose CursorAdvance was accepted, in order
+	refused  []string            // application advances refused
+	coreAdvs []seqstore.Advance  // advances the Core wrote itself
+}
+
+func newEOWorld() *eoWorld {
+	return &eoWorld{ehWorld: newEHWorld(), handled: map[string][]uint64{}}
+}
+
+// cas applies a to the store if its From is the stored cursor.
+func (w *eoWorld) cas(a seqstore.Advance) error {
+	cur := w.curs[a.Stream.Group]
+	if !cur.Same(a.From) {
+		return fmt.Errorf("%w: at %d/%d, from %d/%d", seqstore.ErrConflict, cur.Epoch, cur.Next, a.From.Epoch, a.From.Next)
+	}
+	w.curs[a.Stream.Group] = a.To
+	for s, e := range w.park[a.Stream.Group] {
+		if a.To.Below(e.Epoch, s) {
+			delete(w.park[a.Stream.Group], s)
+		}
+	}
+	return nil
+}
+
+// handle is the application: it applies d.Advance in its transaction and
+// Acks, or Nacks with the conflict.
+func (h *eh) eoHandle(w *eoWorld, d recvcore.Delivery) error {
+	err := w.cas(d.Advance)
+	if err != nil {
+		w.refused = append(w.refused, fmt.Sprintf("%s %d/%d: %v", d.Group, d.Epoch, d.Seq, err))
+		require.NoError(h.t, h.c.Nack(h.now, &d, err))
+		h.ready()
+		return err
+	}
+	w.handled[d.Group] = append(w.handled[d.Group], d.Seq)
+	_, aerr := h.c.Ack(h.now, &d, false)
+	require.NoError(h.t, aerr)
+	h.ready()
+	return nil
+}
+
+// eoCommit answers one pending Core commit against the CAS store.
+func (h *eh) eoCommit(w *eoWorld) {
+	c := h.commits[0]
+	h.commits = h.commits[1:]
+	errs := make([]error, len(c.Advances))
+	any := false
+	for i, a := range c.Advances {
+		errs[i] = w.cas(a)
+		if errs[i] == nil {
+			w.coreAdvs = append(w.coreAdvs, a)
+		} else {
+			any = true
+		}
+	}
+	var err error
+	if any {
+		err = &seqstore.BatchError{Errs: errs}
+	}
+	h.c.Committed(h.now, c.ID, err)
+	h.ready()
+}
+
+// eoPumpStore is the harness pump with commits through CAS.
+func (h *eh) eoPumpStore(w *eoWorld) {
+	for i := 0; i < 1000; i++ {
+		did := len(h.commits) > 0
+		for len(h.commits) > 0 {
+			h.eoCommit(w)
+		}
+		// The rest: pump has no commit to answer now; it may leave new
+		// ones, answered on the next round.
+		n := len(h.reads) + len(h.parks) + len(h.unparks) + len(h.scans) + len(h.reqs) + len(h.vis)
+		if !h.noDeletes {
+			n += len(h.deletes)
+		}
+		if n > 0 {
+			did = true
+			h.pumpNoCommits(w)
+		}
+		if !did {
+			return
+		}
+	}
+}
+
+// pumpNoCommits answers one round of everything but commits.
+func (h *eh) pumpNoCommits(w *eoWorld) {
+	for len(h.reads) > 0 {
+		r := h.reads[0]
+		h.reads = h.reads[1:]
+		out := make([]seqstore.Cursor, len(r.Streams))
+		for i, s := range r.Streams {
+			out[i] = w.curs[s.Group]
+		}
+		h.c.Read(h.now, r.ID, out, nil)
+		h.ready()
+	}
+	if len(h.commits) > 0 {
+		return
+	}
+	for len(h.parks) > 0 {
+		p := h.parks[0]
+		h.parks = h.parks[1:]
+		for _, e := range p.Entries {
+			if w.park[e.Stream.Group] == nil {
+				w.park[e.Stream.Group] = map[uint64]seqstore.Parked{}
+			}
+			w.park[e.Stream.Group][e.Seq] = e
+		}
+		h.c.Parked(h.now, p.ID, nil)
+		h.ready()
+	}
+	for len(h.unparks) > 0 {
+		u := h.unparks[0]
+		h.unparks = h.unparks[1:]
+		res := make([][]seqstore.Parked, len(u.Queries))
+		for i, q := range u.Queries {
+			var seqs []uint64
+			for s, e := range w.park[q.Stream.Group] {
+				if s >= q.From && e.Epoch == q.Epoch {
+					seqs = append(seqs, s)
+				}
+			}
+			slices.Sort(seqs)
+			for _, s := range seqs[:min(len(seqs), q.Max)] {
+				res[i] = append(res[i], w.park[q.Stream.Group][s])
+			}
+		}
+		h.c.Unparked(h.now, u.ID, res, nil)
+		h.ready()
+	}
+	for len(h.scans) > 0 {
+		s := h.scans[0]
+		h.scans = h.scans[1:]
+		var gs []string
+		for g, m := range w.park {
+			if len(m) > 0 {
+				gs = append(gs, g)
+			}
+		}
+		h.c.Scanned(h.now, s.ID, gs, nil)
+		h.ready()
+	}
+	for len(h.deletes) > 0 && !h.noDeletes {
+		d := h.deletes[0]
+		h.deletes = h.deletes[1:]
+		h.c.Deleted(h.now, d.ID, nil)
+		h.ready()
+	}
+	if len(h.reqs) > 0 {
+		h.requeueAll()
+	}
+	for len(h.vis) > 0 {
+		v := h.vis[0]
+		h.vis = h.vis[1:]
+		h.c.Visibility(h.now, v.ID, v.Receipt+"'", nil)
+		h.ready()
+	}
+}
+
+// eoPump answers everything, commits through CAS, and hands out and
+// handles whatever the Core offers.
+func (h *eh) eoPump(w *eoWorld) {
+	for i := 0; i < 200; i++ {
+		h.eoPumpStore(w)
+		d, ok := h.next()
+		if !ok {
+			if len(h.commits) == 0 && len(h.reads) == 0 && len(h.parks) == 0 && len(h.unparks) == 0 && len(h.scans) == 0 && len(h.deletes) == 0 && len(h.vis) == 0 {
+				return
+			}
+			continue
+		}
+		if d.Unordered {
+			w.handled[d.Group] = append(w.handled[d.Group], 1000+d.Seq)
+			_, err := h.c.Ack(h.now, &d, false)
+			require.NoError(h.t, err)
+			h.ready()
+			continue
+		}
+		_ = h.eoHandle(w, d)
+	}
+}
+
+// Baseline: FIFO order 2,1,3 of a fresh group. Seq 2 parks behind a pin;
+// every hand-out's CursorAdvance is accepted, each seq once, in order.
+func TestAttackEOBaseline(t *testing.T) {
+	h := newEH(t, eoConfig())
+	w := newEOWorld()
+	h.arrive(tagged("g", 7, 2))
+	h.eoPump(w)
+	require.Len(t, w.coreAdvs, 1, "the pin")
+	require.Equal(t, seqstore.Cursor{Epoch: 7, Next: 1}, w.coreAdvs[0].To)
+	require.Len(t, w.park["g"], 1, "seq 2 parked")
+	h.arrive(tagged("g", 7, 1))
+	h.eoPump(w)
+	h.arrive(tagged("g", 7, 3))
+	h.eoPump(w)
+	require.Empty(t, w.refused)
+	require.Equal(t, []uint64{1, 2, 3}, w.handled["g"])
+}
+
+// The pin in flight when seq 1 arrives: nothing is handed out until it is
+// durable, and the first hand-out starts from it.
+func TestAttackEOPinInFlightFirstArrives(t *testing.T) {
+	h := newEH(t, eoConfig())
+	w := newEOWorld()
+	h.arrive(tagged("g", 7, 2))
+	h.readAll(nil)
+	require.Len(t, h.commits, 1, "the pin goes out")
+	h.arrive(tagged("g", 7, 1))
+	_, ok := h.next()
+	require.False(t, ok, "nothing out while the pin is in flight")
+	h.eoPump(w)
+	require.Empty(t, w.refused)
+	require.Equal(t, []uint64{1, 2}, w.handled["g"])
+}
+
+// The pin's outcome is unknown (the store applied it, the answer was
+// lost): the Core reads the cursor back and goes on.
+func TestAttackEOPinUnknownApplied(t *testing.T) {
+	h := newEH(t, eoConfig())
+	w := newEOWorld()
+	h.arrive(tagged("g", 7, 2))
+	h.readAll(nil)
+	require.Len(t, h.commits, 1)
+	c := h.commits[0]
+	h.commits = nil
+	require.NoError(t, w.cas(c.Advances[0]))
+	h.c.Committed(h.now, c.ID, fmt.Errorf("timeout"))
+	h.ready()
+	h.arrive(tagged("g", 7, 1))
+	for i := 0; i < 10; i++ {
+		h.tick(5 * time.Second)
+		h.eoPump(w)
+	}
+	require.Empty(t, w.refused)
+	require.Equal(t, []uint64{1, 2}, w.handled["g"])
+}
+
+// The pin's outcome is unknown and the store did not apply it.
+func TestAttackEOPinUnknownNotApplied(t *testing.T) {
+	h := newEH(t, eoConfig())
+	w := newEOWorld()
+	h.arrive(tagged("g", 7, 2))
+	h.readAll(nil)
+	require.Len(t, h.commits, 1)
+	c := h.commits[0]
+	h.commits = nil
+	h.c.Committed(h.now, c.ID, fmt.Errorf("timeout"))
+	h.ready()
+	h.arrive(tagged("g", 7, 1))
+	for i := 0; i < 10; i++ {
+		h.tick(5 * time.Second)
+		h.eoPump(w)
+	}
+	require.Empty(t, w.refused)
+	require.Equal(t, []uint64{1, 2}, w.handled["g"])
+}
+
+// The pin conflicts: someone (a second receiver and its application)
+// handled seq 1 meanwhile and wrote 7/2. The parked seq 2 is handed out
+// from 7/2, once.
+func TestAttackEOPinConflictAhead(t *testing.T) {
+	h := newEH(t, eoConfig())
+	w := newEOWorld()
+	h.arrive(tagged("g", 7, 2))
+	h.readAll(nil)
+	require.Len(t, h.commits, 1)
+	w.curs["g"] = seqstore.Cursor{Epoch: 7, Next: 2} // the other receiver's app
+	w.handled["g"] = append(w.handled["g"], 1)
+	for i := 0; i < 10; i++ {
+		h.tick(5 * time.Second)
+		h.eoPump(w)
+	}
+	require.Empty(t, w.refused)
+	require.Equal(t, []uint64{1, 2}, w.handled["g"])
+}
+
+// The pin conflicts with a cursor at the pin's own value (a second
+// receiver pinned the same): the group goes on.
+func TestAttackEOPinConflictSame(t *testing.T) {
+	h := newEH(t, eoConfig())
+	w := newEOWorld()
+	h.arrive(tagged("g", 7, 2))
+	h.readAll(nil)
+	require.Len(t, h.commits, 1)
+	w.curs["g"] = seqstore.Cursor{Epoch: 7, Next: 1}
+	h.arrive(tagged("g", 7, 1))
+	for i := 0; i < 10; i++ {
+		h.tick(5 * time.Second)
+		h.eoPump(w)
+	}
+	require.Empty(t, w.refused)
+	require.Equal(t, []uint64{1, 2}, w.handled["g"])
+}
+
+// Close while the pin is in flight: the Core finishes (Flushed) once the
+// pin answers, hands nothing out, and a next Core over the same store
+// handles 1 and 2 once each.
+func TestAttackEOCloseDuringPin(t *testing.T) {
+	h := newEH(t, eoConfig())
+	w := newEOWorld()
+	h.arrive(tagged("g", 7, 2))
+	h.readAll(nil)
+	require.Len(t, h.commits, 1)
+	h.arrive(tagged("g", 7, 1))
+	h.c.Close(h.now)
+	h.ready()
+	for i := 0; i < 20 && !h.c.Flushed(); i++ {
+		for len(h.commits) > 0 {
+			h.eoCommit(w)
+		}
+		h.eoPumpStore(w)
+		h.tick(time.Second)
+	}
+	require.True(t, h.c.Flushed())
+	require.Empty(t, w.handled["g"])
+
+	h2 := newEH(t, eoConfig())
+	// What was not deleted comes back; a parked seq is in the park.
+	gone := map[string]bool{}
+	for _, r := range h.deleted {
+		gone[r] = true
+	}
+	var back [][]byte
+	if !gone["r1"] {
+		back = append(back, tagged("g", 7, 2))
+	}
+	if !gone["r2"] {
+		back = append(back, tagged("g", 7, 1))
+	}
+	t.Logf("cursor %+v, parked %d, back %d", w.curs["g"], len(w.park["g"]), len(back))
+	h2.arrive(back...)
+	for i := 0; i < 10; i++ {
+		h2.tick(5 * time.Second)
+		h2.eoPump(w)
+	}
+	require.Empty(t, w.refused)
+	require.Equal(t, []uint64{1, 2}, w.handled["g"])
+}
+
+// Restart after the pin, before any hand-out: seq 2 is parked (deleted
+// from the queue), seq 1 comes to a new Core.
+func TestAttackEORestartAfterPin(t *testing.T) {
+	h := newEH(t, eoConfig())
+	w := newEOWorld()
+	h.arrive(tagged("g", 7, 2))
+	h.eoPump(w)
+	require.Len(t, w.park["g"], 1)
+	h2 := newEH(t, eoConfig())
+	h2.arrive(tagged("g", 7, 1))
+	for i := 0; i < 10; i++ {
+		h2.tick(5 * time.Second)
+		h2.eoPump(w)
+	}
+	require.Empty(t, w.refused)
+	require.Equal(t, []uint64{1, 2}, w.handled["g"])
+}
+
+// A fresh group whose first arrival is seq 3, then 2, then 1 (each early
+// one parks behind one pin).
+func TestAttackEOReverse(t *testing.T) {
+	h := newEH(t, eoConfig())
+	w := newEOWorld()
+	h.arrive(tagged("g", 7, 3))
+	h.eoPump(w)
+	h.arrive(tagged("g", 7, 2))
+	h.eoPump(w)
+	h.arrive(tagged("g", 7, 1))
+	h.eoPump(w)
+	require.Empty(t, w.refused)
+	require.Equal(t, []uint64{1, 2, 3}, w.handled["g"])
+	require.Len(t, w.coreAdvs, 1, "one pin, nothing else written by the Core")
+}
+
+// Seq 1 arrives first and is out; seq 2 arrives while it is out (not
+// parkable: something out); the application acks; then the group goes on.
+// Then a new epoch's early arrival (8/2 before 8/1).
+func TestAttackEOOutThenNewEpochEarly(t *testing.T) {
+	h := newEH(t, eoConfig())
+	w := newEOWorld()
+	h.arrive(tagged("g", 7, 1))
+	h.eoPumpStore(w)
+	d, ok := h.next()
+	require.True(t, ok)
+	h.arrive(tagged("g", 7, 2))
+	require.NoError(t, h.eoHandle(w, d))
+	h.eoPump(w)
+	h.arrive(tagged("g", 8, 2))
+	h.eoPump(w)
+	h.arrive(tagged("g", 8, 1))
+	for i := 0; i < 10; i++ {
+		h.tick(5 * time.Second)
+		h.eoPump(w)
+	}
+	require.Empty(t, w.refused)
+	require.Equal(t, []uint64{1, 2, 1, 2}, w.handled["g"])
+	require.Empty(t, w.coreAdvs, "no pin: the group has a cursor")
+}
+
+// A fresh group whose first arrival is a new epoch's seq 2 (8/2), then
+// 8/1.
+func TestAttackEOFreshNewEpochEarly(t *testing.T) {
+	h := newEH(t, eoConfig())
+	w := newEOWorld()
+	w.curs["g"] = seqstore.Cursor{Epoch: 7, Next: 5}
+	h.arrive(tagged("g", 8, 2))
+	h.eoPump(w)
+	h.arrive(tagged("g", 8, 1))
+	for i := 0; i < 10; i++ {
+		h.tick(5 * time.Second)
+		h.eoPump(w)
+	}
+	require.Empty(t, w.refused)
+	require.Equal(t, []uint64{1, 2}, w.handled["g"])
+}
+
+
+// StartLowest (allowed with a FIFO queue) in ExactlyOnce: a fresh group
+// sees 7/3 and 7/4 within StartSettle and starts at 3, passing over 1..2
+// (recorded as skipped in its cursor, so that a late 1 or 2 is handed out
+// Unordered, not deleted as a duplicate). 7/4 is early: it parks, and
+// pin overwrites g.ack with {Epoch, Next} only (budget.go pin, ExactlyOnce
+// branch: `g.ack = seqstore.Cursor{Epoch: g.epoch, Next: g.next}`),
+// dropping the Skipped ranges that endSettle put there. The pin is
+// written without them, the hand-outs' advances carry none, and the late
+// 7/1 is then taken for a duplicate and deleted: never handled. The
+// AtLeastOnce branch of pin keeps g.ack when it is set.
+func TestAttackEOStartLowestPinDropsSkipMarks(t *testing.T) {
+	for _, withPin := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pin=%v", withPin), func(t *testing.T) {
+			cfg := eoConfig()
+			cfg.Start = recvcore.StartLowest
+			h := newEH(t, cfg)
+			w := newEOWorld()
+			if withPin {
+				h.arrive(tagged("g", 7, 3), tagged("g", 7, 4))
+			} else {
+				h.arrive(tagged("g", 7, 3))
+			}
+			h.eoPump(w)
+			h.tick(3 * time.Second)
+			h.eoPump(w)
+			h.tick(3 * time.Second)
+			h.eoPump(w)
+			t.Logf("cursor after start: %+v; core wrote %d", w.curs["g"], len(w.coreAdvs))
+			h.arrive(tagged("g", 7, 1))
+			h.eoPump(w)
+			h.tick(10 * time.Second)
+			h.eoPump(w)
+			t.Logf("handled %v (1000+seq: Unordered), cursor %+v, duplicates %d", w.handled["g"], w.curs["g"], h.c.Stats().Duplicates)
+			require.Empty(t, w.refused)
+			require.Contains(t, w.handled["g"], uint64(1001), "the late 7/1 must be handed out Unordered, not deleted as a duplicate")
+		})
+	}
+}
