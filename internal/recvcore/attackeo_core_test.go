@@ -485,3 +485,41 @@ func TestAttackEOStartLowestPinDropsSkipMarks(t *testing.T) {
 		})
 	}
 }
+
+// A stream of epoch 0 (the legacy "#<seq>#" format of the MNS sample, or
+// a tagged header with epoch 0): its stored cursor has Epoch 0 even once
+// written. pin's guard (`g.dur.Epoch != 0`) and canPark's take that for
+// "no stored cursor": once the group handled 1 and 2 (cursor 0/3), an
+// early 4 parks and pin sets g.ack = 0/3, the stored cursor itself, and
+// forces a commit that committable never sends (nothing to write): forced
+// stays set, and g.ready refuses every hand-out: the group stops for good.
+func TestAttackEOEpochZeroPinStalls(t *testing.T) {
+	for _, legacy := range []bool{false, true} {
+		t.Run(fmt.Sprintf("legacy=%v", legacy), func(t *testing.T) {
+			h := newEH(t, eoConfig())
+			w := newEOWorld()
+			group := "g"
+			body := func(seq uint64) []byte { return tagged("g", 0, seq) }
+			if legacy {
+				group = ""
+				body = func(seq uint64) []byte { return []byte(fmt.Sprintf("#%d#payload %d", seq, seq)) }
+			}
+			h.arrive(body(1))
+			h.eoPump(w)
+			h.arrive(body(2))
+			h.eoPump(w)
+			require.Equal(t, []uint64{1, 2}, w.handled[group])
+			t.Logf("cursor %+v", w.curs[group])
+			h.arrive(body(4)) // early: 3 is behind it in the FIFO group
+			h.eoPump(w)
+			h.arrive(body(3))
+			for i := 0; i < 10; i++ {
+				h.tick(5 * time.Second)
+				h.eoPump(w)
+			}
+			t.Logf("cursor %+v, core wrote %v, parked %d", w.curs[group], w.coreAdvs, len(w.park[group]))
+			require.Empty(t, w.refused)
+			require.Equal(t, []uint64{1, 2, 3, 4}, w.handled[group], "epoch-0 group stopped after an early arrival")
+		})
+	}
+}
