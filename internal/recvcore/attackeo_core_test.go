@@ -31,6 +31,8 @@ type eoWorld struct {
 	handled  map[string][]uint64 // group -> seqs whose CursorAdvance was accepted, in order
 	refused  []string            // application advances refused
 	coreAdvs []seqstore.Advance  // advances the Core wrote itself
+	dead     [][]byte
+	nackAll  bool // the application fails every message (not a conflict)
 }
 
 func newEOWorld() *eoWorld {
@@ -55,6 +57,11 @@ func (w *eoWorld) cas(a seqstore.Advance) error {
 // handle is the application: it applies d.Advance in its transaction and
 // Acks, or Nacks with the conflict.
 func (h *eh) eoHandle(w *eoWorld, d recvcore.Delivery) error {
+	if w.nackAll {
+		require.NoError(h.t, h.c.Nack(h.now, &d, fmt.Errorf("app failed")))
+		h.ready()
+		return nil
+	}
 	err := w.cas(d.Advance)
 	if err != nil {
 		w.refused = append(w.refused, fmt.Sprintf("%s %d/%d: %v", d.Group, d.Epoch, d.Seq, err))
@@ -194,6 +201,14 @@ func (h *eh) pumpNoCommits(w *eoWorld) {
 func (h *eh) eoPump(w *eoWorld) {
 	for i := 0; i < 200; i++ {
 		h.eoPumpStore(w)
+		for len(h.deads) > 0 {
+			d := h.deads[0]
+			h.deads = h.deads[1:]
+			w.dead = append(w.dead, d.Bodies...)
+			h.c.DeadLettered(h.now, d.ID, make([]error, len(d.Bodies)))
+			h.ready()
+		}
+		require.NoError(h.t, h.c.Invariants())
 		d, ok := h.next()
 		if !ok {
 			if len(h.commits) == 0 && len(h.reads) == 0 && len(h.parks) == 0 && len(h.unparks) == 0 && len(h.scans) == 0 && len(h.deletes) == 0 && len(h.vis) == 0 {
@@ -522,4 +537,94 @@ func TestAttackEOEpochZeroPinStalls(t *testing.T) {
 			require.Equal(t, []uint64{1, 2, 3, 4}, w.handled[group], "epoch-0 group stopped after an early arrival")
 		})
 	}
+}
+
+// Dead letters use forceCommit too: the pinned group's seq 1 fails
+// MaxAttempts times and is dead-lettered (the Core writes 7/1 -> 7/2);
+// the parked 2 is then handed out from 7/2, once.
+func TestAttackEODeadLetterAfterPin(t *testing.T) {
+	cfg := eoConfig()
+	cfg.Poison = recvcore.PoisonDeadLetter
+	cfg.DeadLetter = true
+	h := newEH(t, cfg)
+	w := newEOWorld()
+	h.arrive(tagged("g", 7, 2))
+	h.eoPump(w)
+	h.arrive(tagged("g", 7, 1))
+	w.nackAll = true
+	for i := 0; i < 10 && len(w.dead) == 0; i++ {
+		h.tick(5 * time.Second)
+		h.eoPump(w)
+	}
+	require.Len(t, w.dead, 1)
+	w.nackAll = false
+	for i := 0; i < 10; i++ {
+		h.tick(5 * time.Second)
+		h.eoPump(w)
+	}
+	require.Empty(t, w.refused)
+	require.Equal(t, []uint64{2}, w.handled["g"])
+	require.Equal(t, seqstore.Cursor{Epoch: 7, Next: 3}, w.curs["g"])
+}
+
+// A fresh group's seq 1 (no pin: it came first) is dead-lettered: the
+// Core writes zero -> 7/2. Seq 3 arrives early while that write is in
+// flight (nothing out: it may park; pin sees forced and leaves it), then
+// 2. Each handled once, in order.
+func TestAttackEODeadLetterFreshThenEarly(t *testing.T) {
+	cfg := eoConfig()
+	cfg.Poison = recvcore.PoisonDeadLetter
+	cfg.DeadLetter = true
+	h := newEH(t, cfg)
+	w := newEOWorld()
+	h.arrive(tagged("g", 7, 1))
+	w.nackAll = true
+	for i := 0; i < 10 && len(h.commits) == 0; i++ {
+		h.tick(5 * time.Second)
+		h.pumpNoCommits(w)
+		for len(h.deads) > 0 {
+			d := h.deads[0]
+			h.deads = h.deads[1:]
+			w.dead = append(w.dead, d.Bodies...)
+			h.c.DeadLettered(h.now, d.ID, make([]error, len(d.Bodies)))
+			h.ready()
+		}
+		if d, ok := h.next(); ok {
+			require.NoError(t, h.c.Nack(h.now, &d, fmt.Errorf("app failed")))
+			h.ready()
+		}
+	}
+	require.Len(t, w.dead, 1)
+	require.Len(t, h.commits, 1, "the dead letter's cursor write")
+	w.nackAll = false
+	h.arrive(tagged("g", 7, 3))
+	h.eoPump(w)
+	h.arrive(tagged("g", 7, 2))
+	for i := 0; i < 10; i++ {
+		h.tick(5 * time.Second)
+		h.eoPump(w)
+	}
+	require.Empty(t, w.refused)
+	require.Equal(t, []uint64{2, 3}, w.handled["g"])
+}
+
+// GapSkip: the pinned group's seq 1 never comes; after GapTimeout (and
+// the wait past it) 2 is handed out with 1 marked skipped; a late 1 is
+// handed out Unordered.
+func TestAttackEOGapSkipAfterPin(t *testing.T) {
+	cfg := eoConfig()
+	cfg.GapPolicy = recvcore.GapSkip
+	h := newEH(t, cfg)
+	w := newEOWorld()
+	h.arrive(tagged("g", 7, 2))
+	h.eoPump(w)
+	for i := 0; i < 40; i++ {
+		h.tick(5 * time.Second)
+		h.eoPump(w)
+	}
+	require.Equal(t, []uint64{2}, w.handled["g"])
+	h.arrive(tagged("g", 7, 1))
+	h.eoPump(w)
+	require.Empty(t, w.refused)
+	require.Equal(t, []uint64{2, 1001}, w.handled["g"])
 }
