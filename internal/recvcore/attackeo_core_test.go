@@ -628,3 +628,145 @@ func TestAttackEOGapSkipAfterPin(t *testing.T) {
 	require.Empty(t, w.refused)
 	require.Equal(t, []uint64{2, 1001}, w.handled["g"])
 }
+
+// The shedding path in ExactlyOnce with ParkEarly: a flood of fresh groups
+// whose seq 2 comes first. Each pins, parks, and is shed; memory stays
+// within the budget; then every group's seq 1 comes, and each group
+// handles 1 then 2, each once, without a refused advance.
+func TestAttackEOShedFreshGroups(t *testing.T) {
+	cfg := eoConfig()
+	cfg.MaxMemory = 64 << 10
+	cfg.MaxHeld = 4000
+	cfg.Window = 4000
+	cfg.MaxBatch = 16
+	cfg.MaxUndeletedRate = 1e9
+	h := newEH(t, cfg)
+	w := newEOWorld()
+	groups := 0
+	peak := 0
+	const total = 1500
+	for round := 0; round < 2000 && groups < total; round++ {
+		n := h.c.Room(h.now)
+		if n > 0 {
+			var bodies [][]byte
+			for range min(n, cfg.MaxBatch, total-groups) {
+				groups++
+				bodies = append(bodies, tagged(fmt.Sprintf("group-%06d", groups), 7, 2))
+			}
+			h.arrive(bodies...)
+		}
+		h.eoPump(w)
+		h.tick(250 * time.Millisecond)
+		h.eoPump(w)
+		peak = max(peak, h.c.Stats().Memory)
+	}
+	st := h.c.Stats()
+	t.Logf("groups %d; in memory %d; memory %d (peak %d) of %d; parked %d; evicted %d; core writes %d",
+		groups, st.Groups, st.Memory, peak, cfg.MaxMemory, st.Parked, st.Evicted, len(w.coreAdvs))
+	require.Equal(t, total, groups)
+	require.LessOrEqual(t, st.Memory, 2*cfg.MaxMemory)
+	sent := 0
+	for round := 0; round < 4000 && sent < total; round++ {
+		n := h.c.Room(h.now)
+		if n > 0 {
+			var bodies [][]byte
+			for range min(n, cfg.MaxBatch, total-sent) {
+				sent++
+				bodies = append(bodies, tagged(fmt.Sprintf("group-%06d", sent), 7, 1))
+			}
+			h.arrive(bodies...)
+		}
+		h.eoPump(w)
+		h.tick(250 * time.Millisecond)
+		h.eoPump(w)
+	}
+	for i := 0; i < 40; i++ {
+		h.tick(5 * time.Second)
+		h.eoPump(w)
+	}
+	require.Empty(t, w.refused)
+	bad := 0
+	for i := 1; i <= total; i++ {
+		g := fmt.Sprintf("group-%06d", i)
+		if !slices.Equal(w.handled[g], []uint64{1, 2}) {
+			if bad < 5 {
+				t.Logf("%s handled %v, cursor %+v, parked %d", g, w.handled[g], w.curs[g], len(w.park[g]))
+			}
+			bad++
+		}
+	}
+	require.Zero(t, bad, "groups not handled 1,2 once each")
+}
+
+// A new epoch's early arrival on a pinned group: pinned at 7/1 with 7/2
+// parked, 7/1 lost; 8/2 comes before 8/1. After GapTimeout the group moves
+// to epoch 8 and hands out 8/1 then 8/2. (GapSkip: under GapWait the
+// group waits for 7/1 for ever in every mode, by design.)
+func TestAttackEOPinnedNewEpochEarly(t *testing.T) {
+	cfg := eoConfig()
+	cfg.GapPolicy = recvcore.GapSkip
+	h := newEH(t, cfg)
+	w := newEOWorld()
+	h.arrive(tagged("g", 7, 2))
+	h.eoPump(w)
+	r := h.arrive(tagged("g", 8, 2))[0]
+	h.eoPump(w)
+	// The FIFO service hands out 8/1 once 8/2 is deleted (parked).
+	sent := false
+	for i := 0; i < 120; i++ {
+		h.tick(time.Second)
+		h.eoPump(w)
+		if !sent && slices.Contains(h.deleted, r) {
+			sent = true
+			h.arrive(tagged("g", 8, 1))
+			h.eoPump(w)
+		}
+	}
+	t.Logf("8/1 sent: %v", sent)
+	t.Logf("handled %v, cursor %+v, core writes %v", w.handled["g"], w.curs["g"], w.coreAdvs)
+	require.Empty(t, w.refused)
+	n := len(w.handled["g"])
+	require.GreaterOrEqual(t, n, 2)
+	require.Equal(t, []uint64{1, 2}, w.handled["g"][n-2:], "8/1, 8/2 handled last, in order")
+}
+
+// Control for TestAttackEOPinnedNewEpochEarly: the same arrivals in
+// AtLeastOnce.
+func TestAttackEOPinnedNewEpochEarlyControlALO(t *testing.T) {
+	cfg := eoConfig()
+	cfg.Mode = recvcore.AtLeastOnce
+	cfg.GapPolicy = recvcore.GapSkip
+	h := newEH(t, cfg)
+	w := newEHWorld()
+	var got []string
+	run := func() {
+		for i := 0; i < 2; i++ {
+			h.tick(time.Second)
+			h.pump(w)
+			for {
+				d, ok := h.next()
+				if !ok {
+					break
+				}
+				got = append(got, fmt.Sprintf("%d/%d", d.Epoch, d.Seq))
+				_, err := h.c.Ack(h.now, &d, false)
+				require.NoError(t, err)
+				h.ready()
+				h.pump(w)
+			}
+		}
+	}
+	h.arrive(tagged("g", 7, 2))
+	run()
+	r := h.arrive(tagged("g", 8, 2))[0]
+	sent := false
+	for i := 0; i < 60; i++ {
+		run()
+		if !sent && slices.Contains(h.deleted, r) {
+			sent = true
+			h.arrive(tagged("g", 8, 1))
+		}
+	}
+	t.Logf("8/1 sent: %v", sent)
+	t.Logf("handed out %v, cursor %+v", got, w.curs["g"])
+}
