@@ -6,6 +6,10 @@ package mnsqueue_test
 import (
 	"context"
 	"fmt"
+	"github.com/inorder/inorder/ordered/mnsqueue/mnstest"
+	"github.com/stretchr/testify/assert"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,5 +77,90 @@ func TestAttackEOFIFOEpochZeroStalls(t *testing.T) {
 			}
 			require.Equal(t, []uint64{1, 2, 3, 4}, got)
 		})
+	}
+}
+
+// Two ExactlyOnce receivers on one FIFO queue and one store (faults on:
+// redeliveries and 5xx), 20 groups x 30 sent pipelined (early arrivals, so
+// pins and parks), then a third receiver after the first two closed half
+// way. Every group must see 1..n in order, each accepted once (the
+// application's CursorAdvance is the proof: a refused one is not
+// counted), within the time.
+func TestAttackEOFIFOTwoReceiversAndRestart(t *testing.T) {
+	const groups, n = 20, 30
+	srv := newServer(t, &mnstest.Options{Seed: 11, Faults: mnstest.Faults{Redeliver: 0.05, Error5xx: 0.02}})
+	name := newFIFO(t, srv, 5)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	open := func(o *ordered.Options, store seqstore.Store) (*ordered.Queue, func()) {
+		drv, err := mnsqueue.New(ctx, srv.Endpoint(), name, serverCred(srv), &mnsqueue.Options{QueueType: mnsqueue.QueueTypeFIFO})
+		require.NoError(t, err)
+		q, err := ordered.New(ctx, drv, store, o)
+		require.NoError(t, err)
+		var once sync.Once
+		closeQ := func() {
+			once.Do(func() {
+				cctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+				defer cancel()
+				assert.NoError(t, q.Close(cctx))
+				assert.NoError(t, drv.Close())
+			})
+		}
+		t.Cleanup(closeQ)
+		return q, closeQ
+	}
+	tx, _ := open(nil, memstore.New())
+	rxStore := memstore.New()
+	ro := &ordered.Options{Receive: ordered.ReceiveOptions{Mode: ordered.ExactlyOnce, Wait: time.Second, Concurrency: 8}}
+	rec := newGroupRecorder(groups * n)
+	var refused atomic.Int64
+	rec.apply = func(ctx context.Context, m *ordered.Message) error {
+		err := rxStore.Advance(ctx, []seqstore.Advance{m.CursorAdvance()})
+		if err != nil {
+			refused.Add(1)
+		}
+		return err
+	}
+	rx1, close1 := open(ro, rxStore)
+	rx2, close2 := open(ro, rxStore)
+	// The first two run until half is handled, then close.
+	half := make(chan struct{})
+	go func() {
+		for rec.total.Load() < groups*n/2 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		close(half)
+	}()
+	runTill := func(q *ordered.Queue, stop <-chan struct{}) chan error {
+		errc := make(chan error, 1)
+		rctx, c := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-stop:
+			case <-rec.done:
+			case <-ctx.Done():
+			}
+			c()
+		}()
+		go func() { errc <- q.Run(rctx, rec.handle) }()
+		return errc
+	}
+	e1 := runTill(rx1, half)
+	e2 := runTill(rx2, half)
+	sendGroups(t, ctx, tx, groups, n, 4)
+	require.NoError(t, <-e1)
+	require.NoError(t, <-e2)
+	close1()
+	close2()
+	t.Logf("after the first two: handled %d, refused advances %d", rec.total.Load(), refused.Load())
+	rx3, _ := open(ro, rxStore)
+	err := runUntil(rx3, rec, 60*time.Second)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	t.Logf("handled %d of %d, refused advances %d", rec.total.Load(), groups*n, refused.Load())
+	require.NoError(t, err)
+	assert.Empty(t, rec.bad, "out-of-order, duplicate or unordered deliveries")
+	for g, last := range rec.next {
+		assert.Equal(t, n, last, "last body of group %s", g)
 	}
 }
