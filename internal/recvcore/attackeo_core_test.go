@@ -770,3 +770,84 @@ func TestAttackEOPinnedNewEpochEarlyControlALO(t *testing.T) {
 	t.Logf("8/1 sent: %v", sent)
 	t.Logf("handed out %v, cursor %+v", got, w.curs["g"])
 }
+
+// Control for TestAttackEOEpochZeroPinStalls, in AtLeastOnce (so not
+// 843e11d's doing, but the same root): msg.stored (park.go) is
+// `g.dur.Epoch != 0`, so an epoch-0 group's park never goes out, and with
+// ParkEarly its early arrival waits in the park lane for ever. Over a FIFO
+// queue the service holds the missing seq behind it: the group stops
+// (ordered/mnsqueue TestAttackEOFIFOEpochZeroStalls legacy|epoch0/AtLeastOnce).
+func TestAttackEOEpochZeroParkNeverGoesALO(t *testing.T) {
+	cfg := eoConfig()
+	cfg.Mode = recvcore.AtLeastOnce
+	h := newEH(t, cfg)
+	w := newEHWorld()
+	var got []uint64
+	run := func() {
+		for i := 0; i < 5; i++ {
+			h.tick(time.Second)
+			h.pump(w)
+			for {
+				d, ok := h.next()
+				if !ok {
+					break
+				}
+				got = append(got, d.Seq)
+				_, err := h.c.Ack(h.now, &d, false)
+				require.NoError(t, err)
+				h.ready()
+				h.pump(w)
+			}
+		}
+	}
+	h.arrive(tagged("g", 0, 1))
+	run()
+	h.arrive(tagged("g", 0, 2))
+	run()
+	r := h.arrive(tagged("g", 0, 4))[0]
+	run()
+	t.Logf("handed out %v, cursor %+v, parked %d, 4 deleted (so that the FIFO service sends 3): %v",
+		got, w.curs["g"], len(w.park["g"]), slices.Contains(h.deleted, r))
+	require.True(t, slices.Contains(h.deleted, r), "the early 4 is never parked and deleted: a FIFO queue holds 3 behind it for ever")
+}
+
+// The park of 2 is in flight (or fails) when 1 is handed out and acked
+// (the pin is durable): 2 is still handed out, once, from 7/2.
+func TestAttackEOParkInFlightAcrossFirstAck(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		t.Run(fmt.Sprintf("parkfails=%v", fail), func(t *testing.T) {
+			h := newEH(t, eoConfig())
+			w := newEOWorld()
+			h.arrive(tagged("g", 7, 2))
+			h.readAll(nil)
+			for len(h.commits) > 0 {
+				h.eoCommit(w)
+			}
+			require.Len(t, h.parks, 1, "the park goes out once the pin is durable")
+			p := h.parks[0]
+			h.parks = nil
+			h.arrive(tagged("g", 7, 1))
+			d, ok := h.next()
+			require.True(t, ok)
+			require.NoError(t, h.eoHandle(w, d))
+			if fail {
+				h.c.Parked(h.now, p.ID, fmt.Errorf("store down"))
+			} else {
+				for _, e := range p.Entries {
+					if w.park[e.Stream.Group] == nil {
+						w.park[e.Stream.Group] = map[uint64]seqstore.Parked{}
+					}
+					w.park[e.Stream.Group][e.Seq] = e
+				}
+				h.c.Parked(h.now, p.ID, nil)
+			}
+			h.ready()
+			for i := 0; i < 10; i++ {
+				h.tick(5 * time.Second)
+				h.eoPump(w)
+			}
+			require.Empty(t, w.refused)
+			require.Equal(t, []uint64{1, 2}, w.handled["g"])
+		})
+	}
+}

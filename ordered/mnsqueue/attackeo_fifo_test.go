@@ -31,10 +31,17 @@ import (
 // stored cursor 0/3 for "none" (g.dur.Epoch == 0), forces a commit with
 // nothing to write: the group hands out nothing more, 3 never comes. A
 // control with epoch 7 receives all four. Before 843e11d New refused
-// ExactlyOnce on a FIFO queue.
+// ExactlyOnce on a FIFO queue. The AtLeastOnce subtests fail too (not
+// 843e11d's doing: msg.stored in park.go is `g.dur.Epoch != 0`, so an
+// epoch-0 group's park never goes out; see recvcore
+// TestAttackEOEpochZeroParkNeverGoesALO).
 func TestAttackEOFIFOEpochZeroStalls(t *testing.T) {
-	for _, kind := range []string{"epoch7", "legacy", "epoch0"} {
-		t.Run(kind, func(t *testing.T) {
+	for _, c := range []struct {
+		kind string
+		mode ordered.Mode
+	}{{"epoch7", ordered.ExactlyOnce}, {"legacy", ordered.ExactlyOnce}, {"epoch0", ordered.ExactlyOnce}, {"legacy", ordered.AtLeastOnce}, {"epoch0", ordered.AtLeastOnce}} {
+		kind, mode := c.kind, c.mode
+		t.Run(fmt.Sprint(kind, "/", mode), func(t *testing.T) {
 			srv := newServer(t, nil)
 			name := newFIFO(t, srv, 5)
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -55,7 +62,7 @@ func TestAttackEOFIFOEpochZeroStalls(t *testing.T) {
 				require.NoError(t, drv.SendGroups(ctx, [][]byte{body(s)}, []string{"m"}))
 			}
 			store := memstore.New()
-			rx, err := ordered.New(ctx, drv, store, &ordered.Options{Receive: ordered.ReceiveOptions{Mode: ordered.ExactlyOnce, Wait: time.Second}})
+			rx, err := ordered.New(ctx, drv, store, &ordered.Options{Receive: ordered.ReceiveOptions{Mode: mode, Wait: time.Second}})
 			require.NoError(t, err)
 			defer func() {
 				cctx, c := context.WithTimeout(context.Background(), 10*time.Second)
@@ -72,7 +79,9 @@ func TestAttackEOFIFOEpochZeroStalls(t *testing.T) {
 					t.Fatalf("%s: received seqs %v, then nothing for 15s (%v); service groups: %+v", kind, got, err, gs)
 				}
 				got = append(got, m.Seq)
-				require.NoError(t, store.Advance(ctx, []seqstore.Advance{m.CursorAdvance()}))
+				if mode == ordered.ExactlyOnce {
+					require.NoError(t, store.Advance(ctx, []seqstore.Advance{m.CursorAdvance()}))
+				}
 				require.NoError(t, m.Ack(ctx))
 			}
 			require.Equal(t, []uint64{1, 2, 3, 4}, got)
