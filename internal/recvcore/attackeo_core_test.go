@@ -851,3 +851,35 @@ func TestAttackEOParkInFlightAcrossFirstAck(t *testing.T) {
 		})
 	}
 }
+
+// Two Cores: B handed out 7/1 from the zero cursor while A pinned 7/1 (a
+// redelivery after a visibility lapse gave A the early 2). B's application
+// is refused (conflict), B re-reads, and 7/1 handed out again from 7/1 is
+// accepted: handled once.
+func TestAttackEOOtherCorePinUnderHandOut(t *testing.T) {
+	w := newEOWorld()
+	b := newEH(t, eoConfig())
+	b.arrive(tagged("g", 7, 1))
+	b.eoPumpStore(w)
+	d, ok := b.next()
+	require.True(t, ok)
+	require.Equal(t, seqstore.Cursor{}, d.Advance.From)
+
+	a := newEH(t, eoConfig())
+	a.arrive(tagged("g", 7, 2))
+	a.eoPump(w)
+	require.Equal(t, seqstore.Cursor{Epoch: 7, Next: 1}, w.curs["g"], "A's pin")
+
+	require.Error(t, b.eoHandle(w, d), "refused: A's pin moved the cursor")
+	for i := 0; i < 5; i++ {
+		b.tick(5 * time.Second)
+		b.eoPump(w)
+	}
+	b.arrive(tagged("g", 7, 1)) // back from the queue
+	for i := 0; i < 5; i++ {
+		b.tick(5 * time.Second)
+		b.eoPump(w)
+	}
+	t.Logf("handled %v, refused %v, cursor %+v", w.handled["g"], w.refused, w.curs["g"])
+	require.Equal(t, []uint64{1, 2}, w.handled["g"], "B hands out 1 again from 7/1 and unparks 2")
+}
