@@ -5,6 +5,18 @@ package recvcore_test
 // arrival can park). A store world that enforces compare-and-set on every
 // advance, the Core's and the application's alike, and counts what the
 // application handled.
+//
+// Failing (defects found):
+//   - TestAttackEOStartLowestPinDropsSkipMarks: pin overwrites g.ack and
+//     drops the Skipped ranges of a StartLowest start; a late seq is then
+//     deleted as a duplicate, never handled (message loss).
+//   - TestAttackEOEpochZeroPinStalls: an epoch-0 group (legacy "#seq#"
+//     format or tagged epoch 0) stops after its first early arrival: pin
+//     takes a stored 0/n cursor for none, forces a commit with nothing to
+//     write, and forced never clears (no hand-out for ever).
+//   - TestAttackEOEpochZeroParkNeverGoesALO: the same root in AtLeastOnce,
+//     older than 843e11d: msg.stored is g.dur.Epoch != 0.
+// Every other TestAttackEO* here passes: what held.
 
 import (
 	"fmt"
@@ -81,17 +93,17 @@ func (h *eh) eoCommit(w *eoWorld) {
 	c := h.commits[0]
 	h.commits = h.commits[1:]
 	errs := make([]error, len(c.Advances))
-	any := false
+	refusedAny := false
 	for i, a := range c.Advances {
 		errs[i] = w.cas(a)
 		if errs[i] == nil {
 			w.coreAdvs = append(w.coreAdvs, a)
 		} else {
-			any = true
+			refusedAny = true
 		}
 	}
 	var err error
-	if any {
+	if refusedAny {
 		err = &seqstore.BatchError{Errs: errs}
 	}
 	h.c.Committed(h.now, c.ID, err)
@@ -460,7 +472,6 @@ func TestAttackEOFreshNewEpochEarly(t *testing.T) {
 	require.Empty(t, w.refused)
 	require.Equal(t, []uint64{1, 2}, w.handled["g"])
 }
-
 
 // StartLowest (allowed with a FIFO queue) in ExactlyOnce: a fresh group
 // sees 7/3 and 7/4 within StartSettle and starts at 3, passing over 1..2
@@ -882,4 +893,26 @@ func TestAttackEOOtherCorePinUnderHandOut(t *testing.T) {
 	}
 	t.Logf("handled %v, refused %v, cursor %+v", w.handled["g"], w.refused, w.curs["g"])
 	require.Equal(t, []uint64{1, 2}, w.handled["g"], "B hands out 1 again from 7/1 and unparks 2")
+}
+
+// Two fresh groups pin in one commit; one of them conflicts (another
+// receiver moved it to 7/3): the batch answers one refusal, and both
+// groups go on.
+func TestAttackEOPinBatchPartialConflict(t *testing.T) {
+	h := newEH(t, eoConfig())
+	w := newEOWorld()
+	h.arrive(tagged("a", 7, 2), tagged("b", 7, 3))
+	h.readAll(nil)
+	require.Len(t, h.commits, 1)
+	require.Len(t, h.commits[0].Advances, 2, "one commit for both pins")
+	w.curs["b"] = seqstore.Cursor{Epoch: 7, Next: 3}
+	w.handled["b"] = []uint64{1, 2}
+	h.arrive(tagged("a", 7, 1))
+	for i := 0; i < 10; i++ {
+		h.tick(5 * time.Second)
+		h.eoPump(w)
+	}
+	require.Empty(t, w.refused)
+	require.Equal(t, []uint64{1, 2}, w.handled["a"])
+	require.Equal(t, []uint64{1, 2, 3}, w.handled["b"])
 }

@@ -173,3 +173,71 @@ func TestAttackEOFIFOTwoReceiversAndRestart(t *testing.T) {
 		assert.Equal(t, n, last, "last body of group %s", g)
 	}
 }
+
+// Restart around the pin: seq 2 reaches the FIFO queue before seq 1
+// (swapFirst); a first ExactlyOnce receiver runs one Receive with a short
+// deadline (the pin, the park of 2, maybe the hand-out of 1) and closes;
+// a second one, on the same store, receives the rest. 1 and 2 are each
+// handled once, in order, with no refused advance.
+func TestAttackEOFIFORestartAroundPin(t *testing.T) {
+	for _, first := range []time.Duration{time.Millisecond, 3 * time.Millisecond, 6 * time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond, 300 * time.Millisecond, 1500 * time.Millisecond} {
+		t.Run(first.String(), func(t *testing.T) {
+			srv := newServer(t, nil)
+			name := newFIFO(t, srv, 3)
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			drv, err := mnsqueue.New(ctx, srv.Endpoint(), name, serverCred(srv), nil)
+			require.NoError(t, err)
+			defer drv.Close()
+			tx, err := ordered.New(ctx, &swapFirst{Queue: drv}, memstore.New(), nil)
+			require.NoError(t, err)
+			defer tx.Close(context.Background())
+			require.NoError(t, tx.Send(ctx, "g", []byte("1")))
+			require.NoError(t, tx.Send(ctx, "g", []byte("2")))
+
+			store := memstore.New()
+			var got []uint64
+			refused := 0
+			handle := func(m *ordered.Message) {
+				if err := store.Advance(ctx, []seqstore.Advance{m.CursorAdvance()}); err != nil {
+					refused++
+					require.NoError(t, m.Nack(ctx, err))
+					return
+				}
+				got = append(got, m.Seq)
+				require.NoError(t, m.Ack(ctx))
+			}
+			opts := &ordered.Options{Receive: ordered.ReceiveOptions{Mode: ordered.ExactlyOnce, Wait: time.Second}}
+			rx1, err := ordered.New(ctx, drv, store, opts)
+			require.NoError(t, err)
+			rctx, c := context.WithTimeout(ctx, first)
+			if m, err := rx1.Receive(rctx); err == nil {
+				handle(m)
+			}
+			c()
+			cctx, c2 := context.WithTimeout(ctx, 10*time.Second)
+			require.NoError(t, rx1.Close(cctx))
+			c2()
+			t.Logf("first receiver: %v", got)
+			rx2, err := ordered.New(ctx, drv, store, opts)
+			require.NoError(t, err)
+			defer func() {
+				cctx, c := context.WithTimeout(context.Background(), 10*time.Second)
+				defer c()
+				_ = rx2.Close(cctx)
+			}()
+			for len(got) < 2 {
+				rctx, c := context.WithTimeout(ctx, 15*time.Second)
+				m, err := rx2.Receive(rctx)
+				c()
+				if err != nil {
+					gs, _ := srv.Groups(name)
+					t.Fatalf("received %v, then nothing for 15s (%v); service groups: %+v", got, err, gs)
+				}
+				handle(m)
+			}
+			require.Equal(t, []uint64{1, 2}, got)
+			require.Zero(t, refused)
+		})
+	}
+}
