@@ -916,3 +916,54 @@ func TestAttackEOPinBatchPartialConflict(t *testing.T) {
 	require.Equal(t, []uint64{1, 2}, w.handled["a"])
 	require.Equal(t, []uint64{1, 2, 3}, w.handled["b"])
 }
+
+// ExactlyOnce, a Nack wrapping ErrConflict while the stored cursor did not
+// move (the application advanced two groups in one store call, and the
+// other group's advance conflicted: the *BatchError wraps ErrConflict for
+// both; or any spurious conflict). resolveConflict finds the cursor equal
+// to g.dur and returns without resetting g.next, which takeNext set past
+// the seq: the seq, released, comes back and is deleted as a duplicate,
+// never handled (message loss), and 7/2 is handed out with an advance
+// from the zero cursor that passes 7/1 with no skip mark. With ParkEarly
+// and an early 7/3 meanwhile (nothing out, no stored cursor), pin writes
+// {7, g.next} = 7/2 itself: the Core moves the cursor past the unhandled
+// 7/1. (early=false is older than 843e11d; early=true adds the pin's
+// write.)
+func TestAttackEOConflictNackStoreUnchanged(t *testing.T) {
+	for _, early := range []bool{false, true} {
+		t.Run(fmt.Sprintf("early=%v", early), func(t *testing.T) {
+			h := newEH(t, eoConfig())
+			w := newEOWorld()
+			h.arrive(tagged("g", 7, 1))
+			h.eoPumpStore(w)
+			d, ok := h.next()
+			require.True(t, ok)
+			// The application's store call failed with another group's
+			// conflict: nothing of g was written.
+			cause := &seqstore.BatchError{Errs: []error{seqstore.ErrAborted, fmt.Errorf("%w: other group", seqstore.ErrConflict)}}
+			require.ErrorIs(t, cause, seqstore.ErrConflict)
+			require.NoError(t, h.c.Nack(h.now, &d, cause))
+			h.ready()
+			h.eoPumpStore(w)
+			want := []uint64{1, 2}
+			if early {
+				h.arrive(tagged("g", 7, 3))
+				h.eoPump(w)
+				t.Logf("core wrote %v", w.coreAdvs)
+				want = []uint64{1, 2, 3}
+			}
+			h.arrive(tagged("g", 7, 1)) // back from the queue
+			for i := 0; i < 10; i++ {
+				h.tick(5 * time.Second)
+				h.eoPump(w)
+			}
+			h.arrive(tagged("g", 7, 2))
+			for i := 0; i < 5; i++ {
+				h.tick(5 * time.Second)
+				h.eoPump(w)
+			}
+			t.Logf("handled %v, refused %v, cursor %+v, duplicates %d", w.handled["g"], w.refused, w.curs["g"], h.c.Stats().Duplicates)
+			require.Equal(t, want, w.handled["g"], "7/1 must be handled after the refused attempt")
+		})
+	}
+}
