@@ -241,3 +241,65 @@ func TestAttackEOFIFORestartAroundPin(t *testing.T) {
 		})
 	}
 }
+
+// End to end of recvcore TestAttackEOConflictNackStoreUnchanged
+// (early=false), over an emulator FIFO queue: the application's first
+// attempt at g/1 fails with an error wrapping seqstore.ErrConflict while
+// g's cursor did not move (its store call also carried another group's
+// advance, which conflicted: a *BatchError wraps ErrConflict for every
+// entry). It Nacks with that error, as Message.Nack's doc invites. g/1
+// must come back and be handled. Seen: nothing more is delivered (15 s):
+// the Core left g.next at 2, so g/1 back from the queue is taken for a
+// duplicate of a handled seq, kept until a cursor past it is durable
+// (never: nothing else of g is handed out), and the service holds g/2
+// behind it. On a standard queue the same state loses g/1 (the core test:
+// g/2 arrives, is handed out from the zero cursor, the copy of g/1 is
+// deleted).
+func TestAttackEOFIFOConflictNackLosesMessage(t *testing.T) {
+	srv := newServer(t, nil)
+	name := newFIFO(t, srv, 2)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	drv, err := mnsqueue.New(ctx, srv.Endpoint(), name, serverCred(srv), nil)
+	require.NoError(t, err)
+	defer drv.Close()
+	tx, err := ordered.New(ctx, drv, memstore.New(), nil)
+	require.NoError(t, err)
+	defer tx.Close(context.Background())
+	require.NoError(t, tx.Send(ctx, "g", []byte("1")))
+	require.NoError(t, tx.Send(ctx, "g", []byte("2")))
+
+	store := memstore.New()
+	rx, err := ordered.New(ctx, drv, store, &ordered.Options{Receive: ordered.ReceiveOptions{Mode: ordered.ExactlyOnce, Wait: time.Second}})
+	require.NoError(t, err)
+	defer func() {
+		cctx, c := context.WithTimeout(context.Background(), 10*time.Second)
+		defer c()
+		_ = rx.Close(cctx)
+	}()
+	var handled []uint64
+	failed := false
+	for len(handled) < 2 {
+		rctx, c := context.WithTimeout(ctx, 15*time.Second)
+		m, err := rx.Receive(rctx)
+		c()
+		if err != nil {
+			t.Fatalf("handled %v, then nothing for 15s (%v)", handled, err)
+		}
+		if !failed {
+			failed = true
+			cause := &seqstore.BatchError{Errs: []error{seqstore.ErrAborted, fmt.Errorf("%w: other group", seqstore.ErrConflict)}}
+			require.NoError(t, m.Nack(ctx, cause))
+			continue
+		}
+		a := m.CursorAdvance()
+		t.Logf("seq %d, advance %d/%d -> %d/%d", m.Seq, a.From.Epoch, a.From.Next, a.To.Epoch, a.To.Next)
+		require.NoError(t, store.Advance(ctx, []seqstore.Advance{a}))
+		handled = append(handled, m.Seq)
+		require.NoError(t, m.Ack(ctx))
+		if m.Seq == 2 && len(handled) == 1 {
+			break
+		}
+	}
+	require.Equal(t, []uint64{1, 2}, handled, "g/1 was never handled")
+}
