@@ -16,6 +16,10 @@ package recvcore_test
 //     write, and forced never clears (no hand-out for ever).
 //   - TestAttackEOEpochZeroParkNeverGoesALO: the same root in AtLeastOnce,
 //     older than 843e11d: msg.stored is g.dur.Epoch != 0.
+//   - TestAttackEOConflictNackStoreUnchanged: a Nack wrapping ErrConflict
+//     with the cursor unmoved leaves g.next past the seq: it is lost
+//     (deleted as a duplicate); with an early arrival the pin writes the
+//     cursor past it.
 // Every other TestAttackEO* here passes: what held.
 
 import (
