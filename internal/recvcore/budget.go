@@ -525,7 +525,7 @@ func (c *Core) shed(now time.Time) {
 		switch {
 		case !g.cold() && !g.quiet():
 			// Busy again since it was listed: relisted when it is done.
-		case !g.cold() && g.park.known() && g.dur.Epoch == 0:
+		case !g.cold() && g.park.known() && !g.hasCursor():
 			c.pin(g)
 		default:
 			c.drop(now, g)
@@ -544,11 +544,13 @@ func (c *Core) pin(g *group) {
 		// writes this one while nothing is out, and hands nothing out
 		// until it is durable (forceCommit), so that the next hand-out's
 		// CursorAdvance starts from it.
-		if !c.cfg.ParkEarly || g.out != nil || g.dur.Epoch != 0 || g.forced {
+		if !c.cfg.ParkEarly || g.out != nil || g.hasCursor() || g.forced {
 			return
 		}
-		g.ack = seqstore.Cursor{Epoch: g.epoch, Next: g.next}
-		c.forceCommit(g)
+		if g.ack.Epoch == 0 && g.ack.Next == 0 {
+			g.ack = seqstore.Cursor{Epoch: g.epoch, Next: g.next}
+		}
+		c.forceCommit(g) // g.ack keeps what the start skipped (StartLowest)
 		return
 	}
 	if g.ack.Epoch == 0 && g.ack.Next == 0 {

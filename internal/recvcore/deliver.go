@@ -236,8 +236,13 @@ func (c *Core) Nack(now time.Time, d *Delivery, cause error) error {
 		c.nackAtMostOnce(now, m)
 	case g != nil && c.cfg.Mode == ExactlyOnce && errors.Is(cause, seqstore.ErrConflict):
 		// The application's compare-and-set failed: the message comes
-		// back from the queue if it still needs handling.
+		// back from the queue if it still needs handling. Its seq is
+		// next again until the re-read cursor says otherwise (a cursor
+		// found unchanged leaves next as it is).
 		g.out = nil
+		if m.epoch == g.epoch && m.seq < g.next {
+			g.next = m.seq
+		}
 		c.release(m, now)
 		c.conflicted(g, cause)
 	case int(m.attempt) >= c.cfg.MaxAttempts && c.cfg.Poison == PoisonDeadLetter:

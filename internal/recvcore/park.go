@@ -54,13 +54,17 @@ func (c *Core) canPark(g *group, m *msg) bool {
 func (c *Core) parkable(g *group, m *msg) bool {
 	return c.cfg.Park && g != nil && g.phase == phActive && m.epoch == g.epoch && m.seq > g.next &&
 		!m.has(fStored|fNoPark) && !c.closing && len(m.raw) <= seqstore.MaxParkBody &&
-		(g.dur.Epoch != 0 || c.cfg.Mode != ExactlyOnce || c.cfg.ParkEarly && g.out == nil)
+		(g.hasCursor() || c.cfg.Mode != ExactlyOnce || c.cfg.ParkEarly && g.out == nil)
 }
 
 // stored reports whether m's group has a stored cursor. A park waits for
 // it: without one, a restart would not know the group's epoch, and a newer
 // epoch's first advance would drop what is parked (toPark pins it).
-func (m *msg) stored() bool { return m.g.dur.Epoch != 0 }
+func (m *msg) stored() bool { return m.g.hasCursor() }
+
+// hasCursor reports whether g has a stored cursor: any but the zero
+// Cursor (a legacy #seq# stream's is of epoch 0).
+func (g *group) hasCursor() bool { return g.dur.Epoch != 0 || g.dur.Next != 0 }
 
 func (l *parkLane) ready(c *Core, now time.Time, rd *Ready) {
 	if !l.open(now) || len(l.q) == 0 {

@@ -135,7 +135,7 @@ func (c *Core) uncountPark(m *msg) {
 func (c *Core) passParks(g *group) {
 	u := &c.pu
 	gp := u.groups[g.name]
-	if gp == nil || g.dur.Epoch == 0 {
+	if gp == nil || !g.hasCursor() {
 		return
 	}
 	k := 0
