@@ -650,4 +650,17 @@ var mutants = []mutant{
 		Pkg: "./ordered/mnsqueue",
 		Run: "^TestBatchDeleteUnmatchedFailure$",
 	},
+	{
+		Name:   "park-transient-taken-as-done",
+		Breaks: "a transient park failure is taken as done: the message is deleted from the queue before its park is durable (issue 20's crash-harness plant)",
+		Edits: []edit{{
+			File: "internal/recvcore/park.go",
+			Old:  "\tswitch {\n\tcase e == nil:\n\t\tc.st.Parked++",
+			New:  "\tswitch {\n\tcase e == nil || !conflict && !errors.Is(e, seqstore.ErrAborted) && !(e != err && permanent(e)):\n\t\tc.st.Parked++",
+		}},
+		Pkg:     "./internal/crashtest",
+		Run:     "^TestFaultStoreChaos$",
+		Timeout: 3 * time.Minute,
+		Cost:    time.Minute,
+	},
 }
