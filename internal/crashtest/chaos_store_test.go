@@ -22,8 +22,7 @@ import (
 // real store does: before the call is applied (an error), after it was
 // applied (a timeout or a lost answer: the write is durable, the caller
 // hears of a failure), and late (a slow answer). Reserve fails only
-// before: a reservation applied and reported failed leaves a seq the
-// sender never sends (see the note in TestFaultStoreChaos).
+// before (see the note in TestFaultStoreChaos).
 type chaosStore struct {
 	seqstore.Store
 	before, after, slow float64
@@ -128,11 +127,11 @@ func (c *chaosStore) ParkedStreams(ctx context.Context, queue string) (ss []seqs
 // chaos too. Every Send that returned nil is delivered, in order, once, and
 // the checker's rules hold (no delete before a durable cursor or park).
 //
-// Not covered: a Reserve applied and reported failed. The sender then
-// reserves again, and the first seqs are never sent: a hole the receiver
-// waits on (GapWait) or skips (GapSkip). Reserve is not idempotent; the
-// stores make that window as small as one write, and this wrapper does not
-// open it.
+// Not covered: a Reserve applied and reported failed (its journal entries
+// are durable, so Recover should send them). Tried with the wrapper failing
+// Reserve after applying it too: 2 runs of 4 under -race ended with 8
+// messages left in the queue (the checker's leftover rule), not yet
+// understood; until it is, Reserve fails only before it is applied.
 func TestFaultStoreChaos(t *testing.T) {
 	e := newEnv(t, nil, nil)
 	rec := newRecorder()
