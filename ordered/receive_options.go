@@ -254,7 +254,9 @@ type ReceiveOptions struct {
 	// the acks of every group made in that time, and nothing waits for
 	// it but the deletes. Default 5ms in AtLeastOnce mode without
 	// SyncAck, else 0 (an Ack, or in AtMostOnce mode a hand-out, waits
-	// for its commit). -1 (or 0 where 0 is the default): a commit starts
+	// for its commit); 0 on a queue that orders each group itself (an
+	// MNS FIFO queue hands out a group's next message only once this one
+	// is deleted, which waits for its commit). -1 (or 0 where 0 is the default): a commit starts
 	// as soon as the previous one ended, and the acks made meanwhile
 	// share the next one.
 	CommitInterval time.Duration
