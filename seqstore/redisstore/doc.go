@@ -66,7 +66,7 @@
 // again and dropping only what it passed: no script holds the server for
 // more than a few milliseconds (one script dropping 200,000 entries held it
 // about 0.5 s; in chunks another client's PING waited at most about 2 ms
-// on a quiet host, TestSec3AdvanceDropsParkInChunks). A crash or an error
+// on a quiet host, TestSec3AdvanceDropsParkInOneScript). A crash or an error
 // between chunks leaves entries below the cursor: Unpark never returns
 // them (its script reads the cursor), ParkedStreams does not list a stream
 // that has only such entries and drops them, and the next Advance of the

@@ -14,15 +14,15 @@ import (
 	"github.com/inorder/inorder/seqstore"
 )
 
-// TestSec3AdvanceDropsParkInChunks is review 2's reproducer (security
-// finding 3): an Advance that passed every parked entry of a stream (an
+// TestSec3AdvanceDropsParkInOneScript is review 2's reproducer under its
+// own name, asserting the fix (security finding 3): an Advance that passed every parked entry of a stream (an
 // epoch switch over a hostile sender's park of 200,000 entries) used to
 // drop them all in its one script, blocking the whole Redis server for
 // about 0.55 s. Advance now drops them dropChunk at a time, in separate
 // scripts, so another client's PING never waits for more than one chunk.
 // It needs a real Redis (INORDER_TEST_REDIS_ADDR): miniredis's latency
 // says nothing about a server's.
-func TestSec3AdvanceDropsParkInChunks(t *testing.T) {
+func TestSec3AdvanceDropsParkInOneScript(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			if b.name == "miniredis" {
