@@ -663,5 +663,37 @@ var mutants = []mutant{
 		Run:     "^TestFaultStoreChaos$",
 		Timeout: 3 * time.Minute,
 		Cost:    time.Minute,
+	}, {
+		Name:   "start-lowest-keeps-highest",
+		Breaks: "StartLowest, with more first arrivals than its window holds while it settles, keeps the highest and gives back the lower: the group starts past seqs that were present (review 2's plant RC6)",
+		Edits: []edit{{
+			File: "internal/recvcore/route.go",
+			Old:  `if m.epoch > h.epoch || m.epoch == h.epoch && m.seq >= h.seq {`,
+			New:  `if m.epoch > h.epoch || m.epoch == h.epoch && m.seq <= h.seq {`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestStartLowestFullWindowKeepsLowest$",
+	},
+	{
+		Name:   "syncack-before-durable",
+		Breaks: "a SyncAck resolves once the group's acks reach its target, before the cursor past it is durable (review 2's plant RC7)",
+		Edits: []edit{{
+			File: "internal/recvcore/commits.go",
+			Old:  `		if behind(g.dur, w.target) {`,
+			New:  `		if behind(g.ack, w.target) {`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestWorldKnownDefects$",
+	},
+	{
+		Name:   "room-ignores-released",
+		Breaks: "messages given back but still invisible no longer count against the held cap: the receiver fetches past what the service counts (review 2's plant RC8)",
+		Edits: []edit{{
+			File: "internal/recvcore/budget.go",
+			Old:  `room := c.cfg.MaxHeld - b.live - b.stillReleased(now)`,
+			New:  `room := c.cfg.MaxHeld - b.live`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestFetchFailedCountsAgainstCap$|^TestFailedExtensionCountsUntilItsEnd$",
 	},
 }

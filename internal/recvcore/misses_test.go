@@ -1,6 +1,7 @@
 package recvcore_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -92,4 +93,29 @@ func TestEpochSwitchTakesIntermediateEpochFirst(t *testing.T) {
 				"epochs are consumed in order, the intermediate one included")
 		})
 	}
+}
+
+// StartLowest keeps the lowest seqs while it settles, also when more
+// arrive than the window holds: a lower arrival takes the place of the
+// highest one held, which goes back to the queue. Keeping the highest
+// instead (review 2's plant RC6: the start tie-break towards the highest)
+// starts the group past seqs that were present, and they become late.
+func TestStartLowestFullWindowKeepsLowest(t *testing.T) {
+	cfg := ehConfig()
+	cfg.Start = recvcore.StartLowest
+	cfg.Window = 4
+	h := newEH(t, cfg)
+	w := newEHWorld()
+	for _, seq := range []uint64{10, 11, 12, 13, 3, 4} {
+		id := fmt.Sprintf("m%d", seq)
+		h.c.Arrive(h.now, []recvcore.Incoming{{Body: tagged("g", 7, seq), ID: id, Receipt: "r" + id, DequeueCount: 1}})
+		h.ready()
+		h.pump(w)
+	}
+	h.tick(cfg.StartSettle + time.Second)
+	h.pump(w)
+	d, ok := h.next()
+	require.True(t, ok, "the group starts and hands out its first message: %s", h.c.Dump())
+	require.Equal(t, uint64(3), d.Seq, "the lowest seq seen is where the group starts: %s", h.c.Dump())
+	require.False(t, d.Unordered)
 }
