@@ -55,6 +55,12 @@ type Throttle struct {
 	// (0..1; default 1), so that tests reach them quickly: at 0.01, 50
 	// messages, 10 per second, 18 seconds.
 	ConsumptionScale float64
+	// MaxUndeleted, when positive, is the first threshold of Consumption
+	// instead of 5,000 times ConsumptionScale: the queue turns abnormal
+	// once MaxUndeleted messages are received and not deleted. Tests set
+	// it one above a receiver's cap, so that a receiver that receives a
+	// single message past its cap trips the throttle.
+	MaxUndeleted int
 }
 
 // The service's abnormal-consumption thresholds, before ConsumptionScale.
@@ -71,6 +77,8 @@ func (t *Throttle) validate() error {
 		return fmt.Errorf("mnstest: throttle request rate %v must be a positive number or 0: %w", t.RequestRate, ErrInvalidArgument)
 	case t.Hold < 0:
 		return fmt.Errorf("mnstest: negative throttle hold %v: %w", t.Hold, ErrInvalidArgument)
+	case t.MaxUndeleted < 0:
+		return fmt.Errorf("mnstest: negative consumption threshold %d: %w", t.MaxUndeleted, ErrInvalidArgument)
 	case !(t.ConsumptionScale >= 0 && t.ConsumptionScale <= 1):
 		return fmt.Errorf("mnstest: consumption scale %v not in 0..1: %w", t.ConsumptionScale, ErrInvalidArgument)
 	}
@@ -102,9 +110,13 @@ type limits struct {
 
 func (t *Throttle) limits() limits {
 	sc := t.ConsumptionScale
+	undeleted := max(1, int(math.Ceil(ConsumptionMaxUndeleted*sc)))
+	if t.MaxUndeleted > 0 {
+		undeleted = t.MaxUndeleted
+	}
 	return limits{
 		rate:        t.RequestRate,
-		undeleted:   max(1, int(math.Ceil(ConsumptionMaxUndeleted*sc))),
+		undeleted:   undeleted,
 		lapseRate:   ConsumptionMaxRate * sc,
 		hold:        int64(float64(ConsumptionMaxHold) * sc),
 		consumption: t.Consumption,

@@ -1,6 +1,7 @@
 package mnstest_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -106,6 +107,34 @@ func TestConsumptionThrottleUndeleted(t *testing.T) {
 	}
 	_, err = batchReceive(q, 16)
 	assert.NoError(t, err, "receives pass again once the client deleted what it held")
+}
+
+// TestConsumptionThrottleMaxUndeleted: Throttle.MaxUndeleted replaces the
+// scaled threshold: a client that holds MaxUndeleted-1 messages is normal,
+// one that holds MaxUndeleted trips the throttle.
+func TestConsumptionThrottleMaxUndeleted(t *testing.T) {
+	for _, limit := range []int{21, 20} {
+		t.Run(strconv.Itoa(limit), func(t *testing.T) {
+			srv := newServer(t, &mnstest.Options{Throttle: mnstest.Throttle{Consumption: true, MaxUndeleted: limit, Hold: time.Millisecond}})
+			_, q := newQueue(t, srv, &mnstest.QueueAttributes{VisibilityTimeout: 3600})
+			for range 2 {
+				_, err := q.BatchSendMessage(msgs("u", 16)...)
+				require.NoError(t, err)
+			}
+			for _, n := range []int32{16, 4, 1} {
+				_, err := batchReceive(q, n)
+				require.NoError(t, err)
+			}
+			trips := srv.Stats().ConsumptionTrips[mnstest.AbnormalUndeleted]
+			if limit == 20 {
+				assert.EqualValues(t, 1, trips, "20 held with a threshold of 20")
+			} else {
+				assert.Zero(t, trips, "20 held with a threshold of 21")
+			}
+		})
+	}
+	_, err := mnstest.NewServer(&mnstest.Options{Throttle: mnstest.Throttle{MaxUndeleted: -1}})
+	assert.ErrorIs(t, err, mnstest.ErrInvalidArgument)
 }
 
 // TestConsumptionThrottleRate: receipts that end without a delete faster
