@@ -342,7 +342,8 @@ func formatRanges(rs []recvcore.SeqRange, more bool) string {
 
 // The page: one template, its style and script embedded and inlined, and
 // a Content-Security-Policy that lets the browser run only those (by hash)
-// and fetch nothing but the page itself.
+// and fetch nothing but the page itself (the icon is an empty data: URL,
+// so that the browser asks for no /favicon.ico either).
 
 //go:embed status/page.html status/page.css status/page.js
 var statusFiles embed.FS
@@ -351,11 +352,12 @@ var (
 	statusTemplate = template.Must(template.New("page.html").Funcs(template.FuncMap{
 		"name":    displayName,
 		"seconds": func(s float64) string { return time.Duration(s * float64(time.Second)).Round(time.Second).String() },
+		"bytes":   formatBytes,
 	}).ParseFS(statusFiles, "status/page.html"))
 	statusCSS = template.CSS(mustRead("status/page.css"))
 	statusJS  = template.JS(mustRead("status/page.js"))
 	statusCSP = "default-src 'none'; script-src '" + cspHash(string(statusJS)) + "'; style-src '" + cspHash(string(statusCSS)) +
-		"'; connect-src 'self'; img-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+		"'; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
 
 func mustRead(name string) string {
@@ -464,6 +466,27 @@ func newChart(now time.Time, rates []rateSample) chart {
 	c.Delivered = line(func(r rateSample) float64 { return r.Delivered })
 	c.Sent = line(func(r rateSample) float64 { return r.Sent })
 	return c
+}
+
+// formatBytes writes n bytes in B, KiB, MiB or GiB, to about 3 digits.
+func formatBytes(n int) string {
+	v, unit := float64(n), "B"
+	for _, u := range []string{"KiB", "MiB", "GiB"} {
+		if v < 1024 {
+			break
+		}
+		v, unit = v/1024, u
+	}
+	if unit == "B" {
+		return strconv.Itoa(n) + " B"
+	}
+	prec := 2
+	if v >= 100 {
+		prec = 0
+	} else if v >= 10 {
+		prec = 1
+	}
+	return strconv.FormatFloat(v, 'f', prec, 64) + " " + unit
 }
 
 // niceCeil rounds v up to 1, 2 or 5 times a power of ten (at least 1).
