@@ -16,15 +16,18 @@ import (
 // included: a browser that hangs fails the test within it.
 const browserDeadline = 60 * time.Second
 
-// chromium returns the browser to run, or "" when there is none.
+// chromium returns the browser to run, or "" when there is none:
+// $INORDER_TEST_CHROMIUM when set (and only it), else /usr/bin/chromium,
+// else chromium on $PATH.
 func chromium() string {
-	for _, p := range []string{os.Getenv("INORDER_TEST_CHROMIUM"), "/usr/bin/chromium"} {
-		if p == "" {
-			continue
+	if p := os.Getenv("INORDER_TEST_CHROMIUM"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return ""
 		}
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
+		return p
+	}
+	if _, err := os.Stat("/usr/bin/chromium"); err == nil {
+		return "/usr/bin/chromium"
 	}
 	if p, err := exec.LookPath("chromium"); err == nil {
 		return p
@@ -52,10 +55,11 @@ type browser struct {
 func startBrowser(t *testing.T) *browser {
 	path := chromium()
 	if path == "" {
+		const missing = "no Chromium ($INORDER_TEST_CHROMIUM when set, else /usr/bin/chromium or chromium on $PATH)"
 		if os.Getenv("CI") == "true" {
-			t.Fatal("no Chromium (INORDER_TEST_CHROMIUM, /usr/bin/chromium or chromium on PATH): CI=true requires it (apt-get install chromium)")
+			t.Fatal(missing + ": CI=true requires it (apt-get install chromium)")
 		}
-		t.Skip("no Chromium (INORDER_TEST_CHROMIUM, /usr/bin/chromium or chromium on PATH): apt-get install chromium")
+		t.Skip(missing + ": apt-get install chromium to run this test")
 	}
 	start := time.Now()
 	base, cancelBase := context.WithTimeout(context.Background(), browserDeadline)

@@ -10,9 +10,9 @@
 // that the tests that start a browser process have their own TestMain and
 // their own rules for a missing browser.
 //
-// The tests need Chromium: $INORDER_TEST_CHROMIUM, else /usr/bin/chromium
-// (Debian: apt-get install chromium), else chromium on $PATH. Without it
-// they skip, and fail when CI=true. A failing test writes a screenshot to
-// $INORDER_TEST_ARTIFACTS, else to its artifact directory (kept with go
-// test -artifacts), and logs the path.
+// The tests need Chromium: $INORDER_TEST_CHROMIUM when set, else
+// /usr/bin/chromium (Debian: apt-get install chromium), else chromium on
+// $PATH. Without it they skip, and fail when CI=true. A failing test writes
+// a screenshot to $INORDER_TEST_ARTIFACTS, else to its artifact directory
+// (kept with go test -artifacts), and logs the path.
 package browsertest
