@@ -305,6 +305,8 @@ func TestStatusRequests(t *testing.T) {
 	resp, page = get(t, srv.URL+"/?format=html")
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Contains(t, page, "<svg", "the rate chart")
+	_, page = get(t, srv.URL+"/?group=nope")
+	assert.Contains(t, page, "Not in memory", "a group asked for and not found")
 
 	// Closed: still served, and says so.
 	rxClose(t, q)
