@@ -7,6 +7,8 @@ toolchain go1.26.8
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/aliyun/aliyun-mns-go-sdk v1.0.11
+	github.com/chromedp/cdproto v0.160.1
+	github.com/chromedp/chromedp v0.23.1
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/gogap/errors v0.0.0-20210818113853-edfbba0ddea9
 	github.com/jackc/pgx/v5 v5.12.0
@@ -25,6 +27,7 @@ require (
 	github.com/aliyun/credentials-go v1.3.10 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/gogap/stack v0.0.0-20150131034635-fef68dddd4f8 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect

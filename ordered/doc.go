@@ -145,4 +145,19 @@
 // worst delivered again) and returns ctx's error. Close is idempotent. On the send side, Close stops
 // admitting sends (ErrClosed), waits until the admitted ones are sent or ctx
 // ends, and flushes the journal's sent marks.
+//
+// # Observability
+//
+// [Queue.Stats] returns the counters of both directions, [Hooks] report
+// notable events, and Options.Logger logs them. [Queue.StatusHandler]
+// serves a status page to mount on a debug server, as net/http/pprof's
+// handlers are:
+//
+//	mux.Handle("/debug/inorder/", q.StatusHandler())
+//
+// It shows the counters that matter, the groups in trouble first (stuck on
+// a hole, a poison message, a conflict or a store error: since when, the
+// seq each waits on, the seqs it holds as ranges), and a chart of the
+// delivery rate; ?format=json serves the same data as JSON. It costs
+// nothing until it is requested.
 package ordered

@@ -596,6 +596,11 @@ func (r *receiver) stats() ReceiveStats {
 	r.mu.Lock()
 	c := r.core.Stats()
 	r.mu.Unlock()
+	return r.receiveStats(c)
+}
+
+// receiveStats converts the core's counters.
+func (r *receiver) receiveStats(c recvcore.Stats) ReceiveStats {
 	s := ReceiveStats{
 		Received: c.Received, Delivered: c.Delivered, Acked: c.Acked, Nacked: c.Nacked,
 		Duplicates: c.Duplicates, DuplicatesReaped: c.DuplicatesReaped, Redelivered: c.Redelivered,

@@ -20,9 +20,15 @@
 //     parallel across groups) that checks every group's order and prints a
 //     one-line summary and the Queue's stats.
 //
+// While it runs, it serves the status page of the ordered.Queue of the
+// current step (ordered.Queue.StatusHandler) on -status, a random loopback
+// port by default, and prints its address; -hold keeps the demo, and the
+// page of its last Queue, up that long after it finishes.
+//
 // Usage:
 //
 //	go run ./examples/demo [-driver mns|memqueue] [-messages 20000] [-groups 1000] [-seed 1] [-v]
+//	                       [-status 127.0.0.1:0|off] [-hold 5m]
 //
 // On real MNS the demo creates its queues (named after -queue and the time)
 // and deletes them at the end.
@@ -35,7 +41,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
+	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
@@ -61,6 +70,11 @@ type config struct {
 	producers int
 	seed      int64
 	verbose   bool
+	status    string        // address of the status page ("" or "off": none)
+	hold      time.Duration // how long to stay up after the steps
+
+	page   *statusPage      // set by run: the page of the current step's Queue
+	served func(url string) // tests: called with the page's URL once it serves
 }
 
 func main() {
@@ -72,6 +86,8 @@ func main() {
 	flag.IntVar(&c.producers, "producers", 4, "sending goroutines in the large run")
 	flag.Int64Var(&c.seed, "seed", 1, "seed of the queue's chaos")
 	flag.BoolVar(&c.verbose, "v", false, "log the Queue's warnings to stderr")
+	flag.StringVar(&c.status, "status", "127.0.0.1:0", "address of the status page of the running ordered.Queue (port 0: any free port; off: no page)")
+	flag.DurationVar(&c.hold, "hold", 0, "stay up this long after the demo finishes, with its status page (Ctrl-C ends it)")
 	flag.Parse()
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
@@ -80,9 +96,85 @@ func main() {
 }
 
 func run(c config) error {
-	if c.messages < 0 || c.groups < 1 || c.producers < 1 {
-		return errors.New("need -messages >= 0, -groups >= 1 and -producers >= 1")
+	if c.messages < 0 || c.groups < 1 || c.producers < 1 || c.hold < 0 {
+		return errors.New("need -messages >= 0, -groups >= 1, -producers >= 1 and -hold >= 0")
 	}
+	c.page = &statusPage{}
+	if c.status != "" && c.status != "off" {
+		stop, err := c.page.serve(c)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	err := steps(c)
+	if c.hold > 0 {
+		if err != nil {
+			fmt.Fprintf(c.out, "\ndemo failed: %v\n", err)
+		}
+		fmt.Fprintf(c.out, "\nholding for %v (Ctrl-C ends it)\n", c.hold)
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+		defer stop()
+		select {
+		case <-time.After(c.hold):
+		case <-ctx.Done():
+		}
+	}
+	return err
+}
+
+// statusPage serves the status page of the current step's ordered.Queue.
+type statusPage struct {
+	current atomic.Pointer[http.Handler]
+}
+
+// show makes the page show q.
+func (p *statusPage) show(q *ordered.Queue) {
+	h := q.StatusHandler()
+	p.current.Store(&h)
+}
+
+func (p *statusPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := p.current.Load()
+	if h == nil {
+		http.Error(w, "no ordered.Queue yet: the demo's first step uses the plain queue; reload in a moment", http.StatusServiceUnavailable)
+		return
+	}
+	(*h).ServeHTTP(w, r)
+}
+
+// serve serves the page on c.status and prints its address; stop ends it.
+func (p *statusPage) serve(c config) (stop func(), err error) {
+	ln, err := net.Listen("tcp", c.status)
+	if err != nil {
+		return nil, fmt.Errorf("status page: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/debug/inorder/", p)
+	mux.Handle("/{$}", http.RedirectHandler("/debug/inorder/", http.StatusFound))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln) // ends with Close
+	}()
+	url := "http://" + ln.Addr().String() + "/debug/inorder/"
+	hint := "-hold 5m keeps it up after the demo"
+	if c.hold > 0 {
+		hint = fmt.Sprintf("up %v after the demo", c.hold)
+	}
+	fmt.Fprintf(c.out, "status page: %s (%s)\n", url, hint)
+	if c.served != nil {
+		c.served(url)
+	}
+	return func() {
+		srv.Close()
+		<-done
+	}, nil
+}
+
+// steps runs the demo's three steps.
+func steps(c config) error {
 	dir, err := os.MkdirTemp("", "inorder-demo-")
 	if err != nil {
 		return err
@@ -300,6 +392,7 @@ func inOrder(c config, qs *queues, dir string, n int) error {
 	if err != nil {
 		return err
 	}
+	c.page.show(q)
 	payloads := make([][]byte, n)
 	for i := range payloads {
 		payloads[i] = []byte(strconv.Itoa(i + 1))
@@ -351,6 +444,7 @@ func large(c config, qs *queues, dir string) error {
 	if err != nil {
 		return err
 	}
+	c.page.show(q)
 
 	names := make([]string, c.groups)
 	for i := range names {

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"encoding/json"
+	"io"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -75,4 +79,51 @@ func TestDemoMNSEmulator(t *testing.T) {
 func TestDemoFlags(t *testing.T) {
 	assert.Error(t, run(config{out: &strings.Builder{}, driver: "nope", groups: 1, producers: 1}))
 	assert.Error(t, run(config{out: &strings.Builder{}, driver: "memqueue", groups: 0, producers: 1}))
+}
+
+// TestDemoStatusPage: with -status, the demo serves the status page of its
+// current ordered.Queue, and with -hold keeps serving the last one (closed,
+// every message acknowledged) after it finishes.
+func TestDemoStatusPage(t *testing.T) {
+	var out strings.Builder
+	urls := make(chan string, 1)
+	c := config{out: &out, driver: "memqueue", messages: 500, groups: 10, producers: 2, seed: 1,
+		status: "127.0.0.1:0", hold: 3 * time.Second, served: func(u string) { urls <- u }}
+	errc := make(chan error, 1)
+	go func() { errc <- run(c) }()
+	url := <-urls
+
+	type status struct {
+		Queue   string `json:"queue"`
+		Closed  bool   `json:"closed"`
+		Receive *struct {
+			Acked int64 `json:"acked"`
+		} `json:"receive"`
+	}
+	get := func(u string) (int, string) {
+		resp, err := http.Get(u)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	var s status
+	require.Eventually(t, func() bool {
+		code, body := get(url + "?format=json")
+		s = status{}
+		return code == http.StatusOK && json.Unmarshal([]byte(body), &s) == nil && s.Queue == "demo-large" && s.Closed
+	}, time.Minute, 20*time.Millisecond, "the page of the large run's Queue, closed, during the hold")
+	require.NotNil(t, s.Receive)
+	assert.GreaterOrEqual(t, s.Receive.Acked, int64(500))
+	code, page := get(url)
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, page, "demo-large")
+
+	require.NoError(t, <-errc, "demo output:\n%s", out.String())
+	assert.Contains(t, out.String(), "status page: "+url+" (up 3s after the demo)")
+	assert.Contains(t, out.String(), "holding for 3s")
+	_, err := http.Get(url)
+	assert.Error(t, err, "the page stops with the demo")
 }

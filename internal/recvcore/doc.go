@@ -44,6 +44,8 @@
 //     copies handed out once per life; skipped.go: skipped ranges.
 //   - deliver.go: [Core.Next], [Core.Ack], [Core.Nack], [Core.Abandon];
 //     gap.go: holes, skips and epoch switches; close.go: [Core.Close].
+//   - status.go: read-only queries for a status page ([Core.StuckStatus],
+//     [Core.GroupStatus]), bounded in cost, changing nothing.
 //
 // # Events and actions
 //
