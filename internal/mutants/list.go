@@ -491,6 +491,18 @@ var mutants = []mutant{
 		Run: "^TestMACsComparedInConstantTime$",
 	},
 	{
+		Name:   "mac-skips-metadata",
+		Breaks: "a v2 header's MAC leaves out its metadata block: a changed traceparent or user metadata still verifies",
+		Edits: []edit{{
+			File: "internal/envelope/envelope.go",
+			Old: `		m.Write(b)
+		m.Write(h.Meta)`,
+			New: `		m.Write(b)`,
+		}},
+		Pkg: "./internal/envelope",
+		Run: "^TestMetadataMAC$",
+	},
+	{
 		Name:   "fanout-stops-at-failed-push",
 		Breaks: "the emulator's topic fan-out stops at the first failed push: later subscriptions get nothing (review2 plant EM2)",
 		Edits: []edit{{
