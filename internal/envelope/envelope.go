@@ -93,7 +93,7 @@ func (h Header) Validate() error {
 	if h.Legacy && (h.Group != "" || h.Epoch != 0 || h.Signed || len(h.Meta) > 0) {
 		return fmt.Errorf("%w: the legacy form carries no group, no epoch, no MAC and no metadata", ErrInvalidHeader)
 	}
-	if len(h.Meta) > 0 && !validMetadata(h.Meta) {
+	if len(h.Meta) > 0 && !ValidMetadata(h.Meta) {
 		return fmt.Errorf("%w: metadata block %q is not as AppendMetadata writes it (at most %d bytes)", ErrInvalidHeader, h.Meta, MaxMetadataLen)
 	}
 	return ValidateGroup(h.Group)
@@ -268,7 +268,7 @@ func ParseRaw(body []byte, buf *[MaxGroupLen]byte) (h Header, group, payload []b
 			return Header{}, nil, nil, false
 		}
 		n, ok := parseNumber(metaField)
-		if !ok || n == 0 || n > MaxMetadataLen || n > uint64(len(payload)) || !validMetadata(payload[:n]) {
+		if !ok || n == 0 || n > MaxMetadataLen || n > uint64(len(payload)) || !ValidMetadata(payload[:n]) {
 			return Header{}, nil, nil, false
 		}
 		h.Meta, payload = payload[:n:n], payload[n:]

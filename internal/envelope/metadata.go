@@ -167,8 +167,10 @@ func unhex(c byte) byte {
 	return c - 'A' + 10
 }
 
-// validMetadata reports whether block is a canonical metadata block.
-func validMetadata(block []byte) bool {
+// ValidMetadata reports whether block is a metadata block as
+// AppendMetadata writes it: canonical, non-empty, at most MaxMetadataLen
+// bytes.
+func ValidMetadata(block []byte) bool {
 	return metaEntries(block, func(_, _ []byte) bool { return true })
 }
 

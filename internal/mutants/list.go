@@ -568,11 +568,26 @@ var mutants = []mutant{
 		Breaks: "signed runs of several messages go through the header counter, which panics on a signed header (blind plant #14)",
 		Edits: []edit{{
 			File: "ordered/send.go",
-			Old:  `	count := !s.signed() && len(items) > 1`,
-			New:  `	count := len(items) > 1`,
+			Old:  `	count := !s.signed() && len(items) > 1 && r.run.metas == 0`,
+			New:  `	count := len(items) > 1 && r.run.metas == 0`,
 		}},
 		Pkg: "./ordered",
 		Run: "^TestSignedSendBatch$",
+	},
+	{
+		Name:   "journal-drops-metadata",
+		Breaks: "the send journal keeps the payload but not the metadata: a message recovered after a failed send loses its trace context",
+		Edits: []edit{{
+			File: "ordered/send.go",
+			Old:  `			run.frame = appendEntry(run.frame[:0], it.meta, it.payload)`,
+			New:  `			run.frame = appendEntry(run.frame[:0], nil, it.payload)`,
+		}, {
+			File: "ordered/send.go",
+			Old:  `			buf = appendEntry(buf, it.meta, it.payload)`,
+			New:  `			buf = appendEntry(buf, nil, it.payload)`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestMetadataRecovered$",
 	},
 	{
 		Name:   "amo-first-stale-delete-taken-as-own",
