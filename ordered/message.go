@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/inorder/inorder/internal/envelope"
 	"github.com/inorder/inorder/internal/recvcore"
@@ -51,8 +52,9 @@ type Message struct {
 	// once (its dequeue count is above 1, or a second copy arrived).
 	Redelivered bool
 
-	r *receiver
-	d recvcore.Delivery
+	r   *receiver
+	d   recvcore.Delivery
+	out time.Time // the hand-out, when Hooks.OnSettle is set
 }
 
 // Ack acknowledges the message. In AtLeastOnce mode the group is unlocked at

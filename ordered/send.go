@@ -56,6 +56,11 @@ type SendStats struct {
 	Recovered int64
 	// InFlight is the number of messages admitted and not yet completed.
 	InFlight int64
+	// Unmarked is the number of messages sent whose Sent mark is not yet
+	// written to the store (durable mode; see MarkInterval): with the
+	// reserved ones among InFlight and those that failed, they are this
+	// process's entries in the send journal.
+	Unmarked int64
 	// Groups is the number of groups with send state in memory: those with
 	// messages in flight (a group's state is dropped when it has none).
 	Groups int
@@ -1569,7 +1574,11 @@ func (s *sender) stats() SendStats {
 	s.mu.Lock()
 	inflight, groups := s.inflight, len(s.groups)
 	s.mu.Unlock()
+	s.markMu.Lock()
+	unmarked := s.markCount
+	s.markMu.Unlock()
 	return SendStats{
+		Unmarked:     int64(unmarked),
 		Sent:         s.stat.sent.Load(),
 		Failed:       s.stat.failed.Load(),
 		Retries:      s.stat.retries.Load(),
