@@ -111,6 +111,9 @@ func (m *Message) meta() []byte {
 	return h.Meta
 }
 
+// QueueName returns the name of the Queue that handed m out (Queue.Name).
+func (m *Message) QueueName() string { return m.r.q.opts.Name }
+
 // CursorAdvance returns the compare-and-set that moves the stream's cursor
 // past m, for ExactlyOnce processing: apply it inside the application's
 // transaction (for example sqlstore's AdvanceTx), commit, then call Ack. It

@@ -590,6 +590,44 @@ var mutants = []mutant{
 		Run: "^TestMetadataRecovered$",
 	},
 	{
+		Name:   "otel-group-cap-loose",
+		Breaks: "PerGroup lets one group more than MaxGroups have a series of its own (the cardinality cap is off by one)",
+		Edits: []edit{{
+			File: "ordered/otelinorder/metrics.go",
+			Old: `	if l.n.Load() >= l.max {
+		return &l.other
+	}
+	l.mu.Lock()`,
+			New: `	if l.n.Load() > l.max {
+		return &l.other
+	}
+	l.mu.Lock()`,
+		}, {
+			File: "ordered/otelinorder/metrics.go",
+			Old: `	if l.n.Load() >= l.max {
+		return &l.other
+	}
+	g := &groupLabel`,
+			New: `	if l.n.Load() > l.max {
+		return &l.other
+	}
+	g := &groupLabel`,
+		}},
+		Pkg: "./ordered/otelinorder",
+		Run: "^TestMetricsPerGroupCap$",
+	},
+	{
+		Name:   "otel-stuck-cause-dropped",
+		Breaks: "the stuck-groups gauge loses its cause: every stuck group is reported under one series",
+		Edits: []edit{{
+			File: "ordered/otelinorder/observe.go",
+			Old:  `			count[g.Reason]++`,
+			New:  `			count["poison"]++`,
+		}},
+		Pkg: "./ordered/otelinorder",
+		Run: "^TestMetricsStuckGap$",
+	},
+	{
 		Name:   "amo-first-stale-delete-taken-as-own",
 		Breaks: "AtMostOnce takes a first delete found stale for its own applied delete and hands the Unordered message out (blind plant #10)",
 		Edits: []edit{{
