@@ -102,6 +102,18 @@
 // calls Ack; the Queue never writes that cursor itself. A message whose
 // effects committed is a duplicate after any crash.
 //
+// # Metadata
+//
+// [Queue.SendWithMetadata] carries a few string key/values with a message, up
+// to 1 KiB encoded: a W3C trace context (package otelinorder injects and
+// extracts it) or the application's own. The receiver reads them with
+// [Message.Metadata] and [Message.TraceParent]. They are part of the header:
+// covered by the MAC with Options.Key, journaled with the payload in durable
+// mode, kept when a message is parked or dead-lettered. A message with
+// metadata uses a newer header form that receivers of earlier releases take
+// for untagged: upgrade receivers first. Messages without metadata are
+// written exactly as before.
+//
 // # Errors
 //
 // Calls after Close return [ErrClosed]. Ack and Nack on a settled message
@@ -120,8 +132,8 @@
 // [ErrStoreLost]. Hooks run on a goroutine of their own, outside the
 // Queue's locks, one at a time.
 //
-// On the send side, [ErrInvalidGroup], [ErrTooLarge] and [ErrClosed] mean
-// nothing was reserved: the message does not exist. Any other error from a
+// On the send side, [ErrInvalidGroup], [ErrTooLarge], [ErrInvalidMetadata]
+// and [ErrClosed] mean nothing was reserved: the message does not exist. Any other error from a
 // send in durable mode (SendDurable) means the outcome is unknown to the
 // caller: the message keeps its seq in the journal and recovery sends it
 // (New, [Queue.Recover]), so sending the payload again would deliver it

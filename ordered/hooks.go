@@ -12,6 +12,14 @@ import "time"
 // ReceiveStats.HooksDropped, logged once). A nil hook is skipped. Use them
 // for metrics and alerts; every event is also logged with stable keys
 // (group, epoch, seq, err).
+//
+// OnSettle and OnCommit are measurements, not events: they come once per
+// message and once per cursor write, so they do not queue behind the
+// others (where they would crowd out the events above). They are called
+// directly on the goroutine that did the work, outside the Queue's locks,
+// concurrently with each other and with the hooks above, and are not
+// logged. They must be fast and safe for concurrent use, like recording
+// into a metric: a slow OnSettle slows Ack and Nack.
 type Hooks struct {
 	// OnGap: a group's next seq (Event.Seq) has been missing for
 	// GapTimeout while later seqs wait (GapWait). Reported once per hole;
@@ -59,6 +67,20 @@ type Hooks struct {
 	// different payloads arrived (a forged or corrupted copy): the first
 	// one is kept, the other deleted once the seq is handled.
 	OnMismatch func(Event)
+
+	// OnSettle: the application settled a message: Ack (or a Run handler
+	// that returned nil), Event.Err nil; or Nack (or a handler error),
+	// Event.Err the cause. Event.Duration is the time from the hand-out to
+	// the Ack or Nack; Event.Attempt the hand-out's. Called once per
+	// accepted Ack or Nack (not for ErrAcked or ErrClosed), before Ack or
+	// Nack returns, on the caller's goroutine (see above).
+	OnSettle func(Event)
+	// OnCommit: a store write of cursor advances (Store.Advance: one write
+	// for any number of groups, group commit) ended; Event.Duration is how
+	// long it took, Event.Err its error (nil: durable). Called on the
+	// goroutine of the write (see above). ExactlyOnce cursors, which the
+	// application writes, are not reported.
+	OnCommit func(Event)
 }
 
 // Event describes what a hook reports. Fields that do not apply are zero.
@@ -70,7 +92,8 @@ type Event struct {
 	From         uint64        // previous epoch (OnEpoch)
 	ID           string        // the queue's message id, when one message is concerned
 	DequeueCount int           // as reported by the queue
-	Attempt      int           // hand-outs so far (OnStuck, OnDeadLetter)
+	Attempt      int           // hand-outs so far (OnStuck, OnDeadLetter, OnSettle)
 	Age          time.Duration // age of a hole (OnGap, OnSkip)
-	Err          error         // the cause (OnStuck, OnDeadLetter, OnConflict)
+	Duration     time.Duration // how long it took (OnSettle, OnCommit)
+	Err          error         // the cause (OnStuck, OnDeadLetter, OnConflict, OnUntagged, OnSettle, OnCommit)
 }

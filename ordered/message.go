@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/inorder/inorder/internal/envelope"
 	"github.com/inorder/inorder/internal/recvcore"
 	"github.com/inorder/inorder/seqstore"
 )
@@ -50,8 +52,9 @@ type Message struct {
 	// once (its dequeue count is above 1, or a second copy arrived).
 	Redelivered bool
 
-	r *receiver
-	d recvcore.Delivery
+	r   *receiver
+	d   recvcore.Delivery
+	out time.Time // the hand-out, when Hooks.OnSettle is set
 }
 
 // Ack acknowledges the message. In AtLeastOnce mode the group is unlocked at
@@ -76,6 +79,40 @@ func (m *Message) Ack(ctx context.Context) error {
 func (m *Message) Nack(ctx context.Context, err error) error {
 	return m.r.nack(ctx, m, err)
 }
+
+// Metadata returns the metadata the sender attached to m
+// (Queue.SendWithMetadata), in a new map, or nil when it attached none. An
+// untagged message carries none: metadata is part of the header, which an
+// untagged body lacks (or, with Options.Key, whose MAC did not verify). With
+// Options.Key, the metadata is authenticated with the rest of the header.
+func (m *Message) Metadata() map[string]string {
+	return envelope.DecodeMetadata(m.meta())
+}
+
+// TraceParent returns the W3C traceparent the sender carried in m's
+// metadata (key "traceparent", as package otelinorder injects it), or "".
+func (m *Message) TraceParent() string {
+	v, _ := envelope.LookupMetadata(m.meta(), "traceparent")
+	return v
+}
+
+// meta returns m's metadata block, found again in its body as it was on the
+// queue: the header is what precedes the payload. Nothing is kept per
+// message for it until asked.
+func (m *Message) meta() []byte {
+	raw := m.d.Raw
+	if len(raw) <= len(m.d.Body) {
+		return nil // untagged: no header
+	}
+	h, _, ok := envelope.Parse(raw)
+	if !ok {
+		return nil
+	}
+	return h.Meta
+}
+
+// QueueName returns the name of the Queue that handed m out (Queue.Name).
+func (m *Message) QueueName() string { return m.r.q.opts.Name }
 
 // CursorAdvance returns the compare-and-set that moves the stream's cursor
 // past m, for ExactlyOnce processing: apply it inside the application's

@@ -172,6 +172,10 @@ func (q *Queue) stream(group string) seqstore.Stream {
 	return seqstore.Stream{Queue: q.opts.Name, Group: group}
 }
 
+// Name returns the queue's name: Options.Name, or its default. Streams are
+// (Name, group) in the store; metrics and traces name the queue by it.
+func (q *Queue) Name() string { return q.opts.Name }
+
 // Stats returns a snapshot of the Queue's counters.
 func (q *Queue) Stats() Stats {
 	q.mu.Lock()
@@ -184,6 +188,7 @@ func (q *Queue) Stats() Stats {
 	if rcv != nil {
 		s.Receive = rcv.stats()
 	}
+	s.Receive.UndeletedLimit = q.opts.Receive.MaxUndeleted
 	s.Requests = q.req.snapshot()
 	return s
 }

@@ -25,7 +25,7 @@ func (q *Queue) Receive(ctx context.Context) (*Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.receive(ctx, nil)
+	return r.receive(ctx, nil, nil)
 }
 
 // Run hands messages to h with up to ReceiveOptions.Concurrency handlers at
@@ -54,13 +54,13 @@ func (q *Queue) Run(ctx context.Context, h Handler) error {
 	for range n {
 		wg.Go(func() {
 			defer r.runWG.Done()
-			m, err := r.receive(ctx, nil)
+			m, err := r.receive(ctx, nil, nil)
 			for err == nil {
 				var serr error
 				done := m
 				if herr := h(ctx, m); herr != nil {
 					serr = m.Nack(ctx, herr)
-					m, err = r.receive(ctx, nil)
+					m, err = r.receive(ctx, nil, nil)
 				} else {
 					// The ack and the next hand-out take one step:
 					// one lock and one look at the core per message.
@@ -241,15 +241,21 @@ func (r *receiver) dispatch(rd recvcore.Ready) {
 func (r *receiver) ackReceive(ctx context.Context, m *Message) (*Message, error, error) {
 	if r.o.SyncAck {
 		aerr := r.ack(ctx, m)
-		next, err := r.receive(ctx, nil)
+		next, err := r.receive(ctx, nil, nil)
 		return next, aerr, err
 	}
 	var aerr error
+	var at time.Time
 	acked := false
 	next, err := r.receive(ctx, func(now time.Time) {
 		if !acked {
 			acked = true
 			_, aerr = r.core.Ack(now, &m.d, false)
+			at = now
+		}
+	}, func() {
+		if acked && aerr == nil {
+			r.settled(m, at, nil)
 		}
 	})
 	if !acked {
@@ -259,8 +265,9 @@ func (r *receiver) ackReceive(ctx context.Context, m *Message) (*Message, error,
 }
 
 // receive hands out the next ready message. before, if not nil, runs in
-// the first step, ahead of the look for the next message.
-func (r *receiver) receive(ctx context.Context, before func(now time.Time)) (*Message, error) {
+// the first step, ahead of the look for the next message; after, if not
+// nil, runs once after that step, outside the lock, before any wait.
+func (r *receiver) receive(ctx context.Context, before func(now time.Time), after func()) (*Message, error) {
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -285,6 +292,10 @@ func (r *receiver) receive(ctx context.Context, before func(now time.Time)) (*Me
 				r.handing++
 			}
 		})
+		if after != nil {
+			after()
+			after = nil
+		}
 		if !ok {
 			select {
 			case <-r.avail:
@@ -337,9 +348,20 @@ func (r *receiver) abandon(d *recvcore.Delivery) {
 }
 
 func (r *receiver) message(d recvcore.Delivery) *Message {
-	return &Message{
+	m := &Message{
 		Group: d.Group, Epoch: d.Epoch, Seq: d.Seq, Body: d.Body, ID: d.ID, Attempt: d.Attempt,
 		Unordered: d.Unordered, Redelivered: d.Redelivered, r: r, d: d,
+	}
+	if r.hooks.OnSettle != nil {
+		m.out = time.Now()
+	}
+	return m
+}
+
+// settled calls Hooks.OnSettle for m, settled at at (Nack: for cause).
+func (r *receiver) settled(m *Message, at time.Time, cause error) {
+	if f := r.hooks.OnSettle; f != nil {
+		f(Event{Group: m.Group, Epoch: m.Epoch, Seq: m.Seq, ID: m.ID, Attempt: m.Attempt, Duration: at.Sub(m.out), Err: cause})
 	}
 }
 
@@ -353,9 +375,11 @@ func (r *receiver) ack(ctx context.Context, m *Message) error {
 	if closed {
 		return ErrClosed
 	}
+	var at time.Time
 	r.step(func(now time.Time) {
 		var t recvcore.Ticket
 		t, err = r.core.Ack(now, &m.d, r.o.SyncAck)
+		at = now
 		if t != 0 {
 			wait = make(chan error, 1)
 			r.waiters[t] = wait
@@ -364,6 +388,7 @@ func (r *receiver) ack(ctx context.Context, m *Message) error {
 	if err != nil {
 		return settleErr(err)
 	}
+	r.settled(m, at, nil)
 	if wait == nil {
 		return nil
 	}
@@ -384,7 +409,11 @@ func (r *receiver) nack(ctx context.Context, m *Message, cause error) error {
 		return ErrClosed
 	}
 	var err error
-	r.step(func(now time.Time) { err = r.core.Nack(now, &m.d, cause) })
+	var at time.Time
+	r.step(func(now time.Time) { err, at = r.core.Nack(now, &m.d, cause), now })
+	if err == nil {
+		r.settled(m, at, cause)
+	}
 	return settleErr(err)
 }
 
@@ -665,6 +694,7 @@ type ReceiveStats struct {
 	MaxBuffered    int // peak of Buffered
 	Undeleted      int // messages received and not deleted (ReceiveOptions.MaxUndeleted)
 	MaxUndeleted   int // peak of Undeleted
+	UndeletedLimit int // the cap on Undeleted: ReceiveOptions.MaxUndeleted, default applied
 	Memory         int // bytes charged to ReceiveOptions.MaxMemory
 	Groups         int // groups in memory
 	Stuck          []StuckGroup

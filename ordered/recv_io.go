@@ -31,9 +31,14 @@ func (r *receiver) read(a recvcore.Read) {
 
 func (r *receiver) commit(a recvcore.Commit) {
 	ctx, cancel := r.ioCtx()
+	start := time.Now()
 	err := r.q.storeAdvance(ctx, a.Advances)
+	took := time.Since(start)
 	cancel()
 	r.step(func(now time.Time) { r.core.Committed(now, a.ID, err) })
+	if f := r.hooks.OnCommit; f != nil {
+		f(Event{Duration: took, Err: err})
+	}
 }
 
 func (r *receiver) parkEntries(a recvcore.Park) {

@@ -56,6 +56,11 @@ type SendStats struct {
 	Recovered int64
 	// InFlight is the number of messages admitted and not yet completed.
 	InFlight int64
+	// Unmarked is the number of messages sent whose Sent mark is not yet
+	// written to the store (durable mode; see MarkInterval): with the
+	// reserved ones among InFlight and those that failed, they are this
+	// process's entries in the send journal.
+	Unmarked int64
 	// Groups is the number of groups with send state in memory: those with
 	// messages in flight (a group's state is dropped when it has none).
 	Groups int
@@ -234,13 +239,13 @@ func (q *Queue) SendBatch(ctx context.Context, group string, payloads [][]byte) 
 	}
 	size := 0
 	for _, p := range payloads {
-		if err := s.check(group, p); err != nil {
+		if err := s.check(group, nil, p); err != nil {
 			return err
 		}
 		size += len(p)
 	}
 	r := newSendResult(len(payloads))
-	if err := s.admit(ctx, group, payloads, size, r); err != nil {
+	if err := s.admit(ctx, group, nil, payloads, size, r); err != nil {
 		return err
 	}
 	return r.Wait(ctx)
@@ -253,15 +258,55 @@ func (q *Queue) SendBatch(ctx context.Context, group string, payloads [][]byte) 
 // (or MaxInFlightBytes) messages are in flight; when ctx ends first, nothing
 // is admitted. The payload must not be modified until the result is done.
 func (q *Queue) SendAsync(ctx context.Context, group string, payload []byte) (*SendResult, error) {
+	return q.sendAsync(ctx, group, payload, nil)
+}
+
+// SendWithMetadata is Send with metadata: a few string key/values, such as
+// a W3C trace context (see package otelinorder), carried in the message's
+// header and returned by Message.Metadata at the receiver. Keys are made of
+// A-Z, a-z, 0-9, '.', '_' and '-'; values are any strings. The encoded
+// metadata is bounded to 1 KiB: an entry of plain ASCII costs
+// len(key)+len(value)+2 bytes, and each byte of a value outside printable
+// ASCII (or one of '%', ';', '<', '>', '&') three. A key or size outside
+// these bounds, or FormatLegacy (which carries no metadata), fails with an
+// error wrapping ErrInvalidMetadata before anything is reserved. With
+// Options.Key the metadata is covered by the header's MAC; in durable mode
+// it is journaled with the payload, so that recovery sends it again.
+//
+// A message with metadata is written in a newer header form (v2) that
+// receivers of releases before it take for an untagged body: upgrade the
+// receivers first. A message without metadata (nil or empty md) is written
+// byte for byte as Send writes it.
+func (q *Queue) SendWithMetadata(ctx context.Context, group string, payload []byte, md map[string]string) error {
+	r, err := q.sendAsync(ctx, group, payload, md)
+	if err != nil {
+		return err
+	}
+	return r.Wait(ctx)
+}
+
+// SendAsyncWithMetadata is SendAsync with metadata, as for
+// SendWithMetadata. md is not kept after it returns.
+func (q *Queue) SendAsyncWithMetadata(ctx context.Context, group string, payload []byte, md map[string]string) (*SendResult, error) {
+	return q.sendAsync(ctx, group, payload, md)
+}
+
+func (q *Queue) sendAsync(ctx context.Context, group string, payload []byte, md map[string]string) (*SendResult, error) {
 	s, err := q.sender()
 	if err != nil {
 		return nil, err
 	}
-	if err := s.check(group, payload); err != nil {
+	var meta []byte
+	if len(md) > 0 {
+		if meta, err = s.metadata(md); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.check(group, meta, payload); err != nil {
 		return nil, err
 	}
 	r := newSendResult(1)
-	if err := s.admit(ctx, group, [][]byte{payload}, len(payload), r); err != nil {
+	if err := s.admit(ctx, group, meta, [][]byte{payload}, len(meta)+len(payload), r); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -317,6 +362,7 @@ type sendItem struct {
 	grp     *sendGroup // nil for a recovered entry
 	run     *sendRun   // nil for a recovered entry
 	payload []byte     // nil once encoded
+	meta    []byte     // the encoded metadata block (SendWithMetadata), nil for none
 	body    []byte     // the envelope, once reserved
 	size    int        // len(payload), for the in-flight bound
 	epoch   uint64
@@ -353,7 +399,9 @@ type sendRun struct {
 	items   []sendItem
 	buf     []byte   // the envelopes of items
 	journal [][]byte // scratch for the store call
-	sealed  []byte   // the sealed journal entries of items (Options.Key)
+	sealed  []byte   // the sealed or framed journal entries of items
+	frame   []byte   // scratch: one framed entry before it is sealed
+	metas   int      // items with metadata
 	ctr     envelope.Counter
 	left    atomic.Int32 // items not yet completed
 }
@@ -368,13 +416,15 @@ func getRun() *sendRun { return runPool.Get().(*sendRun) }
 
 // putRun recycles r once none of its items is referenced any more.
 func putRun(r *sendRun) {
-	if cap(r.items) > maxPooledRun || cap(r.buf) > maxPooledRun*512 || cap(r.sealed) > maxPooledRun*512 {
+	if cap(r.items) > maxPooledRun || cap(r.buf) > maxPooledRun*512 || cap(r.sealed) > maxPooledRun*512 || cap(r.frame) > 64<<10 {
 		return
 	}
 	clear(r.items)
 	r.items = r.items[:0]
 	r.buf = r.buf[:0]
 	r.sealed = r.sealed[:0]
+	r.frame = r.frame[:0]
+	r.metas = 0
 	runPool.Put(r)
 }
 
@@ -499,8 +549,21 @@ func newSender(q *Queue) *sender {
 	return s
 }
 
-// check validates group and payload before anything is reserved.
-func (s *sender) check(group string, payload []byte) error {
+// metadata encodes md for SendWithMetadata.
+func (s *sender) metadata(md map[string]string) ([]byte, error) {
+	if s.opts.Format == FormatLegacy {
+		return nil, fmt.Errorf("%w: the legacy format carries no metadata", ErrInvalidMetadata)
+	}
+	meta, err := envelope.AppendMetadata(nil, md)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidMetadata, err)
+	}
+	return meta, nil
+}
+
+// check validates group, metadata block and payload before anything is
+// reserved.
+func (s *sender) check(group string, meta, payload []byte) error {
 	if err := envelope.ValidateGroup(group); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidGroup, err)
 	}
@@ -512,7 +575,7 @@ func (s *sender) check(group string, payload []byte) error {
 	if s.opts.Format == FormatLegacy && group != "" {
 		return fmt.Errorf("%w: %q: the legacy format carries only the default group \"\"", ErrInvalidGroup, group)
 	}
-	hl := s.maxHeader(group)
+	hl := s.maxHeader(group, meta)
 	if limit := s.maxPayload(); hl+len(payload) > limit {
 		return fmt.Errorf("%w: payload of %d bytes plus a header of up to %d bytes exceeds the queue's limit of %d bytes",
 			ErrTooLarge, len(payload), hl, limit)
@@ -521,13 +584,13 @@ func (s *sender) check(group string, payload []byte) error {
 }
 
 // maxHeader returns the length of group's longest header (largest epoch
-// and seq): the header with the smallest numbers plus the widest numbers'
-// extra length, without counting digits.
-func (s *sender) maxHeader(group string) int {
+// and seq) with the metadata block meta: the header with the smallest
+// numbers plus the widest numbers' extra length, without counting digits.
+func (s *sender) maxHeader(group string, meta []byte) int {
 	if s.opts.Format == FormatLegacy {
 		return s.legacyHeader
 	}
-	return envelope.HeaderLen(envelope.Header{Group: group, Seq: 1}) + s.numbersExtra
+	return envelope.HeaderLen(envelope.Header{Group: group, Seq: 1, Meta: meta}) + s.numbersExtra
 }
 
 // maxPayload is the bound on one envelope: it must fit a body and a request.
@@ -536,13 +599,16 @@ func (s *sender) maxPayload() int { return min(s.maxBody, s.maxBytes) }
 // signed reports whether headers carry a MAC (Options.Key).
 func (s *sender) signed() bool { return s.signKey != nil }
 
-// header returns the wire header of a message, signed over payload for the
-// MAC context when Options.Key is set.
-func (s *sender) header(group string, epoch, seq uint64, payload []byte) envelope.Header {
+// header returns the wire header of a message, with its metadata block,
+// signed over both and payload for the MAC context when Options.Key is set.
+// The legacy form carries no metadata: SendWithMetadata refuses it there,
+// and a journaled message with metadata recovered after a switch to
+// FormatLegacy goes without it rather than not at all.
+func (s *sender) header(group string, epoch, seq uint64, meta, payload []byte) envelope.Header {
 	if s.opts.Format == FormatLegacy && group == "" {
 		return envelope.Header{Legacy: true, Seq: seq}
 	}
-	h := envelope.Header{Group: group, Epoch: epoch, Seq: seq}
+	h := envelope.Header{Group: group, Epoch: epoch, Seq: seq, Meta: meta}
 	if s.signed() {
 		h.Signed, h.MAC = true, envelope.Sign(s.signKey, h, payload)
 	}
@@ -599,11 +665,12 @@ func (s *sender) leaveLocked(w *admitWaiter) {
 	s.wakeLocked()
 }
 
-// admit appends payloads to group's pending list once the in-flight bounds
-// leave room, and makes sure a reserver will take the group. Admissions
-// that wait are served in order (first come, first served), so a large
-// batch is not starved by a stream of small sends.
-func (s *sender) admit(ctx context.Context, group string, payloads [][]byte, size int, r *SendResult) error {
+// admit appends payloads, each with the metadata block meta (nil: none),
+// to group's pending list once the in-flight bounds leave room, and makes
+// sure a reserver will take the group. Admissions that wait are served in
+// order (first come, first served), so a large batch is not starved by a
+// stream of small sends.
+func (s *sender) admit(ctx context.Context, group string, meta []byte, payloads [][]byte, size int, r *SendResult) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("ordered: send: %w", err)
 	}
@@ -656,7 +723,10 @@ func (s *sender) admit(ctx context.Context, group string, payloads [][]byte, siz
 		g.pending = run
 	}
 	for _, p := range payloads {
-		run.items = append(run.items, sendItem{group: group, grp: g, run: run, payload: p, size: len(p), res: r})
+		run.items = append(run.items, sendItem{group: group, grp: g, run: run, payload: p, meta: meta, size: len(meta) + len(p), res: r})
+	}
+	if meta != nil {
+		run.metas += len(payloads)
 	}
 	g.inflight += n
 	if !g.reserving {
@@ -797,29 +867,48 @@ func (s *sender) reserve(batch []reservation) {
 }
 
 // journal returns the journal entries of run's items for the store call:
-// their payloads, sealed under Options.Key when it is set (see
-// send_journal.go). The slices live in run until it is recycled.
+// their payloads, framed with their metadata (see send_journal.go) when
+// they have some, and sealed under Options.Key when it is set. The slices
+// live in run until it is recycled.
 func (s *sender) journal(run *sendRun, stream seqstore.Stream) [][]byte {
 	items := run.items
 	journal := run.journal[:0]
-	if s.sealKey == nil {
+	size := 0
+	for i := range items {
+		it := &items[i]
+		switch {
+		case s.sealKey != nil:
+			size += sealLen + entryLen(it.meta, it.payload)
+		case framed(it.meta, it.payload):
+			size += entryLen(it.meta, it.payload)
+		}
+	}
+	if size == 0 {
 		for i := range items {
 			journal = append(journal, items[i].payload)
 		}
 		run.journal = journal
 		return journal
 	}
-	size := 0
-	for i := range items {
-		size += sealLen + len(items[i].payload)
-	}
 	buf := run.sealed[:0]
 	if cap(buf) < size {
 		buf = make([]byte, 0, size)
 	}
 	for i := range items {
+		it := &items[i]
 		start := len(buf)
-		buf = appendSealed(buf, s.sealKey, stream, items[i].payload)
+		switch {
+		case s.sealKey != nil && !framed(it.meta, it.payload):
+			buf = appendSealed(buf, s.sealKey, stream, it.payload)
+		case s.sealKey != nil:
+			run.frame = appendEntry(run.frame[:0], it.meta, it.payload)
+			buf = appendSealed(buf, s.sealKey, stream, run.frame)
+		case framed(it.meta, it.payload):
+			buf = appendEntry(buf, it.meta, it.payload)
+		default:
+			journal = append(journal, it.payload)
+			continue
+		}
 		journal = append(journal, buf[start:len(buf):len(buf)])
 	}
 	run.sealed, run.journal = buf, journal
@@ -840,19 +929,22 @@ func (s *sender) reserveError(r *reservation, err error) error {
 // reused with the run: the driver keeps no body.
 func (s *sender) encode(r *reservation) {
 	items := r.run.items
-	total := len(items) * s.maxHeader(r.group)
+	total := len(items) * s.maxHeader(r.group, nil)
 	for i := range items {
 		total += len(items[i].payload)
+		if m := items[i].meta; m != nil {
+			total += s.maxHeader(r.group, m) - s.maxHeader(r.group, nil)
+		}
 	}
 	buf := r.run.buf[:0]
 	if cap(buf) < total {
 		buf = make([]byte, 0, total)
 	}
-	// Unsigned headers of one run differ only in their seq: the counter
-	// encodes the first and counts the others up in place.
-	count := !s.signed() && len(items) > 1
+	// Unsigned headers of one run without metadata differ only in their
+	// seq: the counter encodes the first and counts the others up in place.
+	count := !s.signed() && len(items) > 1 && r.run.metas == 0
 	if count {
-		r.run.ctr.Reset(s.header(r.group, r.res.Epoch, r.res.First, nil))
+		r.run.ctr.Reset(s.header(r.group, r.res.Epoch, r.res.First, nil, nil))
 	}
 	for i := range items {
 		it := &items[i]
@@ -861,10 +953,10 @@ func (s *sender) encode(r *reservation) {
 		if count {
 			buf = r.run.ctr.Append(buf, it.payload)
 		} else {
-			buf = envelope.Append(buf, s.header(r.group, it.epoch, it.seq, it.payload), it.payload)
+			buf = envelope.Append(buf, s.header(r.group, it.epoch, it.seq, it.meta, it.payload), it.payload)
 		}
 		it.body = buf[start:len(buf):len(buf)]
-		it.payload = nil
+		it.payload, it.meta = nil, nil
 		if it.res != nil {
 			it.res.setSeq(it.epoch, it.seq)
 		}
@@ -1393,7 +1485,8 @@ func (s *sender) enqueueRecovered(entries []seqstore.Entry, wait bool) (int, *Se
 	var items []sendItem
 	size := 0
 	for _, e := range entries {
-		if err := s.header(e.Stream.Group, e.Epoch, e.Seq, e.Body).Validate(); err != nil {
+		meta, payload := openEntry(e.Body)
+		if err := s.header(e.Stream.Group, e.Epoch, e.Seq, meta, payload).Validate(); err != nil {
 			s.q.log.Error("ordered: recover: skipping journal entry", "group", e.Stream.Group, "epoch", e.Epoch, "seq", e.Seq, "err", err)
 			continue
 		}
@@ -1414,8 +1507,8 @@ func (s *sender) enqueueRecovered(entries []seqstore.Entry, wait bool) (int, *Se
 			}
 		}
 		s.recovering[key] = struct{}{}
-		items = append(items, sendItem{group: e.Stream.Group, payload: e.Body, size: len(e.Body), epoch: e.Epoch, seq: e.Seq})
-		size += len(e.Body)
+		items = append(items, sendItem{group: e.Stream.Group, payload: payload, meta: meta, size: len(meta) + len(payload), epoch: e.Epoch, seq: e.Seq})
+		size += len(meta) + len(payload)
 	}
 	s.inflight += len(items)
 	s.inflightBytes += size
@@ -1430,8 +1523,8 @@ func (s *sender) enqueueRecovered(entries []seqstore.Entry, wait bool) (int, *Se
 	for i := range items {
 		it := &items[i]
 		it.res = r
-		it.body = envelope.Append(nil, s.header(it.group, it.epoch, it.seq, it.payload), it.payload)
-		it.payload = nil
+		it.body = envelope.Append(nil, s.header(it.group, it.epoch, it.seq, it.meta, it.payload), it.payload)
+		it.payload, it.meta = nil, nil
 	}
 	s.push(items)
 	return len(items), r
@@ -1481,7 +1574,11 @@ func (s *sender) stats() SendStats {
 	s.mu.Lock()
 	inflight, groups := s.inflight, len(s.groups)
 	s.mu.Unlock()
+	s.markMu.Lock()
+	unmarked := s.markCount
+	s.markMu.Unlock()
 	return SendStats{
+		Unmarked:     int64(unmarked),
 		Sent:         s.stat.sent.Load(),
 		Failed:       s.stat.failed.Load(),
 		Retries:      s.stat.retries.Load(),

@@ -2,7 +2,7 @@ package ordered
 
 import "errors"
 
-// Errors returned by Send, SendBatch and SendAsync before anything is
+// Errors returned by Send and its variants before anything is
 // reserved: a message that fails them takes no seq and leaves no trace.
 var (
 	// ErrTooLarge means a payload plus the largest header its group can
@@ -12,6 +12,10 @@ var (
 	// (longer than 128 bytes, not UTF-8, a NUL byte), or is not the default
 	// group "" while Options.Send.Format is FormatLegacy.
 	ErrInvalidGroup = errors.New("ordered: invalid group")
+	// ErrInvalidMetadata means the metadata given to SendWithMetadata or
+	// SendAsyncWithMetadata cannot be carried in the wire header: a key
+	// outside [A-Za-z0-9._-], more than 1 KiB encoded, or FormatLegacy.
+	ErrInvalidMetadata = errors.New("ordered: invalid metadata")
 )
 
 // ErrEpochAhead means the store gave the sender an epoch more than a day

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/inorder/inorder/internal/envelope"
 	"github.com/inorder/inorder/seqstore"
 )
 
@@ -130,4 +131,65 @@ func (s *sender) openJournal(entries []seqstore.Entry) []seqstore.Entry {
 		out = append(out, e)
 	}
 	return out
+}
+
+// Metadata in the journal. The entry of a message sent with metadata
+// (SendWithMetadata) is framed, so that recovery sends it again with its
+// metadata:
+//
+//	metaMagic (4 bytes) || length of the block (2 bytes, big-endian) || block || payload
+//
+// Any other entry is its bare payload, as before metadata existed, except a
+// payload that itself begins with metaMagic: it is framed with an empty
+// block, so that every entry written since reads back as it was written.
+// With Options.Key the seal covers the framed entry. An entry that begins
+// with metaMagic but whose frame does not hold a valid block is read as a
+// bare payload: only a payload journaled by a release before metadata that
+// began with these four bytes and a valid-looking frame would be misread.
+// A release before metadata recovering a framed entry sends the frame as
+// part of the payload: do not downgrade senders with such entries pending.
+const (
+	metaMagic    = "\xffiM1"
+	metaFrameLen = len(metaMagic) + 2
+)
+
+// framed reports whether the journal entry of a message is framed.
+func framed(meta, payload []byte) bool {
+	return meta != nil || len(payload) >= len(metaMagic) && string(payload[:len(metaMagic)]) == metaMagic
+}
+
+// entryLen is the length of a message's unsealed journal entry.
+func entryLen(meta, payload []byte) int {
+	if framed(meta, payload) {
+		return metaFrameLen + len(meta) + len(payload)
+	}
+	return len(payload)
+}
+
+// appendEntry appends a message's unsealed journal entry to dst.
+func appendEntry(dst, meta, payload []byte) []byte {
+	if !framed(meta, payload) {
+		return append(dst, payload...)
+	}
+	dst = append(dst, metaMagic...)
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(meta))) // at most envelope.MaxMetadataLen
+	dst = append(dst, meta...)
+	return append(dst, payload...)
+}
+
+// openEntry splits an unsealed journal entry into the message's metadata
+// block (nil for none) and payload. Both alias entry.
+func openEntry(entry []byte) (meta, payload []byte) {
+	if len(entry) < metaFrameLen || string(entry[:len(metaMagic)]) != metaMagic {
+		return nil, entry
+	}
+	n := int(binary.BigEndian.Uint16(entry[len(metaMagic):]))
+	rest := entry[metaFrameLen:]
+	switch {
+	case n == 0:
+		return nil, rest
+	case n <= len(rest) && envelope.ValidMetadata(rest[:n]):
+		return rest[:n:n], rest[n:]
+	}
+	return nil, entry
 }

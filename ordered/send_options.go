@@ -74,8 +74,9 @@ type SendOptions struct {
 	// Default 4096.
 	MaxInFlight int
 
-	// MaxInFlightBytes bounds the payload bytes admitted but not yet sent,
-	// like MaxInFlight. Default 64 MiB.
+	// MaxInFlightBytes bounds the payload bytes (and encoded metadata, see
+	// SendWithMetadata) admitted but not yet sent, like MaxInFlight.
+	// Default 64 MiB.
 	MaxInFlightBytes int
 
 	// Concurrency is how many send requests to the driver may be in flight

@@ -27,6 +27,11 @@ type Header struct {
 	// HMAC-SHA256 over group, epoch, seq and payload (see Sign).
 	Signed bool
 	MAC    [MACLen]byte
+	// Meta is the encoded metadata block (see AppendMetadata and
+	// DecodeMetadata) of a v2 header; nil for none. A header with
+	// metadata is written in the v2 form, one without in the v1 form.
+	// Parse returns it aliasing the body.
+	Meta []byte
 }
 
 const (
@@ -49,6 +54,8 @@ var ErrInvalidHeader = errors.New("envelope: invalid header")
 const (
 	version    = "v1"
 	prefixV1   = "#" + version + ";"
+	versionV2  = "v2" // v1 plus a metadata block
+	prefixV2   = "#" + versionV2 + ";"
 	encodedTag = '~'
 	maxDigits  = 19 // len("9223372036854775806")
 	macChars   = 22 // base64url of MACLen bytes, unpadded
@@ -74,8 +81,8 @@ func ValidateGroup(group string) error {
 }
 
 // Validate reports whether h can be encoded: Seq in 1..MaxNumber, Epoch in
-// 0..MaxNumber, a valid group, and for the legacy form neither group nor
-// epoch.
+// 0..MaxNumber, a valid group, Meta empty or a canonical metadata block, and
+// for the legacy form neither group nor epoch nor metadata.
 func (h Header) Validate() error {
 	if h.Seq < 1 || h.Seq > MaxNumber {
 		return fmt.Errorf("%w: seq must be 1..%d, got %d", ErrInvalidHeader, uint64(MaxNumber), h.Seq)
@@ -83,8 +90,11 @@ func (h Header) Validate() error {
 	if h.Epoch > MaxNumber {
 		return fmt.Errorf("%w: epoch must be at most %d, got %d", ErrInvalidHeader, uint64(MaxNumber), h.Epoch)
 	}
-	if h.Legacy && (h.Group != "" || h.Epoch != 0 || h.Signed) {
-		return fmt.Errorf("%w: the legacy form carries no group, no epoch and no MAC", ErrInvalidHeader)
+	if h.Legacy && (h.Group != "" || h.Epoch != 0 || h.Signed || len(h.Meta) > 0) {
+		return fmt.Errorf("%w: the legacy form carries no group, no epoch, no MAC and no metadata", ErrInvalidHeader)
+	}
+	if len(h.Meta) > 0 && !ValidMetadata(h.Meta) {
+		return fmt.Errorf("%w: metadata block %q is not as AppendMetadata writes it (at most %d bytes)", ErrInvalidHeader, h.Meta, MaxMetadataLen)
 	}
 	return ValidateGroup(h.Group)
 }
@@ -113,8 +123,9 @@ func digits(n uint64) int {
 	return d
 }
 
-// HeaderLen returns the exact length of h's encoding, so that callers can
-// check a body's size before reserving a seq. It assumes h is valid.
+// HeaderLen returns the exact length of what Append writes before the
+// payload (the header and its metadata block), so that callers can check a
+// body's size before reserving a seq. It assumes h is valid.
 func HeaderLen(h Header) int {
 	return headerLen(h, plainGroup(h.Group))
 }
@@ -124,6 +135,9 @@ func headerLen(h Header, plain bool) int {
 		return 2 + digits(h.Seq)
 	}
 	n := len(prefixV1) + digits(h.Epoch) + 1 + digits(h.Seq) + 1 + 1
+	if m := len(h.Meta); m > 0 {
+		n += digits(uint64(m)) + 1 + m // prefixV2 is as long as prefixV1
+	}
 	if h.Signed {
 		n += 1 + macChars
 	}
@@ -144,7 +158,7 @@ func Append(dst []byte, h Header, payload []byte) []byte {
 	// A plain group is short ASCII without NUL, so only the numbers and
 	// the legacy rule need checking; other groups get the full check.
 	if h.Seq < 1 || h.Seq > MaxNumber || h.Epoch > MaxNumber || h.Legacy && (h.Group != "" || h.Epoch != 0 || h.Signed) ||
-		!plain || len(h.Group) > MaxGroupLen {
+		!plain || len(h.Group) > MaxGroupLen || len(h.Meta) > 0 {
 		if err := h.Validate(); err != nil {
 			panic(err)
 		}
@@ -155,14 +169,23 @@ func Append(dst []byte, h Header, payload []byte) []byte {
 		dst = grown
 	}
 	dst = append(dst, '#')
-	if !h.Legacy {
+	switch {
+	case len(h.Meta) > 0:
+		dst = append(dst, prefixV2[1:]...)
+	case !h.Legacy:
 		dst = append(dst, prefixV1[1:]...)
+	}
+	if !h.Legacy {
 		dst = strconv.AppendUint(dst, h.Epoch, 10)
 		dst = append(dst, ';')
 	}
 	dst = strconv.AppendUint(dst, h.Seq, 10)
 	if !h.Legacy {
 		dst = append(dst, ';')
+		if len(h.Meta) > 0 {
+			dst = strconv.AppendUint(dst, uint64(len(h.Meta)), 10)
+			dst = append(dst, ';')
+		}
 		if plain {
 			dst = append(dst, h.Group...)
 		} else {
@@ -175,6 +198,7 @@ func Append(dst []byte, h Header, payload []byte) []byte {
 		}
 	}
 	dst = append(dst, '#')
+	dst = append(dst, h.Meta...)
 	return append(dst, payload...)
 }
 
@@ -222,8 +246,11 @@ func ParseRaw(body []byte, buf *[MaxGroupLen]byte) (h Header, group, payload []b
 		return Header{Legacy: true, Seq: seq}, nil, payload, true
 	}
 	rest, ok := cutPrefix(hdr, version+";")
+	v2 := false
 	if !ok {
-		return Header{}, nil, nil, false
+		if rest, v2 = cutPrefix(hdr, versionV2+";"); !v2 {
+			return Header{}, nil, nil, false
+		}
 	}
 	epochField, rest, ok := cutField(rest)
 	if !ok {
@@ -232,6 +259,19 @@ func ParseRaw(body []byte, buf *[MaxGroupLen]byte) (h Header, group, payload []b
 	seqField, groupField, ok := cutField(rest)
 	if !ok {
 		return Header{}, nil, nil, false
+	}
+	if v2 {
+		// The metadata block follows the header: its length comes first,
+		// so that the header stays within MaxHeaderLen whatever it is.
+		var metaField []byte
+		if metaField, groupField, ok = cutField(groupField); !ok {
+			return Header{}, nil, nil, false
+		}
+		n, ok := parseNumber(metaField)
+		if !ok || n == 0 || n > MaxMetadataLen || n > uint64(len(payload)) || !ValidMetadata(payload[:n]) {
+			return Header{}, nil, nil, false
+		}
+		h.Meta, payload = payload[:n:n], payload[n:]
 	}
 	if group, macField, signed := cutField(groupField); signed {
 		// Strict base64url of exactly MACLen bytes: one encoding per MAC.
@@ -337,8 +377,13 @@ func parseGroup(field []byte, buf *[MaxGroupLen]byte) ([]byte, bool) {
 	return raw, true
 }
 
-// macDomain separates inorder's header MACs from any other use of the key.
-const macDomain = "inorder/envelope/v1 mac\x00"
+// macDomain separates inorder's header MACs from any other use of the key;
+// macDomainV2 is that of a header with metadata (v2), so that no MAC of one
+// form verifies for the other.
+const (
+	macDomain   = "inorder/envelope/v1 mac\x00"
+	macDomainV2 = "inorder/envelope/v2 mac\x00"
+)
 
 // contextDomain separates the derivation of context keys (ContextKey) from
 // header MACs and from any other use of the key.
@@ -381,19 +426,30 @@ func ContextKey(key []byte, context string) []byte {
 
 // Sign returns the MAC that a signed header of h over payload carries: the
 // first MACLen bytes of HMAC-SHA256 under key of a length-prefixed encoding
-// of h's group, epoch and seq, followed by the payload. h.Signed and h.MAC
-// are ignored. Senders sign with a context key (ContextKey); a MAC under
+// of h's group, epoch and seq, followed by the payload. With metadata
+// (h.Meta), the domain string is v2's and the block, length-prefixed, comes
+// before the payload. h.Signed and h.MAC are ignored. Senders sign with a context key (ContextKey); a MAC under
 // the bare key is the context-free form of earlier releases.
 func Sign(key []byte, h Header, payload []byte) [MACLen]byte {
 	m := hmac.New(sha256.New, key)
-	var buf [len(macDomain) + 1 + 2*8]byte
-	b := append(buf[:0], macDomain...)
+	var buf [len(macDomain) + 1 + 3*8]byte
+	domain := macDomain
+	if len(h.Meta) > 0 {
+		domain = macDomainV2
+	}
+	b := append(buf[:0], domain...)
 	b = append(b, byte(len(h.Group)))
 	m.Write(b)
 	m.Write([]byte(h.Group))
 	b = binary.BigEndian.AppendUint64(buf[:0], h.Epoch)
 	b = binary.BigEndian.AppendUint64(b, h.Seq)
-	m.Write(b)
+	if len(h.Meta) > 0 {
+		b = binary.BigEndian.AppendUint64(b, uint64(len(h.Meta)))
+		m.Write(b)
+		m.Write(h.Meta)
+	} else {
+		m.Write(b)
+	}
 	m.Write(payload)
 	var sum [sha256.Size]byte
 	var mac [MACLen]byte

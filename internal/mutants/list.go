@@ -492,6 +492,18 @@ var mutants = []mutant{
 		Run: "^TestMACsComparedInConstantTime$",
 	},
 	{
+		Name:   "mac-skips-metadata",
+		Breaks: "a v2 header's MAC leaves out its metadata block: a changed traceparent or user metadata still verifies",
+		Edits: []edit{{
+			File: "internal/envelope/envelope.go",
+			Old: `		m.Write(b)
+		m.Write(h.Meta)`,
+			New: `		m.Write(b)`,
+		}},
+		Pkg: "./internal/envelope",
+		Run: "^TestMetadataMAC$",
+	},
+	{
 		Name:   "fanout-stops-at-failed-push",
 		Breaks: "the emulator's topic fan-out stops at the first failed push: later subscriptions get nothing (review2 plant EM2)",
 		Edits: []edit{{
@@ -557,11 +569,64 @@ var mutants = []mutant{
 		Breaks: "signed runs of several messages go through the header counter, which panics on a signed header (blind plant #14)",
 		Edits: []edit{{
 			File: "ordered/send.go",
-			Old:  `	count := !s.signed() && len(items) > 1`,
-			New:  `	count := len(items) > 1`,
+			Old:  `	count := !s.signed() && len(items) > 1 && r.run.metas == 0`,
+			New:  `	count := len(items) > 1 && r.run.metas == 0`,
 		}},
 		Pkg: "./ordered",
 		Run: "^TestSignedSendBatch$",
+	},
+	{
+		Name:   "journal-drops-metadata",
+		Breaks: "the send journal keeps the payload but not the metadata: a message recovered after a failed send loses its trace context",
+		Edits: []edit{{
+			File: "ordered/send.go",
+			Old:  `			run.frame = appendEntry(run.frame[:0], it.meta, it.payload)`,
+			New:  `			run.frame = appendEntry(run.frame[:0], nil, it.payload)`,
+		}, {
+			File: "ordered/send.go",
+			Old:  `			buf = appendEntry(buf, it.meta, it.payload)`,
+			New:  `			buf = appendEntry(buf, nil, it.payload)`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestMetadataRecovered$",
+	},
+	{
+		Name:   "otel-group-cap-loose",
+		Breaks: "PerGroup lets one group more than MaxGroups have a series of its own (the cardinality cap is off by one)",
+		Edits: []edit{{
+			File: "ordered/otelinorder/metrics.go",
+			Old: `	if l.n.Load() >= l.max {
+		return &l.other
+	}
+	l.mu.Lock()`,
+			New: `	if l.n.Load() > l.max {
+		return &l.other
+	}
+	l.mu.Lock()`,
+		}, {
+			File: "ordered/otelinorder/metrics.go",
+			Old: `	if l.n.Load() >= l.max {
+		return &l.other
+	}
+	g := &groupLabel`,
+			New: `	if l.n.Load() > l.max {
+		return &l.other
+	}
+	g := &groupLabel`,
+		}},
+		Pkg: "./ordered/otelinorder",
+		Run: "^TestMetricsPerGroupCap$",
+	},
+	{
+		Name:   "otel-stuck-cause-dropped",
+		Breaks: "the stuck-groups gauge loses its cause: every stuck group is reported under one series",
+		Edits: []edit{{
+			File: "ordered/otelinorder/observe.go",
+			Old:  `			count[g.Reason]++`,
+			New:  `			count["poison"]++`,
+		}},
+		Pkg: "./ordered/otelinorder",
+		Run: "^TestMetricsStuckGap$",
 	},
 	{
 		Name:   "amo-first-stale-delete-taken-as-own",
