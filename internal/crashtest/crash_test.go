@@ -57,7 +57,7 @@ const crashMaxUndeleted = 200
 // the commit that precedes the hand-out; eo: after the application's
 // commit, before Ack).
 var requiredPoints = map[string][]string{
-	ModeAtLeastOnce: {"send-before", "send-after", "sent", "delivered", "acked", "advance-after", "delete-before", "park-after", "unpark-after"},
+	ModeAtLeastOnce: {"send-before", "send-after", "sent", "delivered", "acked", "acked-recorded", "advance-after", "delete-before", "park-after", "unpark-after"},
 	ModeAtMostOnce:  {"send-before", "send-after", "sent", "delivered", "advance-after", "delete-before", "park-after", "unpark-after"},
 	ModeExactlyOnce: {"send-before", "send-after", "sent", "delivered", "committed", "delete-before", "park-after", "unpark-after"},
 }
@@ -81,7 +81,7 @@ func TestCrash(t *testing.T) {
 			h := newHarness(t, scenario{mode: mode, senders: 2, groups: 20, workers: 4, chaos: d,
 				killEvery: 700 * time.Millisecond, killPoints: killPoints, require: requiredPoints[mode],
 				drain: max(45*time.Second, d/2), pause: senderPause(d), window: receiveWindow(d),
-				maxUndeleted: crashMaxUndeleted, consumption: true,
+				maxUndeleted: crashMaxUndeleted, consumption: true, storeFaults: storeFaults, sendAttempts: sendAttempts,
 				seed: uint64(time.Now().UnixNano()) + uint64(i)})
 			res := h.run()
 			t.Logf("mode %s, %v chaos, %v in all: %s", mode, d, res.elapsed.Round(time.Millisecond), res)

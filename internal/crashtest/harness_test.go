@@ -31,7 +31,19 @@ import (
 var chaos = mnstest.Faults{Redeliver: 0.02, Error5xx: 0.02, Drop: 0.01, Latency: time.Millisecond, Jitter: 3 * time.Millisecond, EarlyEmpty: 0.05}
 
 // killPoints are the worker's self-kill probabilities per passage.
-const killPoints = "send-before=0.003,send-after=0.003,delete-before=0.003,advance-after=0.002,delivered=0.001,acked=0.001,committed=0.002,sent=0.001,park-after=0.003,unpark-after=0.003"
+const killPoints = "send-before=0.003,send-after=0.003,delete-before=0.003,advance-after=0.002,delivered=0.001,acked=0.001,acked-recorded=0.002,committed=0.002,sent=0.001,park-after=0.003,unpark-after=0.003"
+
+// storeFaults are the faults of every worker's store in TestCrash (see
+// crashtest.ParseStoreFaults): calls that fail before they are applied,
+// writes that fail after (a Reserve too: its seqs are journaled, the Send
+// fails), slow answers.
+const storeFaults = "before=0.03,after=0.02,slow=0.03,reserve-after"
+
+// sendAttempts is the senders' SendOptions.MaxAttempts in TestCrash: one, so
+// that the emulator's 5xx and dropped connections make sends fail after
+// their seqs were reserved, and the senders recover them (the worker calls
+// Recover after a failure).
+const sendAttempts = 1
 
 // consumptionScale scales the emulator's abnormal-consumption thresholds in
 // the crash runs: the service's own (5,000 received and not deleted, 1,000
@@ -54,9 +66,13 @@ type scenario struct {
 	killEvery  time.Duration // mean delay between external SIGKILLs
 	killPoints string        // INORDER_CRASH_KILL during the chaos phase
 	bug        string        // INORDER_CRASH_BUG for the receiver
-	drain      time.Duration // bound of the final drain
-	pause      time.Duration // sender pause between rounds
-	window     int           // receiver's ReceiveOptions.Window (0: default)
+	// storeFaults is every worker's -store-faults; sendAttempts the
+	// senders' -send-attempts (0: the library's default).
+	storeFaults  string
+	sendAttempts int
+	drain        time.Duration // bound of the final drain
+	pause        time.Duration // sender pause between rounds
+	window       int           // receiver's ReceiveOptions.Window (0: default)
 	// maxUndeleted is the receiver's ReceiveOptions.MaxUndeleted (0:
 	// default). TestCrash sets it low so that the receiver parks.
 	maxUndeleted int
@@ -255,13 +271,13 @@ func newHarness(t *testing.T, sc scenario) *harness {
 		h.procs = append(h.procs, &proc{h: h, name: name, role: RoleSend, done: make(chan struct{}), args: []string{
 			"-store", filepath.Join(h.dir, "store-"+name),
 			"-group-from", strconv.Itoa(i * sc.groups), "-group-to", strconv.Itoa((i + 1) * sc.groups),
-			"-pause", sc.pause.String()}})
+			"-pause", sc.pause.String(), "-store-faults", sc.storeFaults, "-send-attempts", strconv.Itoa(sc.sendAttempts)}})
 	}
 	rargs := []string{"-store", filepath.Join(h.dir, "store-r")}
 	if sc.mode == ModeExactlyOnce {
 		rargs = []string{"-sqlite", filepath.Join(h.dir, "recv.db")}
 	}
-	rargs = append(rargs, "-window", strconv.Itoa(sc.window), "-max-undeleted", strconv.Itoa(sc.maxUndeleted))
+	rargs = append(rargs, "-window", strconv.Itoa(sc.window), "-max-undeleted", strconv.Itoa(sc.maxUndeleted), "-store-faults", sc.storeFaults)
 	h.procs = append(h.procs, &proc{h: h, name: "r", role: RoleReceive, done: make(chan struct{}), args: rargs})
 	return h
 }

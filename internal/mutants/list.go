@@ -821,4 +821,27 @@ var mutants = []mutant{
 		Run:  "^TestFaultCapAtThreshold$/^give-back$",
 		Cost: 30 * time.Second,
 	},
+	{
+		Name:   "syncack-before-durable-harness",
+		Breaks: "a SyncAck resolves once the group's acks reach its target, before the cursor past it is durable (review 2's plant RC7, in the harness: over the emulator, a store that answers Advance late)",
+		Edits: []edit{{
+			File: "internal/recvcore/commits.go",
+			Old:  `		if behind(g.dur, w.target) {`,
+			New:  `		if behind(g.ack, w.target) {`,
+		}},
+		Pkg: "./internal/crashtest",
+		Run: "^TestFaultSyncAckWaitsForStore$",
+	},
+	{
+		Name:   "failed-sends-marked-sent",
+		Breaks: "a send that failed after its seq was reserved is marked sent: its journal entry is dropped and Recover never sends it, a hole its group never gets past (issue 20's crash-harness plant)",
+		Edits: []edit{{
+			File: "ordered/send.go",
+			Old:  `			if it.seq != 0 && (errOf == nil || errOf(i) == nil) {`,
+			New:  `			if it.seq != 0 && (errOf == nil || errOf(i) == nil || true) {`,
+		}},
+		Pkg:  "./internal/crashtest",
+		Run:  "^TestCrash$/^alo$",
+		Cost: 2 * time.Minute,
+	},
 }
