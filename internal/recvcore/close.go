@@ -39,6 +39,10 @@ func (c *Core) Close(now time.Time) {
 				c.resolve(w.t, ErrClosed) // its advance is not written
 			}
 		}
+		// A skip not made and a read not done are not made now; a dead
+		// letter on its way is (the flush sends it).
+		c.endRepairs(g, repairSkip, ErrClosed)
+		c.endRepairs(g, repairRead, ErrClosed)
 		c.giveBackGroup(now, g)
 	}
 	c.giveBackUnordered(now)

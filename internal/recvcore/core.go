@@ -44,6 +44,7 @@ type Core struct {
 	pu          parkUse
 	unord       unorderedSet
 	pool        msgPool
+	repairs     []repairWait // repairs waiting for an event (repair.go): few, an operator's
 	out         outbox
 	outstanding int // deliveries Next returned and not settled, abandoned or refused
 

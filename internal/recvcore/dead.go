@@ -2,8 +2,11 @@ package recvcore
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"time"
+
+	"github.com/inorder/inorder/seqstore"
 )
 
 // deadLane sends messages to the dead-letter queue: poison messages
@@ -70,6 +73,11 @@ func (c *Core) DeadLettered(now time.Time, id uint64, errs []error) {
 		}
 		failed = true
 		m.tries++
+		if g := m.g; g != nil && g.out == m {
+			// DeadLetterHead waits for this send: tell it (the send is
+			// retried).
+			c.endRepairs(g, repairDead, fmt.Errorf("dead-letter send failed (retried): %w", err))
+		}
 		if m.g == nil && m.tries >= maxDeadTries {
 			c.report(Report{Kind: ReportWarn, Msg: "dead-letter send failed; the message comes back", Group: m.name, Seq: m.seq, ID: m.id, Err: err})
 			c.unord.forget(unorderedKey(m))
@@ -106,6 +114,8 @@ func (c *Core) deadLettered(now time.Time, m *msg) {
 	// A poison message: settled as an Ack would.
 	if g.out == m {
 		g.out = nil
+		// DeadLetterHead waits for the cursor past it.
+		c.repairsDurable(g, repairDead, seqstore.Cursor{Epoch: m.epoch, Next: m.seq + 1})
 	}
 	if c.cfg.Mode == AtMostOnce || below(g.dur, m.epoch, m.seq) {
 		c.queueDelete(now, m)

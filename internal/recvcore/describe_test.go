@@ -91,10 +91,14 @@ var kindNames = map[recvcore.ReportKind]string{
 	recvcore.ReportRedeliver: "redeliver", recvcore.ReportLate: "late", recvcore.ReportEpoch: "epoch",
 	recvcore.ReportDeadLetter: "dead-letter", recvcore.ReportStuck: "stuck", recvcore.ReportConflict: "conflict",
 	recvcore.ReportUntagged: "untagged", recvcore.ReportMismatch: "mismatch", recvcore.ReportWarn: "warn",
+	recvcore.ReportRepair: "repair",
 }
 
 func report(r recvcore.Report) string {
 	s := "report " + kindNames[r.Kind]
+	if r.Action != "" {
+		s += " " + r.Action
+	}
 	if r.Group != "" || r.Seq != 0 {
 		s += fmt.Sprintf(" %s/%d/%d", r.Group, r.Epoch, r.Seq)
 	}

@@ -1,6 +1,7 @@
 package recvcore
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/inorder/inorder/seqstore"
@@ -46,6 +47,7 @@ func (c *Core) advance(g *group, now time.Time) {
 func (c *Core) clearGap(g *group) {
 	g.gapSince, g.gapTold = time.Time{}, false
 	c.clearStuck(g, "gap")
+	c.endRepairs(g, repairSkip, nil) // the hole is gone before SkipHole skipped it: nothing to skip
 }
 
 // checkGap starts, reports or skips a hole: g's next seq is missing while
@@ -58,6 +60,10 @@ func (c *Core) checkGap(g *group, now time.Time) {
 	}
 	if g.gapSince.IsZero() {
 		g.gapSince, g.gapTold = now, false
+	}
+	if c.hasRepair(g, repairSkip) {
+		c.skip(g, now) // SkipHole asked, and the park's read it waited for came
+		return
 	}
 	due := g.gapSince.Add(c.cfg.GapTimeout)
 	if now.Before(due) {
@@ -93,18 +99,19 @@ func (c *Core) checkGap(g *group, now time.Time) {
 }
 
 // skip moves g past its hole, to the lowest seq it knows, and records the
-// skipped range in the cursor.
+// skipped range in the cursor: under GapSkip, or when SkipHole asked.
 func (c *Core) skip(g *group, now time.Time) {
 	if c.closing {
 		return // nothing is handed out any more: the next receiver decides
 	}
+	asked := c.hasRepair(g, repairSkip)
 	if c.cfg.Park && (!g.probed || g.park.probedAt.Before(g.gapSince)) {
 		// Skip only what the park was seen not to hold: read it first.
 		g.probed = false
 		c.checkPark(g)
 		return
 	}
-	if g.farLow == 0 && g.farHigh >= g.next && now.Before(g.gapSince.Add(c.cfg.GapTimeout+c.cfg.Visibility)) {
+	if !asked && g.farLow == 0 && g.farHigh >= g.next && now.Before(g.gapSince.Add(c.cfg.GapTimeout+c.cfg.Visibility)) {
 		// Seqs from next to farHigh were released (left in the queue:
 		// no room, a park limit), the lowest of them no longer known:
 		// they are on their way back, not missing, until a visibility
@@ -121,16 +128,30 @@ func (c *Core) skip(g *group, now time.Time) {
 	}
 	next := g.next
 	if target <= next {
+		if asked {
+			// Only seqs released for room are known beyond the hole, the
+			// lowest of them not: nothing to skip to.
+			c.endRepairs(g, repairSkip, fmt.Errorf("%w: no seq beyond the hole is known to skip to (the next ones were let go for room and come back)", ErrNotStuck))
+		}
 		return
 	}
 	r := seqstore.Range{Epoch: g.epoch, First: next, Last: target - 1}
-	c.skipped(g, r, now.Sub(g.gapSince), "skipped")
+	why := "skipped"
+	if asked {
+		why = "skipped on request (SkipHole)"
+	}
+	c.skipped(g, r, now.Sub(g.gapSince), why)
 	g.next = target
 	g.forgetFar()
 	g.passParked()
 	g.ack.Epoch, g.ack.Next = g.epoch, target
+	if asked {
+		c.repairsDurable(g, repairSkip, seqstore.Cursor{Epoch: g.epoch, Next: target})
+		c.writeRepair(g)
+	} else {
+		c.markDirty(g)
+	}
 	c.clearGap(g)
-	c.markDirty(g)
 	c.update(g, now)
 }
 

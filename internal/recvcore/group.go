@@ -20,6 +20,7 @@ type group struct {
 	dur, ack  seqstore.Cursor
 	uncertain *seqstore.Cursor
 	writing   bool // a commit of this group is in flight
+	repairing bool // a repair waits on an event of the group (Core.repairs)
 
 	epoch, next uint64         // current epoch, next seq to hand out
 	held        []*msg         // current epoch, seqs >= next, sorted
@@ -223,7 +224,7 @@ func (g *group) buffered() int { return len(g.held) + len(g.newer) + len(g.pendi
 // empty reports whether the group holds nothing and waits for nothing.
 func (g *group) empty() bool {
 	return g.out == nil && g.buffered() == 0 && g.newerEpoch == 0 &&
-		len(g.settled) == 0 && len(g.tickets) == 0 && !g.writing && g.uncertain == nil &&
+		len(g.settled) == 0 && len(g.tickets) == 0 && !g.repairing && !g.writing && g.uncertain == nil &&
 		!g.dirty && !g.toRead && !g.inRing && !g.unparking && g.park.parking == 0 && !g.park.known() && g.farHigh == 0 &&
 		g.startAt.IsZero() && !behind(g.dur, g.ack) && g.phase == phActive
 }
@@ -232,7 +233,7 @@ func (g *group) empty() bool {
 // in flight: dropping it loses nothing that its cursor, its park and the
 // queue do not hold (see Core.shed).
 func (g *group) quiet() bool {
-	return g.out == nil && g.buffered() == 0 && len(g.settled)+len(g.tickets) == 0 &&
+	return g.out == nil && g.buffered() == 0 && len(g.settled)+len(g.tickets) == 0 && !g.repairing &&
 		!g.dirty && !g.writing && g.uncertain == nil && !g.toRead && !g.unparking && !g.inRing &&
 		(g.phase == phActive || g.phase == phFailed || g.phase == phFresh) && !behind(g.dur, g.ack)
 }

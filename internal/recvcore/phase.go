@@ -1,6 +1,7 @@
 package recvcore
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/inorder/inorder/seqstore"
@@ -68,6 +69,7 @@ func (c *Core) becomeResolving(g *group) {
 	c.become(g, phResolving)
 	c.reads.need(g)
 	g.inRing = false
+	c.endRepairs(g, repairSkip, ErrConflict) // the hole is the stored cursor's to say now
 }
 
 // becomeFresh waits for g's first arrivals: no cursor is stored.
@@ -126,11 +128,15 @@ func (c *Core) becomeFailed(g *group, now time.Time, err error) {
 		c.resolve(w.t, err)
 	}
 	g.tickets = nil
+	c.endRepairs(g, repairSkip, err)
 	c.addTimer(timer{at: now.Add(c.cfg.RetryMax), kind: tFailed, name: g.name})
 }
 
 // becomeEvicted drops g from memory: its cursor is in the store.
 func (c *Core) becomeEvicted(g *group) {
+	for _, k := range [...]repairKind{repairSkip, repairDead, repairRead} {
+		c.endRepairs(g, k, fmt.Errorf("%w: dropped from memory", ErrNotStuck)) // (never: a repair keeps its group busy)
+	}
 	c.unlist(g)
 	c.become(g, phEvicted)
 	delete(c.groups, g.name)

@@ -2,6 +2,7 @@ package recvcore
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/inorder/inorder/seqstore"
@@ -89,9 +90,16 @@ func (c *Core) Read(now time.Time, id uint64, curs []seqstore.Cursor, err error)
 		case e != nil || i >= len(curs):
 			failed = true
 			l.need(g)
+			if e == nil {
+				e = errors.New("no cursor in the answer")
+			}
 		default:
 			c.cursorRead(now, g, curs[i])
 		}
+		if e != nil {
+			e = fmt.Errorf("read cursor: %w", e)
+		}
+		c.endRepairs(g, repairRead, e) // Reread waits for this read
 	}
 	if failed {
 		c.failed(&l.lane, err)

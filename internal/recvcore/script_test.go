@@ -180,6 +180,29 @@ func (s *script) do(line string) string {
 			return fmt.Sprintf("ack-sync: ticket %d\n", tk)
 		}
 		return ""
+	case "repair":
+		// repair dead-letter-head|skip-hole|reread GROUP, or
+		// repair start-at GROUP EPOCH SEQ.
+		var tk recvcore.Ticket
+		var err error
+		switch args[0] {
+		case "dead-letter-head":
+			tk, err = s.core.DeadLetterHead(s.now, args[1])
+		case "skip-hole":
+			tk, err = s.core.SkipHole(s.now, args[1])
+		case "reread":
+			tk, err = s.core.Reread(s.now, args[1])
+		case "start-at":
+			e, _ := strconv.ParseUint(args[2], 10, 64)
+			q, _ := strconv.ParseUint(args[3], 10, 64)
+			tk, err = s.core.StartAt(s.now, args[1], e, q)
+		default:
+			s.t.Fatalf("unknown repair %q", line)
+		}
+		if err != nil {
+			return fmt.Sprintf("repair %s: %v\n", args[0], err)
+		}
+		return fmt.Sprintf("repair %s: ticket %d\n", args[0], tk)
 	case "tick":
 		d, err := time.ParseDuration(args[0])
 		require.NoError(s.t, err)
@@ -211,12 +234,12 @@ func (s *script) do(line string) string {
 		case "ambiguous":
 			s.apply(c.Advances)
 			s.core.Committed(s.now, c.ID, errors.New("timeout: outcome unknown"))
-		case "conflict":
+		case "conflict", "corrupt": // commit conflict|corrupt GROUP: that group's advance is refused
 			errs := make([]error, len(c.Advances))
 			for i, a := range c.Advances {
 				errs[i] = seqstore.ErrAborted
 				if a.Stream.Group == args[1] {
-					errs[i] = seqstore.ErrConflict
+					errs[i] = map[string]error{"conflict": seqstore.ErrConflict, "corrupt": seqstore.ErrCorrupt}[args[0]]
 				}
 			}
 			s.core.Committed(s.now, c.ID, &seqstore.BatchError{Errs: errs})
@@ -262,7 +285,13 @@ func (s *script) do(line string) string {
 		return ""
 	case "dead-letter":
 		d := pop1(&s.deads)
-		s.core.DeadLettered(s.now, d.ID, make([]error, len(d.Bodies)))
+		errs := make([]error, len(d.Bodies))
+		if len(args) > 0 && args[0] == "fail" {
+			for i := range errs {
+				errs[i] = errors.New("dead-letter queue unreachable")
+			}
+		}
+		s.core.DeadLettered(s.now, d.ID, errs)
 		return ""
 	case "dump":
 		return s.core.Dump()

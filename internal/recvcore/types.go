@@ -336,6 +336,7 @@ const (
 	ReportUntagged                         // a body without a valid header (Err says why)
 	ReportMismatch                         // the same seq arrived with another payload
 	ReportWarn                             // a failed call or another condition worth a log line
+	ReportRepair                           // a repair was accepted (Action says which; see repair.go)
 )
 
 // Report is something the shell passes to the application's hooks and
@@ -343,6 +344,7 @@ const (
 type Report struct {
 	Kind         ReportKind
 	Msg          string // the log message
+	Action       string // ReportRepair: the repair (ActionSkipHole, ...)
 	Group        string
 	Epoch, Seq   uint64
 	Last, From   uint64
