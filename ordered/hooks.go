@@ -67,6 +67,12 @@ type Hooks struct {
 	// different payloads arrived (a forged or corrupted copy): the first
 	// one is kept, the other deleted once the seq is handled.
 	OnMismatch func(Event)
+	// OnRepair: a repair was accepted (Queue.DeadLetterHead, SkipHole,
+	// Reread, StartAt, or the status page's buttons): Event.Action names
+	// it, Event.Group its group, Event.Seq (and Event.Last) what it acts
+	// on. What it does is reported as it happens (OnDeadLetter, OnSkip,
+	// OnConflict).
+	OnRepair func(Event)
 
 	// OnSettle: the application settled a message: Ack (or a Run handler
 	// that returned nil), Event.Err nil; or Nack (or a handler error),
@@ -96,4 +102,5 @@ type Event struct {
 	Age          time.Duration // age of a hole (OnGap, OnSkip)
 	Duration     time.Duration // how long it took (OnSettle, OnCommit)
 	Err          error         // the cause (OnStuck, OnDeadLetter, OnConflict, OnUntagged, OnSettle, OnCommit)
+	Action       string        // the repair (OnRepair): "dead-letter-head", "skip-hole", "reread" or "start-at"
 }

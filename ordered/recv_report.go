@@ -95,7 +95,7 @@ func (p *reporter) stop(ctx context.Context) error {
 // Queue.Stats, Receive or Close.
 func (r *receiver) reportOut(rep recvcore.Report) {
 	ev := Event{Group: rep.Group, Epoch: rep.Epoch, Seq: rep.Seq, Last: rep.Last, From: rep.From, ID: rep.ID,
-		DequeueCount: rep.DequeueCount, Attempt: rep.Attempt, Age: rep.Age, Err: rep.Err}
+		DequeueCount: rep.DequeueCount, Attempt: rep.Attempt, Age: rep.Age, Err: rep.Err, Action: rep.Action}
 	h := r.hooks
 	call := func(f func(Event)) {
 		if f != nil {
@@ -149,6 +149,9 @@ func (r *receiver) reportOut(rep recvcore.Report) {
 	case recvcore.ReportMismatch:
 		call(h.OnMismatch)
 		r.log.Warn(msg, attrs...)
+	case recvcore.ReportRepair:
+		call(h.OnRepair)
+		r.log.Info(msg, append(attrs, "action", rep.Action)...)
 	default:
 		r.log.Warn(msg, attrs...)
 	}

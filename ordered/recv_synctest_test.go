@@ -47,7 +47,7 @@ func newBubble(t *testing.T, mq *memqueue.Options, o *ordered.Options) *bubble {
 	o.Hooks = ordered.Hooks{
 		OnGap: rec("gap"), OnSkip: rec("skip"), OnDuplicate: rec("dup"), OnRedeliver: rec("redeliver"), OnMismatch: rec("mismatch"),
 		OnLate: rec("late"), OnEpoch: rec("epoch"), OnDeadLetter: rec("dead"), OnStuck: rec("stuck"),
-		OnConflict: rec("conflict"), OnUntagged: rec("untagged"),
+		OnConflict: rec("conflict"), OnUntagged: rec("untagged"), OnRepair: rec("repair"),
 	}
 	if o.Receive.Wait == 0 {
 		o.Receive.Wait = time.Second

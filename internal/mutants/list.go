@@ -844,4 +844,34 @@ var mutants = []mutant{
 		Run:  "^TestCrash$/^alo$",
 		Cost: 2 * time.Minute,
 	},
+	{
+		Name:   "repair-skip-not-durable",
+		Breaks: "SkipHole moves the group past its hole and answers at once, without writing the skipped range: a crash forgets the skip, and the skip is not durable when SkipHole returns",
+		Edits: []edit{{
+			File: "internal/recvcore/gap.go",
+			Old: `	if asked {
+		c.repairsDurable(g, repairSkip, seqstore.Cursor{Epoch: g.epoch, Next: target})
+		c.writeRepair(g)
+	} else {`,
+			New: `	if asked {
+		c.endRepairs(g, repairSkip, nil)
+	} else {`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestRepairSkipHoleEndToEnd$",
+	},
+	{
+		Name:   "repair-delete-before-dead-letter",
+		Breaks: "DeadLetterHead deletes the poison message from the queue as it asks for its dead-letter copy: a failed send loses it",
+		Edits: []edit{{
+			File: "internal/recvcore/repair.go",
+			Old: `		m.deadOut()
+		c.queueDead(m)`,
+			New: `		m.deadOut()
+		c.deletes.push(now, &msg{receipt: m.receipt, visible: m.visible, where: wDelete})
+		c.queueDead(m)`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestRepairDeadLetterHead$",
+	},
 }
