@@ -40,7 +40,25 @@ import (
 // the default, the page); group=NAME adds the status of one group, if it is
 // in memory. The JSON's field names are stable; README.md ("Status page")
 // documents them. The handler answers GET and HEAD only (405 otherwise),
-// and 400 to an unknown format.
+// and 400 to an unknown format. Nothing it serves changes anything.
+//
+// With StatusOptions.Repair (opts: at most one), the page also repairs:
+// each stuck group's row gets the buttons of the repairs that apply to it
+// (Queue.SkipHole for a hole, DeadLetterHead for a poison message when
+// ReceiveOptions.DeadLetter is set, Reread for a store error or a
+// conflict, StartAt for a group without a stored cursor), and the handler
+// answers POST with the form fields repair (skip-hole, dead-letter-head,
+// reread, start-at), group, and for start-at epoch and seq. A POST must
+// come from the page's own origin: its Sec-Fetch-Site header must say
+// same-origin and its Origin header, when present, must name the Host the
+// request was sent to; one of the two is required (browsers send both;
+// curl: -H "Origin: http://HOST"). Anything else is refused with 403, and
+// a proxy in front must pass the Host header through. A repair done
+// redirects (303) to the page of its group; a refused one answers 409
+// (ErrNotStuck, ErrNoDeadLetter), 400 (a bad field), 503 (closed), 504 (not
+// done within 30 seconds: it goes on) or 500 (it failed: the store's or the
+// dead-letter queue's error), with the reason as text, or as JSON with
+// format=json in the URL.
 //
 // Serving the page costs the Queue nothing until it is requested: each
 // request takes the receiver's lock once, for a snapshot whose cost is
@@ -49,8 +67,30 @@ import (
 // control and bidirectional-override characters as escapes); the JSON
 // carries them as they are. The handler works on a Queue that only sends,
 // only receives, or is closed; it never starts either side.
-func (q *Queue) StatusHandler() http.Handler {
-	return &statusHandler{q: q}
+func (q *Queue) StatusHandler(opts ...StatusOptions) http.Handler {
+	var o StatusOptions
+	switch len(opts) {
+	case 0:
+	case 1:
+		o = opts[0]
+	default:
+		panic("ordered: StatusHandler: more than one StatusOptions")
+	}
+	h := &statusHandler{q: q, opts: o, csp: statusCSP}
+	if o.Repair {
+		h.csp = statusRepairCSP
+	}
+	return h
+}
+
+// StatusOptions configures Queue.StatusHandler. The zero value serves a
+// page that only shows.
+type StatusOptions struct {
+	// Repair lets the page repair stuck groups: buttons on their rows,
+	// POST requests from the page's own origin (see Queue.StatusHandler).
+	// Mount a handler with Repair only where the people who may skip
+	// messages can reach it.
+	Repair bool
 }
 
 // Status page limits: the groups a page lists, the rate samples it keeps
@@ -66,7 +106,9 @@ const (
 
 // statusHandler serves Queue.StatusHandler. It keeps the rate samples.
 type statusHandler struct {
-	q *Queue
+	q    *Queue
+	opts StatusOptions
+	csp  string
 
 	mu      sync.Mutex
 	samples [rateSlots]rateCount // a ring, oldest at (head-n) mod rateSlots
@@ -146,6 +188,9 @@ type (
 		Newer         int        `json:"newer"`
 		Parked        int        `json:"parked"`
 		ParkedRanges  string     `json:"parked_ranges"`
+		// Actions are the repairs the page offers for the group (only
+		// with StatusOptions.Repair, only for stuck groups).
+		Actions []string `json:"actions,omitempty"`
 	}
 	rateSample struct {
 		Time      time.Time `json:"time"`
@@ -180,9 +225,18 @@ func (r *receiver) status(limit int, group string, lookup bool) receiverStatus {
 }
 
 func (h *statusHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.Method == http.MethodPost && h.opts.Repair {
+		h.repair(w, req)
+		return
+	}
 	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		if h.opts.Repair {
+			w.Header().Set("Allow", "GET, HEAD, POST")
+			http.Error(w, "method not allowed: the status page answers GET and HEAD, and POST to repair", http.StatusMethodNotAllowed)
+			return
+		}
 		w.Header().Set("Allow", "GET, HEAD")
-		http.Error(w, "method not allowed: the status page answers GET and HEAD", http.StatusMethodNotAllowed)
+		http.Error(w, "method not allowed: the status page answers GET and HEAD (repairs are off: StatusOptions.Repair)", http.StatusMethodNotAllowed)
 		return
 	}
 	query := req.URL.Query()
@@ -214,14 +268,14 @@ func (h *statusHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	var buf bytes.Buffer
-	if err := statusTemplate.Execute(&buf, newStatusPage(snap)); err != nil {
+	if err := statusTemplate.Execute(&buf, newStatusPage(snap, h.opts.Repair)); err != nil {
 		// The template is fixed and tested: a failure is a bug, told
 		// plainly rather than served half-written.
 		http.Error(w, "status page: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Content-Security-Policy", statusCSP)
+	w.Header().Set("Content-Security-Policy", h.csp)
 	w.Header().Set("X-Frame-Options", "DENY")
 	_, _ = w.Write(buf.Bytes())
 }
@@ -247,7 +301,11 @@ func (h *statusHandler) snapshot(now time.Time, group *string) statusSnapshot {
 			Memory: st.Memory, MaxMemory: q.opts.Receive.MaxMemory, Groups: st.Groups, Stuck: rs.total,
 		}
 		for _, g := range rs.stuck {
-			snap.Stuck = append(snap.Stuck, newGroupStatus(g, now))
+			s := newGroupStatus(g, now)
+			if h.opts.Repair {
+				s.Actions = repairActions(g, q.opts.Receive.DeadLetter != nil)
+			}
+			snap.Stuck = append(snap.Stuck, s)
 		}
 		snap.StuckTotal, snap.StuckOmitted = rs.total, rs.total-len(rs.stuck)
 		if rs.group != nil {
@@ -353,11 +411,18 @@ var (
 		"name":    displayName,
 		"seconds": func(s float64) string { return time.Duration(s * float64(time.Second)).Round(time.Second).String() },
 		"bytes":   formatBytes,
+		"repairLabel": func(action string) string {
+			return map[string]string{recvcore.ActionSkipHole: "Skip hole", recvcore.ActionDeadLetterHead: "Dead-letter head",
+				recvcore.ActionReread: "Read cursor again", recvcore.ActionStartAt: "Start at"}[action]
+		},
+		"repairConfirm": repairConfirm,
 	}).ParseFS(statusFiles, "status/page.html"))
 	statusCSS = template.CSS(mustRead("status/page.css"))
 	statusJS  = template.JS(mustRead("status/page.js"))
 	statusCSP = "default-src 'none'; script-src '" + cspHash(string(statusJS)) + "'; style-src '" + cspHash(string(statusCSS)) +
 		"'; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+	// statusRepairCSP lets the page's repair forms post to the page itself.
+	statusRepairCSP = strings.Replace(statusCSP, "form-action 'none'", "form-action 'self'", 1)
 )
 
 func mustRead(name string) string {
@@ -399,13 +464,14 @@ func displayName(name string) string {
 // things it does not compute itself.
 type statusPage struct {
 	statusSnapshot
-	CSS   template.CSS
-	JS    template.JS
-	Chart chart
+	CSS    template.CSS
+	JS     template.JS
+	Chart  chart
+	Repair bool // the stuck groups' rows have a column of repair buttons
 }
 
-func newStatusPage(s statusSnapshot) statusPage {
-	return statusPage{statusSnapshot: s, CSS: statusCSS, JS: statusJS, Chart: newChart(s.Time, s.Rate)}
+func newStatusPage(s statusSnapshot, repair bool) statusPage {
+	return statusPage{statusSnapshot: s, CSS: statusCSS, JS: statusJS, Chart: newChart(s.Time, s.Rate), Repair: repair}
 }
 
 // chart is the rate chart, an inline SVG: one polyline per run of samples

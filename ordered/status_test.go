@@ -91,6 +91,7 @@ type groupJSON struct {
 	Newer         int        `json:"newer"`
 	Parked        int        `json:"parked"`
 	ParkedRanges  string     `json:"parked_ranges"`
+	Actions       []string   `json:"actions"` // with StatusOptions.Repair
 }
 
 // stuckQueue is a running Queue over memqueue and memstore (GapWait, a

@@ -45,6 +45,9 @@ type GroupStatus struct {
 	// Out reports that Next is out; Attempt is its hand-outs so far.
 	Out     bool
 	Attempt int
+	// Unstarted reports that the group has no stored cursor and has handed
+	// out and acknowledged nothing since it found none: StartAt applies.
+	Unstarted bool
 	// Acked is the last seq of Epoch the acknowledged cursor passed
 	// (handled, dead-lettered or skipped); Durable the durable cursor's
 	// next seq, of DurableEpoch. Zero: none.
@@ -140,7 +143,7 @@ func (c *Core) groupStatus(g *group) GroupStatus {
 		Group: g.name, Phase: g.phase.String(),
 		Epoch: g.epoch, Next: g.next,
 		Durable: g.dur.Next, DurableEpoch: g.dur.Epoch,
-		Held: len(g.held),
+		Held: len(g.held), Unstarted: unstarted(g),
 	}
 	if g.ack.Epoch == g.epoch && g.ack.Next > 1 {
 		s.Acked = g.ack.Next - 1

@@ -6,8 +6,14 @@
   var every = 2000, busy = false;
   var conn = document.getElementById("conn");
   function tell(text) { conn.textContent = text; }
+  // Typing in a repair form (StatusOptions.Repair): no refresh, which
+  // would replace the form.
+  function editing() {
+    var a = document.activeElement;
+    return !!(a && a.form && a.form.classList.contains("repair") && a.tagName === "INPUT");
+  }
   function refresh() {
-    if (busy || document.hidden) { return; }
+    if (busy || document.hidden || editing()) { return; }
     busy = true;
     fetch(location.href, { cache: "no-store", headers: { "Accept": "text/html" } })
       .then(function (resp) {
@@ -25,5 +31,10 @@
       .catch(function (err) { tell("refresh failed (" + err.message + "): showing the last page"); })
       .finally(function () { busy = false; });
   }
+  // A repair button asks before it posts.
+  document.addEventListener("submit", function (ev) {
+    var f = ev.target;
+    if (f.classList.contains("repair") && !window.confirm(f.getAttribute("data-confirm"))) { ev.preventDefault(); }
+  });
   setInterval(refresh, every);
 })();
