@@ -50,10 +50,10 @@ import (
 // answers POST with the form fields repair (skip-hole, dead-letter-head,
 // reread, start-at), group, and for start-at epoch and seq. A POST must
 // come from the page's own origin: its Sec-Fetch-Site header must say
-// same-origin and its Origin header, when present, must name the Host the
-// request was sent to; one of the two is required (browsers send both;
-// curl: -H "Origin: http://HOST"). Anything else is refused with 403, and
-// a proxy in front must pass the Host header through. A repair done
+// same-origin (browsers send it); without one, its Origin header must name
+// the Host the request was sent to (curl: -H "Origin: http://HOST", and a
+// proxy in front must pass Host through). Anything else is refused with
+// 403. A repair done
 // redirects (303) to the page of its group; a refused one answers 409
 // (ErrNotStuck, ErrNoDeadLetter), 400 (a bad field), 503 (closed), 504 (not
 // done within 30 seconds: it goes on) or 500 (it failed: the store's or the

@@ -134,24 +134,28 @@ func (h *statusHandler) repair(w http.ResponseWriter, req *http.Request) {
 	answer(code, res)
 }
 
-// sameOrigin checks that a POST comes from the page's own origin: a
-// Sec-Fetch-Site of same-origin, an Origin whose host is the Host the
-// request was sent to, at least one of the two, and neither saying
-// otherwise. A browser sends them on every POST and a page cannot forge
-// them, so a form on another site cannot make a browser repair.
+// sameOrigin checks that a POST comes from the page's own origin, as
+// net/http's CrossOriginProtection does, but refusing what carries no
+// origin at all: a Sec-Fetch-Site header must say same-origin; without
+// one (a browser from before 2023, curl), an Origin header must name the
+// Host the request was sent to. A page cannot forge either, so a form on
+// another site cannot make a browser repair. (The page's referrer policy,
+// no-referrer, makes a browser send Origin: null with its forms: its
+// Sec-Fetch-Site is what tells.)
 func sameOrigin(req *http.Request) error {
-	site, origin := req.Header.Get("Sec-Fetch-Site"), req.Header.Get("Origin")
-	if site == "" && origin == "" {
+	if site := req.Header.Get("Sec-Fetch-Site"); site != "" {
+		if site != "same-origin" {
+			return fmt.Errorf("cross-origin request (Sec-Fetch-Site: %.32q)", site)
+		}
+		return nil
+	}
+	origin := req.Header.Get("Origin")
+	if origin == "" {
 		return errors.New("neither Sec-Fetch-Site nor Origin: a repair must come from the page (or send Origin: http://HOST)")
 	}
-	if site != "" && site != "same-origin" {
-		return fmt.Errorf("cross-origin request (Sec-Fetch-Site: %.32q)", site)
-	}
-	if origin != "" {
-		u, err := url.Parse(origin)
-		if err != nil || u.Host == "" || u.Host != req.Host || u.Scheme != "http" && u.Scheme != "https" {
-			return fmt.Errorf("cross-origin request (Origin %.64q, Host %.64q)", origin, req.Host)
-		}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || u.Host != req.Host || u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("cross-origin request (Origin %.64q, Host %.64q)", origin, req.Host)
 	}
 	return nil
 }

@@ -96,9 +96,10 @@ func post(h http.Handler, target string, form url.Values, header map[string]stri
 	return rec
 }
 
-// sameSite is what a browser sends with a form posted by the page itself
-// (httptest.NewRequest's Host is example.com).
-var sameSite = map[string]string{"Origin": "http://example.com", "Sec-Fetch-Site": "same-origin"}
+// sameSite is what a browser sends with a form posted by the page itself:
+// the page's referrer policy (no-referrer) makes its Origin null, and
+// Sec-Fetch-Site says where the form came from.
+var sameSite = map[string]string{"Origin": "null", "Sec-Fetch-Site": "same-origin"}
 
 func serve(h http.Handler, method, target string) *httptest.ResponseRecorder {
 	rec := httptest.NewRecorder()
@@ -134,7 +135,7 @@ func TestStatusRepairRefusals(t *testing.T) {
 		"other origin":           {"Origin": "http://evil.example"},
 		"fetch metadata only":    {"Sec-Fetch-Site": "cross-site"},
 		"null origin":            {"Origin": "null"},
-		"origin disagrees":       {"Origin": "http://evil.example", "Sec-Fetch-Site": "same-origin"},
+		"no port":                {"Origin": "http://example.com:80"},
 		"neither header":         {},
 		"user-typed (not posts)": {"Sec-Fetch-Site": "none"},
 	} {
@@ -142,6 +143,8 @@ func TestStatusRepairRefusals(t *testing.T) {
 		assert.Equal(t, http.StatusForbidden, rec.Code, "%s: refused", name)
 		assert.Contains(t, rec.Body.String(), "repair refused", name)
 	}
+	rec = post(rq.h, "/?format=json", url.Values{"repair": {"nothing"}, "group": {"g"}}, map[string]string{"Origin": "http://example.com"})
+	assert.Equal(t, http.StatusBadRequest, rec.Code, "an Origin naming the Host passes without Sec-Fetch-Site (httptest.NewRequest's Host is example.com)")
 	rec = serve(rq.h, http.MethodPut, "/")
 	assert.Equal(t, http.StatusMethodNotAllowed, rec.Code)
 	assert.Equal(t, "GET, HEAD, POST", rec.Header().Get("Allow"))
