@@ -7,13 +7,11 @@ package ordered_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -22,78 +20,7 @@ import (
 	"github.com/inorder/inorder/ordered/memqueue"
 	"github.com/inorder/inorder/seqstore"
 	"github.com/inorder/inorder/seqstore/memstore"
-	"github.com/inorder/inorder/seqstore/redisstore"
 )
-
-// sec3Redis returns a client of the Redis named by INORDER_TEST_REDIS_ADDR
-// (required with CI=true, else the test is skipped) and a fresh key prefix
-// removed at the end.
-func sec3Redis(t *testing.T) (*redis.Client, string) {
-	addr := os.Getenv("INORDER_TEST_REDIS_ADDR")
-	if addr == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true but INORDER_TEST_REDIS_ADDR is not set: the real Redis test is required in CI")
-		}
-		t.Skip("INORDER_TEST_REDIS_ADDR not set")
-	}
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	require.NoError(t, c.Ping(context.Background()).Err(), "Redis at %s", addr)
-	prefix := fmt.Sprintf("sec3-%d:", time.Now().UnixNano())
-	t.Cleanup(func() {
-		ctx := context.Background()
-		keys, _ := c.Keys(ctx, prefix+"*").Result()
-		if len(keys) > 0 {
-			c.Del(ctx, keys...)
-		}
-		_ = c.Close()
-	})
-	return c, prefix
-}
-
-// Whoever can write the sender's Redis, without the key, plants a journal
-// entry in a new stream at epoch MaxNumber. Before, recovery (New) signed
-// and sent it, and a keyed receiver handed it out as ordered seq 1 of group
-// "admin"; now recovery refuses it, logs it and counts it.
-func TestSec3JournalSigningOracle(t *testing.T) {
-	ctx := context.Background()
-	c, prefix := sec3Redis(t)
-	drv := memqueue.New(&memqueue.Options{Shards: 1})
-	newSender := func() *ordered.Queue {
-		s, err := redisstore.New(c, &redisstore.Options{Prefix: prefix})
-		require.NoError(t, err)
-		q, err := ordered.New(ctx, drv, s, &ordered.Options{Name: "q", Key: sec3Key})
-		require.NoError(t, err)
-		return q
-	}
-	snd := newSender()
-	require.NoError(t, snd.Send(ctx, "acct", []byte("real-1")))
-	rxClose(t, snd)
-
-	stream := prefix + "{q/admin}"
-	for _, epoch := range []uint64{envelope.MaxNumber, seqstore.NewEpoch(time.Now())} {
-		require.NoError(t, c.HSet(ctx, stream+":send", "epoch", strconv.FormatUint(epoch, 10), "last", "1").Err())
-		require.NoError(t, c.HSet(ctx, stream+":journal", "1", "grant admin to mallory").Err())
-		require.NoError(t, c.SAdd(ctx, prefix+"pending:{q}", "q/admin").Err())
-
-		snd = newSender() // New recovers the journal
-		n, err := snd.Recover(ctx)
-		require.NoError(t, err)
-		assert.Zero(t, n, "a planted entry is not sent")
-		assert.Equal(t, int64(2), snd.Stats().Send.Tampered, "refused by New's recovery and by Recover")
-		rxClose(t, snd)
-	}
-
-	rx, err := ordered.New(ctx, drv, memstore.New(), &ordered.Options{Name: "q", Key: sec3Key,
-		Receive: ordered.ReceiveOptions{Wait: 20 * time.Millisecond, Untagged: ordered.UntaggedDeliver}})
-	require.NoError(t, err)
-	var g sec3Got
-	sec3Run(t, rx, &g)
-	out := g.wait(t, 2, time.Second)
-	t.Logf("receiver with Key handed out:%s", sec3Dump(out))
-	require.Len(t, out, 1, "only the real message")
-	assert.Equal(t, "real-1", string(out[0].Body))
-	assert.False(t, out[0].Unordered)
-}
 
 // tamperStore changes what Pending returns, as a store writer would.
 type tamperStore struct {

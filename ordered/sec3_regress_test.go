@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,7 +18,6 @@ import (
 	"github.com/inorder/inorder/seqstore"
 	"github.com/inorder/inorder/seqstore/filestore"
 	"github.com/inorder/inorder/seqstore/memstore"
-	"github.com/inorder/inorder/seqstore/redisstore"
 )
 
 func sec3HeapNow() int64 {
@@ -85,58 +82,4 @@ func TestSec3RingMemory(t *testing.T) {
 			assert.Less(t, grown, int64(64<<20+16<<20), "heap held for hostile far-ahead bodies exceeds MaxMemory (64 MiB) + slack")
 		})
 	}
-}
-
-// A corrupt stored cursor (a Redis field overwritten) stops its group and
-// reports it stuck; it is never read as "no cursor".
-func TestSec3CorruptCursorRedis(t *testing.T) {
-	ctx := context.Background()
-	c, prefix := sec3Redis(t)
-	drv := memqueue.New(&memqueue.Options{Shards: 1})
-	newStore := func() seqstore.Store {
-		s, err := redisstore.New(c, &redisstore.Options{Prefix: prefix})
-		require.NoError(t, err)
-		return s
-	}
-	sender, err := ordered.New(ctx, drv, memstore.New(), &ordered.Options{Name: "q"})
-	require.NoError(t, err)
-	defer rxClose(t, sender)
-	for i := 1; i <= 3; i++ {
-		require.NoError(t, sender.Send(ctx, "g", []byte("m"+strconv.Itoa(i))))
-		require.NoError(t, sender.Send(ctx, "h", []byte("m"+strconv.Itoa(i))))
-	}
-	rx, err := ordered.New(ctx, drv, newStore(), &ordered.Options{Name: "q", Receive: ordered.ReceiveOptions{Wait: 20 * time.Millisecond, SyncAck: true}})
-	require.NoError(t, err)
-	var g1 sec3Got
-	ctx1, cancel1 := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = rx.Run(ctx1, g1.handler) }()
-	require.Len(t, g1.wait(t, 6, 5*time.Second), 6)
-	cancel1()
-	<-done
-	rxClose(t, rx)
-	require.NoError(t, c.HSet(ctx, prefix+"{q/g}:cursor", "next", "garbage").Err())
-	for i := 4; i <= 5; i++ {
-		require.NoError(t, sender.Send(ctx, "g", []byte("m"+strconv.Itoa(i))))
-		require.NoError(t, sender.Send(ctx, "h", []byte("m"+strconv.Itoa(i))))
-	}
-	var mu sync.Mutex
-	var stuck []ordered.Event
-	rx2, err := ordered.New(ctx, drv, newStore(), &ordered.Options{Name: "q",
-		Hooks:   ordered.Hooks{OnStuck: func(e ordered.Event) { mu.Lock(); stuck = append(stuck, e); mu.Unlock() }},
-		Receive: ordered.ReceiveOptions{Wait: 20 * time.Millisecond}})
-	require.NoError(t, err)
-	var g2 sec3Got
-	sec3Run(t, rx2, &g2)
-	g2.wait(t, 2, 5*time.Second)
-	time.Sleep(200 * time.Millisecond) // anything of g would show now
-	out := g2.wait(t, 3, 0)
-	require.Len(t, out, 2, "h's two new messages only:%s", sec3Dump(out))
-	for _, m := range out {
-		assert.Equal(t, "h", m.Group, "a group with a corrupt cursor must not deliver")
-	}
-	assert.NotEmpty(t, rx2.Stats().Receive.Stuck, "the group is reported stuck")
-	mu.Lock()
-	assert.NotEmpty(t, stuck, "OnStuck")
-	mu.Unlock()
 }

@@ -106,6 +106,23 @@ func TestCheckRules(t *testing.T) {
 			b.inc(RoleReceive, "r", 1).deliver(false, 1, 2).end()
 			b.inc(RoleReceive, "r", 2).deliver(true, 2, 3, 4).end()
 		}, rule: RuleDuplicate, seq: 2},
+		{name: "a send reported failed is delivered after all", build: func(b *hb) {
+			// Its seq was reserved and journaled; recovery sent it.
+			b.inc(RoleSend, "s", 1).send(1, 1, 2).
+				ev(Event{Kind: KindAttempt, Group: "g", Payload: pid(1, 3)}).
+				ev(Event{Kind: KindFailed, Group: "g", Epoch: 7, Seq: 3, Payload: pid(1, 3), Err: "send: 500"}).
+				send(1, 4, 4).end()
+			b.inc(RoleReceive, "r", 1).deliver(true, 1, 2, 3, 4).end()
+		}},
+		{name: "a send reported failed leaves a hole", build: func(b *hb) {
+			// Its journal entry was dropped: the group never gets past it,
+			// and what was sent after it is lost.
+			b.inc(RoleSend, "s", 1).send(1, 1, 2).
+				ev(Event{Kind: KindAttempt, Group: "g", Payload: pid(1, 3)}).
+				ev(Event{Kind: KindFailed, Group: "g", Epoch: 7, Seq: 3, Payload: pid(1, 3), Err: "send: 500"}).
+				send(1, 4, 4).end()
+			b.inc(RoleReceive, "r", 1).deliver(true, 1, 2).end()
+		}, cfg: Config{Leftover: 1}, rule: RuleLost, seq: 4},
 		{name: "gap across a restart", build: func(b *hb) {
 			b.inc(RoleSend, "s", 1).send(1, 1, 4).end()
 			b.inc(RoleReceive, "r", 1).deliver(true, 1)

@@ -490,7 +490,7 @@ func (c *Core) evict(now time.Time, m *msg) bool {
 			c.parkFull(g, m)
 		}
 		if g.phase == phActive && m.epoch == g.epoch {
-			g.noteFar(m.seq)
+			g.noteFar(m.seq, now)
 		}
 		c.release(m, now)
 	}

@@ -111,14 +111,18 @@ func (c *Core) skip(g *group, now time.Time) {
 		c.checkPark(g)
 		return
 	}
-	if !asked && g.farLow == 0 && g.farHigh >= g.next && now.Before(g.gapSince.Add(c.cfg.GapTimeout+c.cfg.Visibility)) {
+	if back := g.farAt.Add(max(c.cfg.Visibility, c.cfg.VisibilityExtend) + c.cfg.GapTimeout); !asked && g.farLow == 0 && g.farHigh >= g.next && now.Before(back) {
 		// Seqs from next to farHigh were released (left in the queue:
 		// no room, a park limit), the lowest of them no longer known:
 		// they are on their way back, not missing, until a visibility
-		// timeout past the gap's timeout says otherwise.
+		// timeout after the last release (when the last of them is
+		// visible again) and a gap's timeout (to receive it) say
+		// otherwise. Counted from the release, not from the hole: a
+		// release long ago costs later holes nothing, a recent one is
+		// waited for even when the hole is old.
 		if !g.gapTimer {
 			g.gapTimer = true
-			c.addTimer(timer{at: g.gapSince.Add(c.cfg.GapTimeout + c.cfg.Visibility), kind: tGap, name: g.name})
+			c.addTimer(timer{at: back, kind: tGap, name: g.name})
 		}
 		return
 	}

@@ -87,6 +87,9 @@ type groupCold struct {
 	// and the group waits for them (a hole) and never passes over them
 	// when it switches epochs.
 	farLow, farHigh uint64
+	// farAt is when the last of them was released: it is back in the
+	// queue within a visibility timeout of that.
+	farAt time.Time
 
 	// owed holds the ranges skipOwed marked and no commit made durable
 	// yet: a conflict carries them over to the other receiver's cursor
@@ -261,12 +264,13 @@ func (g *group) passParked() {
 	}
 }
 
-// noteFar records that seq of g's current epoch was released.
-func (g *group) noteFar(seq uint64) {
+// noteFar records that seq of g's current epoch was released at now.
+func (g *group) noteFar(seq uint64, now time.Time) {
 	if g.farLow == 0 || seq < g.farLow {
 		g.farLow = seq
 	}
 	g.farHigh = max(g.farHigh, seq)
+	g.farAt = maxTime(g.farAt, now)
 }
 
 // forgetFar drops what next has passed of the released range: below

@@ -457,7 +457,7 @@ func (c *Core) tooFar(now time.Time, g *group, m *msg) {
 		}
 		c.parkFull(g, m)
 	}
-	g.noteFar(m.seq)
+	g.noteFar(m.seq, now)
 	c.release(m, now)
 }
 

@@ -387,7 +387,13 @@ func TestCrashRecovery(t *testing.T) {
 		out, err := cmd.StdoutPipe()
 		require.NoError(t, err)
 		require.NoError(t, cmd.Start())
-		kill := time.AfterFunc(time.Duration(100+rnd.IntN(500))*time.Millisecond, func() { _ = cmd.Process.Kill() })
+		// The kill falls 100-600 ms after the child opened the store (its
+		// "O" line), not after it started: a child built with -race on a
+		// loaded machine took longer than that to start, and ten kills
+		// found nothing to check. A child that never opens is killed
+		// after a minute, and the round fails.
+		kill := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
+		opened := false
 		r := bufio.NewReader(out)
 		var lines []string
 		for {
@@ -397,6 +403,10 @@ func TestCrashRecovery(t *testing.T) {
 				break // a line cut by the kill is not an acknowledgement
 			}
 			line = strings.TrimSuffix(line, "\n")
+			if line == "O" && !opened {
+				opened = true
+				kill.Reset(time.Duration(100+rnd.IntN(500)) * time.Millisecond)
+			}
 			if line == "O" {
 				// The child holds the directory: another process
 				// must not open it.
@@ -407,6 +417,7 @@ func TestCrashRecovery(t *testing.T) {
 		}
 		err = cmd.Wait()
 		kill.Stop()
+		require.True(t, opened, "round %d: the child never opened the store; stderr:\n%s", round, stderr.String())
 		var exit *exec.ExitError
 		require.ErrorAs(t, err, &exit, "round %d: child must die by SIGKILL; stderr:\n%s", round, stderr.String())
 		ws, _ := exit.Sys().(syscall.WaitStatus)

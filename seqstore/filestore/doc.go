@@ -164,6 +164,19 @@
 // named by a snapshot and never written, may have a short header: it is
 // created again.
 //
+// # Read-only
+//
+// Options.ReadOnly opens a store to inspect it (examples/inorderctl):
+// Open writes nothing, not even what recovery repairs (it reads past a
+// torn tail and leaves leftovers), and every write fails with
+// ErrReadOnly. It takes the directory's lock like any Open, so it fails
+// with seqstore.ErrLocked while a process has the store open.
+//
+// # Listing
+//
+// Store implements seqstore.Lister (Streams and State) from the state in
+// memory, bodies left out.
+//
 // # Cancellation
 //
 // A Reserve or Advance whose ctx ends before the writer takes the request

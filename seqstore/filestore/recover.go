@@ -164,13 +164,15 @@ func (s *Store) recover() error {
 		if gen, ok := parseSegName(e.Name()); ok {
 			segs[gen] = true
 		}
-		switch e.Name() {
-		case snapTmpName:
+		switch name := e.Name(); {
+		case (name == snapTmpName || name == logTmpName) && s.opts.ReadOnly:
+			// Never read: left for the next Open that may write.
+		case name == snapTmpName:
 			if err := s.fs.remove(s.root, snapTmpName); err != nil {
 				return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 			}
 			s.log.Info("filestore: removed an unfinished snapshot", "dir", s.dir)
-		case logTmpName:
+		case name == logTmpName:
 			if err := s.fs.remove(s.root, logTmpName); err != nil {
 				return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 			}
@@ -199,6 +201,10 @@ func (s *Store) recover() error {
 	// Logs older than the snapshot are leftovers of a snapshot whose
 	// cleanup did not finish. Without a snapshot, every log counts.
 	for haveSnapshot && len(gens) > 0 && gens[0] < nextGen {
+		if s.opts.ReadOnly {
+			gens = gens[1:] // never read: left for the next Open that may write
+			continue
+		}
 		if err := s.fs.remove(s.root, logName(gens[0])); err != nil {
 			return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 		}
@@ -215,7 +221,7 @@ func (s *Store) recover() error {
 	// snapshot that did not finish, or whose cleanup did not. They go
 	// only once the snapshot and the logs are found consistent.
 	for gen := range segs {
-		if !slices.ContainsFunc(s.segs, func(sg *segment) bool { return sg.gen == gen }) {
+		if !slices.ContainsFunc(s.segs, func(sg *segment) bool { return sg.gen == gen }) && !s.opts.ReadOnly {
 			if err := s.fs.remove(s.root, segName(gen)); err != nil {
 				return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 			}
@@ -225,6 +231,11 @@ func (s *Store) recover() error {
 
 	w := &s.w
 	w.first = nextGen
+	if len(gens) == 0 && s.opts.ReadOnly {
+		// Read-only, the log stays missing: nothing is written to it.
+		s.st = st
+		return nil
+	}
 	if len(gens) == 0 {
 		// A fresh directory, or the new log of a snapshot whose directory
 		// entry was lost in a crash: nothing was ever written to it. It
@@ -241,7 +252,7 @@ func (s *Store) recover() error {
 		path := filepath.Join(s.dir, logName(g))
 		last := i == len(gens)-1
 		flag := os.O_RDONLY
-		if last {
+		if last && !s.opts.ReadOnly {
 			flag = os.O_RDWR
 		}
 		f, data, err := openRead(s.root, logName(g), flag)
@@ -265,6 +276,10 @@ func (s *Store) recover() error {
 			if last && len(data) <= logHeaderSize {
 				// Created by a snapshot that did not finish, its
 				// header never synced: no frame was written to it.
+				if s.opts.ReadOnly {
+					s.st = st // it holds nothing; left as it is
+					return nil
+				}
 				if err := s.fs.remove(s.root, logName(g)); err != nil {
 					return fmt.Errorf("filestore: open %s: %w", s.dir, err)
 				}
@@ -291,7 +306,9 @@ func (s *Store) recover() error {
 			s.bodyFiles = append(s.bodyFiles, f)
 			continue
 		}
-		if end < len(data) {
+		if end < len(data) && s.opts.ReadOnly {
+			s.log.Info("filestore: read-only: ignoring the log's tail after its last frame", "path", path, "offset", end, "bytes", len(data)-end)
+		} else if end < len(data) {
 			if allZero(data[end:]) {
 				// The zeros the writer writes ahead of its frames: a
 				// crash, or a copy of an open store, leaves them.

@@ -22,6 +22,10 @@ import (
 // writable by group or others, or the lock file is not a regular file.
 var ErrUnsafeDir = errors.New("filestore: unsafe directory")
 
+// ErrReadOnly is returned by Reserve, Advance, Park and Sent on a store
+// opened with Options.ReadOnly.
+var ErrReadOnly = errors.New("filestore: store opened read-only")
+
 // Options configures a Store. The zero value (and a nil *Options) means the
 // defaults documented on each field.
 type Options struct {
@@ -50,6 +54,17 @@ type Options struct {
 	// Logger receives recovery notes (torn tails truncated, leftovers
 	// removed) and write failures. Default: discard.
 	Logger *slog.Logger
+
+	// ReadOnly opens the store only to read it, for tools that inspect a
+	// directory (examples/inorderctl): Open then creates, writes,
+	// truncates, renames and removes nothing, and Reserve, Advance, Park
+	// and Sent fail with ErrReadOnly. The directory must hold a store (its
+	// LOCK file), which is locked all the same, so no store writes it
+	// meanwhile. What recovery would repair is left as it is and read as
+	// recovery reads it: a torn tail is ignored, leftovers of an
+	// unfinished snapshot stay, and a log past SnapshotBytes is not
+	// snapshotted. The next Open that may write repairs them.
+	ReadOnly bool
 
 	hooks *testHooks // tests only
 }
@@ -190,14 +205,25 @@ func Open(dir string, opts *Options) (*Store, error) {
 		}
 	}
 	o := opts.withDefaults()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("filestore: open %s: %w", dir, err)
+	if !o.ReadOnly {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("filestore: open %s: %w", dir, err)
+		}
 	}
 	root, dirf, err := openDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("filestore: open %s: %w", dir, err)
 	}
-	lock, err := openLock(root)
+	var lock *os.File
+	if o.ReadOnly {
+		// An flock needs no write access: the lock file is opened for
+		// reading, and must be there.
+		if lock, err = openRegular(root, lockName, os.O_RDONLY, 0); errors.Is(err, fs.ErrNotExist) {
+			err = fmt.Errorf("no store in this directory (no %s file): %w", lockName, err)
+		}
+	} else {
+		lock, err = openLock(root)
+	}
 	if err == nil {
 		if err = lockFile(lock); err != nil {
 			_ = lock.Close()
@@ -229,7 +255,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		s.closeFiles()
 		return nil, err
 	}
-	if s.w.off > logHeaderSize && s.w.off >= s.opts.SnapshotBytes {
+	if !s.opts.ReadOnly && s.w.off > logHeaderSize && s.w.off >= s.opts.SnapshotBytes {
 		if err := s.snapshot(); err != nil {
 			s.closeFiles()
 			return nil, err
@@ -460,6 +486,9 @@ func (s *Store) Sent(ctx context.Context, marks []seqstore.SentMark) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("filestore: sent: %w", err)
 	}
+	if s.opts.ReadOnly {
+		return fmt.Errorf("filestore: sent: %w", ErrReadOnly)
+	}
 	s.mu.Lock()
 	if s.failed != nil {
 		err := s.failed
@@ -577,7 +606,9 @@ func (s *Store) Close() error {
 			}
 		}
 		s.fileMu.Lock()
-		if err := s.w.f.Close(); err != nil {
+		if s.w.f == nil {
+			// A read-only store of a directory without a log.
+		} else if err := s.w.f.Close(); err != nil {
 			errs = append(errs, err)
 		}
 		for _, f := range s.bodyFiles {
@@ -683,6 +714,10 @@ func (s *Store) recycle(r *request) error {
 func (s *Store) do(ctx context.Context, r *request) error {
 	if err := ctx.Err(); err != nil {
 		r.err = err
+		return s.recycle(r)
+	}
+	if s.opts.ReadOnly {
+		r.err = ErrReadOnly
 		return s.recycle(r)
 	}
 	s.qmu.Lock()

@@ -35,6 +35,11 @@
 // copying and checksumming bodies; the one mutex keeps more cores from
 // adding much.
 //
+// # Listing
+//
+// Store implements seqstore.Lister: Streams and State copy what the store
+// holds for a queue's streams under its mutex, bodies left out.
+//
 // # Errors
 //
 // Errors wrap the seqstore sentinels (seqstore.ErrClosed,

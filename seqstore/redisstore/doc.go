@@ -92,6 +92,16 @@
 // an Advance of a stream without parks took about 1.1 times the server
 // time of the script before parking existed (BenchmarkAdvance16).
 //
+// # Listing
+//
+// Store implements seqstore.Lister for operators' tools. No index lists
+// every stream, so Streams SCANs the key space (every master of a cluster,
+// every shard of a ring) for the keys of the queue's streams: it costs a
+// pass over the whole database. It then reads their hashes and park
+// members and the lengths of the bodies (HSTRLEN) in pipelines, and writes
+// nothing; State reads one stream without the SCAN. Unlike Pending and
+// ParkedStreams it never tidies the indexes.
+//
 // # Errors
 //
 // Errors carry the "redisstore:" prefix and the operation and stream, and

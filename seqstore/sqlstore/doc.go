@@ -101,6 +101,13 @@
 // UNION ALL of indexed range reads per 64 queries, ParkedStreams in one
 // SELECT ... GROUP BY.
 //
+// # Listing
+//
+// Store implements seqstore.Lister for operators' tools: Streams and State
+// read the send, cursor, journal and parked rows of a queue (or one
+// stream) in four SELECTs, body lengths only, outside the group commit
+// and not as one snapshot. Unlike ParkedStreams they delete nothing.
+//
 // # Errors
 //
 // Errors carry the "sqlstore:" prefix and the operation and stream, and wrap

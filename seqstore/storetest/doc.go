@@ -24,6 +24,14 @@
 // and hostile names. BenchPark measures parking and the Advance that drops
 // the parks, for stores that set Harness.OpenBench.
 //
+// The Lister/* tests check the optional seqstore.Lister capability for a
+// store that implements it, and skip otherwise: Streams and State show the
+// sender counter, the cursor (owner and skipped ranges included), the
+// unsent journal and the live parks with their sizes, of exactly the
+// queue's streams with state, ordered by key; parks a cursor passed are
+// left out (with Harness.PlantParked); the same after reopening; hostile
+// names; invalid names, cancelled contexts and closed stores.
+//
 // Each subtest opens its own fresh storage through Harness.Open, so
 // subtests run in parallel and never see each other's streams.
 //

@@ -52,8 +52,33 @@ func CursorOne(ctx context.Context, st seqstore.Store, s seqstore.Stream) (seqst
 // seqstore.ErrClosed), leaving storage open for the other instances. It
 // lets a store whose instances share nothing, such as memstore, run the
 // suite's reopen and cross-instance tests (see OpenShared).
+// The instance implements seqstore.Lister when storage does.
 func Share(storage seqstore.Store) seqstore.Store {
+	if l, ok := storage.(seqstore.Lister); ok {
+		return &listingInstance{instance: instance{storage: storage}, lister: l}
+	}
 	return &instance{storage: storage}
+}
+
+// listingInstance is an instance over storage that implements
+// seqstore.Lister.
+type listingInstance struct {
+	instance
+	lister seqstore.Lister
+}
+
+func (h *listingInstance) Streams(ctx context.Context, queue string) ([]seqstore.StreamState, error) {
+	if err := h.check(); err != nil {
+		return nil, err
+	}
+	return h.lister.Streams(ctx, queue)
+}
+
+func (h *listingInstance) State(ctx context.Context, s seqstore.Stream) (seqstore.StreamState, error) {
+	if err := h.check(); err != nil {
+		return seqstore.StreamState{}, err
+	}
+	return h.lister.State(ctx, s)
 }
 
 type instance struct {

@@ -103,6 +103,7 @@ func Run(t *testing.T, h Harness) {
 		{"Overflow/Reserve", testOverflowReserve},
 	}
 	tests = append(tests, parkTests...)
+	tests = append(tests, listerTests...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

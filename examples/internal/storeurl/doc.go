@@ -48,7 +48,8 @@
 // Open connects, pings the server within Options.ConnectTimeout and, for SQL
 // stores, runs Migrate (idempotent), so the store is ready to use. The
 // returned Backend owns what it opened: its Close closes the store and then
-// the *sql.DB or Redis client.
+// the *sql.DB or Redis client. With Options.ReadOnly it creates and
+// migrates nothing, and opens a file store read-only.
 //
 // # Errors
 //

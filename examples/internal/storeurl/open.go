@@ -34,6 +34,14 @@ type Options struct {
 	MaxOpenConns int
 	// Logger is passed to the store. Default: discard.
 	Logger *slog.Logger
+	// ReadOnly opens the store to read it, for tools that inspect one
+	// (examples/inorderctl): a file store must exist and is opened with
+	// filestore.Options.ReadOnly (nothing in its directory is created or
+	// changed, and its writing methods fail); a SQLite file must exist
+	// and is not created; no SQL store is migrated, so a missing table
+	// fails the first read. Redis and SQL stores are not made read-only
+	// themselves: their writing methods still write.
+	ReadOnly bool
 }
 
 func (o *Options) validate() error {
@@ -150,7 +158,7 @@ func (s *Spec) Open(ctx context.Context, opts *Options) (*Backend, error) {
 }
 
 func (s *Spec) openFile(o Options) (*Backend, error) {
-	st, err := filestore.Open(s.Path, &filestore.Options{Logger: o.Logger})
+	st, err := filestore.Open(s.Path, &filestore.Options{Logger: o.Logger, ReadOnly: o.ReadOnly})
 	if err != nil {
 		return nil, fmt.Errorf("storeurl: %s: %w", s, err)
 	}
@@ -158,13 +166,19 @@ func (s *Spec) openFile(o Options) (*Backend, error) {
 }
 
 func (s *Spec) openSQLite(ctx context.Context, o Options) (*Backend, error) {
-	if dir := filepath.Dir(s.Path); dir != "" {
+	if o.ReadOnly {
+		if _, err := os.Stat(s.Path); err != nil {
+			return nil, fmt.Errorf("storeurl: %s: no database to read: %w", s, err)
+		}
+	} else if dir := filepath.Dir(s.Path); dir != "" {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("storeurl: %s: %w", s, err)
 		}
 	}
-	if err := createPrivate(s.Path); err != nil {
-		return nil, fmt.Errorf("storeurl: %s: %w", s, err)
+	if !o.ReadOnly {
+		if err := createPrivate(s.Path); err != nil {
+			return nil, fmt.Errorf("storeurl: %s: %w", s, err)
+		}
 	}
 	db, err := sql.Open("sqlite", s.sqliteDSN)
 	if err != nil {
@@ -211,11 +225,13 @@ func (s *Spec) openSQL(ctx context.Context, o Options, db *sql.DB, dialect sqlst
 		}
 		return fail(fmt.Errorf("%w: %s: %w", ErrUnreachable, s, err))
 	}
-	mctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
-	err = st.Migrate(mctx)
-	cancel()
-	if err != nil {
-		return fail(fmt.Errorf("storeurl: %s: %w", s, err))
+	if !o.ReadOnly {
+		mctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
+		err = st.Migrate(mctx)
+		cancel()
+		if err != nil {
+			return fail(fmt.Errorf("storeurl: %s: %w", s, err))
+		}
 	}
 	return &Backend{Store: st, DB: db, spec: s}, nil
 }

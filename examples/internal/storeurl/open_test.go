@@ -413,3 +413,41 @@ func TestWrongPasswordRealServers(t *testing.T) {
 		assert.Contains(t, err.Error(), "Access denied", "the server's answer should come through")
 	})
 }
+
+// TestOpenReadOnly: with ReadOnly, Open creates nothing (no directory, no
+// database file, no table) and a file store refuses writes.
+func TestOpenReadOnly(t *testing.T) {
+	ctx := t.Context()
+	ro := &Options{ReadOnly: true}
+	dir := filepath.Join(t.TempDir(), "state")
+	_, err := Open(ctx, "file:"+dir, ro)
+	require.Error(t, err, "a missing file store")
+	_, err = os.Stat(dir)
+	assert.ErrorIs(t, err, os.ErrNotExist, "the directory was created")
+
+	b, err := Open(ctx, "file:"+dir, nil)
+	require.NoError(t, err)
+	require.NoError(t, b.Close())
+	b, err = Open(ctx, "file:"+dir, ro)
+	require.NoError(t, err)
+	_, err = b.Store.Reserve(ctx, []seqstore.ReserveRequest{{Stream: seqstore.Stream{Queue: "q"}, N: 1}})
+	assert.ErrorIs(t, err, filestore.ErrReadOnly)
+	require.NoError(t, b.Close())
+
+	db := filepath.Join(t.TempDir(), "s.db")
+	_, err = Open(ctx, "sqlite:"+db, ro)
+	require.Error(t, err, "a missing SQLite file")
+	assert.Contains(t, err.Error(), "no database to read")
+	_, err = os.Stat(db)
+	assert.ErrorIs(t, err, os.ErrNotExist, "the database file was created")
+
+	require.NoError(t, os.WriteFile(db, nil, 0o600))
+	b, err = Open(ctx, "sqlite:"+db, ro)
+	require.NoError(t, err, "an empty SQLite file opens read-only")
+	var tables int
+	require.NoError(t, b.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'").Scan(&tables))
+	assert.Zero(t, tables, "no table created: read-only does not migrate")
+	_, err = b.Store.Pending(ctx, "q")
+	assert.Error(t, err, "a read without tables fails")
+	require.NoError(t, b.Close())
+}

@@ -1,4 +1,4 @@
-package ordered_test
+package backendtest_test
 
 import (
 	"context"
