@@ -69,7 +69,10 @@ import (
 //	receipt-fresh         no request uses a handle older than one the Core was given by ChangeVisibility
 //	held-lapse            a message out or acknowledged and waiting for its commit keeps its visibility
 //	idle-reads            an idle receiver reads its store a bounded number of times
-//	dlq-justified         only poison, late and untagged messages are dead-lettered
+//	dlq-justified         only poison, late and untagged messages are dead-lettered (a poison message
+//	                      under PoisonBlock when the operator asked: DeadLetterHead)
+//	repair-durable        the operator's repairs (world_repair_test.go: SkipHole, StartAt, DeadLetterHead on
+//	                      the stuck groups the Core lists) resolve only once their effect is in the store
 //	no-spin, no-panic     a due deadline is acted on; no call panics
 //
 // A property's name carries, after a slash, the mechanism a violation was
@@ -152,12 +155,24 @@ type violationCounts struct {
 	// memOver: per case (floods aside), the most Stats().Memory went over
 	// MaxMemory.
 	memOver []int
+	// repairs: the operator's repairs (world_repair_test.go), by action and
+	// outcome ("refused", "done", "failed").
+	repairs map[string]int
 }
 
 func (v *violationCounts) reset() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.cases, v.n, v.first, v.memOver = 0, map[string]int{}, map[string]string{}, nil
+	v.cases, v.n, v.first, v.memOver, v.repairs = 0, map[string]int{}, map[string]string{}, nil, map[string]int{}
+}
+
+func (v *violationCounts) repaired(action, outcome string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.repairs == nil {
+		v.repairs = map[string]int{}
+	}
+	v.repairs[action+" "+outcome]++
 }
 
 func (v *violationCounts) add(prop, msg string) {
@@ -183,6 +198,9 @@ func (v *violationCounts) log(t *testing.T) {
 	if n := len(v.memOver); n > 0 {
 		slices.Sort(v.memOver)
 		t.Logf("memory over the budget, per case (floods aside): median %d, p99 %d, max %d bytes", v.memOver[n/2], v.memOver[n*99/100], v.memOver[n-1])
+	}
+	if len(v.repairs) > 0 {
+		t.Logf("the operator's repairs: %v", v.repairs)
 	}
 	for _, p := range props {
 		t.Logf("not enforced: %-18s broken in %d of %d cases (%s); first: %s", p, v.n[p], v.cases, worldKnownFailing[p], v.first[p])
@@ -306,6 +324,11 @@ type wm struct {
 	nacks      map[mkey]int // application nacks, this incarnation
 	lateRep    map[mkey]bool
 	broken     map[string]bool
+	repairDead map[mkey]bool // poison messages an operator asked to dead-letter (DeadLetterHead)
+
+	// the operator (world_repair_test.go)
+	repairRng *rand.Rand
+	repairs   map[recvcore.Ticket]wrepair // this incarnation's repairs waiting
 
 	// this incarnation
 	lastOrd   map[string]mkey
@@ -346,10 +369,13 @@ type freshGroup struct {
 }
 
 func newWorldModel(t *rapid.T) *wm {
+	seed := rapid.Uint64().Draw(t, "seed")
 	w := &wm{
 		t:          t,
 		now:        time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
-		rng:        rand.New(rand.NewPCG(rapid.Uint64().Draw(t, "seed"), 7)),
+		rng:        rand.New(rand.NewPCG(seed, 7)),
+		repairRng:  rand.New(rand.NewPCG(seed, 11)), // its own: the other draws stay as they were
+		repairDead: map[mkey]bool{},
 		q:          newMNSQueue(worldVisibility),
 		st:         newRefStore("q"),
 		holdLimit:  worldHoldLimit,
@@ -594,6 +620,7 @@ func (w *wm) start() {
 	w.delFail = map[string]bool{}
 	w.raced = map[string]string{}
 	w.lateCV = map[string]string{}
+	w.repairs = map[recvcore.Ticket]wrepair{}
 	w.logf("start life %d", w.life)
 }
 
@@ -718,6 +745,9 @@ func (w *wm) step() {
 		case w.chance(w.fCrash * 10):
 			w.closeDuringHandOut()
 		}
+	}
+	if worldRepairs && w.repairRng.IntN(40) == 0 {
+		w.repair()
 	}
 	w.collect()
 	w.checkStep()
@@ -894,6 +924,11 @@ func (w *wm) next() {
 
 // resolved handles a ticket's resolution.
 func (w *wm) resolved(res recvcore.Resolution) {
+	if r, ok := w.repairs[res.Ticket]; ok {
+		delete(w.repairs, res.Ticket)
+		w.repaired(r, res.Err)
+		return
+	}
 	if k, ok := w.syncWaits[res.Ticket]; ok {
 		delete(w.syncWaits, res.Ticket)
 		if res.Err == nil && !w.contested[k.group] {
@@ -1682,7 +1717,8 @@ func (w *wm) doDead(d recvcore.DeadLetter) {
 func (w *wm) deadLetter(b []byte) {
 	var k mkey
 	poison := func(k mkey) bool {
-		return w.cfg.Poison == recvcore.PoisonDeadLetter && (w.nacks[k] >= w.cfg.MaxAttempts || w.cfg.Mode == recvcore.AtMostOnce && w.nacks[k] > 0)
+		return w.cfg.Poison == recvcore.PoisonDeadLetter && (w.nacks[k] >= w.cfg.MaxAttempts || w.cfg.Mode == recvcore.AtMostOnce && w.nacks[k] > 0) ||
+			w.repairDead[k]
 	}
 	if id, ok := w.bodyIDs[string(b)]; ok {
 		k = mkey{id: id}
