@@ -171,5 +171,18 @@
 // a hole, a poison message, a conflict or a store error: since when, the
 // seq each waits on, the seqs it holds as ranges), and a chart of the
 // delivery rate; ?format=json serves the same data as JSON. It costs
-// nothing until it is requested.
+// nothing until it is requested. Made with StatusOptions.Repair, it also
+// offers the repairs below as buttons, posted from the page's own origin.
+//
+// # Repairing a stuck group
+//
+// A group stuck on something only a person can decide is moved on by
+// [Queue.DeadLetterHead] (a poison message, sent to the dead-letter queue
+// first), [Queue.SkipHole] (a hole, skipped as GapSkip skips one, recorded
+// in the cursor), [Queue.Reread] (a store error or a conflict: the cursor
+// read now) or [Queue.StartAt] (a group without a stored cursor, started
+// at a seq). Each is refused with [ErrNotStuck] unless the group is in the
+// state it needs, returns once its effect is durable, and is reported by
+// Hooks.OnRepair. None deletes a message that was not delivered without a
+// dead-letter copy first.
 package ordered

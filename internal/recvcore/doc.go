@@ -46,6 +46,10 @@
 //     gap.go: holes, skips and epoch switches; close.go: [Core.Close].
 //   - status.go: read-only queries for a status page ([Core.StuckStatus],
 //     [Core.GroupStatus]), bounded in cost, changing nothing.
+//   - repair.go: an operator's repairs of a stuck group
+//     ([Core.DeadLetterHead], [Core.SkipHole], [Core.Reread],
+//     [Core.StartAt]), events like the others, each going the way of the
+//     policy it stands in for.
 //
 // # Events and actions
 //
@@ -68,6 +72,10 @@
 //     [Core.Requeued]: outcomes.
 //   - [Core.Close]: shutdown; [Core.Flushed] says when nothing is left to
 //     write, delete, give back or send back.
+//   - [Core.DeadLetterHead], [Core.SkipHole], [Core.Reread],
+//     [Core.StartAt]: repairs, refused (ErrNotStuck) unless the group is in
+//     the state each needs; each returns a Ticket that a later Ready
+//     resolves once its effect is durable.
 //
 // # Guarantees
 //
