@@ -134,8 +134,11 @@ func (c *Core) becomeFailed(g *group, now time.Time, err error) {
 
 // becomeEvicted drops g from memory: its cursor is in the store.
 func (c *Core) becomeEvicted(g *group) {
-	for _, k := range [...]repairKind{repairSkip, repairDead, repairRead} {
-		c.endRepairs(g, k, fmt.Errorf("%w: dropped from memory", ErrNotStuck)) // (never: a repair keeps its group busy)
+	if g.repairing { // (never: a repair keeps its group from idling or being shed)
+		err := fmt.Errorf("%w: dropped from memory", ErrNotStuck)
+		for _, k := range [...]repairKind{repairSkip, repairDead, repairRead} {
+			c.endRepairs(g, k, err)
+		}
 	}
 	c.unlist(g)
 	c.become(g, phEvicted)

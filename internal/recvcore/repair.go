@@ -262,12 +262,18 @@ func (c *Core) hasRepair(g *group, kind repairKind) bool {
 
 // endRepairs resolves the repairs of kind waiting on g with err (nil: done).
 func (c *Core) endRepairs(g *group, kind repairKind, err error) {
+	if !g.repairing {
+		return // the common case, on every hand-out (clearGap): no closure
+	}
 	c.takeRepairs(g, kind, func(t Ticket) { c.resolve(t, err) })
 }
 
 // repairsDurable makes the repairs of kind waiting on g wait for the
 // durable cursor to reach target.
 func (c *Core) repairsDurable(g *group, kind repairKind, target seqstore.Cursor) {
+	if !g.repairing {
+		return
+	}
 	c.takeRepairs(g, kind, func(t Ticket) {
 		if behind(g.dur, target) {
 			g.tickets = append(g.tickets, syncWait{target: target, t: t})
