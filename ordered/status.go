@@ -53,12 +53,11 @@ import (
 // same-origin (browsers send it); without one, its Origin header must name
 // the Host the request was sent to (curl: -H "Origin: http://HOST", and a
 // proxy in front must pass Host through). Anything else is refused with
-// 403. A repair done
-// redirects (303) to the page of its group; a refused one answers 409
-// (ErrNotStuck, ErrNoDeadLetter), 400 (a bad field), 503 (closed), 504 (not
-// done within 30 seconds: it goes on) or 500 (it failed: the store's or the
-// dead-letter queue's error), with the reason as text, or as JSON with
-// format=json in the URL.
+// 403. A repair done redirects (303) to the page of its group; a refused
+// one answers 409 (ErrNotStuck, ErrNoDeadLetter), 400 (a bad field), 503
+// (closed), 504 (not done within 30 seconds: it goes on) or 500 (it
+// failed: the store's or the dead-letter queue's error), with the reason
+// as text, or as JSON with format=json in the URL.
 //
 // Serving the page costs the Queue nothing until it is requested: each
 // request takes the receiver's lock once, for a snapshot whose cost is
