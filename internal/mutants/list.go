@@ -855,4 +855,48 @@ var mutants = []mutant{
 		Run:  "^TestCrash$/^alo$",
 		Cost: 2 * time.Minute,
 	},
+	{
+		Name:   "send-failed-not-recorded",
+		Breaks: "a failed send of a group with another message in flight is not recorded as failed: Recover takes it for in flight and never sends it (blind round 2026-12-04, #12)",
+		Edits: []edit{{
+			File: "ordered/send.go",
+			Old:  `if s.durable && it.seq != 0 && errOf != nil && errOf(i) != nil && it.epoch == g.epoch {`,
+			New:  `if s.durable && it.seq != 0 && errOf != nil && errOf(i) != nil && it.epoch != g.epoch {`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestSendRecoverWhileGroupLive$",
+	},
+	{
+		Name:   "dead-letter-failure-taken-as-done",
+		Breaks: "a failed dead-letter send is reported as done: the poison message is deleted with no copy (blind round 2026-12-04, #13)",
+		Edits: []edit{{
+			File: "ordered/recv_io.go",
+			Old:  "\terr := sendTo(ctx, r.o.DeadLetter, a.Bodies)\n\tcancel()\n\tr.step(func(now time.Time) { r.core.DeadLettered(now, a.ID, perBody(err, len(a.Bodies))) })",
+			New:  "\t_ = sendTo(ctx, r.o.DeadLetter, a.Bodies)\n\tcancel()\n\tr.step(func(now time.Time) { r.core.DeadLettered(now, a.ID, perBody(nil, len(a.Bodies))) })",
+		}},
+		Pkg: "./ordered",
+		Run: "^TestPoisonDeadLetterWaitsForTheCopy$",
+	},
+	{
+		Name:   "maxhold-at-service-limit",
+		Breaks: "MaxHold of exactly the service's 30 minutes is accepted (blind round 2026-12-04, #16)",
+		Edits: []edit{{
+			File: "ordered/receive_options.go",
+			Old:  `case o.MaxHold < -1 || o.MaxHold >= 30*time.Minute:`,
+			New:  `case o.MaxHold < -1 || o.MaxHold > 30*time.Minute:`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestReceiveOptionsValidate$",
+	},
+	{
+		Name:   "send-batch-overshoots-inflight",
+		Breaks: "a batch is admitted while any in-flight room is left: MaxInFlight is overshot by up to a batch (blind round 2026-12-04, #17)",
+		Edits: []edit{{
+			File: "ordered/send.go",
+			Old:  `return s.inflight == 0 || s.inflight+n <= s.opts.MaxInFlight && s.inflightBytes+size <= s.opts.MaxInFlightBytes`,
+			New:  `return s.inflight == 0 || s.inflight < s.opts.MaxInFlight && s.inflightBytes+size <= s.opts.MaxInFlightBytes`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestSendAdmissionFirstComeFirstServed$",
+	},
 }
