@@ -379,12 +379,14 @@ func (w *watcher) summary(got, n int) {
 		n    int64
 	}{
 		{"duplicates", st.Duplicates}, {"redelivered", st.Redelivered}, {"late", st.Late}, {"untagged", st.Untagged},
-		{"gaps", st.Gaps}, {"skipped", st.Skipped}, {"conflicts", st.Conflicts}, {"held", int64(st.Buffered)},
-		{"stuck groups", int64(len(st.Stuck))},
+		{"gaps", st.Gaps}, {"skipped", st.Skipped}, {"conflicts", st.Conflicts}, {"stuck groups", int64(len(st.Stuck))},
 	} {
 		if c.n > 0 {
 			fmt.Fprintf(&b, ", %s %d", c.name, c.n)
 		}
+	}
+	if got < n && st.Buffered > 0 {
+		fmt.Fprintf(&b, ", held waiting for their turn %d", st.Buffered)
 	}
 	w.printf("%s", b.String())
 }

@@ -62,6 +62,8 @@ type Meter struct {
 	start time.Time
 	stop  chan struct{}
 	done  chan struct{}
+	// terminal is IsTerminal (tests replace it).
+	terminal func(io.Writer) bool
 
 	mu      sync.Mutex // guards w's writes and the fields below
 	shown   int        // width of the line on screen (0: none)
@@ -83,7 +85,7 @@ func start(w io.Writer, opts Options, terminal bool) *Meter {
 	if !terminal || opts.Count == nil {
 		return nil
 	}
-	m := &Meter{w: w, opts: opts, start: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
+	m := &Meter{w: w, opts: opts, start: time.Now(), stop: make(chan struct{}), done: make(chan struct{}), terminal: IsTerminal}
 	go m.loop()
 	return m
 }
@@ -217,9 +219,11 @@ func (m *Meter) Stop() {
 }
 
 // Wrap returns a writer that writes to w after erasing the progress line,
-// one write at a time with the line's drawing. On a nil Meter it returns w.
+// one write at a time with the line's drawing. When w is not a terminal
+// (stdout sent to a file while the line is drawn on stderr), or on a nil
+// Meter, it returns w: nothing of w's can land in the line.
 func (m *Meter) Wrap(w io.Writer) io.Writer {
-	if m == nil {
+	if m == nil || !m.terminal(w) {
 		return w
 	}
 	return &wrapped{m: m, w: w}

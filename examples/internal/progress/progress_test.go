@@ -1,6 +1,7 @@
 package progress
 
 import (
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -76,6 +77,9 @@ func TestDrawOnTerminal(t *testing.T) {
 	var n atomic.Int64
 	m := start(&screen, Options{Label: "receive", Unit: "messages", Total: 20, Count: n.Load}, true)
 	require.NotNil(t, m)
+	m.terminal = func(w io.Writer) bool { return w == &screen }
+	var file strings.Builder
+	assert.Same(t, &file, m.Wrap(&file).(*strings.Builder), "output that does not go to the terminal is not wrapped")
 	n.Store(5)
 	require.Eventually(t, func() bool { return strings.Contains(screen.String(), "\rreceive: 5/20 messages (25%)") },
 		5*time.Second, 10*time.Millisecond, "the line is drawn: %q", screen.String())
