@@ -230,8 +230,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	// the terminal: they go through the meter, which erases its line first.
 	var got atomic.Int64
 	var started atomic.Pointer[ordered.Queue]
-	meter := progress.Start(stderr, progress.Options{Label: "receive", Unit: "messages", Total: int64(c.n), Count: got.Load,
-		Note: func() string { return progressNote(started.Load()) }})
+	meter := progress.Start(stderr, progress.Options{Label: "receive", Unit: "messages",
+		Count: func() (int64, int64) { return got.Load(), int64(c.n) },
+		Note:  func() string { return progressNote(started.Load()) }})
 	defer meter.Stop()
 	stdout, stderr = meter.Wrap(stdout), meter.Wrap(stderr)
 

@@ -214,8 +214,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	meter := progress.Start(stderr, progress.Options{Label: "send", Unit: "messages", Total: int64(c.n),
-		Count: func() int64 { return q.Stats().Send.Sent }})
+	meter := progress.Start(stderr, progress.Options{Label: "send", Unit: "messages",
+		Count: func() (int64, int64) { return q.Stats().Send.Sent, int64(c.n) }})
 	defer meter.Stop()
 	stdout = meter.Wrap(stdout)
 	// SendAsync admits the messages in order and keeps several requests in

@@ -44,11 +44,11 @@ type Options struct {
 	Label string
 	// Unit names what is counted ("messages").
 	Unit string
-	// Total is the count that means done; 0: unknown (no ETA).
-	Total int64
-	// Count returns the count so far. It is called from the Meter's own
-	// goroutine and must be safe for concurrent use.
-	Count func() int64
+	// Count returns the count so far and the count that means done (0:
+	// unknown, no ETA; both 0: nothing counted, only the time is shown).
+	// It is called from the Meter's own goroutine and must be safe for
+	// concurrent use.
+	Count func() (n, total int64)
 	// Note, if set, returns a short text appended to the line.
 	Note func() string
 }
@@ -106,7 +106,7 @@ func (m *Meter) loop() {
 
 // draw writes the line for now, over the previous one.
 func (m *Meter) draw(now time.Time) {
-	n := m.opts.Count()
+	n, total := m.opts.Count()
 	note := ""
 	if m.opts.Note != nil {
 		note = m.opts.Note()
@@ -121,7 +121,7 @@ func (m *Meter) draw(now time.Time) {
 	if len(m.samples) > 1 && now.Sub(m.start) > rateWindow {
 		first = m.samples[0]
 	}
-	line := Format(m.opts, n, now.Sub(m.start), rate(first, sample{now, n}), note)
+	line := Format(m.opts, n, total, now.Sub(m.start), rate(first, sample{now, n}), note)
 	pad := ""
 	if w := len(line); w < m.shown {
 		pad = strings.Repeat(" ", m.shown-w)
@@ -140,7 +140,7 @@ func rate(a, b sample) float64 {
 
 // Format is one progress line: "send: 1200/5000 messages (24%), 830/s,
 // 4.6s left, 1.4s", the note after the elapsed time.
-func Format(o Options, n int64, elapsed time.Duration, perSec float64, note string) string {
+func Format(o Options, n, total int64, elapsed time.Duration, perSec float64, note string) string {
 	var b strings.Builder
 	if o.Label != "" {
 		b.WriteString(o.Label + ": ")
@@ -149,21 +149,19 @@ func Format(o Options, n int64, elapsed time.Duration, perSec float64, note stri
 	if o.Unit != "" {
 		unit = " " + o.Unit
 	}
-	if o.Total > 0 {
-		fmt.Fprintf(&b, "%d/%d%s (%d%%)", n, o.Total, unit, n*100/o.Total)
-	} else {
-		fmt.Fprintf(&b, "%d%s", n, unit)
-	}
-	fmt.Fprintf(&b, ", %s/s", formatRate(perSec))
-	if o.Total > 0 && n < o.Total {
-		if perSec > 0 {
-			left := time.Duration(float64(o.Total-n) / perSec * float64(time.Second))
-			fmt.Fprintf(&b, ", %s left", formatDuration(left))
-		} else {
-			b.WriteString(", -- left")
+	switch {
+	case total > 0:
+		fmt.Fprintf(&b, "%d/%d%s (%d%%), %s/s, ", n, total, unit, n*100/total, formatRate(perSec))
+		if n < total && perSec > 0 {
+			left := time.Duration(float64(total-n) / perSec * float64(time.Second))
+			fmt.Fprintf(&b, "%s left, ", formatDuration(left))
+		} else if n < total {
+			b.WriteString("-- left, ")
 		}
+	case n > 0:
+		fmt.Fprintf(&b, "%d%s, %s/s, ", n, unit, formatRate(perSec))
 	}
-	fmt.Fprintf(&b, ", %s", formatDuration(elapsed))
+	b.WriteString(formatDuration(elapsed))
 	if note != "" {
 		b.WriteString(", " + note)
 	}

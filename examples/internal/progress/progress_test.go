@@ -19,15 +19,17 @@ func TestMain(m *testing.M) {
 }
 
 func TestFormat(t *testing.T) {
-	o := Options{Label: "send", Unit: "messages", Total: 5000}
+	o := Options{Label: "send", Unit: "messages"}
 	assert.Equal(t, "send: 1200/5000 messages (24%), 830/s, 4.6s left, 1.4s",
-		Format(o, 1200, 1400*time.Millisecond, 830, ""))
+		Format(o, 1200, 5000, 1400*time.Millisecond, 830, ""))
 	assert.Equal(t, "send: 0/5000 messages (0%), 0.00/s, -- left, 0.2s, connecting",
-		Format(o, 0, 200*time.Millisecond, 0, "connecting"), "no rate yet: no ETA")
+		Format(o, 0, 5000, 200*time.Millisecond, 0, "connecting"), "no rate yet: no ETA")
 	assert.Equal(t, "send: 5000/5000 messages (100%), 12.5/s, 6m40s",
-		Format(o, 5000, 400*time.Second, 12.5, ""), "done: no time left shown")
-	assert.Equal(t, "bench: 7 rows, 0.50/s, 14.0s", Format(Options{Label: "bench", Unit: "rows"}, 7, 14*time.Second, 0.5, ""),
+		Format(o, 5000, 5000, 400*time.Second, 12.5, ""), "done: no time left shown")
+	assert.Equal(t, "bench: 7 rows, 0.50/s, 14.0s", Format(Options{Label: "bench", Unit: "rows"}, 7, 0, 14*time.Second, 0.5, ""),
 		"unknown total: no percentage, no ETA")
+	assert.Equal(t, "bench: 3.0s", Format(Options{Label: "bench", Unit: "rows"}, 0, 0, 3*time.Second, 0, ""),
+		"nothing counted: the time alone")
 }
 
 // TestNotATerminal: on a buffer, a file or a pipe, nothing is drawn and
@@ -35,7 +37,7 @@ func TestFormat(t *testing.T) {
 func TestNotATerminal(t *testing.T) {
 	var b strings.Builder
 	assert.False(t, IsTerminal(&b))
-	m := Start(&b, Options{Label: "x", Total: 10, Count: func() int64 { return 3 }})
+	m := Start(&b, Options{Label: "x", Count: func() (int64, int64) { return 3, 10 }})
 	assert.Nil(t, m, "no Meter off a terminal")
 	assert.Same(t, &b, m.Wrap(&b).(*strings.Builder))
 	m.Stop() // a nil Meter stops quietly
@@ -75,7 +77,7 @@ func (s *syncBuffer) String() string {
 func TestDrawOnTerminal(t *testing.T) {
 	var screen syncBuffer
 	var n atomic.Int64
-	m := start(&screen, Options{Label: "receive", Unit: "messages", Total: 20, Count: n.Load}, true)
+	m := start(&screen, Options{Label: "receive", Unit: "messages", Count: func() (int64, int64) { return n.Load(), 20 }}, true)
 	require.NotNil(t, m)
 	m.terminal = func(w io.Writer) bool { return w == &screen }
 	var file strings.Builder
