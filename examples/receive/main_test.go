@@ -316,11 +316,14 @@ func TestLostStore(t *testing.T) {
 	stdout.Reset()
 	stderr.Reset()
 	start := time.Now()
+	seen := &timedWriter{w: &stderr, want: "restart with -lowest", start: start}
 	code := command(t.Context(), []string{"-queue", "lost", "-store", filepath.Join(dir, "lost"), "-gap-timeout", "1s", "-timeout", "4s"},
-		&stdout, &stderr)
+		&stdout, seen)
 	assert.Equal(t, 1, code, "receive gives up after -timeout")
 	assert.Less(t, time.Since(start), 9*time.Second)
 	text := stderr.String()
+	require.NotZero(t, seen.at, "the stuck line; stderr:\n%s", text)
+	assert.Less(t, seen.at, 3500*time.Millisecond, "the stuck line comes within seconds (-gap-timeout 1s), while receive waits")
 	assert.Empty(t, stdout.String(), "nothing is handed out: seq 1 is missing")
 	lines := stuckLine.FindAllStringIndex(text, -1)
 	require.GreaterOrEqual(t, len(lines), 2, "the stuck line, while waiting and in the summary; stderr:\n%s", text)
@@ -345,6 +348,7 @@ func TestLostStore(t *testing.T) {
 	}
 	want.WriteString("Finish receive 19 messages\n")
 	assert.Equal(t, want.String(), stdout.String())
+	assert.Contains(t, stderr.String(), `receive: group "": passed over seqs 1, started at seq 2, the lowest present (-lowest)`)
 }
 
 // TestDescribe: each cause of a stuck group gets its line, with what
@@ -475,4 +479,20 @@ func TestCommandLine(t *testing.T) {
 	assert.Contains(t, stderr.String(), "connection refused")
 	assert.Contains(t, stderr.String(), "receive: nothing listens at "+addr+": start the MNS emulator there with `go run ./examples/mns-emulator -addr "+addr+"`",
 		"the hint, with the emulator's key taken for a loopback endpoint; stderr:\n%s", stderr.String())
+}
+
+// timedWriter writes to w and notes when want was first written, after
+// start.
+type timedWriter struct {
+	w     io.Writer
+	want  string
+	start time.Time
+	at    time.Duration
+}
+
+func (t *timedWriter) Write(p []byte) (int, error) {
+	if t.at == 0 && strings.Contains(string(p), t.want) {
+		t.at = time.Since(t.start)
+	}
+	return t.w.Write(p)
 }

@@ -53,6 +53,7 @@ type watcher struct {
 	begun  time.Time
 	cancel context.CancelFunc
 	done   chan struct{}
+	wake   chan struct{} // OnGap and OnStuck: look now
 
 	mu      sync.Mutex // guards the hooks' events
 	events  []string
@@ -74,18 +75,34 @@ type stuckKey struct {
 }
 
 func newWatcher(c config, store seqstore.Store, visibility time.Duration, out io.Writer) *watcher {
-	w := &watcher{c: c, store: store, visibility: visibility, out: out, told: map[string]stuckKey{}, streams: "default"}
+	w := &watcher{c: c, store: store, visibility: visibility, out: out, told: map[string]stuckKey{}, streams: "default",
+		wake: make(chan struct{}, 1)}
 	w.counts = func(ctx context.Context) (queueCounts, error) { return readCounts(ctx, c) }
 	return w
 }
 
-// hooks are the Queue's hooks: they queue a line for the watcher to print
-// (hooks run on the receiver's goroutine and must not wait for output).
+// hooks are the Queue's hooks: they queue a line for the watcher to print,
+// or wake it when a group got stuck (hooks run on the receiver's goroutine
+// and must not wait for output).
 func (w *watcher) hooks() ordered.Hooks {
+	wake := func(ordered.Event) {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
 	return ordered.Hooks{
+		OnGap:   wake,
+		OnStuck: wake,
 		OnSkip: func(e ordered.Event) {
-			w.event("group %q: skipped seqs %s, missing for %v (-gap-skip); a copy that comes later is printed as unordered",
-				e.Group, seqRange(e.Seq, e.Last), e.Age.Round(time.Second))
+			why := fmt.Sprintf("missing for %v", e.Age.Round(time.Second))
+			switch {
+			case w.c.lowest && e.Seq == 1:
+				why = fmt.Sprintf("started at seq %d, the lowest present (-lowest)", e.Last+1)
+			case w.c.gapSkip:
+				why += " (-gap-skip)"
+			}
+			w.event("group %q: passed over seqs %s, %s; a copy that comes later is printed as unordered", e.Group, seqRange(e.Seq, e.Last), why)
 		},
 		OnConflict: func(e ordered.Event) {
 			if errors.Is(e.Err, ordered.ErrStoreLost) {
@@ -148,17 +165,18 @@ func (w *watcher) start(ctx context.Context, q *ordered.Queue) {
 				return
 			case now := <-t.C:
 				w.look(ctx, now)
+			case <-w.wake:
+				w.look(ctx, time.Now())
 			}
 		}
 	}()
 }
 
-// stop ends the watcher's goroutine, prints the events not told yet, and
-// keeps the last stats for the summary.
+// stop ends the watcher's goroutine and keeps the last stats for the
+// summary.
 func (w *watcher) stop() {
 	w.cancel()
 	<-w.done
-	w.printEvents()
 	w.final = w.q.Stats().Receive
 	if len(w.final.Stuck) > 0 {
 		w.finalStat = w.stuckStatus()
@@ -364,9 +382,11 @@ func (w *watcher) cursor(ctx context.Context, group string) (seqstore.Cursor, er
 	return cur[0], nil
 }
 
-// summary prints the run's last lines: the groups still stuck, then one
-// line of counts.
+// summary prints the run's last lines: the events not told yet (called
+// after Queue.Close, which waits for the hooks, it has them all), the
+// groups still stuck, then one line of counts.
 func (w *watcher) summary(got, n int) {
+	w.printEvents()
 	st := w.final
 	if len(st.Stuck) > 0 {
 		w.printStuck(context.Background(), w.finalStat, st.Stuck)
