@@ -423,7 +423,8 @@ func TestInvisibleMessages(t *testing.T) {
 	code := command(t.Context(), []string{"-queue", "held", "-store", t.TempDir(), "-timeout", "4s"}, &stdout, &stderr)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr.String(), "receive: nothing has arrived in 3s: queue held holds 5 messages invisible (0 visible, 0 delayed): "+
-		"taken by an earlier receiver that did not delete them (killed, or still running). They come back at most 30s after it took them",
+		"taken by an earlier receiver that did not delete them (killed, or still running). They come back at most 30s after it took them "+
+		"(the queue's visibility timeout)\n",
 		"stderr:\n%s", stderr.String())
 	assert.Contains(t, stderr.String(), "receive: 0 of 20 messages from queue held in ")
 }

@@ -53,7 +53,8 @@ type watcher struct {
 	begun  time.Time
 	cancel context.CancelFunc
 	done   chan struct{}
-	wake   chan struct{} // OnGap and OnStuck: look now
+
+	wake chan struct{} // OnGap and OnStuck: look now
 
 	mu      sync.Mutex // guards the hooks' events
 	events  []string
@@ -257,9 +258,12 @@ func (w *watcher) explainQuiet(ctx context.Context) {
 		w.printf("nothing has arrived in %v from queue %s (its counts are unknown: %v); messages an earlier receiver took "+
 			"and did not delete stay invisible until %s, ends", quietAfter, w.c.queue, err, vis)
 	case n.inactive > 0:
+		back := "when " + vis + " ends"
+		if w.visibility > 0 {
+			back = fmt.Sprintf("at most %v after it took them (the queue's visibility timeout)", w.visibility)
+		}
 		w.printf("nothing has arrived in %v: queue %s holds %d messages invisible (%d visible, %d delayed): taken by an earlier "+
-			"receiver that did not delete them (killed, or still running). They come back at most %v after it took them (%s)",
-			quietAfter, w.c.queue, n.inactive, n.active, n.delayed, w.visibility, vis)
+			"receiver that did not delete them (killed, or still running). They come back %s", quietAfter, w.c.queue, n.inactive, n.active, n.delayed, back)
 	case n.delayed > 0:
 		w.printf("nothing has arrived in %v: queue %s holds %d delayed messages (sent with a delay), %d visible", quietAfter, w.c.queue, n.delayed, n.active)
 	case n.active == 0:
