@@ -425,6 +425,21 @@ var mutants = []mutant{
 		Run: "^TestNonRegularFiles$/_as_(only_log|older_log|snapshot)$",
 	},
 	{
+		Name:   "cursors-not-durable",
+		Breaks: "filestore Cursors does not wait for the fsync of a frame being written: it returns a cursor a crash can take away (blind round 2026-12-04 #19)",
+		Edits: []edit{{
+			File: "seqstore/filestore/store.go",
+			Old: `	if err := s.awaitDurable(ctx, wait); err != nil {
+		return nil, fmt.Errorf("filestore: cursors: %w", err)
+	}
+`,
+			New: `	_ = wait
+`,
+		}},
+		Pkg: "./seqstore/filestore",
+		Run: "^TestCursorsWaitForFsync$",
+	},
+	{
 		Name:   "lua-cas",
 		Breaks: "redisstore's advance script applies every move without comparing the stored cursor with From",
 		Edits: []edit{{
