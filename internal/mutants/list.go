@@ -478,6 +478,19 @@ var mutants = []mutant{
 		Needs: []string{"INORDER_TEST_POSTGRES_DSN"},
 	},
 	{
+		Name:   "sql-rerun-unknown-commit",
+		Breaks: "sqlstore re-runs one by one the calls of a group transaction whose COMMIT failed with an unknown outcome: a reservation that committed is applied twice (blind round 2026-12-04 #24)",
+		Edits: []edit{{
+			File: "seqstore/sqlstore/batch.go",
+			Old: `	err, unknown := s.runTx(ops)
+	if err != nil && !unknown && len(ops) > 1 {`,
+			New: `	err, _ := s.runTx(ops)
+	if err != nil && len(ops) > 1 {`,
+		}},
+		Pkg: "./seqstore/sqlstore",
+		Run: "^TestGroupCommitUnknownOutcomeNotRerun$",
+	},
+	{
 		Name:   "bench-best-of-rounds",
 		Breaks: "examples/bench -count keeps each row's fastest run and divides the rows shown: a ratio can mix two rounds",
 		Edits: []edit{{
