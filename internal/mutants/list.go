@@ -425,6 +425,21 @@ var mutants = []mutant{
 		Run: "^TestNonRegularFiles$/_as_(only_log|older_log|snapshot)$",
 	},
 	{
+		Name:   "cursors-not-durable",
+		Breaks: "filestore Cursors does not wait for the fsync of a frame being written: it returns a cursor a crash can take away (blind round 2026-12-04 #19)",
+		Edits: []edit{{
+			File: "seqstore/filestore/store.go",
+			Old: `	if err := s.awaitDurable(ctx, wait); err != nil {
+		return nil, fmt.Errorf("filestore: cursors: %w", err)
+	}
+`,
+			New: `	_ = wait
+`,
+		}},
+		Pkg: "./seqstore/filestore",
+		Run: "^TestCursorsWaitForFsync$",
+	},
+	{
 		Name:   "lua-cas",
 		Breaks: "redisstore's advance script applies every move without comparing the stored cursor with From",
 		Edits: []edit{{
@@ -461,6 +476,19 @@ var mutants = []mutant{
 		Pkg:   "./seqstore/sqlstore",
 		Run:   "^TestAdvanceCASWaitsForRowLock$/^postgres$",
 		Needs: []string{"INORDER_TEST_POSTGRES_DSN"},
+	},
+	{
+		Name:   "sql-rerun-unknown-commit",
+		Breaks: "sqlstore re-runs one by one the calls of a group transaction whose COMMIT failed with an unknown outcome: a reservation that committed is applied twice (blind round 2026-12-04 #24)",
+		Edits: []edit{{
+			File: "seqstore/sqlstore/batch.go",
+			Old: `	err, unknown := s.runTx(ops)
+	if err != nil && !unknown && len(ops) > 1 {`,
+			New: `	err, _ := s.runTx(ops)
+	if err != nil && len(ops) > 1 {`,
+		}},
+		Pkg: "./seqstore/sqlstore",
+		Run: "^TestGroupCommitUnknownOutcomeNotRerun$",
 	},
 	{
 		Name:   "bench-best-of-rounds",
