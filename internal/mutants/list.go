@@ -927,4 +927,71 @@ var mutants = []mutant{
 		Pkg: "./ordered",
 		Run: "^TestSendAdmissionFirstComeFirstServed$",
 	},
+	{
+		Name:   "poison-one-attempt-late",
+		Breaks: "PoisonDeadLetter dead-letters after MaxAttempts+1 failures, not MaxAttempts (blind round 2026-12-04, #3, caught)",
+		Edits: []edit{{
+			File: "internal/recvcore/deliver.go",
+			Old:  `case int(m.attempt) >= c.cfg.MaxAttempts && c.cfg.Poison == PoisonDeadLetter:`,
+			New:  `case int(m.attempt) > c.cfg.MaxAttempts && c.cfg.Poison == PoisonDeadLetter:`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestRev3_DeadLetterAfterRecycleSettlesAnotherMessage$",
+	},
+	{
+		Name:   "redis-drop-at-cursor",
+		Breaks: "redisstore's advance drops the parked entry at the new cursor too: the next message is lost (blind round 2026-12-04, #21, caught)",
+		Edits: []edit{{
+			File: "seqstore/redisstore/scripts.go",
+			Old:  `local bound = '(' .. member(epoch, next)`,
+			New:  `local bound = '[' .. member(epoch, next)`,
+		}},
+		Pkg: "./seqstore/redisstore",
+		Run: "^TestAttack21DropRace$",
+	},
+	{
+		Name:   "sql-drop-at-cursor",
+		Breaks: "sqlstore's advance deletes the parked row at the new cursor too: the next message is lost (blind round 2026-12-04, #23, caught)",
+		Edits: []edit{{
+			File: "seqstore/sqlstore/apply.go",
+			Old:  `const passedCond = "queue = ? AND grp = ? AND (epoch < ? OR epoch = ? AND seq < ?)"`,
+			New:  `const passedCond = "queue = ? AND grp = ? AND (epoch < ? OR epoch = ? AND seq <= ?)"`,
+		}},
+		Pkg: "./seqstore/sqlstore",
+		Run: "^TestAttack21DropRace$",
+	},
+	{
+		Name:   "mns-next-visible-seconds",
+		Breaks: "mnsqueue reads NextVisibleTime in seconds, not milliseconds: receipts look valid for millennia and visibility is never kept alive in time (blind round 2026-12-04, #26, caught)",
+		Edits: []edit{{
+			File: "ordered/mnsqueue/mnsqueue.go",
+			Old:  `NextVisible:  time.UnixMilli(m.NextVisibleTime),`,
+			New:  `NextVisible:  time.Unix(m.NextVisibleTime, 0),`,
+		}},
+		Pkg: "./ordered/mnsqueue",
+		Run: "^TestReceiveFields$",
+	},
+	{
+		Name:   "emulator-receipt-not-rotated",
+		Breaks: "the emulator's ChangeMessageVisibility keeps the old receipt valid, unlike the service: the emulator would hide a receiver that ignores the new one (blind round 2026-12-04, #28, caught)",
+		Edits: []edit{{
+			File: "ordered/mnsqueue/mnstest/queue.go",
+			Old:  "\tm.gen++\n\tm.visible = now + vt*second\n",
+			New:  "\tm.visible = now + vt*second\n",
+		}},
+		Pkg:  "./ordered/mnsqueue/mnstest",
+		Run:  "^TestQueueModel$",
+		Cost: time.Minute,
+	},
+	{
+		Name:   "mac-skips-seq",
+		Breaks: "the header MAC does not cover the seq: a signed body replayed under another seq verifies (blind round 2026-12-04, #29, caught)",
+		Edits: []edit{{
+			File: "internal/envelope/envelope.go",
+			Old:  "\tb = binary.BigEndian.AppendUint64(b, h.Seq)\n\tif len(h.Meta) > 0 {",
+			New:  "\tif len(h.Meta) > 0 {",
+		}},
+		Pkg: "./internal/envelope",
+		Run: "^TestSec3MACMutations$",
+	},
 }
