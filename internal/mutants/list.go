@@ -994,4 +994,16 @@ var mutants = []mutant{
 		Pkg: "./internal/envelope",
 		Run: "^TestSec3MACMutations$",
 	},
+	{
+		Name:   "batcher-oversized-never-handled",
+		Breaks: "an item larger than MaxSize is never handled (its batch is always empty): its caller waits for ever (blind round 2026-12-04, #32, caught then only by go test's timeout)",
+		Edits: []edit{{
+			File: "internal/batcher/batcher.go",
+			Old:  `b.opts.MaxSize > 0 && len(batch) > 0 && size+e.size > b.opts.MaxSize {`,
+			New:  `b.opts.MaxSize > 0 && size+e.size > b.opts.MaxSize {`,
+		}},
+		Pkg:     "./internal/batcher",
+		Run:     "^TestSizeBound$",
+		Timeout: time.Minute,
+	},
 }
