@@ -37,6 +37,8 @@ func TestReceiveOptionsValidate(t *testing.T) {
 		{"visibility margin bad", ordered.ReceiveOptions{VisibilityMargin: -2}, false},
 		{"eviction off", ordered.ReceiveOptions{IdleEvict: -1}, true},
 		{"negative rate", ordered.ReceiveOptions{MaxVisibilityRate: -1}, false},
+		{"MaxHold at the service's 30 minutes", ordered.ReceiveOptions{MaxHold: 30 * time.Minute}, false},
+		{"MaxHold under the service's 30 minutes", ordered.ReceiveOptions{MaxHold: 30*time.Minute - time.Second}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q, err := ordered.New(context.Background(), memqueue.New(nil), memstore.New(), &ordered.Options{Receive: tc.o})

@@ -101,7 +101,7 @@ func TestRepairDeadLetterHeadEndToEnd(t *testing.T) {
 		require.Len(t, b.evs("stuck"), 1, "stuck on the poison message")
 
 		dlq.down.Store(true)
-		require.ErrorIs(t, b.q.DeadLetterHead(ctx, "g"), errDLQDown, "the send's error")
+		require.ErrorIs(t, b.q.DeadLetterHead(ctx, "g"), errDeadLetterDown, "the send's error")
 		time.Sleep(5 * time.Second)
 		b.none("still stuck")
 		vis, inflight := b.drv.Len()
@@ -168,11 +168,11 @@ type downQueue struct {
 	down atomic.Bool
 }
 
-var errDLQDown = errors.New("dead-letter queue down")
+var errDeadLetterDown = errors.New("dead-letter queue down")
 
 func (q *downQueue) SendBatch(ctx context.Context, bodies [][]byte) error {
 	if q.down.Load() {
-		return errDLQDown
+		return errDeadLetterDown
 	}
 	return q.Queue.SendBatch(ctx, bodies)
 }

@@ -829,6 +829,7 @@ func TestSendAdmissionFirstComeFirstServed(t *testing.T) {
 	batch := make(chan error, 1)
 	go func() { batch <- q.SendBatch(ctx, "g", [][]byte{[]byte("b1"), []byte("b2")}) }()
 	time.Sleep(20 * time.Millisecond) // the batch is waiting: 3+2 > 4
+	require.EqualValues(t, 3, q.Stats().Send.InFlight, "the batch of 2 is not admitted on top of 3 with MaxInFlight 4")
 	short, cancelShort := context.WithTimeout(ctx, 30*time.Millisecond)
 	defer cancelShort()
 	_, err := q.SendAsync(short, "g", []byte("small"))

@@ -87,7 +87,7 @@ func runBacklog(ctx context.Context, c *config, e *environment, br backlogRun) (
 	mq := od.q.(*memqueue.Queue)
 	st := memstore.New()
 	defer st.Close()
-	chk := newChecker(n, 1, 1)
+	chk := e.track(newChecker(n, 1, 1))
 
 	if err := sendShuffled(ctx, mq, n, c.size, chk.names[0]); err != nil {
 		return nil, err

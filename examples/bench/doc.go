@@ -142,6 +142,17 @@
 //	-memprofile FILE  write a profile of the run's allocations
 //	-list             list the scenarios and exit
 //
+// -h lists the flags and the environment variables above and exits 0; a
+// bad flag or value exits 2.
+//
 // Samples of both profiles carry a "scenario" label: split a profile of
 // several scenarios with go tool pprof -tagfocus scenario=NAME.
+//
+// # Progress
+//
+// Each scenario's line (name, msgs/s, seconds) goes to stderr. On a
+// terminal, stderr also shows the running scenario's progress on one line
+// rewritten in place every 250 ms: messages delivered of its total, the
+// rate, the time left (for the rows with a checker; the others show their
+// time). Off a terminal (a CI log, a file) that line is never written.
 package main

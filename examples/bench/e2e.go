@@ -103,7 +103,7 @@ func runRaw(ctx context.Context, c *config, e *environment, dk driverKind, group
 	}
 	lim := drv.Limits()
 	wait := min(time.Second, lim.MaxWait)
-	chk := newChecker(n, groups, c.producers)
+	chk := e.track(newChecker(n, groups, c.producers))
 	if !unbounded {
 		chk.setBacklog(c.backlog)
 	}
@@ -291,7 +291,7 @@ func runOrdered(ctx context.Context, c *config, e *environment, or orderedRun) (
 	}()
 
 	n := or.n
-	chk := newChecker(n, or.groups, c.producers)
+	chk := e.track(newChecker(n, or.groups, c.producers))
 	if !or.hot {
 		chk.setBacklog(c.backlog)
 	}

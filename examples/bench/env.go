@@ -38,6 +38,24 @@ type environment struct {
 	mnsEndpoint                      string
 	mnsCred                          mnsqueue.Credentials
 	seq                              atomic.Int64
+	// live is the running scenario's checker, if it has one: the progress
+	// line counts its deliveries.
+	live atomic.Pointer[checker]
+}
+
+// track makes chk the checker the progress line counts.
+func (e *environment) track(chk *checker) *checker {
+	e.live.Store(chk)
+	return chk
+}
+
+// liveCount is the running scenario's messages delivered and to deliver
+// (0, 0 for a scenario without a checker).
+func (e *environment) liveCount() (n, total int64) {
+	if chk := e.live.Load(); chk != nil {
+		return chk.delivered.Load(), int64(chk.n)
+	}
+	return 0, 0
 }
 
 func newEnvironment() *environment {

@@ -13,6 +13,9 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"time"
+
+	"github.com/inorder/inorder/examples/internal/cmdline"
+	"github.com/inorder/inorder/examples/internal/progress"
 )
 
 // config holds the flags.
@@ -68,27 +71,75 @@ func (c *config) validate() error {
 }
 
 func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := command(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// command runs the program with args and returns its exit status: 0 on
+// success and for -h; 1 if a scenario failed (or the guard did); 2 for a
+// bad command line or an error that stopped the run.
+func command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c, err := parse(args, stderr)
+	var usage *cmdline.UsageError
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &usage):
+		return 2 // the flag package printed it
+	case err != nil:
+		fmt.Fprintln(stderr, err) // "bench: ..." already
+		return 2
+	}
+	ok, err := run(ctx, &c, stdout, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	if !ok {
+		return 1
+	}
+	return 0
+}
+
+const synopsis = `bench [flags]: measure what strict per-group order costs: the raw driver and
+ordered.Queue side by side over the same queue, in one process.`
+
+// parse reads the flags, applies the defaults that depend on -quick, and
+// validates the result.
+func parse(args []string, stderr io.Writer) (config, error) {
 	var c config
-	flag.BoolVar(&c.quick, "quick", false, "few messages per scenario (a smoke test for CI)")
-	flag.BoolVar(&c.json, "json", false, "print JSON instead of the table")
-	flag.StringVar(&c.jsonFile, "jsonfile", "", "also write the JSON to this file")
-	flag.IntVar(&c.messages, "messages", 0, "messages per memqueue scenario; emulator scenarios run a quarter (default 200000, -quick 8000)")
-	flag.StringVar(&c.scenario, "scenario", "", "run the scenarios whose name matches this regexp (their bases run too)")
-	flag.IntVar(&c.producers, "producers", 4, "sending goroutines")
-	flag.IntVar(&c.consumers, "consumers", 2, "raw receive loops, and the ordered side's fetchers")
-	flag.IntVar(&c.size, "size", 100, "payload bytes")
-	flag.IntVar(&c.backlog, "backlog", 1000, "most messages sent and not yet delivered, per group (times the groups; raw runs count as one group) (0: no bound)")
-	flag.IntVar(&c.window, "window", 0, "the ordered receiver's look-ahead window per group (0: ReceiveOptions' default, 8192)")
-	flag.DurationVar(&c.commitInterval, "commit-interval", 0, "the ordered receiver's CommitInterval (0: ReceiveOptions' default, 5ms in AtLeastOnce mode; -1ns: each commit starts when the previous one ended)")
-	flag.IntVar(&c.count, "count", 1, "run the scenario list this many rounds; each row shows its median round, with ratios from within that round")
-	flag.DurationVar(&c.timeout, "timeout", 0, "give up on a scenario after this long (default 3m, -quick 30s)")
-	flag.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file")
-	flag.StringVar(&c.blockprof, "blockprofile", "", "write a profile of blocking (channel, mutex, cond waits) to this file")
-	flag.StringVar(&c.memprofile, "memprofile", "", "write a profile of the run's allocations to this file (go tool pprof -sample_index=alloc_objects)")
-	flag.BoolVar(&c.list, "list", false, "list the scenarios and exit")
-	flag.StringVar(&c.guard, "guard", "", "fail if a ratio falls more than 30% below its baseline in this file's bench-guard table (the README's)")
-	flag.IntVar(&c.retries, "guard-retries", 2, "with -guard, run a row below its floor again up to this many times; its best ratio counts")
-	flag.Parse()
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.BoolVar(&c.quick, "quick", false, "few messages per scenario (a smoke test for CI)")
+	fs.BoolVar(&c.json, "json", false, "print JSON instead of the table")
+	fs.StringVar(&c.jsonFile, "jsonfile", "", "also write the JSON to this file")
+	fs.IntVar(&c.messages, "messages", 0, "messages per memqueue scenario; emulator scenarios run a quarter (default 200000, -quick 8000)")
+	fs.StringVar(&c.scenario, "scenario", "", "run the scenarios whose name matches this regexp (their bases run too)")
+	fs.IntVar(&c.producers, "producers", 4, "sending goroutines")
+	fs.IntVar(&c.consumers, "consumers", 2, "raw receive loops, and the ordered side's fetchers")
+	fs.IntVar(&c.size, "size", 100, "payload bytes")
+	fs.IntVar(&c.backlog, "backlog", 1000, "most messages sent and not yet delivered, per group (times the groups; raw runs count as one group) (0: no bound)")
+	fs.IntVar(&c.window, "window", 0, "the ordered receiver's look-ahead window per group (0: ReceiveOptions' default, 8192)")
+	fs.DurationVar(&c.commitInterval, "commit-interval", 0, "the ordered receiver's CommitInterval (0: ReceiveOptions' default, 5ms in AtLeastOnce mode; -1ns: each commit starts when the previous one ended)")
+	fs.IntVar(&c.count, "count", 1, "run the scenario list this many rounds; each row shows its median round, with ratios from within that round")
+	fs.DurationVar(&c.timeout, "timeout", 0, "give up on a scenario after this long (default 3m, -quick 30s)")
+	fs.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	fs.StringVar(&c.blockprof, "blockprofile", "", "write a profile of blocking (channel, mutex, cond waits) to this file")
+	fs.StringVar(&c.memprofile, "memprofile", "", "write a profile of the run's allocations to this file (go tool pprof -sample_index=alloc_objects)")
+	fs.BoolVar(&c.list, "list", false, "list the scenarios and exit")
+	fs.StringVar(&c.guard, "guard", "", "fail if a ratio falls more than 30% below its baseline in this file's bench-guard table (the README's)")
+	fs.IntVar(&c.retries, "guard-retries", 2, "with -guard, run a row below its floor again up to this many times; its best ratio counts")
+	cmdline.SetUsage(fs, synopsis,
+		cmdline.Env{Name: envRedis, Help: "add redisstore rows on this Redis (host:port)"},
+		cmdline.Env{Name: envPostgres, Help: "add sqlstore rows on this PostgreSQL (a postgres:// URL)"},
+		cmdline.Env{Name: envMySQL, Help: "add sqlstore rows on this MySQL or MariaDB (a go-sql-driver DSN)"},
+		cmdline.Env{Name: envMNSURL, Help: "with the two below, add rows on a real MNS queue (created for the run, deleted after)"},
+		cmdline.EnvKeyID, cmdline.EnvSecret)
+	if err := cmdline.Parse(fs, args); err != nil {
+		return c, err
+	}
 	if c.messages == 0 {
 		c.messages = 200_000
 		if c.quick {
@@ -101,25 +152,13 @@ func main() {
 			c.timeout = 30 * time.Second
 		}
 	}
-	if err := c.validate(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	ok, err := run(ctx, &c, os.Stdout, os.Stderr)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	if !ok {
-		os.Exit(1)
-	}
+	return c, c.validate()
 }
 
 // run runs the selected scenarios and prints the results to out, progress
-// to progress. It reports false if any scenario failed.
-func run(ctx context.Context, c *config, out, progress io.Writer) (bool, error) {
+// to info. It reports false if any scenario failed. On a terminal, info
+// also shows the running scenario's progress line.
+func run(ctx context.Context, c *config, out, info io.Writer) (bool, error) {
 	env := newEnvironment()
 	all := scenarios(c, env)
 	re := regexp.MustCompile(c.scenario)
@@ -155,7 +194,7 @@ func run(ctx context.Context, c *config, out, progress io.Writer) (bool, error) 
 	if c.memprofile != "" {
 		defer func() {
 			if err := writeProfile("allocs", c.memprofile); err != nil {
-				fmt.Fprintln(progress, err)
+				fmt.Fprintln(info, err)
 			}
 		}()
 	}
@@ -164,29 +203,40 @@ func run(ctx context.Context, c *config, out, progress io.Writer) (bool, error) 
 		defer func() {
 			runtime.SetBlockProfileRate(0)
 			if err := writeProfile("block", c.blockprof); err != nil {
-				fmt.Fprintln(progress, err)
+				fmt.Fprintln(info, err)
 			}
 		}()
 	}
-	fmt.Fprintf(progress, "bench: %d scenarios; %s; %s\n", len(selected), env.describe(), loadAverage())
+	fmt.Fprintf(info, "bench: %d scenarios; %s; %s\n", len(selected), env.describe(), loadAverage())
+	terminal := progress.IsTerminal(info)
 	var rounds [][]*result
 	ok := true
 	for round := range c.count {
 		if c.count > 1 {
-			fmt.Fprintf(progress, "round %d of %d\n", round+1, c.count)
+			fmt.Fprintf(info, "round %d of %d\n", round+1, c.count)
 		}
 		runs := make([]*result, len(selected))
 		for i, s := range selected {
 			if ctx.Err() != nil {
 				return false, ctx.Err()
 			}
-			fmt.Fprintf(progress, "  %-44s ", s.name)
+			// Off a terminal the name comes first, so that a log shows
+			// which scenario runs; on one, the progress line shows it.
+			if !terminal {
+				fmt.Fprintf(info, "  %-44s ", s.name)
+			}
+			env.live.Store(nil)
+			meter := progress.Start(info, progress.Options{Label: "  " + s.name, Unit: "msgs", Count: env.liveCount})
 			r := runOne(ctx, c, s)
+			meter.Stop()
+			if terminal {
+				fmt.Fprintf(info, "  %-44s ", s.name)
+			}
 			if r.Failed != "" {
-				fmt.Fprintf(progress, "FAILED: %s\n", r.Failed)
+				fmt.Fprintf(info, "FAILED: %s\n", r.Failed)
 				ok = false
 			} else {
-				fmt.Fprintf(progress, "%10.0f msgs/s  (%.1fs)\n", r.Rate, r.Seconds)
+				fmt.Fprintf(info, "%10.0f msgs/s  (%.1fs)\n", r.Rate, r.Seconds)
 			}
 			runs[i] = r
 		}
@@ -200,10 +250,10 @@ func run(ctx context.Context, c *config, out, progress io.Writer) (bool, error) 
 	}
 	var verdicts []guardVerdict
 	if guardRows != nil {
-		verdicts = guard(ctx, c, selected, byName, guardRows, c.retries, progress)
+		verdicts = guard(ctx, c, selected, byName, guardRows, c.retries, info)
 		ok = ok && guardPassed(verdicts)
 	}
-	fmt.Fprintf(progress, "bench: done; %s\n", loadAverage())
+	fmt.Fprintf(info, "bench: done; %s\n", loadAverage())
 	targets := checkTargets(byName)
 	doc := struct {
 		Environment string         `json:"environment"`
@@ -222,7 +272,7 @@ func run(ctx context.Context, c *config, out, progress io.Writer) (bool, error) 
 	}
 	if c.json {
 		if verdicts != nil {
-			printGuard(progress, c.guard, verdicts) // the verdict stays readable in a CI log
+			printGuard(info, c.guard, verdicts) // the verdict stays readable in a CI log
 		}
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")

@@ -227,6 +227,28 @@ func TestRunTable(t *testing.T) {
 	assert.Contains(t, out.String(), "engine/core/g1")
 	assert.Contains(t, out.String(), "Targets")
 	assert.Contains(t, out.String(), "receive core msgs/s on one core")
+	assert.Regexp(t, `(?m)^  engine/core/g1 +\d+ msgs/s`, progress.String(), "the row's line, its name first")
+	assert.NotContains(t, progress.String()+out.String(), "\r", "no progress line off a terminal")
+}
+
+// TestCommandLine: -h prints the usage with the environment and exits 0;
+// bad flags and values exit 2.
+func TestCommandLine(t *testing.T) {
+	var stdout, stderr strings.Builder
+	require.Equal(t, 0, command(t.Context(), []string{"-h"}, &stdout, &stderr), "-h is a success")
+	for _, want := range []string{"Usage of bench:", "-quick", "-guard", "Environment:", "INORDER_TEST_REDIS_ADDR", "INORDER_TEST_POSTGRES_DSN",
+		"INORDER_TEST_MYSQL_DSN", "MNS_ENDPOINT", "MNS_ACCESS_KEY_ID", "MNS_ACCESS_KEY_SECRET"} {
+		assert.Contains(t, stderr.String(), want, "usage")
+	}
+	assert.Empty(t, stdout.String())
+	stderr.Reset()
+	assert.Equal(t, 2, command(t.Context(), []string{"-nope"}, &stdout, &stderr), "a bad flag")
+	stderr.Reset()
+	assert.Equal(t, 2, command(t.Context(), []string{"-count", "0"}, &stdout, &stderr), "a bad value")
+	assert.Equal(t, "bench: -count must be at least 1\n", stderr.String())
+	stderr.Reset()
+	assert.Equal(t, 0, command(t.Context(), []string{"-list", "-scenario", "^engine/core/g1$"}, &stdout, &stderr))
+	assert.Equal(t, "engine/core/g1\n", stdout.String())
 }
 
 func TestRunUnknownScenario(t *testing.T) {

@@ -31,7 +31,8 @@
 //	                       [-status 127.0.0.1:0|off] [-hold 5m]
 //
 // On real MNS the demo creates its queues (named after -queue and the time)
-// and deletes them at the end.
+// and deletes them at the end. -h lists the flags and the environment and
+// exits 0.
 package main
 
 import (
@@ -52,6 +53,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/inorder/inorder/examples/internal/cmdline"
 	"github.com/inorder/inorder/ordered"
 	"github.com/inorder/inorder/ordered/driver"
 	"github.com/inorder/inorder/ordered/memqueue"
@@ -78,21 +80,43 @@ type config struct {
 }
 
 func main() {
-	c := config{out: os.Stdout}
-	flag.StringVar(&c.driver, "driver", "mns", "queue driver: mns (the embedded emulator, or real MNS from MNS_ENDPOINT), or memqueue")
-	flag.StringVar(&c.queue, "queue", "inorder-demo", "queue name prefix (-driver mns)")
-	flag.IntVar(&c.messages, "messages", 20000, "messages in the large run (0 skips it)")
-	flag.IntVar(&c.groups, "groups", 1000, "groups in the large run")
-	flag.IntVar(&c.producers, "producers", 4, "sending goroutines in the large run")
-	flag.Int64Var(&c.seed, "seed", 1, "seed of the queue's chaos")
-	flag.BoolVar(&c.verbose, "v", false, "log the Queue's warnings to stderr")
-	flag.StringVar(&c.status, "status", "127.0.0.1:0", "address of the status page of the running ordered.Queue (port 0: any free port; off: no page)")
-	flag.DurationVar(&c.hold, "hold", 0, "stay up this long after the demo finishes, with its status page (Ctrl-C ends it)")
-	flag.Parse()
-	if err := run(c); err != nil {
-		fmt.Fprintln(os.Stderr, "demo:", err)
-		os.Exit(1)
+	os.Exit(command(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// command runs the program with args and returns its exit status: 0 on
+// success and for -h, 2 for a bad command line, 1 for any other failure.
+func command(args []string, stdout, stderr io.Writer) int {
+	c, err := parse(args, stdout, stderr)
+	if err == nil {
+		err = run(c)
+		if ep := os.Getenv("MNS_ENDPOINT"); ep != "" && c.driver == "mns" {
+			err = cmdline.Unreachable(err, ep)
+		}
 	}
+	return cmdline.Status("demo", err, stderr)
+}
+
+const synopsis = `demo [flags]: show strict per-group order restored over a queue that does not
+keep it: a plain queue, the same through ordered.Queue, then a larger run.
+Without MNS_ENDPOINT it runs on the embedded MNS emulator.`
+
+func parse(args []string, stdout, stderr io.Writer) (config, error) {
+	c := config{out: stdout}
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.driver, "driver", "mns", "queue driver: mns (the embedded emulator, or real MNS from MNS_ENDPOINT), or memqueue")
+	fs.StringVar(&c.queue, "queue", "inorder-demo", "queue name prefix (-driver mns)")
+	fs.IntVar(&c.messages, "messages", 20000, "messages in the large run (0 skips it)")
+	fs.IntVar(&c.groups, "groups", 1000, "groups in the large run")
+	fs.IntVar(&c.producers, "producers", 4, "sending goroutines in the large run")
+	fs.Int64Var(&c.seed, "seed", 1, "seed of the queue's chaos")
+	fs.BoolVar(&c.verbose, "v", false, "log the Queue's warnings to stderr")
+	fs.StringVar(&c.status, "status", "127.0.0.1:0", "address of the status page of the running ordered.Queue (port 0: any free port; off: no page)")
+	fs.DurationVar(&c.hold, "hold", 0, "stay up this long after the demo finishes, with its status page (Ctrl-C ends it)")
+	cmdline.SetUsage(fs, synopsis,
+		cmdline.Env{Name: "MNS_ENDPOINT", Help: "run on real MNS at this endpoint instead of the embedded emulator (-driver mns)"},
+		cmdline.EnvKeyID, cmdline.EnvSecret)
+	return c, cmdline.Parse(fs, args)
 }
 
 func run(c config) error {

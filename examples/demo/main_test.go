@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -126,4 +127,28 @@ func TestDemoStatusPage(t *testing.T) {
 	assert.Contains(t, out.String(), "holding for 3s")
 	_, err := http.Get(url)
 	assert.Error(t, err, "the page stops with the demo")
+}
+
+// TestCommandLine: -h prints the usage with the environment and exits 0;
+// real MNS that refuses the connection gets a hint.
+func TestCommandLine(t *testing.T) {
+	var stdout, stderr strings.Builder
+	require.Equal(t, 0, command([]string{"-h"}, &stdout, &stderr), "-h is a success")
+	for _, want := range []string{"Usage of demo:", "-driver", "-hold", "Environment:", "MNS_ENDPOINT", "MNS_ACCESS_KEY_ID", "MNS_ACCESS_KEY_SECRET"} {
+		assert.Contains(t, stderr.String(), want, "usage")
+	}
+	assert.Empty(t, stdout.String())
+	stderr.Reset()
+	assert.Equal(t, 2, command([]string{"-bogus"}, &stdout, &stderr), "a bad flag")
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	t.Setenv("MNS_ENDPOINT", "http://"+addr+"/.")
+	t.Setenv("MNS_ACCESS_KEY_ID", "inorder")
+	t.Setenv("MNS_ACCESS_KEY_SECRET", "inorder-secret")
+	stderr.Reset()
+	assert.Equal(t, 1, command([]string{"-status", "off", "-messages", "0"}, &stdout, &stderr))
+	assert.Contains(t, stderr.String(), "demo: nothing listens at "+addr+": start the MNS emulator there with", "stderr:\n%s", stderr.String())
 }

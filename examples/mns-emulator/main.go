@@ -65,6 +65,10 @@
 //	-stats d                 print request and message counts every d (0: never; default 10s)
 //	-v                       log every request
 //
+// -h lists the flags and the environment (MNS_EMULATOR_ACCESS_KEY_SECRET)
+// and exits 0. When the address is taken, the error says so: another
+// emulator may be running there already.
+//
 // It stops cleanly on SIGINT or SIGTERM: open long polls are answered, and
 // the final counts are printed. State lives in memory only, within caps: 1,000
 // queues, 1,000 topics, 100 subscriptions per topic (the service's limits), and
@@ -86,21 +90,25 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/inorder/inorder/examples/internal/cmdline"
 	"github.com/inorder/inorder/ordered/mnsqueue/mnstest"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := command(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
-		}
-		fmt.Fprintln(os.Stderr, "mns-emulator:", err)
-		os.Exit(1)
-	}
+	os.Exit(code)
 }
+
+// command runs the program with args and returns its exit status: 0 on
+// success and for -h, 2 for a bad command line, 1 for any other failure.
+func command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return cmdline.Status("mns-emulator", run(ctx, args, stdout, stderr), stderr)
+}
+
+const synopsis = `mns-emulator [flags]: serve the MNS API (queues, topics) in memory, for
+programs that use the MNS Go SDK; it prints the environment lines they need.`
 
 // queueList collects -queue flags.
 type queueList []string
@@ -164,11 +172,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&opts.Throttle.ConsumptionScale, "consumption-scale", 1, "scale the consumption thresholds (0..1)")
 	fs.DurationVar(&every, "stats", 10*time.Second, "print counts this often (0: never)")
 	fs.BoolVar(&verbose, "v", false, "log every request")
-	if err := fs.Parse(args); err != nil {
+	cmdline.SetUsage(fs, synopsis,
+		cmdline.Env{Name: secretEnv, Help: "the accepted access key secret, when neither -access-key-secret-file nor -access-key-secret is given"})
+	if err := cmdline.Parse(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if err := chooseSecret(&opts, secretFile, stderr); err != nil {
 		return err
@@ -181,6 +188,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	srv, err := mnstest.NewServer(&opts)
 	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return &cmdline.Hinted{Err: err, Hint: fmt.Sprintf("%s is taken: is an emulator running there already? Use it, or pick another -addr", opts.Addr)}
+		}
 		return err
 	}
 	for _, q := range queues {

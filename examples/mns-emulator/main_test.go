@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -252,4 +253,23 @@ func TestSecretSources(t *testing.T) {
 	defer cancel()
 	err := run(ctx, []string{"-addr", "0.0.0.0:0", "-access-key-id", "me", "-access-key-secret-file", short}, io.Discard, io.Discard)
 	assert.ErrorContains(t, err, "at least 16 bytes", "a short secret off loopback")
+}
+
+// TestCommandLine: -h prints the usage with the environment and exits 0; a
+// taken address says an emulator may be running there.
+func TestCommandLine(t *testing.T) {
+	var stdout, stderr strings.Builder
+	require.Equal(t, 0, command(t.Context(), []string{"-h"}, &stdout, &stderr), "-h is a success")
+	assert.Contains(t, stderr.String(), "Usage of mns-emulator:")
+	assert.Contains(t, stderr.String(), "-addr")
+	assert.Contains(t, stderr.String(), "Environment:\n  "+secretEnv)
+	assert.Empty(t, stdout.String())
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	stderr.Reset()
+	assert.Equal(t, 1, command(t.Context(), []string{"-addr", ln.Addr().String()}, &stdout, &stderr))
+	assert.Contains(t, stderr.String(), "mns-emulator: "+ln.Addr().String()+" is taken: is an emulator running there already?",
+		"stderr:\n%s", stderr.String())
 }

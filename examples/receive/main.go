@@ -7,17 +7,17 @@
 //	receive message body is 20
 //	Finish receive 20 messages
 //
-// Early arrivals are buffered, redelivered copies are deleted, and the
-// receive cursor is persisted in the store named by -store (by default a
-// local directory, a filestore), so a second run continues after the last
-// message acknowledged. See command send for a
-// local run against examples/mns-emulator.
+// on stdout, and a summary on stderr. Early arrivals are buffered,
+// redelivered copies are deleted, and the receive cursor is persisted in the
+// store named by -store (by default a local directory, a filestore), so a
+// second run continues after the last message acknowledged. See command send
+// for a local run against examples/mns-emulator.
 //
 // Configuration, flags first, then the environment:
 //
 //	-endpoint   MNS_ENDPOINT           default http://127.0.0.1:8931/. (mns-emulator's default)
 //	-queue      MNS_QUEUE              default inorder-sample
-//	            MNS_ACCESS_KEY_ID      default: the emulator's key, with the default endpoint only
+//	            MNS_ACCESS_KEY_ID      default: the emulator's key, on a loopback endpoint only
 //	            MNS_ACCESS_KEY_SECRET
 //	-n          messages to receive (default 20)
 //	-store      INORDER_STORE          where the receive cursor is kept
@@ -48,6 +48,36 @@
 //	-timeout    give up when the n messages have not all come within this time (default 2m)
 //	-lowest     with no stored cursor, start at the lowest seq in the queue
 //	            instead of waiting for seq 1
+//	-gap-timeout  how long a missing seq is waited for before its group is
+//	            reported stuck (default 5s; the library's default is 30s)
+//	-gap-skip   skip a missing seq once it is -gap-timeout old, instead of
+//	            waiting for it; a copy that comes later is printed as
+//	            "receive unordered message"
+//
+// With the default endpoint, or any loopback one, and no MNS_ACCESS_KEY_ID,
+// the emulator's published key is used. -h lists the flags and the
+// environment and exits 0.
+//
+// # What it tells while it waits
+//
+// The messages go to stdout; everything else to stderr. While it waits,
+// receive says why, at most every few seconds, with what fixes it:
+//
+//	receive: group "" waits for seq 1 (held 2-20) since 5s: the store has no cursor for it;
+//	  if the store was lost, restart with -lowest to start at the lowest seq present
+//
+// for each stuck group (ReceiveStats.Stuck, with the seqs it holds from
+// Queue.StatusHandler's JSON): a hole (-gap-skip, or the message is held by
+// another receiver), a poison message (MaxAttempts, a dead-letter queue), a
+// cursor conflict (a second receiver on the same store), a store error. When
+// nothing arrives in the first seconds, it reads the queue's counts
+// (GetQueueAttributes) and says whether the queue is empty or its messages
+// are invisible, taken by an earlier receiver, and within how long (the
+// queue's visibility timeout) they come back. The hooks' events (skips, cursor
+// conflicts, a store that lost data, a sender that began again) are printed
+// as they come. It ends with a summary line. On a terminal, stderr also shows
+// a progress line (done/total, rate, time left), which output to a file or
+// pipe never gets.
 package main
 
 import (
@@ -59,29 +89,29 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/inorder/inorder/examples/internal/cmdline"
+	"github.com/inorder/inorder/examples/internal/progress"
 	"github.com/inorder/inorder/examples/internal/storeurl"
 	"github.com/inorder/inorder/ordered"
 	"github.com/inorder/inorder/ordered/mnsqueue"
 	"github.com/inorder/inorder/ordered/mnsqueue/mnstest"
 )
 
-// defaultEndpoint is where examples/mns-emulator listens by default.
-const defaultEndpoint = "http://127.0.0.1:8931/."
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := command(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
-		}
-		fmt.Fprintln(os.Stderr, "receive:", err)
-		os.Exit(1)
-	}
+	os.Exit(code)
+}
+
+// command runs the program with args and returns its exit status: 0 on
+// success and for -h, 2 for a bad command line, 1 for any other failure.
+func command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return cmdline.Status("receive", run(ctx, args, stdout, stderr), stderr)
 }
 
 type config struct {
@@ -93,13 +123,18 @@ type config struct {
 	n                      int
 	timeout                time.Duration
 	lowest                 bool
+	gapTimeout             time.Duration
+	gapSkip                bool
 }
+
+const synopsis = `receive [flags]: receive the messages that command send sent, in order, and
+print them; say on stderr why it waits, when it does, and what to do about it.`
 
 func parse(args []string, stderr io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("receive", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.endpoint, "endpoint", os.Getenv("MNS_ENDPOINT"), "MNS endpoint (env MNS_ENDPOINT; default "+defaultEndpoint+")")
+	fs.StringVar(&c.endpoint, "endpoint", os.Getenv("MNS_ENDPOINT"), "MNS endpoint (env MNS_ENDPOINT; default "+cmdline.DefaultEndpoint+")")
 	fs.StringVar(&c.queue, "queue", os.Getenv("MNS_QUEUE"), "queue name (env MNS_QUEUE; default inorder-sample)")
 	defaultDir, err := storeurl.UserDir("<queue>", "receive")
 	if err != nil {
@@ -109,12 +144,17 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.verbose, "v", false, "log what the queue, the MNS driver and the store report (debug level) to stderr")
 	fs.IntVar(&c.n, "n", 20, "messages to receive")
 	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "give up after this long")
-	fs.BoolVar(&c.lowest, "lowest", false, "with no stored cursor, start at the lowest seq in the queue")
-	if err := fs.Parse(args); err != nil {
+	fs.BoolVar(&c.lowest, "lowest", false, "with no stored cursor, start at the lowest seq in the queue (after a lost store)")
+	fs.DurationVar(&c.gapTimeout, "gap-timeout", 5*time.Second, "report a group stuck on a missing seq after this long (the library's default is 30s)")
+	fs.BoolVar(&c.gapSkip, "gap-skip", false, "skip a missing seq once it is -gap-timeout old instead of waiting for it")
+	cmdline.SetUsage(fs, synopsis,
+		cmdline.Env{Name: "MNS_ENDPOINT", Help: "-endpoint's default"},
+		cmdline.Env{Name: "MNS_QUEUE", Help: "-queue's default"},
+		cmdline.EnvKeyID, cmdline.EnvSecret,
+		cmdline.Env{Name: "INORDER_STORE", Help: "-store's default (the place for a URL with a password)"},
+		cmdline.Env{Name: "INORDER_KEY", Help: "accept only headers signed with this key (at least 16 bytes; environment only)"})
+	if err := cmdline.Parse(fs, args); err != nil {
 		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if c.queue == "" {
 		c.queue = "inorder-sample"
@@ -140,8 +180,8 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	if storeFlag && spec.HasPassword() {
 		fmt.Fprintln(stderr, "receive: WARNING: other users of this machine can read the password in -store (ps, /proc); set INORDER_STORE instead")
 	}
-	if c.n < 1 || c.timeout <= 0 {
-		return c, fmt.Errorf("-n %d and -timeout %v must be positive", c.n, c.timeout)
+	if c.n < 1 || c.timeout <= 0 || c.gapTimeout <= 0 {
+		return c, fmt.Errorf("-n %d, -timeout %v and -gap-timeout %v must be positive", c.n, c.timeout, c.gapTimeout)
 	}
 	c.cred = mnsqueue.Credentials{AccessKeyID: os.Getenv("MNS_ACCESS_KEY_ID"), AccessKeySecret: os.Getenv("MNS_ACCESS_KEY_SECRET")}
 	if k := os.Getenv("INORDER_KEY"); k != "" {
@@ -152,10 +192,11 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		c.key = []byte(k)
 	}
 	if c.endpoint == "" {
-		c.endpoint = defaultEndpoint
-		if c.cred.AccessKeyID == "" {
-			c.cred = mnsqueue.Credentials{AccessKeyID: mnstest.DefaultAccessKeyID, AccessKeySecret: mnstest.DefaultAccessKeySecret}
-		}
+		c.endpoint = cmdline.DefaultEndpoint
+	}
+	if c.cred.AccessKeyID == "" && cmdline.IsLoopback(c.endpoint) {
+		// The emulator's published key: it opens nothing but an emulator.
+		c.cred = mnsqueue.Credentials{AccessKeyID: mnstest.DefaultAccessKeyID, AccessKeySecret: mnstest.DefaultAccessKeySecret}
 	}
 	if c.cred.AccessKeyID == "" || c.cred.AccessKeySecret == "" {
 		return c, errors.New("MNS_ACCESS_KEY_ID and MNS_ACCESS_KEY_SECRET must be set with MNS_ENDPOINT")
@@ -163,15 +204,15 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	return c, nil
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	c, err := parse(args, stderr)
 	if err != nil {
 		return err
 	}
-	log := logger(c.verbose, stderr)
+	qlog, log := cmdline.Loggers(c.verbose, stderr, slog.LevelDebug, c.queue)
 	drv, err := mnsqueue.New(ctx, c.endpoint, c.queue, c.cred, &mnsqueue.Options{Logger: log})
 	if err != nil {
-		return fmt.Errorf("open queue %s at %s (run send first to create it): %w", c.queue, c.endpoint, err)
+		return cmdline.Unreachable(fmt.Errorf("open queue %s at %s (run send first to create it): %w", c.queue, c.endpoint, err), c.endpoint)
 	}
 	defer drv.Close()
 
@@ -185,47 +226,72 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}()
 
+	// The progress line (on a terminal only) and every other line share
+	// the terminal: they go through the meter, which erases its line first.
+	var got atomic.Int64
+	var started atomic.Pointer[ordered.Queue]
+	meter := progress.Start(stderr, progress.Options{Label: "receive", Unit: "messages",
+		Count: func() (int64, int64) { return got.Load(), int64(c.n) },
+		Note:  func() string { return progressNote(started.Load()) }})
+	defer meter.Stop()
+	stdout, stderr = meter.Wrap(stdout), meter.Wrap(stderr)
+
+	w := newWatcher(c, backend.Store, drv.Limits().Visibility, stderr)
 	// With a key, MACs are bound to the MNS queue's name: a body signed for
 	// another queue that shares the key is not accepted in this one.
-	opts := &ordered.Options{Logger: log, Key: c.key}
+	opts := &ordered.Options{Logger: qlog, Key: c.key, Hooks: w.hooks()}
 	if c.key != nil {
 		opts.MACContext = c.queue
 	}
 	if c.lowest {
 		opts.Receive.Start = ordered.StartLowest
 	}
+	opts.Receive.GapTimeout = c.gapTimeout
+	if c.gapSkip {
+		opts.Receive.GapPolicy = ordered.GapSkip
+	}
 	q, err := ordered.New(ctx, drv, backend.Store, opts)
 	if err != nil {
 		return err
 	}
+	started.Store(q)
+	w.start(ctx, q)
 	rctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	got := 0
-	for got < c.n {
+	// finish stops the watcher, which takes the last stats before Close
+	// gives back what is held, closes the queue, and on a failure prints
+	// the summary.
+	finish := func(err error) error {
+		w.stop()
+		if cerr := closeQueue(q); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		if err != nil {
+			w.summary(int(got.Load()), c.n)
+		}
+		return err
+	}
+	for got.Load() < int64(c.n) {
 		m, err := q.Receive(rctx)
 		if err != nil {
-			err = fmt.Errorf("after %d of %d messages: %w", got, c.n, err)
-			if cerr := closeQueue(q); cerr != nil {
-				err = errors.Join(err, cerr)
-			}
-			return err
+			return finish(fmt.Errorf("after %d of %d messages: %w", got.Load(), c.n, err))
 		}
 		if m.Unordered {
 			fmt.Fprintf(stdout, "receive unordered message body is %s\n", m.Body)
 		} else {
 			fmt.Fprintf(stdout, "receive message body is %s\n", m.Body)
-			got++
+			got.Add(1)
 		}
 		if err := m.Ack(rctx); err != nil {
-			closeQueue(q)
-			return fmt.Errorf("ack: %w", err)
+			return finish(fmt.Errorf("ack: %w", err))
 		}
 	}
 	// Close makes the cursor durable and deletes the acknowledged messages.
-	if err := closeQueue(q); err != nil {
+	if err := finish(nil); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "Finish receive %d messages\n", got)
+	fmt.Fprintf(stdout, "Finish receive %d messages\n", got.Load())
+	w.summary(int(got.Load()), c.n)
 	return nil
 }
 
@@ -233,13 +299,4 @@ func closeQueue(q *ordered.Queue) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return q.Close(ctx)
-}
-
-// logger returns, with -v, a debug-level logger on w; else nil, which the
-// queue, the driver and the store take for "discard".
-func logger(verbose bool, w io.Writer) *slog.Logger {
-	if !verbose {
-		return nil
-	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

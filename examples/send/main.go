@@ -19,7 +19,7 @@
 //
 //	-endpoint   MNS_ENDPOINT           default http://127.0.0.1:8931/. (mns-emulator's default)
 //	-queue      MNS_QUEUE              default inorder-sample
-//	            MNS_ACCESS_KEY_ID      default: the emulator's key, with the default endpoint only
+//	            MNS_ACCESS_KEY_ID      default: the emulator's key, on a loopback endpoint only
 //	            MNS_ACCESS_KEY_SECRET
 //	-n          messages to send (default 20)
 //	-store      INORDER_STORE          where the sequence state is kept
@@ -50,7 +50,14 @@
 //	            default one, for receivers that run the original sample; it
 //	            carries no sender epoch, so use it from a fresh queue and store
 //
+// With the default endpoint, or any loopback one, and no MNS_ACCESS_KEY_ID,
+// the emulator's published key is used. -h lists the flags and the
+// environment and exits 0; when nothing listens at the endpoint, the error
+// says how to start the emulator there.
+//
 // The queue is created if it does not exist. Bodies are the numbers 1..n.
+// On a terminal, stderr shows a progress line while the messages are sent
+// (done/total, rate, time left); output to a file or pipe never gets it.
 package main
 
 import (
@@ -66,6 +73,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/inorder/inorder/examples/internal/cmdline"
+	"github.com/inorder/inorder/examples/internal/progress"
 	"github.com/inorder/inorder/examples/internal/storeurl"
 	"github.com/inorder/inorder/ordered"
 	"github.com/inorder/inorder/ordered/driver"
@@ -73,20 +82,17 @@ import (
 	"github.com/inorder/inorder/ordered/mnsqueue/mnstest"
 )
 
-// defaultEndpoint is where examples/mns-emulator listens by default.
-const defaultEndpoint = "http://127.0.0.1:8931/."
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := command(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
-		}
-		fmt.Fprintln(os.Stderr, "send:", err)
-		os.Exit(1)
-	}
+	os.Exit(code)
+}
+
+// command runs the program with args and returns its exit status: 0 on
+// success and for -h, 2 for a bad command line, 1 for any other failure.
+func command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return cmdline.Status("send", run(ctx, args, stdout, stderr), stderr)
 }
 
 type config struct {
@@ -99,11 +105,14 @@ type config struct {
 	legacy                 bool
 }
 
+const synopsis = `send [flags]: send the numbers 1..n, in order, to an MNS queue through
+ordered.Queue; command receive gets them back in order.`
+
 func parse(args []string, stderr io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("send", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.endpoint, "endpoint", os.Getenv("MNS_ENDPOINT"), "MNS endpoint (env MNS_ENDPOINT; default "+defaultEndpoint+")")
+	fs.StringVar(&c.endpoint, "endpoint", os.Getenv("MNS_ENDPOINT"), "MNS endpoint (env MNS_ENDPOINT; default "+cmdline.DefaultEndpoint+")")
 	fs.StringVar(&c.queue, "queue", os.Getenv("MNS_QUEUE"), "queue name (env MNS_QUEUE; default inorder-sample)")
 	defaultDir, err := storeurl.UserDir("<queue>", "send")
 	if err != nil {
@@ -113,11 +122,14 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.verbose, "v", false, "log what the queue, the MNS driver and the store report (debug level) to stderr")
 	fs.IntVar(&c.n, "n", 20, "messages to send")
 	fs.BoolVar(&c.legacy, "legacy", false, `write the sample's "#<seq>#<body>" header`)
-	if err := fs.Parse(args); err != nil {
+	cmdline.SetUsage(fs, synopsis,
+		cmdline.Env{Name: "MNS_ENDPOINT", Help: "-endpoint's default"},
+		cmdline.Env{Name: "MNS_QUEUE", Help: "-queue's default"},
+		cmdline.EnvKeyID, cmdline.EnvSecret,
+		cmdline.Env{Name: "INORDER_STORE", Help: "-store's default (the place for a URL with a password)"},
+		cmdline.Env{Name: "INORDER_KEY", Help: "sign every header with this key (at least 16 bytes; environment only)"})
+	if err := cmdline.Parse(fs, args); err != nil {
 		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if c.queue == "" {
 		c.queue = "inorder-sample"
@@ -155,10 +167,11 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		c.key = []byte(k)
 	}
 	if c.endpoint == "" {
-		c.endpoint = defaultEndpoint
-		if c.cred.AccessKeyID == "" {
-			c.cred = mnsqueue.Credentials{AccessKeyID: mnstest.DefaultAccessKeyID, AccessKeySecret: mnstest.DefaultAccessKeySecret}
-		}
+		c.endpoint = cmdline.DefaultEndpoint
+	}
+	if c.cred.AccessKeyID == "" && cmdline.IsLoopback(c.endpoint) {
+		// The emulator's published key: it opens nothing but an emulator.
+		c.cred = mnsqueue.Credentials{AccessKeyID: mnstest.DefaultAccessKeyID, AccessKeySecret: mnstest.DefaultAccessKeySecret}
 	}
 	if c.cred.AccessKeyID == "" || c.cred.AccessKeySecret == "" {
 		return c, errors.New("MNS_ACCESS_KEY_ID and MNS_ACCESS_KEY_SECRET must be set with MNS_ENDPOINT")
@@ -171,10 +184,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := logger(c.verbose, stderr)
+	qlog, log := cmdline.Loggers(c.verbose, stderr, slog.LevelDebug, c.queue)
 	drv, err := openQueue(ctx, c, &mnsqueue.Options{Logger: log})
 	if err != nil {
-		return err
+		return cmdline.Unreachable(err, c.endpoint)
 	}
 	defer drv.Close()
 
@@ -190,7 +203,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	// With a key, MACs are bound to the MNS queue's name: a body signed for
 	// another queue that shares the key is not accepted in this one.
-	opts := &ordered.Options{Logger: log, Key: c.key}
+	opts := &ordered.Options{Logger: qlog, Key: c.key}
 	if c.key != nil {
 		opts.MACContext = c.queue
 	}
@@ -201,6 +214,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	meter := progress.Start(stderr, progress.Options{Label: "send", Unit: "messages",
+		Count: func() (int64, int64) { return q.Stats().Send.Sent, int64(c.n) }})
+	defer meter.Stop()
+	stdout = meter.Wrap(stdout)
 	// SendAsync admits the messages in order and keeps several requests in
 	// flight; order is restored by the receiver from the sequence ids.
 	results := make([]*ordered.SendResult, 0, c.n)
@@ -222,6 +239,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "send message body is %d (seq %d)\n", i+1, r.Seq())
 	}
+	meter.Stop()
 	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := q.Close(cctx); err != nil && first == nil {
@@ -247,13 +265,4 @@ func openQueue(ctx context.Context, c config, opts *mnsqueue.Options) (*mnsqueue
 		return nil, fmt.Errorf("open queue %s at %s: %w", c.queue, c.endpoint, err)
 	}
 	return q, nil
-}
-
-// logger returns, with -v, a debug-level logger on w; else nil, which the
-// queue, the driver and the store take for "discard".
-func logger(verbose bool, w io.Writer) *slog.Logger {
-	if !verbose {
-		return nil
-	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,10 +12,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/inorder/inorder/ordered/mnsqueue/mnstest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	// fasthttp's connection cleaners (under the MNS SDK) exit a while after
+	// the last connection closed.
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*HostClient).connsCleaner"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*Client).mCleaner"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*TCPDialer).tcpAddrsClean"),
+	)
 }
 
 // TestStoreFlag checks -store, INORDER_STORE and the default store; the
@@ -96,4 +105,49 @@ func TestStorePasswordOnCommandLine(t *testing.T) {
 	_, err = parse([]string{"-store", "redis://127.0.0.1:6379/0"}, &stderr)
 	require.NoError(t, err)
 	assert.Empty(t, stderr.String(), "no password, no warning")
+}
+
+// TestCommandLine: -h prints the usage with the environment and exits 0,
+// and a refused connection says how to start the emulator there.
+func TestCommandLine(t *testing.T) {
+	t.Setenv("MNS_ENDPOINT", "")
+	t.Setenv("MNS_ACCESS_KEY_ID", "")
+	t.Setenv("INORDER_STORE", "")
+	var stdout, stderr strings.Builder
+	require.Equal(t, 0, command(t.Context(), []string{"-h"}, &stdout, &stderr), "-h is a success")
+	for _, want := range []string{"Usage of send:", "-legacy", "Environment:",
+		"MNS_ENDPOINT", "MNS_QUEUE", "MNS_ACCESS_KEY_ID", "MNS_ACCESS_KEY_SECRET", "INORDER_STORE", "INORDER_KEY"} {
+		assert.Contains(t, stderr.String(), want, "usage")
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	stderr.Reset()
+	code := command(t.Context(), []string{"-endpoint", "http://" + addr + "/.", "-store", t.TempDir()}, &stdout, &stderr)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr.String(), "send: nothing listens at "+addr+": start the MNS emulator there with `go run ./examples/mns-emulator -addr "+addr+"`",
+		"stderr:\n%s", stderr.String())
+}
+
+// TestRun sends to the emulator in process: the sample's lines, and no
+// progress line off a terminal.
+func TestRun(t *testing.T) {
+	srv, err := mnstest.NewServer(nil)
+	require.NoError(t, err)
+	defer srv.Close()
+	t.Setenv("MNS_ENDPOINT", srv.Endpoint())
+	t.Setenv("MNS_ACCESS_KEY_ID", srv.AccessKeyID())
+	t.Setenv("MNS_ACCESS_KEY_SECRET", srv.AccessKeySecret())
+	t.Setenv("INORDER_STORE", "")
+	t.Setenv("INORDER_KEY", "")
+	var stdout, stderr strings.Builder
+	require.Equal(t, 0, command(t.Context(), []string{"-queue", "orders", "-n", "300", "-store", t.TempDir()}, &stdout, &stderr),
+		"stderr: %s", stderr.String())
+	assert.Contains(t, stdout.String(), "send message body is 300 (seq 300)\nFinish send 300 messages to queue orders\n")
+	assert.NotContains(t, stdout.String()+stderr.String(), "\r", "no progress line off a terminal")
+	info, err := srv.Queue("orders")
+	require.NoError(t, err)
+	assert.Equal(t, 300, info.Active+info.Inactive+info.Delayed)
 }

@@ -30,7 +30,9 @@
 //
 // Usage:
 //
-//	go run ./examples/topic [-groups 3] [-messages 8] [-name inorder-topic] [-seed 1] [-keep]
+//	go run ./examples/topic [-groups 3] [-messages 8] [-name inorder-topic] [-seed 1] [-keep] [-timeout 2m]
+//
+// -h lists the flags and the environment and exits 0.
 package main
 
 import (
@@ -47,6 +49,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/inorder/inorder/examples/internal/cmdline"
 	"github.com/inorder/inorder/ordered"
 	"github.com/inorder/inorder/ordered/mnsqueue"
 	"github.com/inorder/inorder/ordered/mnsqueue/mnstest"
@@ -64,18 +67,40 @@ type config struct {
 }
 
 func main() {
-	c := config{out: os.Stdout}
-	flag.IntVar(&c.groups, "groups", 3, "groups to publish")
-	flag.IntVar(&c.messages, "messages", 8, "messages per group")
-	flag.StringVar(&c.name, "name", "inorder-topic", "prefix of the topic and queue names")
-	flag.Int64Var(&c.seed, "seed", 1, "seed of the emulator's push faults")
-	flag.BoolVar(&c.keep, "keep", false, "on real MNS, keep the topic and queues at the end")
-	flag.DurationVar(&c.timeout, "timeout", 2*time.Minute, "give up after this long")
-	flag.Parse()
-	if err := run(context.Background(), c); err != nil {
-		fmt.Fprintln(os.Stderr, "topic:", err)
-		os.Exit(1)
+	os.Exit(command(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// command runs the program with args and returns its exit status: 0 on
+// success and for -h, 2 for a bad command line, 1 for any other failure.
+func command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c, err := parse(args, stdout, stderr)
+	if err == nil {
+		err = run(ctx, c)
+		if ep := os.Getenv("MNS_ENDPOINT"); ep != "" {
+			err = cmdline.Unreachable(err, ep)
+		}
 	}
+	return cmdline.Status("topic", err, stderr)
+}
+
+const synopsis = `topic [flags]: publish groups in order through an MNS topic to three
+subscribed queues, one per notify format, and print what each receives.
+Without MNS_ENDPOINT it runs on the embedded emulator.`
+
+func parse(args []string, stdout, stderr io.Writer) (config, error) {
+	c := config{out: stdout}
+	fs := flag.NewFlagSet("topic", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&c.groups, "groups", 3, "groups to publish")
+	fs.IntVar(&c.messages, "messages", 8, "messages per group")
+	fs.StringVar(&c.name, "name", "inorder-topic", "prefix of the topic and queue names")
+	fs.Int64Var(&c.seed, "seed", 1, "seed of the emulator's push faults")
+	fs.BoolVar(&c.keep, "keep", false, "on real MNS, keep the topic and queues at the end")
+	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "give up after this long")
+	cmdline.SetUsage(fs, synopsis,
+		cmdline.Env{Name: "MNS_ENDPOINT", Help: "run on real MNS at this endpoint instead of the embedded emulator"},
+		cmdline.EnvKeyID, cmdline.EnvSecret)
+	return c, cmdline.Parse(fs, args)
 }
 
 // formats are the subscriptions' notify content formats, one queue each.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -43,4 +44,27 @@ func TestRun(t *testing.T) {
 		}
 	}
 	assert.Contains(t, text, "emulator: 120 published")
+}
+
+// TestCommandLine: -h prints the usage with the environment and exits 0;
+// real MNS that refuses the connection gets a hint.
+func TestCommandLine(t *testing.T) {
+	var stdout, stderr strings.Builder
+	require.Equal(t, 0, command(t.Context(), []string{"-h"}, &stdout, &stderr), "-h is a success")
+	for _, want := range []string{"Usage of topic:", "-groups", "-keep", "Environment:", "MNS_ENDPOINT", "MNS_ACCESS_KEY_ID", "MNS_ACCESS_KEY_SECRET"} {
+		assert.Contains(t, stderr.String(), want, "usage")
+	}
+	stderr.Reset()
+	assert.Equal(t, 2, command(t.Context(), []string{"-groups", "x"}, &stdout, &stderr), "a bad flag")
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	t.Setenv("MNS_ENDPOINT", "http://"+addr+"/.")
+	t.Setenv("MNS_ACCESS_KEY_ID", "inorder")
+	t.Setenv("MNS_ACCESS_KEY_SECRET", "inorder-secret")
+	stderr.Reset()
+	assert.Equal(t, 1, command(t.Context(), []string{"-timeout", "10s"}, &stdout, &stderr))
+	assert.Contains(t, stderr.String(), "topic: nothing listens at "+addr+": start the MNS emulator there with", "stderr:\n%s", stderr.String())
 }

@@ -193,9 +193,16 @@ func TestSizeBound(t *testing.T) {
 		results = append(results, b.AddNoWait(sized{i + 1, size}))
 	}
 	close(gate)
-	<-first
-	for _, c := range results {
-		require.NoError(t, <-c)
+	// An item a batch can never take would leave its caller waiting for
+	// ever: fail with a message, not at go test's timeout.
+	deadline := time.After(10 * time.Second)
+	for i, c := range append([]<-chan error{first}, results...) {
+		select {
+		case err := <-c:
+			require.NoError(t, err)
+		case <-deadline:
+			t.Fatalf("item %d never handled within 10 s (batches so far %v)", i, batchesSoFar(&mu, &batches))
+		}
 	}
 	assert.Equal(t, [][]int{{0}, {1, 2}, {3}, {4}, {5}, {6}}, batches,
 		"at most 100 bytes per batch; a 250-byte item goes alone")
@@ -419,4 +426,10 @@ func TestStress(t *testing.T) {
 	}
 	t.Logf("%d of %d items handled before their deadline", ok, len(outcome))
 	assert.Positive(t, ok)
+}
+
+func batchesSoFar(mu *sync.Mutex, batches *[][]int) [][]int {
+	mu.Lock()
+	defer mu.Unlock()
+	return slices.Clone(*batches)
 }

@@ -425,6 +425,21 @@ var mutants = []mutant{
 		Run: "^TestNonRegularFiles$/_as_(only_log|older_log|snapshot)$",
 	},
 	{
+		Name:   "cursors-not-durable",
+		Breaks: "filestore Cursors does not wait for the fsync of a frame being written: it returns a cursor a crash can take away (blind round 2026-12-04 #19)",
+		Edits: []edit{{
+			File: "seqstore/filestore/store.go",
+			Old: `	if err := s.awaitDurable(ctx, wait); err != nil {
+		return nil, fmt.Errorf("filestore: cursors: %w", err)
+	}
+`,
+			New: `	_ = wait
+`,
+		}},
+		Pkg: "./seqstore/filestore",
+		Run: "^TestCursorsWaitForFsync$",
+	},
+	{
 		Name:   "lua-cas",
 		Breaks: "redisstore's advance script applies every move without comparing the stored cursor with From",
 		Edits: []edit{{
@@ -461,6 +476,19 @@ var mutants = []mutant{
 		Pkg:   "./seqstore/sqlstore",
 		Run:   "^TestAdvanceCASWaitsForRowLock$/^postgres$",
 		Needs: []string{"INORDER_TEST_POSTGRES_DSN"},
+	},
+	{
+		Name:   "sql-rerun-unknown-commit",
+		Breaks: "sqlstore re-runs one by one the calls of a group transaction whose COMMIT failed with an unknown outcome: a reservation that committed is applied twice (blind round 2026-12-04 #24)",
+		Edits: []edit{{
+			File: "seqstore/sqlstore/batch.go",
+			Old: `	err, unknown := s.runTx(ops)
+	if err != nil && !unknown && len(ops) > 1 {`,
+			New: `	err, _ := s.runTx(ops)
+	if err != nil && len(ops) > 1 {`,
+		}},
+		Pkg: "./seqstore/sqlstore",
+		Run: "^TestGroupCommitUnknownOutcomeNotRerun$",
 	},
 	{
 		Name:   "bench-best-of-rounds",
@@ -884,5 +912,128 @@ var mutants = []mutant{
 		}},
 		Pkg: "./internal/recvcore",
 		Run: "^TestRepairDeadLetterHead$",
+	},
+	{
+		Name:   "send-failed-not-recorded",
+		Breaks: "a failed send of a group with another message in flight is not recorded as failed: Recover takes it for in flight and never sends it (blind round 2026-12-04, #12)",
+		Edits: []edit{{
+			File: "ordered/send.go",
+			Old:  `if s.durable && it.seq != 0 && errOf != nil && errOf(i) != nil && it.epoch == g.epoch {`,
+			New:  `if s.durable && it.seq != 0 && errOf != nil && errOf(i) != nil && it.epoch != g.epoch {`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestSendRecoverWhileGroupLive$",
+	},
+	{
+		Name:   "dead-letter-failure-taken-as-done",
+		Breaks: "a failed dead-letter send is reported as done: the poison message is deleted with no copy (blind round 2026-12-04, #13)",
+		Edits: []edit{{
+			File: "ordered/recv_io.go",
+			Old:  "\terr := sendTo(ctx, r.o.DeadLetter, a.Bodies)\n\tcancel()\n\tr.step(func(now time.Time) { r.core.DeadLettered(now, a.ID, perBody(err, len(a.Bodies))) })",
+			New:  "\t_ = sendTo(ctx, r.o.DeadLetter, a.Bodies)\n\tcancel()\n\tr.step(func(now time.Time) { r.core.DeadLettered(now, a.ID, perBody(nil, len(a.Bodies))) })",
+		}},
+		Pkg: "./ordered",
+		Run: "^TestPoisonDeadLetterWaitsForTheCopy$",
+	},
+	{
+		Name:   "maxhold-at-service-limit",
+		Breaks: "MaxHold of exactly the service's 30 minutes is accepted (blind round 2026-12-04, #16)",
+		Edits: []edit{{
+			File: "ordered/receive_options.go",
+			Old:  `case o.MaxHold < -1 || o.MaxHold >= 30*time.Minute:`,
+			New:  `case o.MaxHold < -1 || o.MaxHold > 30*time.Minute:`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestReceiveOptionsValidate$",
+	},
+	{
+		Name:   "send-batch-overshoots-inflight",
+		Breaks: "a batch is admitted while any in-flight room is left: MaxInFlight is overshot by up to a batch (blind round 2026-12-04, #17)",
+		Edits: []edit{{
+			File: "ordered/send.go",
+			Old:  `return s.inflight == 0 || s.inflight+n <= s.opts.MaxInFlight && s.inflightBytes+size <= s.opts.MaxInFlightBytes`,
+			New:  `return s.inflight == 0 || s.inflight < s.opts.MaxInFlight && s.inflightBytes+size <= s.opts.MaxInFlightBytes`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestSendAdmissionFirstComeFirstServed$",
+	},
+	{
+		Name:   "poison-one-attempt-late",
+		Breaks: "PoisonDeadLetter dead-letters after MaxAttempts+1 failures, not MaxAttempts (blind round 2026-12-04, #3, caught)",
+		Edits: []edit{{
+			File: "internal/recvcore/deliver.go",
+			Old:  `case int(m.attempt) >= c.cfg.MaxAttempts && c.cfg.Poison == PoisonDeadLetter:`,
+			New:  `case int(m.attempt) > c.cfg.MaxAttempts && c.cfg.Poison == PoisonDeadLetter:`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestRev3_DeadLetterAfterRecycleSettlesAnotherMessage$",
+	},
+	{
+		Name:   "redis-drop-at-cursor",
+		Breaks: "redisstore's advance drops the parked entry at the new cursor too: the next message is lost (blind round 2026-12-04, #21, caught)",
+		Edits: []edit{{
+			File: "seqstore/redisstore/scripts.go",
+			Old:  `local bound = '(' .. member(epoch, next)`,
+			New:  `local bound = '[' .. member(epoch, next)`,
+		}},
+		Pkg: "./seqstore/redisstore",
+		Run: "^TestAttack21DropRace$",
+	},
+	{
+		Name:   "sql-drop-at-cursor",
+		Breaks: "sqlstore's advance deletes the parked row at the new cursor too: the next message is lost (blind round 2026-12-04, #23, caught)",
+		Edits: []edit{{
+			File: "seqstore/sqlstore/apply.go",
+			Old:  `const passedCond = "queue = ? AND grp = ? AND (epoch < ? OR epoch = ? AND seq < ?)"`,
+			New:  `const passedCond = "queue = ? AND grp = ? AND (epoch < ? OR epoch = ? AND seq <= ?)"`,
+		}},
+		Pkg: "./seqstore/sqlstore",
+		Run: "^TestAttack21DropRace$",
+	},
+	{
+		Name:   "mns-next-visible-seconds",
+		Breaks: "mnsqueue reads NextVisibleTime in seconds, not milliseconds: receipts look valid for millennia and visibility is never kept alive in time (blind round 2026-12-04, #26, caught)",
+		Edits: []edit{{
+			File: "ordered/mnsqueue/mnsqueue.go",
+			Old:  `NextVisible:  time.UnixMilli(m.NextVisibleTime),`,
+			New:  `NextVisible:  time.Unix(m.NextVisibleTime, 0),`,
+		}},
+		Pkg: "./ordered/mnsqueue",
+		Run: "^TestReceiveFields$",
+	},
+	{
+		Name:   "emulator-receipt-not-rotated",
+		Breaks: "the emulator's ChangeMessageVisibility keeps the old receipt valid, unlike the service: the emulator would hide a receiver that ignores the new one (blind round 2026-12-04, #28, caught)",
+		Edits: []edit{{
+			File: "ordered/mnsqueue/mnstest/queue.go",
+			Old:  "\tm.gen++\n\tm.visible = now + vt*second\n",
+			New:  "\tm.visible = now + vt*second\n",
+		}},
+		Pkg:  "./ordered/mnsqueue/mnstest",
+		Run:  "^TestQueueModel$",
+		Cost: time.Minute,
+	},
+	{
+		Name:   "mac-skips-seq",
+		Breaks: "the header MAC does not cover the seq: a signed body replayed under another seq verifies (blind round 2026-12-04, #29, caught)",
+		Edits: []edit{{
+			File: "internal/envelope/envelope.go",
+			Old:  "\tb = binary.BigEndian.AppendUint64(b, h.Seq)\n\tif len(h.Meta) > 0 {",
+			New:  "\tif len(h.Meta) > 0 {",
+		}},
+		Pkg: "./internal/envelope",
+		Run: "^TestSec3MACMutations$",
+	},
+	{
+		Name:   "batcher-oversized-never-handled",
+		Breaks: "an item larger than MaxSize is never handled (its batch is always empty): its caller waits for ever (blind round 2026-12-04, #32, caught then only by go test's timeout)",
+		Edits: []edit{{
+			File: "internal/batcher/batcher.go",
+			Old:  `b.opts.MaxSize > 0 && len(batch) > 0 && size+e.size > b.opts.MaxSize {`,
+			New:  `b.opts.MaxSize > 0 && size+e.size > b.opts.MaxSize {`,
+		}},
+		Pkg:     "./internal/batcher",
+		Run:     "^TestSizeBound$",
+		Timeout: time.Minute,
 	},
 }

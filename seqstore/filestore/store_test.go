@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -356,6 +357,77 @@ func TestCancelWhileQueued(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, pending, 1, "only A is journaled")
 	assert.Equal(t, []byte("a"), pending[0].Body, "A's body")
+}
+
+// TestCursorsWaitForFsync holds the fsync of an Advance's frame and reads
+// the cursor meanwhile. The store's doc says every read reflects only
+// durable state and Cursors waits for a frame being written: a reader must
+// not act on a cursor that a crash or a failed fsync could take away. So
+// Cursors does not return while the fsync is held (a short ctx ends it with
+// the ctx's error, never with the new cursor), and once the fsync is
+// released it returns the new cursor.
+func TestCursorsWaitForFsync(t *testing.T) {
+	var armed atomic.Bool
+	blocked := make(chan struct{})
+	release := make(chan struct{})
+	hooks := &testHooks{beforeSync: func(int64) {
+		if armed.CompareAndSwap(true, false) {
+			close(blocked)
+			<-release
+		}
+	}}
+	s := openT(t, t.TempDir(), &Options{hooks: hooks})
+	st := seqstore.Stream{Queue: "q", Group: "g"}
+	c1 := seqstore.Cursor{Epoch: 7, Next: 5}
+	c2 := seqstore.Cursor{Epoch: 7, Next: 9}
+	require.NoError(t, s.Advance(ctx, []seqstore.Advance{{Stream: st, To: c1}}))
+
+	armed.Store(true)
+	advanced := make(chan error, 1)
+	go func() { advanced <- s.Advance(ctx, []seqstore.Advance{{Stream: st, From: c1, To: c2}}) }()
+	select {
+	case <-blocked: // the advance's frame is written, its fsync held
+	case <-time.After(10 * time.Second):
+		close(release)
+		t.Fatal("the advance's frame reached no fsync within 10s")
+	}
+
+	type result struct {
+		c   seqstore.Cursor
+		err error
+	}
+	waiting := make(chan result, 1)
+	go func() {
+		c, err := cursor(ctx, s, st)
+		waiting <- result{c, err}
+	}()
+
+	// Deterministic whatever the scheduling: the fsync stays held until
+	// this call returns, so a Cursors that does not wait returns c2 here.
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	got, err := cursor(short, s, st)
+	cancel()
+	if err == nil {
+		close(release)
+		t.Fatalf("Cursors returned %+v while the fsync of the advance to it was held: reads must reflect only durable state", got)
+	}
+	require.ErrorIs(t, err, context.DeadlineExceeded, "Cursors during the held fsync ends by its ctx")
+
+	select {
+	case r := <-waiting:
+		close(release)
+		t.Fatalf("a concurrent Cursors returned %+v (err %v) while the advance's fsync was held", r.c, r.err)
+	default:
+	}
+	close(release)
+	require.NoError(t, <-advanced, "the advance")
+	select {
+	case r := <-waiting:
+		require.NoError(t, r.err, "Cursors once the fsync is done")
+		assert.Equal(t, c2, r.c, "Cursors once the fsync is done: the new cursor")
+	case <-time.After(10 * time.Second):
+		t.Fatal("Cursors did not return within 10s of the fsync's release")
+	}
 }
 
 func TestRequestTooLarge(t *testing.T) {

@@ -1,0 +1,113 @@
+package ordered_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inorder/inorder/ordered"
+	"github.com/inorder/inorder/ordered/driver"
+	"github.com/inorder/inorder/ordered/memqueue"
+)
+
+// TestSendRecoverWhileGroupLive: a send that failed in a group that still
+// has a message in flight (its state alive in the sender) is found by
+// Recover and sent again; only the messages in flight are left alone.
+// (Blind round 2026-12-04, #12: a failed seq not recorded as failed was
+// taken for in flight, and Recover never sent it while the group lived.)
+func TestSendRecoverWhileGroupLive(t *testing.T) {
+	ctx := sendCtx(t)
+	d := newSendDriver()
+	release := make(chan struct{})
+	var bad atomic.Bool
+	bad.Store(true)
+	d.fail = func(_ int, bodies [][]byte) error {
+		for _, b := range bodies {
+			switch {
+			case bytes.HasSuffix(b, []byte("slow")):
+				<-release
+			case bytes.HasSuffix(b, []byte("bad")) && bad.Load():
+				return errPermanent
+			}
+		}
+		return nil
+	}
+	q := newSendQueue(t, d, newTestStore(), &ordered.Options{Send: ordered.SendOptions{MarkInterval: time.Millisecond}})
+	slow, err := q.SendAsync(ctx, "g", []byte("slow"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return d.calls.Load() >= 1 }, 5*time.Second, time.Millisecond, "the first send reaches the driver")
+	r, err := q.SendAsync(ctx, "g", []byte("bad"))
+	require.NoError(t, err)
+	require.ErrorIs(t, r.Wait(ctx), errPermanent)
+	bad.Store(false)
+	n, err := q.Recover(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "the failed message is sent again while its group has another in flight")
+	close(release)
+	require.NoError(t, slow.Wait(ctx))
+	msgs := checkStreams(t, d)["g"]
+	require.Len(t, msgs, 2)
+	assert.Equal(t, "bad", msgs[1].Payload)
+}
+
+// failingQueue fails SendBatch while down.
+type failingQueue struct {
+	driver.Queue
+	down  atomic.Bool
+	tries atomic.Int64
+}
+
+var errDLQDown = errors.New("dead-letter queue down")
+
+func (f *failingQueue) SendBatch(ctx context.Context, bodies [][]byte) error {
+	f.tries.Add(1)
+	if f.down.Load() {
+		return errDLQDown
+	}
+	return f.Queue.SendBatch(ctx, bodies)
+}
+
+// TestPoisonDeadLetterWaitsForTheCopy: a poison message is deleted only
+// once its dead-letter copy was sent. While the dead-letter queue fails,
+// the message stays in the queue and its group waits; once it works, the
+// copy is there and the group goes on. (Blind round 2026-12-04, #13: a
+// failed dead-letter send taken as done deleted the message with no copy.)
+func TestPoisonDeadLetterWaitsForTheCopy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dlq := &failingQueue{Queue: memqueue.New(nil)}
+		dlq.down.Store(true)
+		ro := ordered.ReceiveOptions{MaxAttempts: 1, Poison: ordered.PoisonDeadLetter, DeadLetter: dlq}
+		b := newBubble(t, &memqueue.Options{Shards: 1}, &ordered.Options{Receive: ro,
+			Retry: ordered.RetryOptions{Initial: time.Second, Max: time.Second}})
+		b.receiveInto()
+		rxSend(t, b.drv, rxBodies("g", 1, 1, 2, nil))
+		time.Sleep(time.Millisecond)
+		m := b.next()
+		require.Equal(t, uint64(1), m.Seq)
+		require.NoError(t, m.Nack(context.Background(), errors.New("poison")))
+		time.Sleep(5 * time.Second)
+		require.Positive(t, dlq.tries.Load(), "the dead-letter copy was tried")
+		dvis, _ := dlq.Queue.(*memqueue.Queue).Len()
+		require.Zero(t, dvis)
+		vis, inflight := b.drv.Len()
+		assert.Equal(t, 2, vis+inflight, "while no copy is sent, the poison message stays in the queue")
+		b.none("the group waits for its head's dead-letter copy")
+		dlq.down.Store(false)
+		time.Sleep(5 * time.Second)
+		m = b.next()
+		require.Equal(t, uint64(2), m.Seq, "the group goes on once the copy is sent")
+		ack(t, m)
+		b.close()
+		dvis, _ = dlq.Queue.(*memqueue.Queue).Len()
+		assert.Equal(t, 1, dvis, "the dead-letter copy")
+		vis, inflight = b.drv.Len()
+		assert.Zero(t, vis+inflight, "both deleted")
+	})
+}
