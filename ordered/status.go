@@ -415,6 +415,9 @@ var (
 				recvcore.ActionReread: "Read cursor again", recvcore.ActionStartAt: "Start at"}[action]
 		},
 		"repairConfirm": repairConfirm,
+		// A form carries a group's name encoded: a browser posts line
+		// breaks in a field's value as CRLF, which would name another group.
+		"groupField": func(name string) string { return base64.RawURLEncoding.EncodeToString([]byte(name)) },
 	}).ParseFS(statusFiles, "status/page.html"))
 	statusCSS = template.CSS(mustRead("status/page.css"))
 	statusJS  = template.JS(mustRead("status/page.js"))

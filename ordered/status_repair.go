@@ -2,6 +2,7 @@ package ordered
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -85,7 +86,15 @@ func (h *statusHandler) repair(w http.ResponseWriter, req *http.Request) {
 		res.Error = "repair: " + fmt.Sprintf(format, args...)
 		answer(http.StatusBadRequest, res)
 	}
-	if !req.PostForm.Has("group") {
+	if v := req.PostForm.Get("group64"); v != "" {
+		// The page's forms: the name base64url-encoded (see groupField).
+		name, err := base64.RawURLEncoding.DecodeString(v)
+		if err != nil {
+			bad("group64 is not base64url: %v", err)
+			return
+		}
+		res.Group = string(name)
+	} else if !req.PostForm.Has("group") {
 		bad("no group field")
 		return
 	}
