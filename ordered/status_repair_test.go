@@ -195,7 +195,7 @@ func TestStatusRepairPage(t *testing.T) {
 	page := rec.Body.String()
 	assert.Contains(t, rec.Header().Get("Content-Security-Policy"), "form-action 'self'")
 	assert.Contains(t, page, "<th>repair</th>")
-	assert.Contains(t, page, `<input type="hidden" name="repair" value="skip-hole"><input type="hidden" name="group64" value="Zw">`) // "g", base64url
+	assert.Contains(t, page, `<input type="hidden" name="repair" value="skip-hole"><input type="hidden" name="group64" value="Zw">`)        // "g", base64url
 	assert.Contains(t, page, `<input type="hidden" name="repair" value="dead-letter-head"><input type="hidden" name="group64" value="cA">`) // "p"
 	assert.Equal(t, 2, strings.Count(page, `<form method="post" class="repair"`), "one button per stuck group, none for the healthy one shown below")
 	assert.Contains(t, page, `data-confirm="Skip the missing seqs of group g?`)
