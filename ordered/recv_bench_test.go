@@ -177,8 +177,17 @@ func TestReceiveManyGroupsMemory(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	// A group idle for 5s drops its working state (maps, slices) and keeps
-	// only its cursor and name: measure that.
+	// only its cursor and name: measure that, once the receiver's charged
+	// memory has stopped falling (on a loaded machine the drops come late,
+	// and a fixed sleep measured groups that still had their state).
 	time.Sleep(5500 * time.Millisecond)
+	for settle := time.Now().Add(20 * time.Second); time.Now().Before(settle); {
+		m := q.Stats().Receive.Memory
+		time.Sleep(500 * time.Millisecond)
+		if q.Stats().Receive.Memory == m {
+			break
+		}
+	}
 	rc = nil
 	heap := func() float64 {
 		runtime.GC()
@@ -195,6 +204,13 @@ func TestReceiveManyGroupsMemory(t *testing.T) {
 	runtime.KeepAlive(store) // their share is not the receiver's
 	runtime.KeepAlive(drv)
 	t.Logf("%d idle groups: %.0f heap bytes per group (name, cursor, map entry)", groups, perGroup)
-	assert.Less(t, perGroup, 450.0, "an idle group must be small: a million must fit a modest heap")
+	// 200,000 groups measure 413 bytes each. The short and -race runs keep
+	// 20,000, whose maps carry proportionally more spare buckets (434-448
+	// bytes, more on a loaded machine): they get 30 bytes of slack.
+	limit := 450.0
+	if groups < 200_000 {
+		limit = 480
+	}
+	assert.Less(t, perGroup, limit, "an idle group must be small: a million must fit a modest heap")
 	assert.Greater(t, perGroup, 50.0, "the measure must see the groups")
 }
