@@ -416,7 +416,14 @@ var mutants = []mutant{
 	{
 		Name:   "log-not-regular",
 		Breaks: "filestore reads a log or snapshot that is not a regular file: a FIFO hangs Open, a device is read",
+		// openRegular looks before it opens and at what it opened: the
+		// break drops both (either alone is covered by the other since
+		// the os.Root rewrite, and survived a rotation of .ci/run).
 		Edits: []edit{{
+			File: "seqstore/filestore/store.go",
+			Old:  `	if info, err := dir.Lstat(name); err == nil && !info.Mode().IsRegular() {`,
+			New:  `	if info, err := dir.Lstat(name); false && err == nil && !info.Mode().IsRegular() {`,
+		}, {
 			File: "seqstore/filestore/store.go",
 			Old:  `	if err == nil && !info.Mode().IsRegular() {`,
 			New:  `	if false && err == nil && !info.Mode().IsRegular() {`,
