@@ -13,6 +13,20 @@
 // [Handler] with bounded concurrency. Each [Message] is settled with
 // [Message.Ack] or [Message.Nack].
 //
+//	q, err := ordered.New(ctx, drv, store, &ordered.Options{Name: "orders"})
+//	if err != nil { ... }
+//	defer q.Close(ctx)
+//	err = q.Send(ctx, "order-42", []byte("paid")) // durable once it returns nil
+//	err = q.Run(ctx, func(ctx context.Context, m *ordered.Message) error {
+//		return apply(m.Group, m.Seq, m.Body) // nil acks; an error retries in place
+//	})
+//
+// The runnable examples show the common tasks: sending ([Queue.SendAsync],
+// [Queue.SendBatch]), receiving ([Queue.Run], [Queue.Receive]), reporting
+// what the receiver does ([Hooks]), dead letters ([ReceiveOptions]),
+// shutdown on a signal ([Queue.Close]) and moving a stuck group on
+// ([Queue.SkipHole]).
+//
 // # Ordering guarantees
 //
 // Within a group (a stream), messages are handed out in seq order, each

@@ -82,3 +82,53 @@ func ExampleQueue_SkipHole() {
 	// debit 40 (seq 4, unordered false)
 	// debit 20 (seq 2, unordered true)
 }
+
+// Hooks report what the receiver does on its own, here a copy of a message
+// already handled: the queue delivered seq 1 again, and the receiver drops
+// it (deleted once the cursor past it is durable, never handed out again).
+// Hooks run one at a time on a goroutine of their own: they may log, count
+// or call Stats, and should not block for long.
+func ExampleHooks() {
+	ctx := context.Background()
+	drv := memqueue.New(&memqueue.Options{Shards: 1})
+	events := make(chan string, 16)
+	q, err := ordered.New(ctx, drv, memstore.New(), &ordered.Options{
+		Receive: ordered.ReceiveOptions{Wait: 10 * time.Millisecond},
+		Hooks: ordered.Hooks{OnDuplicate: func(e ordered.Event) {
+			events <- fmt.Sprintf("duplicate: group %s seq %d", e.Group, e.Seq)
+		}},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	send := func(body string) {
+		if err := drv.SendBatch(ctx, [][]byte{[]byte(body)}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	receive := func() {
+		m, err := q.Receive(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s (seq %d)\n", m.Body, m.Seq)
+		if err := m.Ack(ctx); err != nil {
+			log.Fatal(err)
+		}
+	}
+	send("#v1;7;1;acct-7#debit 10")
+	send("#v1;7;2;acct-7#debit 20")
+	receive()
+	receive()
+	send("#v1;7;1;acct-7#debit 10") // the queue hands seq 1 out again
+	fmt.Println(<-events)
+	fmt.Println("duplicates:", q.Stats().Receive.Duplicates)
+	if err := q.Close(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// debit 10 (seq 1)
+	// debit 20 (seq 2)
+	// duplicate: group acct-7 seq 1
+	// duplicates: 1
+}
