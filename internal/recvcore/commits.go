@@ -127,6 +127,7 @@ func (c *Core) addToCommit(now time.Time, b *commitBatch, g *group) {
 		return
 	}
 	a := seqstore.Advance{Stream: c.stream(g.name), From: cloneCursor(g.dur), To: cloneCursor(g.ack)}
+	a.To.Owner = a.From.Owner // the receiver never changes a cursor's owner (a fencing token: seqstore.Claim)
 	if err := a.Check(); err != nil {
 		c.becomeFailed(g, now, err)
 		return
