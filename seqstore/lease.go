@@ -122,7 +122,7 @@ func (t Topology) Check() error {
 	seen := make(map[string]struct{}, len(t.Queues))
 	for _, q := range t.Queues {
 		if err := (Stream{Queue: q}).Validate(); err != nil {
-			return err
+			return fmt.Errorf("%w: topology queue: %w", ErrInvalidArgument, err)
 		}
 		if _, dup := seen[q]; dup {
 			return fmt.Errorf("%w: topology names queue %q twice", ErrInvalidArgument, q)
@@ -175,10 +175,11 @@ type Leaser interface {
 	Leases(ctx context.Context, ns string) ([]Lease, error)
 }
 
-// CheckNamespace validates a namespace: a valid queue name.
+// CheckNamespace validates a namespace: a valid queue name. Its error
+// wraps ErrInvalidArgument, like the other checks', and ErrInvalidStream.
 func CheckNamespace(ns string) error {
 	if err := (Stream{Queue: ns}).Validate(); err != nil {
-		return fmt.Errorf("namespace: %w", err)
+		return fmt.Errorf("%w: namespace: %w", ErrInvalidArgument, err)
 	}
 	return nil
 }

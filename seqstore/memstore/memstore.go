@@ -21,7 +21,12 @@ type Store struct {
 	// parks holds each stream's parked entries, ordered by epoch and seq;
 	// a stream without any has no key.
 	parks map[seqstore.Stream]*parkList
-	now   func() time.Time
+	// spaces holds the lease state of each namespace (lease.go).
+	spaces map[string]*space
+	// now is the clock of epochs and of lease and heartbeat expiries;
+	// time.Now's monotonic reading keeps expiries right across wall-clock
+	// steps.
+	now func() time.Time
 	// onDrop, when set (tests), is told how many parked entries one mutex
 	// hold dropped one by one.
 	onDrop func(n int)

@@ -90,4 +90,31 @@ var migrations = []migration{
 			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %sparked (queue %s NOT NULL, grp %s NOT NULL, epoch BIGINT NOT NULL, seq BIGINT NOT NULL, crc BIGINT NOT NULL, body %s NOT NULL, PRIMARY KEY (queue, grp, epoch, seq))%s", p, name, grp, body, tail),
 		}
 	}},
+	{version: 3, stmts: func(d Dialect, p string) []string {
+		// The lease capability (lease.go). Expiries are microseconds since
+		// 1970 by the database's clock (nowMicros), so that every dialect
+		// compares plain integers.
+		name, text, tail := "TEXT", "TEXT", ""
+		switch d {
+		case MySQL:
+			name, text, tail = "VARBINARY(256)", "LONGBLOB", " ENGINE=InnoDB"
+		}
+		return []string{
+			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %slease_ns (ns %s NOT NULL, topology %s, next_token BIGINT NOT NULL DEFAULT 0, view_version BIGINT NOT NULL DEFAULT 0, PRIMARY KEY (ns))%s", p, name, text, tail),
+			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %slease (ns %s NOT NULL, shard INT NOT NULL, owner %s NOT NULL, token BIGINT NOT NULL, expires_at BIGINT NOT NULL, PRIMARY KEY (ns, shard))%s", p, name, name, tail),
+			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %smember (ns %s NOT NULL, incarnation %s NOT NULL, name %s NOT NULL, weight INT NOT NULL, expires_at BIGINT NOT NULL, PRIMARY KEY (ns, incarnation))%s", p, name, name, name, tail),
+		}
+	}},
+}
+
+// nowMicros is the database's clock in microseconds since 1970, the time of
+// every lease and heartbeat expiry: the members' clocks never count.
+func (d Dialect) nowMicros() string {
+	switch d {
+	case Postgres:
+		return "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS BIGINT)"
+	case MySQL:
+		return "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))"
+	}
+	return "CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)"
 }

@@ -99,7 +99,7 @@ func openServer(t testing.TB, driver, env, dsn string) (*sql.DB, string) {
 		defer func() { _ = db.Close() }()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		for _, tb := range []string{"send", "journal", "cursor", "parked", "schema_version", "app"} {
+		for _, tb := range append(tableNames, "app") {
 			if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+prefix+tb); err != nil {
 				t.Errorf("cleanup: drop %s%s: %v", prefix, tb, err)
 			}
@@ -148,3 +148,6 @@ func benchWriters() int {
 	n, _ := strconv.Atoi(os.Getenv("BENCH_WRITERS"))
 	return n
 }
+
+// tableNames are the tables a prefix names, without it.
+var tableNames = []string{"send", "journal", "cursor", "parked", "lease_ns", "lease", "member", "schema_version"}

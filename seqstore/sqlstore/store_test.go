@@ -59,7 +59,7 @@ func TestMigrate(t *testing.T) {
 		// Several processes migrating a fresh prefix at once.
 		fresh := prefix + "c"
 		t.Cleanup(func() {
-			for _, tb := range []string{"send", "journal", "cursor", "parked", "schema_version"} {
+			for _, tb := range tableNames {
 				_, _ = db.ExecContext(context.Background(), "DROP TABLE IF EXISTS "+fresh+tb)
 			}
 		})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/inorder/inorder/seqstore"
 )
@@ -52,18 +53,92 @@ func CursorOne(ctx context.Context, st seqstore.Store, s seqstore.Stream) (seqst
 // seqstore.ErrClosed), leaving storage open for the other instances. It
 // lets a store whose instances share nothing, such as memstore, run the
 // suite's reopen and cross-instance tests (see OpenShared).
-// The instance implements seqstore.Lister when storage does.
+// The instance implements seqstore.Lister and seqstore.Leaser when storage
+// does.
 func Share(storage seqstore.Store) seqstore.Store {
-	if l, ok := storage.(seqstore.Lister); ok {
-		return &listingInstance{instance: instance{storage: storage}, lister: l}
+	in := &instance{storage: storage}
+	lister, isLister := storage.(seqstore.Lister)
+	leaser, isLeaser := storage.(seqstore.Leaser)
+	switch {
+	case isLister && isLeaser:
+		return &listingLeasingInstance{listingInstance{instance: in, lister: lister}, leasingPart{in, leaser}}
+	case isLister:
+		return &listingInstance{instance: in, lister: lister}
+	case isLeaser:
+		return &leasingInstance{in, leasingPart{in, leaser}}
 	}
-	return &instance{storage: storage}
+	return in
+}
+
+type leasingInstance struct {
+	*instance
+	leasingPart
+}
+
+type listingLeasingInstance struct {
+	listingInstance
+	leasingPart
+}
+
+// leasingPart forwards the seqstore.Leaser methods of an instance.
+type leasingPart struct {
+	in     *instance
+	leaser seqstore.Leaser
+}
+
+func (p leasingPart) Topology(ctx context.Context, ns string, t seqstore.Topology) error {
+	if err := p.in.check(); err != nil {
+		return err
+	}
+	return p.leaser.Topology(ctx, ns, t)
+}
+
+func (p leasingPart) Heartbeat(ctx context.Context, ns string, m seqstore.Member, ttl time.Duration) (seqstore.View, error) {
+	if err := p.in.check(); err != nil {
+		return seqstore.View{}, err
+	}
+	return p.leaser.Heartbeat(ctx, ns, m, ttl)
+}
+
+func (p leasingPart) Acquire(ctx context.Context, ns string, shards []int, owner string, ttl time.Duration) ([]seqstore.Lease, error) {
+	if err := p.in.check(); err != nil {
+		return nil, err
+	}
+	return p.leaser.Acquire(ctx, ns, shards, owner, ttl)
+}
+
+func (p leasingPart) Renew(ctx context.Context, ns string, held []seqstore.Lease, ttl time.Duration) ([]seqstore.Lease, error) {
+	if err := p.in.check(); err != nil {
+		return nil, err
+	}
+	return p.leaser.Renew(ctx, ns, held, ttl)
+}
+
+func (p leasingPart) Release(ctx context.Context, ns string, held []seqstore.Lease) error {
+	if err := p.in.check(); err != nil {
+		return err
+	}
+	return p.leaser.Release(ctx, ns, held)
+}
+
+func (p leasingPart) Leave(ctx context.Context, ns string, incarnation string) error {
+	if err := p.in.check(); err != nil {
+		return err
+	}
+	return p.leaser.Leave(ctx, ns, incarnation)
+}
+
+func (p leasingPart) Leases(ctx context.Context, ns string) ([]seqstore.Lease, error) {
+	if err := p.in.check(); err != nil {
+		return nil, err
+	}
+	return p.leaser.Leases(ctx, ns)
 }
 
 // listingInstance is an instance over storage that implements
 // seqstore.Lister.
 type listingInstance struct {
-	instance
+	*instance
 	lister seqstore.Lister
 }
 
