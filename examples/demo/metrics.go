@@ -71,7 +71,7 @@ func match(set attribute.Set, kv []string) bool {
 			}
 			continue
 		}
-		if !ok || v.Emit() != kv[i+1] {
+		if !ok || v.String() != kv[i+1] {
 			return false
 		}
 	}
@@ -179,9 +179,10 @@ func (m *meters) table(ctx context.Context, w io.Writer, st ordered.Stats) error
 		return total, strings.Join(ps, ", ")
 	}
 	row := func(name string, value any, note string) {
-		fmt.Fprintf(w, "  %-36s %10v  %s\n", name, value, note)
+		fmt.Fprintf(w, "  %-34s %8v  %s\n", name, value, note)
 	}
-	fmt.Fprintln(w, "metrics (OpenTelemetry, package otelinorder, read once with a ManualReader):")
+	fmt.Fprintln(w, "metrics (OpenTelemetry, package otelinorder, read once with a ManualReader;")
+	fmt.Fprintln(w, "  p50 and p99 are the histograms' bucket bounds):")
 	row("messaging.client.sent.messages", s.int("messaging.client.sent.messages", "error.type", ""),
 		fmt.Sprintf("accepted by the queue; failed (error.type): %d", s.int("messaging.client.sent.messages", "error.type", "_OTHER")))
 	row("messaging.client.consumed.messages", consumed, "handed to the handler")
@@ -197,17 +198,17 @@ func (m *meters) table(ctx context.Context, w io.Writer, st ordered.Stats) error
 	for _, cause := range []string{"gap", "poison", "conflict", "store"} {
 		causes = append(causes, fmt.Sprintf("%s %d", cause, s.int("inorder.groups.stuck", "inorder.stuck.cause", cause)))
 	}
-	row("inorder.groups.stuck", s.int("inorder.groups.stuck"), "by inorder.stuck.cause: "+strings.Join(causes, ", "))
+	row("inorder.groups.stuck", s.int("inorder.groups.stuck"), strings.Join(causes, ", ")+" (by cause)")
 	qn, qparts := kinds("inorder.queue.requests", "send", "receive", "delete", "change_visibility")
 	row("inorder.queue.requests", qn, per(qn))
-	fmt.Fprintf(w, "  %-36s %10s  %s\n", "", "", qparts)
+	fmt.Fprintf(w, "    by kind: %s\n", qparts)
 	sn, sparts := kinds("inorder.store.requests", "reserve", "sent", "advance", "cursor", "park", "unpark")
 	row("inorder.store.requests", sn, per(sn))
-	fmt.Fprintf(w, "  %-36s %10s  %s\n", "", "", sparts)
+	fmt.Fprintf(w, "    by kind: %s\n", sparts)
 	n, sum, p50, p99 := s.histogram("messaging.process.duration")
-	row("messaging.process.duration", n, fmt.Sprintf("sum %s, p50 %s, p99 %s (bucket bounds)", seconds(sum), p50, p99))
+	row("messaging.process.duration", n, fmt.Sprintf("sum %s, p50 %s, p99 %s", seconds(sum), p50, p99))
 	n, sum, p50, p99 = s.histogram("inorder.commit.duration")
-	row("inorder.commit.duration", n, fmt.Sprintf("sum %s, p50 %s, p99 %s (bucket bounds)", seconds(sum), p50, p99))
+	row("inorder.commit.duration", n, fmt.Sprintf("sum %s, p50 %s, p99 %s", seconds(sum), p50, p99))
 	return nil
 }
 
