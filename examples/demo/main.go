@@ -130,7 +130,7 @@ func parse(args []string, stdout, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.verbose, "v", false, "log the Queue's warnings to stderr")
 	fs.StringVar(&c.status, "status", "127.0.0.1:0", "address of the status page of the running ordered.Queue (port 0: any free port; off: no page)")
 	fs.DurationVar(&c.hold, "hold", 0, "stay up this long after the demo finishes, with its status page (Ctrl-C ends it);\n"+
-		"step 4's group stays stuck, for its page to repair (only on a loopback -status)")
+		"step 4's group stays stuck, and its page alone can repair it (StatusOptions.Repair), on a loopback -status only")
 	fs.BoolVar(&c.metrics, "metrics", true, "print step 3's OpenTelemetry metrics and step 4's stuck-group gauge")
 	fs.DurationVar(&c.gapTimeout, "gap-timeout", time.Second, "GapTimeout of step 4, the stuck group (0 skips the step)")
 	cmdline.SetUsage(fs, synopsis,
