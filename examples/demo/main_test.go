@@ -271,11 +271,11 @@ func TestDemoHoldRepair(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() { errc <- run(c) }()
 	page := <-urls
+	ended := false
 	defer func() {
-		select {
-		case <-done:
-		default:
+		if !ended { // a failed check: end the hold and wait for the demo
 			close(done)
+			<-errc
 		}
 	}()
 
@@ -334,6 +334,7 @@ func TestDemoHoldRepair(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Contains(out.String(), "Unordered: a late arrival") },
 		30*time.Second, 10*time.Millisecond, "what follows the repair:\n%s", out.String())
 	close(done)
+	ended = true
 	require.NoError(t, <-errc, "demo output:\n%s", out.String())
 	text := out.String()
 	_, step4, ok := strings.Cut(text, "== 4.")
