@@ -10,7 +10,7 @@
 // in-process queue that behaves like an MNS standard queue. Chaos is on (messages
 // spread over shards and received from a random shard, some delivered twice,
 // some requests failing; real MNS brings its own), and sequence state lives
-// in a filestore in a temporary directory. It runs three steps:
+// in a filestore in a temporary directory. It runs four steps:
 //
 //  1. 20 messages through the plain queue, printed as they arrive, the way
 //     the MNS ordered-queue sample prints them: out of order, with
@@ -18,17 +18,29 @@
 //  2. The same 20 through ordered.Queue: 1..20, in order, once each.
 //  3. A larger run (-messages over -groups, several producers, handlers in
 //     parallel across groups) that checks every group's order and prints a
-//     one-line summary and the Queue's stats.
+//     one-line summary, the Queue's stats and (-metrics, on by default)
+//     a table of its OpenTelemetry metrics (package otelinorder, read with
+//     the SDK's ManualReader).
+//  4. A stuck group: the sender of group acct-7 (SendFast) loses seq 2,
+//     sends 3 and 4; the receiver (GapWait, GapTimeout -gap-timeout)
+//     delivers 1, reports the hole (Hooks.OnGap, Stats().Receive.Stuck,
+//     inorder.groups.stuck), the demo repairs it with Queue.SkipHole, 3
+//     and 4 follow, and the lost seq 2, delivered late, is handed out
+//     flagged Unordered.
 //
 // While it runs, it serves the status page of the ordered.Queue of the
 // current step (ordered.Queue.StatusHandler) on -status, a random loopback
 // port by default, and prints its address; -hold keeps the demo, and the
-// page of its last Queue, up that long after it finishes.
+// page of its last Queue, up that long after it finishes. With -hold, step
+// 4 leaves acct-7 stuck for the page to show and, when -status is a
+// loopback address, to repair: its page alone is served with
+// ordered.StatusOptions{Repair: true} (a button, or the curl lines the demo
+// prints); the demo prints what follows the repair.
 //
 // Usage:
 //
 //	go run ./examples/demo [-driver mns|memqueue] [-messages 20000] [-groups 1000] [-seed 1] [-v]
-//	                       [-status 127.0.0.1:0|off] [-hold 5m]
+//	                       [-status 127.0.0.1:0|off] [-hold 5m] [-metrics=true] [-gap-timeout 1s]
 //
 // On real MNS the demo creates its queues (named after -queue and the time)
 // and deletes them at the end. -h lists the flags and the environment and
@@ -64,19 +76,22 @@ import (
 )
 
 type config struct {
-	out       io.Writer // where the demo prints
-	driver    string
-	queue     string
-	messages  int
-	groups    int
-	producers int
-	seed      int64
-	verbose   bool
-	status    string        // address of the status page ("" or "off": none)
-	hold      time.Duration // how long to stay up after the steps
+	out        io.Writer // where the demo prints
+	driver     string
+	queue      string
+	messages   int
+	groups     int
+	producers  int
+	seed       int64
+	verbose    bool
+	status     string        // address of the status page ("" or "off": none)
+	hold       time.Duration // how long to stay up after the steps
+	metrics    bool          // print the OTel metrics of step 3 and step 4's stuck gauge
+	gapTimeout time.Duration // GapTimeout of step 4 (0 skips the step)
 
 	page   *statusPage      // set by run: the page of the current step's Queue
 	served func(url string) // tests: called with the page's URL once it serves
+	done   <-chan struct{}  // tests: closing it ends the hold, as Ctrl-C does
 }
 
 func main() {
@@ -97,8 +112,10 @@ func command(args []string, stdout, stderr io.Writer) int {
 }
 
 const synopsis = `demo [flags]: show strict per-group order restored over a queue that does not
-keep it: a plain queue, the same through ordered.Queue, then a larger run.
-Without MNS_ENDPOINT it runs on the embedded MNS emulator.`
+keep it: a plain queue, the same through ordered.Queue, a larger run, then a
+group stuck on a lost seq and its repair. Without MNS_ENDPOINT it runs on the
+embedded MNS emulator. With -hold the group stays stuck: its status page (on a
+loopback -status only) repairs it, and the demo prints curl lines that do.`
 
 func parse(args []string, stdout, stderr io.Writer) (config, error) {
 	c := config{out: stdout}
@@ -112,7 +129,10 @@ func parse(args []string, stdout, stderr io.Writer) (config, error) {
 	fs.Int64Var(&c.seed, "seed", 1, "seed of the queue's chaos")
 	fs.BoolVar(&c.verbose, "v", false, "log the Queue's warnings to stderr")
 	fs.StringVar(&c.status, "status", "127.0.0.1:0", "address of the status page of the running ordered.Queue (port 0: any free port; off: no page)")
-	fs.DurationVar(&c.hold, "hold", 0, "stay up this long after the demo finishes, with its status page (Ctrl-C ends it)")
+	fs.DurationVar(&c.hold, "hold", 0, "stay up this long after the demo finishes, with its status page (Ctrl-C ends it);\n"+
+		"step 4's group stays stuck, and its page alone can repair it (StatusOptions.Repair), on a loopback -status only")
+	fs.BoolVar(&c.metrics, "metrics", true, "print step 3's OpenTelemetry metrics and step 4's stuck-group gauge")
+	fs.DurationVar(&c.gapTimeout, "gap-timeout", time.Second, "GapTimeout of step 4, the stuck group (0 skips the step)")
 	cmdline.SetUsage(fs, synopsis,
 		cmdline.Env{Name: "MNS_ENDPOINT", Help: "run on real MNS at this endpoint instead of the embedded emulator (-driver mns)"},
 		cmdline.EnvKeyID, cmdline.EnvSecret)
@@ -120,8 +140,8 @@ func parse(args []string, stdout, stderr io.Writer) (config, error) {
 }
 
 func run(c config) error {
-	if c.messages < 0 || c.groups < 1 || c.producers < 1 || c.hold < 0 {
-		return errors.New("need -messages >= 0, -groups >= 1, -producers >= 1 and -hold >= 0")
+	if c.messages < 0 || c.groups < 1 || c.producers < 1 || c.hold < 0 || c.gapTimeout < 0 {
+		return errors.New("need -messages >= 0, -groups >= 1, -producers >= 1, -hold >= 0 and -gap-timeout >= 0")
 	}
 	c.page = &statusPage{}
 	if c.status != "" && c.status != "off" {
@@ -131,7 +151,11 @@ func run(c config) error {
 		}
 		defer stop()
 	}
-	err := steps(c)
+	e, err := setup(c)
+	if err == nil {
+		defer e.close()
+		err = steps(c, e)
+	}
 	if c.hold > 0 {
 		if err != nil {
 			fmt.Fprintf(c.out, "\ndemo failed: %v\n", err)
@@ -139,22 +163,56 @@ func run(c config) error {
 		fmt.Fprintf(c.out, "\nholding for %v (Ctrl-C ends it)\n", c.hold)
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 		defer stop()
-		select {
-		case <-time.After(c.hold):
-		case <-ctx.Done():
+		ctx, cancel := context.WithTimeout(ctx, c.hold)
+		defer cancel()
+		var held *stuckGroup
+		if e != nil {
+			held = e.held
 		}
+		err = errors.Join(err, hold(ctx, c, held))
 	}
 	return err
+}
+
+// hold waits until ctx ends (the -hold time, Ctrl-C) or c.done is closed.
+// If step 4 left its group stuck (held), it receives from that Queue
+// meanwhile, prints what follows a repair on the page, and closes it at
+// the end.
+func hold(ctx context.Context, c config, held *stuckGroup) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	var heldErr error
+	if held != nil {
+		wg.Go(func() {
+			if err := held.finish(ctx, c); err != nil && ctx.Err() == nil {
+				heldErr = fmt.Errorf("stuck group: %w", err)
+			}
+		})
+	}
+	select {
+	case <-ctx.Done():
+	case <-c.done:
+	}
+	cancel()
+	wg.Wait()
+	if held != nil {
+		heldErr = errors.Join(heldErr, held.close())
+	}
+	return heldErr
 }
 
 // statusPage serves the status page of the current step's ordered.Queue.
 type statusPage struct {
 	current atomic.Pointer[http.Handler]
+
+	url      string // set by serve: the page's address ("": no page)
+	loopback bool   // set by serve: the page listens on a loopback address
 }
 
-// show makes the page show q.
-func (p *statusPage) show(q *ordered.Queue) {
-	h := q.StatusHandler()
+// show makes the page show q, with opts.
+func (p *statusPage) show(q *ordered.Queue, opts ...ordered.StatusOptions) {
+	h := q.StatusHandler(opts...)
 	p.current.Store(&h)
 }
 
@@ -183,6 +241,10 @@ func (p *statusPage) serve(c config) (stop func(), err error) {
 		_ = srv.Serve(ln) // ends with Close
 	}()
 	url := "http://" + ln.Addr().String() + "/debug/inorder/"
+	p.url = url
+	if a, ok := ln.Addr().(*net.TCPAddr); ok {
+		p.loopback = a.IP.IsLoopback()
+	}
 	hint := "-hold 5m keeps it up after the demo"
 	if c.hold > 0 {
 		hint = fmt.Sprintf("up %v after the demo", c.hold)
@@ -197,18 +259,35 @@ func (p *statusPage) serve(c config) (stop func(), err error) {
 	}, nil
 }
 
-// steps runs the demo's three steps.
-func steps(c config) error {
+// env is what the steps share: the filestores' directory and the queues,
+// and step 4's Queue when it is left stuck for the hold.
+type env struct {
+	dir  string
+	qs   *queues
+	held *stuckGroup
+}
+
+func setup(c config) (*env, error) {
 	dir, err := os.MkdirTemp("", "inorder-demo-")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer os.RemoveAll(dir)
 	qs, err := newQueues(c)
 	if err != nil {
-		return err
+		os.RemoveAll(dir)
+		return nil, err
 	}
-	defer qs.close()
+	return &env{dir: dir, qs: qs}, nil
+}
+
+func (e *env) close() {
+	e.qs.close()
+	os.RemoveAll(e.dir)
+}
+
+// steps runs the demo's four steps.
+func steps(c config, e *env) error {
+	dir, qs := e.dir, e.qs
 	fmt.Fprintf(c.out, "queue: %s\n\n", qs.describe)
 
 	fmt.Fprintln(c.out, "== 1. a plain queue: 20 messages, as they arrive")
@@ -226,6 +305,15 @@ func steps(c config) error {
 		if err := large(c, qs, dir); err != nil {
 			return fmt.Errorf("large run: %w", err)
 		}
+	}
+	if c.gapTimeout > 0 {
+		fmt.Fprintln(c.out)
+		fmt.Fprintln(c.out, "== 4. a stuck group: acct-7's sender lost seq 2")
+		held, err := stuck(c, qs, dir)
+		if err != nil {
+			return fmt.Errorf("stuck group: %w", err)
+		}
+		e.held = held
 	}
 	return nil
 }
@@ -464,9 +552,22 @@ func large(c config, qs *queues, dir string) error {
 		return err
 	}
 	defer store.Close()
-	q, err := ordered.New(ctx, drv, store, &ordered.Options{Name: "demo-large", Logger: logger(c)})
+	opts := &ordered.Options{Name: "demo-large", Logger: logger(c)}
+	var m *meters
+	if c.metrics {
+		if m, err = instrument(opts); err != nil {
+			return err
+		}
+		defer m.close()
+	}
+	q, err := ordered.New(ctx, drv, store, opts)
 	if err != nil {
 		return err
+	}
+	if m != nil {
+		if err := m.observe(q); err != nil {
+			return errors.Join(err, q.Close(ctx))
+		}
 	}
 	c.page.show(q)
 
@@ -571,6 +672,11 @@ func large(c config, qs *queues, dir string) error {
 		delivered.Load(), c.groups, violations.Load() == 0, violations.Load(), repeats.Load(),
 		st.Receive.DuplicatesReaped, st.Receive.MaxBuffered, float64(delivered.Load())/elapsed.Seconds())
 	printStats(c.out, st, delivered.Load())
+	if m != nil {
+		if err := m.table(ctx, c.out, st); err != nil {
+			return err
+		}
+	}
 	if violations.Load() > 0 {
 		return fmt.Errorf("%d order violations", violations.Load())
 	}
