@@ -189,7 +189,7 @@ func (m *meters) table(ctx context.Context, w io.Writer, st ordered.Stats) error
 	row("inorder.duplicates", s.int("inorder.duplicates"), "copies dropped, never handed out")
 	row("inorder.redelivered", s.int("inorder.redelivered"), "arrivals the queue delivered again")
 	row("inorder.gaps", s.int("inorder.gaps"), "holes reported after GapTimeout")
-	row("inorder.skipped", s.int("inorder.skipped"), "seqs skipped by the gap policy")
+	row("inorder.skipped", s.int("inorder.skipped"), "seqs skipped (GapSkip, SkipHole)")
 	row("inorder.late", s.int("inorder.late"), "late arrivals, handed out Unordered")
 	row("inorder.buffered.count", s.int("inorder.buffered.count"), fmt.Sprintf("now; the run's peak: %d", st.Receive.MaxBuffered))
 	row("inorder.receive.undeleted", s.int("inorder.receive.undeleted"),

@@ -44,7 +44,7 @@ var statMetrics = []statMetric{
 
 	{"inorder.gaps", "{gap}", "Holes reported: a group's next seq missing for GapTimeout while later ones wait.", false,
 		func(s *ordered.Stats) int64 { return s.Receive.Gaps }},
-	{"inorder.skipped", "{message}", "Seqs the gap policy skipped (GapSkip).", false,
+	{"inorder.skipped", "{message}", "Seqs skipped by the gap policy (GapSkip) or a repair (SkipHole).", false,
 		func(s *ordered.Stats) int64 { return s.Receive.Skipped }},
 	{"inorder.duplicates", "{message}", "Copies of already handled messages, dropped (deleted, never handed out again).", false,
 		func(s *ordered.Stats) int64 { return s.Receive.Duplicates }},
