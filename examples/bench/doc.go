@@ -85,7 +85,7 @@
 //     visibility changes per message (JSON: queue_requests_per_msg_by_kind).
 //   - store/msg: store calls (Reserve, Sent, Advance) per message; notes add
 //     fsyncs per message for filestore.
-//   - p50 and p99: end-to-end latency, from just before the send call
+//   - p50 and p99 (ms): end-to-end latency, from just before the send call
 //     admitted the message to the handler (a timestamp in the payload).
 //   - peak: the Queue's peak of buffered messages (ReceiveStats.MaxBuffered).
 //   - cpu µs/msg and cpu ratio: the process's CPU time (user and system)
@@ -97,8 +97,11 @@
 //     Mallocs) per message, from the first send to the last delivery. With
 //     the emulator this includes the server's and the SDK's allocations.
 //
-// After the table, a Targets section compares the figures with the targets of
-// DESIGN.md ("Performance").
+// The table fits 120 columns: each heading is split over two lines (its
+// unit under its name), p50 and p99 are in milliseconds, and each row's base
+// and notes follow the table as wrapped paragraphs. After them, a Targets
+// section compares the figures with the targets of README.md
+// ("Performance").
 //
 // With -guard FILE, a regression guard follows: FILE (CI passes README.md)
 // holds a table of baseline ratios between the lines <!-- bench-guard:begin -->

@@ -229,6 +229,8 @@ func TestRunTable(t *testing.T) {
 	assert.Contains(t, out.String(), "receive core msgs/s on one core")
 	assert.Regexp(t, `(?m)^  engine/core/g1 +\d+ msgs/s`, progress.String(), "the row's line, its name first")
 	assert.NotContains(t, progress.String()+out.String(), "\r", "no progress line off a terminal")
+	checkOutput(t, "a run's table", out.String())
+	checkOutput(t, "a run's progress", progress.String())
 }
 
 // TestCommandLine: -h prints the usage with the environment and exits 0;
