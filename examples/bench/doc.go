@@ -122,6 +122,10 @@
 //	-quick            few messages per scenario, for CI
 //	-json             print JSON instead of the table
 //	-jsonfile FILE    also write the JSON to FILE
+//	-svg FILE         write the ordered/raw ratios (wall and CPU) as an SVG
+//	                  chart: a bar per ratio, grouped by transport and store,
+//	                  with the 1.0 and target (0.9) lines (default with
+//	                  -jsonfile: the JSON file's name with .svg)
 //	-messages N       messages per memqueue scenario (emulator: N/4; default
 //	                  200000, -quick 8000)
 //	-count K          run the list K rounds; each row shows its median round

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,9 +10,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/inorder/inorder/examples/internal/cmdline"
@@ -20,9 +23,12 @@ import (
 
 // config holds the flags.
 type config struct {
-	quick     bool
-	json      bool
-	jsonFile  string
+	quick    bool
+	json     bool
+	jsonFile string
+	// svg is the file of the chart (-svg); with -jsonfile and no -svg,
+	// the JSON file's name with .svg (see chartFile).
+	svg       string
 	messages  int
 	scenario  string
 	producers int
@@ -115,6 +121,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.quick, "quick", false, "few messages per scenario (a smoke test for CI)")
 	fs.BoolVar(&c.json, "json", false, "print JSON instead of the table")
 	fs.StringVar(&c.jsonFile, "jsonfile", "", "also write the JSON to this file")
+	fs.StringVar(&c.svg, "svg", "", "write the ordered/raw ratios as an SVG chart to this file (default with -jsonfile: its name, .svg)")
 	fs.IntVar(&c.messages, "messages", 0, "messages per memqueue scenario, emulator ones a quarter (default 200000, -quick 8000)")
 	fs.StringVar(&c.scenario, "scenario", "", "run the scenarios whose name matches this regexp (their bases run too)")
 	fs.IntVar(&c.producers, "producers", 4, "sending goroutines")
@@ -271,6 +278,15 @@ func run(ctx context.Context, c *config, out, info io.Writer) (bool, error) {
 			return false, fmt.Errorf("bench: %w", err)
 		}
 	}
+	if file := c.chartFile(); file != "" {
+		var b bytes.Buffer
+		if err := writeSVG(&b, doc.Environment, results); err != nil {
+			return false, fmt.Errorf("bench: %w", err)
+		}
+		if err := os.WriteFile(file, b.Bytes(), 0o644); err != nil {
+			return false, fmt.Errorf("bench: %w", err)
+		}
+	}
 	if c.json {
 		if verdicts != nil {
 			printGuard(info, c.guard, verdicts) // the verdict stays readable in a CI log
@@ -285,6 +301,15 @@ func run(ctx context.Context, c *config, out, info io.Writer) (bool, error) {
 		printGuard(out, c.guard, verdicts)
 	}
 	return ok, nil
+}
+
+// chartFile returns the file of the SVG chart: -svg, else -jsonfile's name
+// with .svg for its extension, else "" (no chart).
+func (c *config) chartFile() string {
+	if c.svg != "" || c.jsonFile == "" {
+		return c.svg
+	}
+	return strings.TrimSuffix(c.jsonFile, filepath.Ext(c.jsonFile)) + ".svg"
 }
 
 func writeProfile(name, file string) error {

@@ -276,8 +276,8 @@ func checkTargets(byName map[string]*result) []target {
 		"ordered/emulator/filestore/durable/g1", "ordered/emulator/filestore/durable/g1000",
 		"ordered/memqueue/memstore/durable/g1", "ordered/memqueue/memstore/durable/g1000",
 	} {
-		atLeast("ordered/raw", s, 0.90, ratio)
-		atLeast("ordered/raw, CPU per message", s, 0.90, func(r *result) float64 { return r.CPURatio })
+		atLeast("ordered/raw", s, orderedTarget, ratio)
+		atLeast("ordered/raw, CPU per message", s, orderedTarget, func(r *result) float64 { return r.CPURatio })
 	}
 	atLeast("pipelined/serial at 1ms", "pipelined/memstore", 10, ratio)
 	for _, s := range []string{"ordered/memqueue/memstore/durable/g1", "ordered/memqueue/memstore/durable/g1000"} {
