@@ -14,6 +14,20 @@
 //     the ordered side's fetchers. No ordering. The baseline of the
 //     ordered/<driver>/.../g<groups> rows (the group count only sets the
 //     backlog bound, see -backlog).
+//   - floor/<driver>/memstore/g<groups> (memqueue and emulator): the raw
+//     row with ordering reduced to its unavoidable work: each message's
+//     envelope header encoded at send (envelope.Append, as the sender
+//     writes it), decoded at receive and checked against the message's
+//     group and seq, and one store Advance per received batch, before its
+//     delete, moving the cursor of every group in the batch with a correct
+//     compare-and-set (each receive loop on its own streams). No
+//     reservation, buffering, reordering or reaper. Its ratio is
+//     floor/raw; each ordered row over the same driver and memstore is
+//     also compared with it ("Ordered against its floor", after the
+//     table; JSON floor_ratio and floor_cpu_ratio), and selecting an
+//     ordered row runs its floor too. There is no filestore floor: one
+//     fsync per received batch is more than the ordered rows' commits
+//     cost, and would be no floor.
 //   - ordered/<driver>/<store>/<mode>/g<groups>: the producers call
 //     Queue.SendAsync, Queue.Run hands the messages to a handler, until
 //     every message was delivered. The handler checks that every group sees

@@ -296,6 +296,7 @@ func run(ctx context.Context, c *config, out, info io.Writer) (bool, error) {
 		return ok, enc.Encode(doc)
 	}
 	printTable(out, results)
+	printFloors(out, results)
 	printTargets(out, targets)
 	if verdicts != nil {
 		printGuard(out, c.guard, verdicts)
@@ -339,7 +340,7 @@ func runOne(ctx context.Context, c *config, s scenario) *result {
 	if r == nil {
 		r = &result{}
 	}
-	r.Name, r.Base = s.name, s.base
+	r.Name, r.Base, r.Floor = s.name, s.base, s.floor
 	r.Seconds = time.Since(start).Seconds()
 	if err != nil {
 		r.Failed = err.Error()
@@ -347,15 +348,17 @@ func runOne(ctx context.Context, c *config, s scenario) *result {
 	return r
 }
 
-// selectScenarios returns the scenarios matching re, with the bases they
-// need, in the registry's order.
+// selectScenarios returns the scenarios matching re, with the bases and
+// floors they need, in the registry's order.
 func selectScenarios(all []scenario, re *regexp.Regexp) []scenario {
 	want := make(map[string]bool)
 	for _, s := range all {
 		if re.MatchString(s.name) {
 			want[s.name] = true
-			if s.base != "" {
-				want[s.base] = true
+			for _, dep := range []string{s.base, s.floor} {
+				if dep != "" {
+					want[dep] = true
+				}
 			}
 		}
 	}

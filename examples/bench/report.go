@@ -34,7 +34,14 @@ type result struct {
 	// other work on the machine than the wall-clock ratio.
 	CPUPerMsg float64 `json:"cpu_us_per_msg,omitempty"`
 	CPURatio  float64 `json:"cpu_ratio,omitempty"`
-	Notes     string  `json:"notes,omitempty"`
+	// Floor names the floor row of an ordered row (see floorWork);
+	// FloorRatio is this row's msgs/s over the floor's, FloorCPURatio the
+	// floor's CPU per message over this row's: how far ordering is from
+	// its unavoidable work.
+	Floor         string  `json:"floor_scenario,omitempty"`
+	FloorRatio    float64 `json:"floor_ratio,omitempty"`
+	FloorCPURatio float64 `json:"floor_cpu_ratio,omitempty"`
+	Notes         string  `json:"notes,omitempty"`
 	// Hot-group figures (backlog rows, see hot): drain time, messages the
 	// queue handed out per message, store writes (Advance and Park calls)
 	// per message, the longest time between two deliveries, the peak of
@@ -152,6 +159,31 @@ func printTable(w io.Writer, results []*result) {
 			fmt.Fprint(w, wrap(n, "  ", "      "))
 		}
 	}
+}
+
+// printFloors compares each ordered row with its floor row, if both ran.
+func printFloors(w io.Writer, results []*result) {
+	byName := make(map[string]*result, len(results))
+	for _, r := range results {
+		byName[r.Name] = r
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	head := false
+	for _, r := range results {
+		f := byName[r.Floor]
+		if r.FloorRatio == 0 || f == nil {
+			continue
+		}
+		if !head {
+			fmt.Fprintln(w)
+			fmt.Fprint(w, wrap("Ordered against its floor (floor/<driver>/<store>/g<groups>: the raw row plus a header "+
+				"encoded and decoded per message and one cursor write per received batch):", "", "  "))
+			head = true
+		}
+		fmt.Fprintf(tw, "  %s\t%s of the floor's msgs/s, cpu %s\t(floor/raw %s, cpu %s)\n", r.Name,
+			ratio(r.FloorRatio), ratio(r.FloorCPURatio), ratio(f.Ratio), ratio(f.CPURatio))
+	}
+	tw.Flush()
 }
 
 // wrapAfter is wrap for text that continues a line already begun with

@@ -28,13 +28,16 @@ func fixedResults(t *testing.T) []*result {
 	var rs []*result
 	for i, s := range allScenarios() {
 		r := &result{
-			Name: s.name, Base: s.base, Messages: 200_000, Rate: 12_345_678, Ratio: 124.94, CPUPerMsg: 1783.28, CPURatio: 0.39,
+			Name: s.name, Base: s.base, Floor: s.floor, Messages: 200_000, Rate: 12_345_678, Ratio: 124.94, CPUPerMsg: 1783.28, CPURatio: 0.39,
 			ReqsPerMsg: 2.080, StoreOpsPerMsg: 0.915, P50: 1201, P99: 4881.5, PeakBuffered: 16515, AllocsPerMsg: 505.5,
 			Notes: "drain 5.31s, 1.010 receives/msg, store writes 0.0149/msg (advance 0.0008, park 0.0141), longest pause " +
 				"4.881s (first delivery after 0.003s), peak undeleted 3856, parked 19746, not kept 0, heap in use 6.1 MiB at the end " +
 				"(7.0 MiB before the drain), visibility timeout 5s, 13 receive responses lost (LoseReceive 0.01), queue requests " +
 				"of the drain; 80 unparks, send/receive/delete/visibility per msg 0.080/1.000/1.000/0.000, " +
 				"round 3 of 3, the median by ratio (rounds: 0.9, 0.5, 0.8)",
+		}
+		if s.floor != "" {
+			r.FloorRatio, r.FloorCPURatio = 124.94, 0.39
 		}
 		if i == 3 {
 			r.Failed = "delivered 1999 of 2000 messages: context deadline exceeded (sent 2000, failed 0; received 2010, " +
@@ -62,7 +65,7 @@ func displayWidth(line string) int {
 }
 
 // filePath matches what reads as a file name in the bench's output.
-var filePath = regexp.MustCompile(`[\w.-]*(?:/[\w.-]+)*\.(?:md|go|json|svg|out|prof|pprof|txt|sh|yaml|yml|mod)\b`)
+var filePath = regexp.MustCompile(`/?[\w-][\w.-]*(?:/[\w.-]+)*\.(?:md|go|json|svg|out|prof|pprof|txt|sh|yaml|yml|mod)\b`)
 
 // checkOutput asserts that every line of out fits lineWidth and that every
 // file it names exists in the repository (relative to its root, two
@@ -101,6 +104,7 @@ func TestTableFits(t *testing.T) {
 	}
 	var out strings.Builder
 	printTable(&out, rs)
+	printFloors(&out, rs)
 	printTargets(&out, checkTargets(byName))
 	guardFile := filepath.Join(t.TempDir(), "baselines.md")
 	printGuard(&out, guardFile, []guardVerdict{
@@ -120,6 +124,8 @@ func TestTableFits(t *testing.T) {
 	assert.True(t, strings.Contains(unwrapped, rs[3].Failed), "a failure's message is printed in full, wrapped")
 	assert.False(t, strings.Contains(text, "DESIGN.md"), "not in the repository")
 	assert.True(t, strings.Contains(text, "Targets (README.md, Performance)"), "the targets' source")
+	assert.True(t, strings.Contains(text, "ordered/emulator/memstore/durable/g1000  125 of the floor's msgs/s, cpu 0.39"),
+		"the rows against their floor")
 
 	// The one line before the run and the progress lines.
 	env := &environment{}

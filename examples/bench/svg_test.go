@@ -123,6 +123,7 @@ func TestChartFile(t *testing.T) {
 	doc, err := os.ReadFile(filepath.Join(dir, "run.svg"))
 	require.NoError(t, err, "the chart next to the JSON")
 	bars, text := parseSVG(t, doc)
-	assert.Len(t, bars, 2, "wall and CPU of the one ordered row")
-	assert.Contains(t, text, "ordered/memqueue/memstore/fast/g1")
+	assert.Len(t, bars, 4, "wall and CPU of the one ordered row and of its floor")
+	assert.Contains(t, text, "ordered/memqueue/memstore/fast/g1\n")
+	assert.Contains(t, text, "floor/memqueue/memstore/g1\n")
 }
