@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -111,4 +113,32 @@ func TestFloorDecodeChecks(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, seqstore.Cursor{Epoch: 1, Next: 3}, cur[0], "the batch's cursor: past seq 2")
 	require.NoError(t, fc.commit(t.Context()), "nothing received since: no write")
+}
+
+// An ordered row is compared with its floor of the same round, and
+// selecting it runs the floor (and their base) first.
+func TestFloorRatios(t *testing.T) {
+	all := []scenario{
+		{name: "raw/q/g1"},
+		{name: "floor/q/memstore/g1", base: "raw/q/g1"},
+		{name: "ordered/q/memstore/durable/g1", base: "raw/q/g1", floor: "floor/q/memstore/g1"},
+		{name: "ordered/q/filestore/durable/g1", base: "raw/q/g1"},
+	}
+	selected := selectScenarios(all, regexp.MustCompile(`^ordered/q/memstore`))
+	require.Len(t, selected, 3, "the ordered row, its floor and its base")
+	round := []*result{
+		{Name: "raw/q/g1", Rate: 100, CPUPerMsg: 1},
+		{Name: "floor/q/memstore/g1", Rate: 80, CPUPerMsg: 1.25},
+		{Name: "ordered/q/memstore/durable/g1", Rate: 20, CPUPerMsg: 5},
+	}
+	withRatios(selected, round)
+	ord := round[2]
+	assert.InDelta(t, 0.25, ord.FloorRatio, 1e-9, "20 of the floor's 80 msgs/s")
+	assert.InDelta(t, 0.25, ord.FloorCPURatio, 1e-9, "the floor's 1.25 µs over 5")
+	assert.InDelta(t, 0.8, ord.floorRaw, 1e-9, "the floor's own ratio, of the same round")
+	assert.InDelta(t, 0.8, ord.floorRawCPU, 1e-9)
+	assert.InDelta(t, 0.8, round[1].CPURatio, 1e-9, "the floor's CPU ratio to raw")
+	var out strings.Builder
+	printFloors(&out, round)
+	assert.Contains(t, out.String(), "ordered/q/memstore/durable/g1  0.25 of the floor's msgs/s, cpu 0.25  (floor/raw 0.80, cpu 0.80)")
 }

@@ -61,6 +61,11 @@ type result struct {
 	Seconds float64 `json:"seconds"`
 	Failed  string  `json:"failed,omitempty"`
 
+	// floorRaw and floorRawCPU are the floor row's ratios to raw in the
+	// round FloorRatio comes from (the floor row's own line may show
+	// another round).
+	floorRaw, floorRawCPU float64
+
 	// baseRate overrides the base row's rate (engine rows compare with a
 	// limit measured in the same scenario).
 	baseRate float64
@@ -162,16 +167,12 @@ func printTable(w io.Writer, results []*result) {
 }
 
 // printFloors compares each ordered row with its floor row, if both ran.
+// The floor's own ratios are those of the same round.
 func printFloors(w io.Writer, results []*result) {
-	byName := make(map[string]*result, len(results))
-	for _, r := range results {
-		byName[r.Name] = r
-	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	head := false
 	for _, r := range results {
-		f := byName[r.Floor]
-		if r.FloorRatio == 0 || f == nil {
+		if r.FloorRatio == 0 {
 			continue
 		}
 		if !head {
@@ -181,7 +182,7 @@ func printFloors(w io.Writer, results []*result) {
 			head = true
 		}
 		fmt.Fprintf(tw, "  %s\t%s of the floor's msgs/s, cpu %s\t(floor/raw %s, cpu %s)\n", r.Name,
-			ratio(r.FloorRatio), ratio(r.FloorCPURatio), ratio(f.Ratio), ratio(f.CPURatio))
+			ratio(r.FloorRatio), ratio(r.FloorCPURatio), ratio(r.floorRaw), ratio(r.floorRawCPU))
 	}
 	tw.Flush()
 }

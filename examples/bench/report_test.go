@@ -37,7 +37,7 @@ func fixedResults(t *testing.T) []*result {
 				"round 3 of 3, the median by ratio (rounds: 0.9, 0.5, 0.8)",
 		}
 		if s.floor != "" {
-			r.FloorRatio, r.FloorCPURatio = 124.94, 0.39
+			r.FloorRatio, r.FloorCPURatio, r.floorRaw, r.floorRawCPU = 124.94, 0.39, 124.94, 0.39
 		}
 		if i == 3 {
 			r.Failed = "delivered 1999 of 2000 messages: context deadline exceeded (sent 2000, failed 0; received 2010, " +

@@ -27,6 +27,7 @@ func withRatios(selected []scenario, round []*result) {
 		}
 		if f := byName[s.floor]; f != nil && f.Failed == "" && f.Rate > 0 && r.Failed == "" {
 			r.FloorRatio = r.Rate / f.Rate
+			r.floorRaw, r.floorRawCPU = f.Ratio, f.CPURatio
 			if f.CPUPerMsg > 0 && r.CPUPerMsg > 0 {
 				r.FloorCPURatio = f.CPUPerMsg / r.CPUPerMsg
 			}
