@@ -7,10 +7,13 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/inorder/inorder/examples/internal/progress"
 )
 
 // allScenarios returns every scenario the bench has with every optional
@@ -133,6 +136,10 @@ func TestTableFits(t *testing.T) {
 	fmt.Fprint(&out, wrap(fmt.Sprintf("bench: %d scenarios; %s; %s", len(rs), env.describe(), loadAverage()), "", "  "))
 	name := fmt.Sprintf("  %-44s ", rs[3].Name)
 	fmt.Fprint(&out, name+wrapAfter(name, "FAILED: "+rs[3].Failed, "    "))
+	for _, r := range rs { // the line a terminal shows while a row runs
+		out.WriteString(progress.Format(progress.Options{Label: "  " + r.Name, Unit: "msgs"}, 1_999_999, 2_000_000,
+			1234*time.Second, 1_234_567, "") + "\n")
+	}
 	checkOutput(t, "the progress", out.String())
 }
 
