@@ -127,3 +127,15 @@ func TestChartFile(t *testing.T) {
 	assert.Contains(t, text, "ordered/memqueue/memstore/fast/g1\n")
 	assert.Contains(t, text, "floor/memqueue/memstore/g1\n")
 }
+
+// The example chart in testdata (the README shows it) stays well-formed:
+// go run ./examples/bench -messages 40000 -count 5 -svg FILE
+// -scenario '^(raw|floor|ordered)/(memqueue|emulator)/(memstore/(durable|fast)/)?g1(000)?$'
+func TestSVGExample(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("testdata", "chart-example.svg"))
+	require.NoError(t, err)
+	assert.Less(t, len(doc), 30<<10, "small")
+	bars, text := parseSVG(t, doc)
+	assert.Len(t, bars, 24, "12 rows against raw, wall and CPU")
+	assert.Contains(t, text, "floor/memqueue/memstore/g1000\n")
+}
