@@ -16,7 +16,8 @@ import (
 )
 
 // hot holds the figures of a hot-group row (one group, a deep or unbounded
-// backlog): what DESIGN.md's "Hot group" target and issue 12 ask about.
+// backlog): what the "Hot group" target (README.md, "Performance") and
+// issue 12 ask about.
 type hot struct {
 	drain        time.Duration // to the last delivery
 	receives     int64         // messages the queue handed out, redeliveries included

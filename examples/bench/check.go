@@ -119,7 +119,7 @@ func newChecker(n, groups, producers int) *checker {
 		done:      make(chan struct{}),
 	}
 	for g := range c.names {
-		c.names[g] = fmt.Sprintf("g%04d", g)
+		c.names[g] = groupName(g)
 	}
 	c.start = time.Now()
 	return c
@@ -270,6 +270,9 @@ func (c *checker) pauses(from int64) (first, longest time.Duration) {
 	}
 	return time.Duration(at[0] - from), time.Duration(gap)
 }
+
+// groupName returns the name of group g: g0000, g0001...
+func groupName(g int) string { return fmt.Sprintf("g%04d", g) }
 
 // producerRange returns the ids [lo, hi) that producer p sends.
 func producerRange(n, producers, p int) (lo, hi int) {

@@ -14,6 +14,20 @@
 //     the ordered side's fetchers. No ordering. The baseline of the
 //     ordered/<driver>/.../g<groups> rows (the group count only sets the
 //     backlog bound, see -backlog).
+//   - floor/<driver>/memstore/g<groups> (memqueue and emulator): the raw
+//     row with ordering reduced to its unavoidable work: each message's
+//     envelope header encoded at send (envelope.Append, as the sender
+//     writes it), decoded at receive and checked against the message's
+//     group and seq, and one store Advance per received batch, before its
+//     delete, moving the cursor of every group in the batch with a correct
+//     compare-and-set (each receive loop on its own streams). No
+//     reservation, buffering, reordering or reaper. Its ratio is
+//     floor/raw; each ordered row over the same driver and memstore is
+//     also compared with it ("Ordered against its floor", after the
+//     table; JSON floor_ratio and floor_cpu_ratio), and selecting an
+//     ordered row runs its floor too. There is no filestore floor: one
+//     fsync per received batch is more than the ordered rows' commits
+//     cost, and would be no floor.
 //   - ordered/<driver>/<store>/<mode>/g<groups>: the producers call
 //     Queue.SendAsync, Queue.Run hands the messages to a handler, until
 //     every message was delivered. The handler checks that every group sees
@@ -85,7 +99,7 @@
 //     visibility changes per message (JSON: queue_requests_per_msg_by_kind).
 //   - store/msg: store calls (Reserve, Sent, Advance) per message; notes add
 //     fsyncs per message for filestore.
-//   - p50 and p99: end-to-end latency, from just before the send call
+//   - p50 and p99 (ms): end-to-end latency, from just before the send call
 //     admitted the message to the handler (a timestamp in the payload).
 //   - peak: the Queue's peak of buffered messages (ReceiveStats.MaxBuffered).
 //   - cpu µs/msg and cpu ratio: the process's CPU time (user and system)
@@ -97,8 +111,11 @@
 //     Mallocs) per message, from the first send to the last delivery. With
 //     the emulator this includes the server's and the SDK's allocations.
 //
-// After the table, a Targets section compares the figures with the targets of
-// DESIGN.md ("Performance").
+// The table fits 120 columns: each heading is split over two lines (its
+// unit under its name), p50 and p99 are in milliseconds, and each row's base
+// and notes follow the table as wrapped paragraphs. After them, a Targets
+// section compares the figures with the targets of README.md
+// ("Performance").
 //
 // With -guard FILE, a regression guard follows: FILE (CI passes README.md)
 // holds a table of baseline ratios between the lines <!-- bench-guard:begin -->
@@ -119,6 +136,10 @@
 //	-quick            few messages per scenario, for CI
 //	-json             print JSON instead of the table
 //	-jsonfile FILE    also write the JSON to FILE
+//	-svg FILE         write the ordered/raw ratios (wall and CPU) as an SVG
+//	                  chart: a bar per ratio, grouped by transport and store,
+//	                  with the 1.0 and target (0.9) lines (default with
+//	                  -jsonfile: the JSON file's name with .svg)
 //	-messages N       messages per memqueue scenario (emulator: N/4; default
 //	                  200000, -quick 8000)
 //	-count K          run the list K rounds; each row shows its median round

@@ -76,6 +76,18 @@ func waitDelivered(ctx context.Context, chk *checker, runCtx context.Context, re
 	}
 }
 
+// rawRun describes a raw row (or, with floor, a floor row).
+type rawRun struct {
+	driver driverKind
+	groups int
+	n      int
+	// unbounded: the producers never wait (no backlog bound), and the row
+	// reports the figures of a hot group (see hot).
+	unbounded bool
+	// floor, if set, adds ordering's unavoidable work to each message.
+	floor *floorWork
+}
+
 // runRaw sends n messages through the driver alone: SendBatch of MaxBatch
 // from the producers, ReceiveBatch of MaxBatch and DeleteBatch from the
 // consumers, concurrently, until every message was received once. groups
@@ -90,7 +102,12 @@ func waitDelivered(ctx context.Context, chk *checker, runCtx context.Context, re
 // in the group it was sent to, and each producer's messages to a group in
 // the order it sent them (the order of different producers' sends to one
 // group is their arrival order, which the bench does not know).
-func runRaw(ctx context.Context, c *config, e *environment, dk driverKind, groups, n int, unbounded bool) (*result, error) {
+//
+// With floor set, each message also carries an envelope header encoded at
+// send, decoded and checked at receive, and each received batch ends with
+// one cursor write (see floorWork).
+func runRaw(ctx context.Context, c *config, e *environment, rr rawRun) (*result, error) {
+	dk, groups, n, unbounded, fw := rr.driver, rr.groups, rr.n, rr.unbounded, rr.floor
 	od, err := dk.open(ctx, e, 0)
 	if err != nil {
 		return nil, err
@@ -161,6 +178,9 @@ func runRaw(ctx context.Context, c *config, e *environment, dk driverKind, group
 						gbatch = append(gbatch, chk.names[g])
 					}
 					stamp{admit: chk.now(), id: uint64(id), group: uint32(g), producer: uint32(p), count: cnt}.put(body)
+					if fw != nil {
+						body = fw.encode(id, g, body)
+					}
 					batch = append(batch, body)
 				}
 				send := func() error { return drv.SendBatch(runCtx, batch) }
@@ -174,7 +194,11 @@ func runRaw(ctx context.Context, c *config, e *environment, dk driverKind, group
 			}
 		})
 	}
-	for range c.consumers {
+	for i := range c.consumers {
+		var fc *floorConsumer
+		if fw != nil {
+			fc = fw.consumer(i)
+		}
 		wg.Go(func() {
 			receipts := make([]string, 0, lim.MaxBatch)
 			for runCtx.Err() == nil {
@@ -187,12 +211,28 @@ func runRaw(ctx context.Context, c *config, e *environment, dk driverKind, group
 				}
 				receipts = receipts[:0]
 				for _, m := range msgs {
-					if gq != nil {
+					switch {
+					case gq != nil:
 						chk.grouped(m.Group, m.Body)
-					} else {
+					case fc != nil:
+						payload, err := fc.decode(m.Body)
+						if err != nil {
+							re.set(err)
+							return
+						}
+						chk.raw(payload)
+					default:
 						chk.raw(m.Body)
 					}
 					receipts = append(receipts, m.Receipt)
+				}
+				if fc != nil {
+					if err := fc.commit(runCtx); err != nil {
+						if runCtx.Err() == nil {
+							re.set(fmt.Errorf("floor: cursor write: %w", err))
+						}
+						return
+					}
 				}
 				if len(receipts) > 0 {
 					// A failed delete only brings the message back, which

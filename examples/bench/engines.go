@@ -163,7 +163,7 @@ func runCore(n, groups int) (*result, error) {
 	slices.SortStableFunc(order, func(a, b int) int { return keys[a] - keys[b] })
 	names := make([]string, groups)
 	for g := range names {
-		names[g] = fmt.Sprintf("g%04d", g)
+		names[g] = groupName(g)
 	}
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	payload := make([]byte, 100)

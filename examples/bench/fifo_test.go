@@ -111,11 +111,11 @@ func TestRunFIFO(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{
-		"raw/emulator/g1", "raw/emulator/g1000",
+		"raw/emulator/g1", "raw/emulator/g1000", "floor/emulator/memstore/g1", "floor/emulator/memstore/g1000",
 		"ordered/emulator/memstore/durable/g1", "ordered/emulator/memstore/durable/g1000",
 		"raw/emulator-fifo/g1", "ordered/emulator-fifo/memstore/durable/g1",
 		"raw/emulator-fifo/g1000", "ordered/emulator-fifo/memstore/durable/g1000",
-	}, names, "selected scenarios and their bases, in order")
+	}, names, "selected scenarios and their bases and floors, in order")
 	for _, r := range doc.Results {
 		if r.Name == "raw/emulator-fifo/g1" {
 			// One group, one message in flight: each receive hands out at

@@ -192,18 +192,19 @@ func guardPassed(vs []guardVerdict) bool {
 
 func printGuard(w io.Writer, file string, vs []guardVerdict) {
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "Regression guard (baselines in %s; fails below %.0f%% of a baseline, best of the tries):\n", file, 100*(1-guardSlack))
+	fmt.Fprint(w, wrap(fmt.Sprintf("Regression guard (baselines in %s; fails below %.0f%% of a baseline, best of the tries):", file, 100*(1-guardSlack)), "", "  "))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	var problems []string // printed after the table: they are long
 	for _, v := range vs {
 		verdict := "ok"
 		switch {
 		case v.NotRun:
 			verdict = "not run"
+		case !v.Passed && v.Problem != "":
+			verdict = "FAILED"
+			problems = append(problems, v.Scenario+": "+v.Problem)
 		case !v.Passed:
 			verdict = "REGRESSED"
-			if v.Problem != "" {
-				verdict = "FAILED: " + v.Problem
-			}
 		}
 		tries := make([]string, len(v.Tries))
 		for i, t := range v.Tries {
@@ -212,4 +213,7 @@ func printGuard(w io.Writer, file string, vs []guardVerdict) {
 		fmt.Fprintf(tw, "  %s\tbaseline %.3g\tfloor %.3g\tmeasured %s\t%s\n", v.Scenario, v.Baseline, v.Floor, strings.Join(tries, ", "), verdict)
 	}
 	tw.Flush()
+	for _, p := range problems {
+		fmt.Fprint(w, wrap("FAILED "+p, "  ", "    "))
+	}
 }

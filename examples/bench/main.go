@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,9 +10,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/inorder/inorder/examples/internal/cmdline"
@@ -20,9 +23,12 @@ import (
 
 // config holds the flags.
 type config struct {
-	quick     bool
-	json      bool
-	jsonFile  string
+	quick    bool
+	json     bool
+	jsonFile string
+	// svg is the file of the chart (-svg); with -jsonfile and no -svg,
+	// the JSON file's name with .svg (see chartFile).
+	svg       string
 	messages  int
 	scenario  string
 	producers int
@@ -115,21 +121,22 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.quick, "quick", false, "few messages per scenario (a smoke test for CI)")
 	fs.BoolVar(&c.json, "json", false, "print JSON instead of the table")
 	fs.StringVar(&c.jsonFile, "jsonfile", "", "also write the JSON to this file")
-	fs.IntVar(&c.messages, "messages", 0, "messages per memqueue scenario; emulator scenarios run a quarter (default 200000, -quick 8000)")
+	fs.StringVar(&c.svg, "svg", "", "write the ordered/raw ratios as an SVG chart to this file (default with -jsonfile: its name, .svg)")
+	fs.IntVar(&c.messages, "messages", 0, "messages per memqueue scenario, emulator ones a quarter (default 200000, -quick 8000)")
 	fs.StringVar(&c.scenario, "scenario", "", "run the scenarios whose name matches this regexp (their bases run too)")
 	fs.IntVar(&c.producers, "producers", 4, "sending goroutines")
 	fs.IntVar(&c.consumers, "consumers", 2, "raw receive loops, and the ordered side's fetchers")
 	fs.IntVar(&c.size, "size", 100, "payload bytes")
-	fs.IntVar(&c.backlog, "backlog", 1000, "most messages sent and not yet delivered, per group (times the groups; raw runs count as one group) (0: no bound)")
+	fs.IntVar(&c.backlog, "backlog", 1000, "most messages sent and not yet delivered, per group, times the groups (0: no bound)")
 	fs.IntVar(&c.window, "window", 0, "the ordered receiver's look-ahead window per group (0: ReceiveOptions' default, 8192)")
-	fs.DurationVar(&c.commitInterval, "commit-interval", 0, "the ordered receiver's CommitInterval (0: ReceiveOptions' default, 5ms in AtLeastOnce mode; -1ns: each commit starts when the previous one ended)")
-	fs.IntVar(&c.count, "count", 1, "run the scenario list this many rounds; each row shows its median round, with ratios from within that round")
+	fs.DurationVar(&c.commitInterval, "commit-interval", 0, "the ordered receiver's CommitInterval (0: its default, 5ms; -1ns: commit after commit)")
+	fs.IntVar(&c.count, "count", 1, "run the scenarios this many rounds; each row shows its median round, ratios from that round")
 	fs.DurationVar(&c.timeout, "timeout", 0, "give up on a scenario after this long (default 3m, -quick 30s)")
 	fs.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.StringVar(&c.blockprof, "blockprofile", "", "write a profile of blocking (channel, mutex, cond waits) to this file")
-	fs.StringVar(&c.memprofile, "memprofile", "", "write a profile of the run's allocations to this file (go tool pprof -sample_index=alloc_objects)")
+	fs.StringVar(&c.memprofile, "memprofile", "", "write a profile of the run's allocations to this file (pprof -sample_index=alloc_objects)")
 	fs.BoolVar(&c.list, "list", false, "list the scenarios and exit")
-	fs.StringVar(&c.guard, "guard", "", "fail if a ratio falls more than 30% below its baseline in this file's bench-guard table (the README's)")
+	fs.StringVar(&c.guard, "guard", "", "fail if a ratio is over 30% below its baseline in this file's bench-guard table (README.md)")
 	fs.IntVar(&c.retries, "guard-retries", 2, "with -guard, run a row below its floor again up to this many times; its best ratio counts")
 	cmdline.SetUsage(fs, synopsis,
 		cmdline.Env{Name: envRedis, Help: "add redisstore rows on this Redis (host:port)"},
@@ -207,7 +214,7 @@ func run(ctx context.Context, c *config, out, info io.Writer) (bool, error) {
 			}
 		}()
 	}
-	fmt.Fprintf(info, "bench: %d scenarios; %s; %s\n", len(selected), env.describe(), loadAverage())
+	fmt.Fprint(info, wrap(fmt.Sprintf("bench: %d scenarios; %s; %s", len(selected), env.describe(), loadAverage()), "", "  "))
 	terminal := progress.IsTerminal(info)
 	var rounds [][]*result
 	ok := true
@@ -222,18 +229,19 @@ func run(ctx context.Context, c *config, out, info io.Writer) (bool, error) {
 			}
 			// Off a terminal the name comes first, so that a log shows
 			// which scenario runs; on one, the progress line shows it.
+			name := fmt.Sprintf("  %-44s ", s.name)
 			if !terminal {
-				fmt.Fprintf(info, "  %-44s ", s.name)
+				fmt.Fprint(info, name)
 			}
 			env.live.Store(nil)
 			meter := progress.Start(info, progress.Options{Label: "  " + s.name, Unit: "msgs", Count: env.liveCount})
 			r := runOne(ctx, c, s)
 			meter.Stop()
 			if terminal {
-				fmt.Fprintf(info, "  %-44s ", s.name)
+				fmt.Fprint(info, name)
 			}
 			if r.Failed != "" {
-				fmt.Fprintf(info, "FAILED: %s\n", r.Failed)
+				fmt.Fprint(info, wrapAfter(name, "FAILED: "+r.Failed, "    "))
 				ok = false
 			} else {
 				fmt.Fprintf(info, "%10.0f msgs/s  (%.1fs)\n", r.Rate, r.Seconds)
@@ -270,6 +278,15 @@ func run(ctx context.Context, c *config, out, info io.Writer) (bool, error) {
 			return false, fmt.Errorf("bench: %w", err)
 		}
 	}
+	if file := c.chartFile(); file != "" {
+		var b bytes.Buffer
+		if err := writeSVG(&b, doc.Environment, results); err != nil {
+			return false, fmt.Errorf("bench: %w", err)
+		}
+		if err := os.WriteFile(file, b.Bytes(), 0o644); err != nil {
+			return false, fmt.Errorf("bench: %w", err)
+		}
+	}
 	if c.json {
 		if verdicts != nil {
 			printGuard(info, c.guard, verdicts) // the verdict stays readable in a CI log
@@ -279,11 +296,21 @@ func run(ctx context.Context, c *config, out, info io.Writer) (bool, error) {
 		return ok, enc.Encode(doc)
 	}
 	printTable(out, results)
+	printFloors(out, results)
 	printTargets(out, targets)
 	if verdicts != nil {
 		printGuard(out, c.guard, verdicts)
 	}
 	return ok, nil
+}
+
+// chartFile returns the file of the SVG chart: -svg, else -jsonfile's name
+// with .svg for its extension, else "" (no chart).
+func (c *config) chartFile() string {
+	if c.svg != "" || c.jsonFile == "" {
+		return c.svg
+	}
+	return strings.TrimSuffix(c.jsonFile, filepath.Ext(c.jsonFile)) + ".svg"
 }
 
 func writeProfile(name, file string) error {
@@ -313,7 +340,7 @@ func runOne(ctx context.Context, c *config, s scenario) *result {
 	if r == nil {
 		r = &result{}
 	}
-	r.Name, r.Base = s.name, s.base
+	r.Name, r.Base, r.Floor = s.name, s.base, s.floor
 	r.Seconds = time.Since(start).Seconds()
 	if err != nil {
 		r.Failed = err.Error()
@@ -321,15 +348,17 @@ func runOne(ctx context.Context, c *config, s scenario) *result {
 	return r
 }
 
-// selectScenarios returns the scenarios matching re, with the bases they
-// need, in the registry's order.
+// selectScenarios returns the scenarios matching re, with the bases and
+// floors they need, in the registry's order.
 func selectScenarios(all []scenario, re *regexp.Regexp) []scenario {
 	want := make(map[string]bool)
 	for _, s := range all {
 		if re.MatchString(s.name) {
 			want[s.name] = true
-			if s.base != "" {
-				want[s.base] = true
+			for _, dep := range []string{s.base, s.floor} {
+				if dep != "" {
+					want[dep] = true
+				}
 			}
 		}
 	}

@@ -8,8 +8,9 @@ import (
 )
 
 // withRatios fills in the ratios of one round's results (round[i] is the
-// run of selected[i]; bases come first) from the bases' runs of the same
-// round: a ratio never divides figures of two rounds.
+// run of selected[i]; bases and floors come first) from the bases' and
+// floors' runs of the same round: a ratio never divides figures of two
+// rounds.
 func withRatios(selected []scenario, round []*result) {
 	byName := make(map[string]*result, len(round))
 	for i, s := range selected {
@@ -23,6 +24,13 @@ func withRatios(selected []scenario, round []*result) {
 		}
 		if b != nil && strings.HasPrefix(b.Name, "raw/") && b.CPUPerMsg > 0 && r.CPUPerMsg > 0 {
 			r.CPURatio = b.CPUPerMsg / r.CPUPerMsg
+		}
+		if f := byName[s.floor]; f != nil && f.Failed == "" && f.Rate > 0 && r.Failed == "" {
+			r.FloorRatio = r.Rate / f.Rate
+			r.floorRaw, r.floorRawCPU = f.Ratio, f.CPURatio
+			if f.CPUPerMsg > 0 && r.CPUPerMsg > 0 {
+				r.FloorCPURatio = f.CPUPerMsg / r.CPUPerMsg
+			}
 		}
 		byName[s.name] = r
 	}
