@@ -16,7 +16,7 @@ import (
 )
 
 // hot holds the figures of a hot-group row (one group, a deep or unbounded
-// backlog): what the "Hot group" target (README.md, "Performance") and
+// backlog): what the "Hot group" target (docs/PERFORMANCE.md) and
 // issue 12 ask about.
 type hot struct {
 	drain        time.Duration // to the last delivery

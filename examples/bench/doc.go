@@ -114,8 +114,8 @@
 // The table fits 120 columns: each heading is split over two lines (its
 // unit under its name), p50 and p99 are in milliseconds, and each row's base
 // and notes follow the table as wrapped paragraphs. After them, a Targets
-// section compares the figures with the targets of README.md
-// ("Performance").
+// section compares the figures with the targets in
+// docs/PERFORMANCE.md.
 //
 // With -guard FILE, a regression guard follows: FILE (CI passes README.md)
 // holds a table of baseline ratios between the lines <!-- bench-guard:begin -->

@@ -271,7 +271,7 @@ func count(v int) string {
 	return fmt.Sprint(v)
 }
 
-// target is one performance target of the README ("Performance"), with what was measured.
+// target is one performance target of docs/PERFORMANCE.md, with what was measured.
 type target struct {
 	Name     string  `json:"target"`
 	Scenario string  `json:"scenario"`
@@ -281,7 +281,7 @@ type target struct {
 	Missing  bool    `json:"not_run,omitempty"`
 }
 
-// checkTargets evaluates the README's "Performance" targets on the results.
+// checkTargets evaluates the targets of docs/PERFORMANCE.md on the results.
 func checkTargets(byName map[string]*result) []target {
 	var ts []target
 	atLeast := func(name, scen string, want float64, measured func(*result) float64) {
@@ -335,7 +335,7 @@ func checkTargets(byName map[string]*result) []target {
 
 func printTargets(w io.Writer, ts []target) {
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Targets (README.md, Performance):")
+	fmt.Fprintln(w, "Targets (docs/PERFORMANCE.md):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, t := range ts {
 		verdict := "MISSED"

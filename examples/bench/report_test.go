@@ -126,7 +126,7 @@ func TestTableFits(t *testing.T) {
 	unwrapped := regexp.MustCompile(`\n +`).ReplaceAllString(text, " ")
 	assert.True(t, strings.Contains(unwrapped, rs[3].Failed), "a failure's message is printed in full, wrapped")
 	assert.False(t, strings.Contains(text, "DESIGN.md"), "not in the repository")
-	assert.True(t, strings.Contains(text, "Targets (README.md, Performance)"), "the targets' source")
+	assert.True(t, strings.Contains(text, "Targets (docs/PERFORMANCE.md)"), "the targets' source")
 	assert.True(t, strings.Contains(text, "ordered/emulator/memstore/durable/g1000  125 of the floor's msgs/s, cpu 0.39"),
 		"the rows against their floor")
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// orderedTarget is the ordered/raw ratio the README's "Performance" targets
+// orderedTarget is the ordered/raw ratio the targets of docs/PERFORMANCE.md
 // ask of the emulator and memqueue rows, wall and CPU (checkTargets).
 const orderedTarget = 0.90
 
