@@ -98,10 +98,10 @@ const (
 type holding int
 
 const (
-	serving  holding = iota // started: the receiver may fetch
-	revoked                 // Revoke sent, waiting for Drained
-	drained                 // drained, to release at releaseAt
-	freeing                 // a Release of it in flight
+	serving holding = iota // started: the receiver may fetch
+	revoked                // Revoke sent, waiting for Drained
+	drained                // drained, to release at releaseAt
+	freeing                // a Release of it in flight
 )
 
 type held struct {
