@@ -562,3 +562,19 @@ func (c *Core) heldShards() []int {
 }
 
 func (c *Core) emit(a Action) { c.actions = append(c.actions, a) }
+
+// Abort ends the keeper at once, as a Close whose time ran out: every
+// lease is dropped, the shards the receiver still works on are fenced, and
+// nothing is released (the leases expire at the store); there is no
+// Leave either, so the membership expires after TTL. Calls in flight are
+// ignored when they come back.
+func (c *Core) Abort(now time.Time) {
+	c.begin(now)
+	if c.phase == closed {
+		return
+	}
+	for _, s := range c.heldShards() {
+		c.lose(s)
+	}
+	c.phase = closed
+}

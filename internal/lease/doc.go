@@ -10,7 +10,7 @@
 // does. It holds no mutex, starts no goroutine and reads no clock: every
 // event brings the time (a monotonic reading in the shell), and every
 // event's consequences are [Action]s that [Core.Ready] hands out. The
-// shell, [Keeper], is one goroutine that runs the actions against a
+// shell, [Keeper] (started by [New]), is one goroutine that runs the actions against a
 // seqstore.Leaser (each store call in a goroutine of its own, so that a
 // store that hangs never delays a fence), tells the receiver through
 // [Receiver] to start, revoke or fence a shard, and feeds every outcome
