@@ -446,7 +446,9 @@ func TestKeeperCloseAbort(t *testing.T) {
 	})
 }
 
-// TestKeepersNeverBothHold: two keepers over one store: b joins and takes
+// TestKeepersNeverBothHold: two keepers over one store (b drains a revoked
+// shard in 6 s, longer than RenewEvery, so that a release before Drained
+// would show): b joins and takes
 // its shards through a's revoke and release; a is cut from the store and b
 // takes everything after a's leases expire; a comes back and gets its
 // shards again. At no step do both receivers work on one shard (world
@@ -456,7 +458,7 @@ func TestKeepersNeverBothHold(t *testing.T) {
 		const shards = 16
 		st := newFakeStore()
 		w := newWorld(t)
-		ra, rb := newRecv("a", w, 0), newRecv("b", w, 500*time.Millisecond)
+		ra, rb := newRecv("a", w, 0), newRecv("b", w, 6*time.Second)
 		ga, gb := &gate{fakeStore: st}, &gate{fakeStore: st}
 		ka := startKeeper(t, ga, memberA, shards, ra)
 		time.Sleep(20 * time.Second)
