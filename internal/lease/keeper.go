@@ -1,0 +1,220 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/inorder/inorder/seqstore"
+)
+
+// Receiver is the receive side of the shards, which a Keeper drives. Its
+// methods are called from the keeper's goroutine, one at a time, in the
+// order the Core decided them; they must not block for long, and they may
+// call Keeper.Drained.
+type Receiver interface {
+	// Start: the receiver may fetch and deliver l's shard, claiming its
+	// streams with l.Token.
+	Start(l seqstore.Lease)
+	// Revoke: the receiver stops fetching shard, lets its open deliveries
+	// finish, makes its advances durable, and then calls Keeper.Drained.
+	Revoke(shard int)
+	// Fence: the receiver stops shard at once, cancels its handlers and
+	// drops what it buffered (never deleting it). It must not call
+	// Drained for it.
+	Fence(shard int)
+}
+
+// ErrClosed is returned by Close when the keeper was closed already.
+var ErrClosed = errors.New("lease: keeper closed")
+
+// Keeper is the shell around a Core: one goroutine that feeds it the time
+// and the outcomes of its store calls, runs each store call in a goroutine
+// of its own (bounded by RenewDeadline), and calls the Receiver.
+type Keeper struct {
+	store seqstore.Leaser
+	ns    string
+	self  seqstore.Member
+	recv  Receiver
+	opts  Options
+	core  *Core
+
+	events  chan func(now time.Time) // outcomes of store calls
+	wake    chan struct{}            // Drained has news; capacity 1
+	closeCh chan struct{}            // closed by the first Close
+	abortCh chan struct{}            // closed when a Close's ctx ends
+	stopped chan struct{}            // the loop left; calls stop sending
+	done    chan struct{}            // the loop and every call returned
+
+	mu        sync.Mutex
+	drained   []int // guarded by mu
+	closeOnce sync.Once
+	abortOnce sync.Once
+
+	callCtx context.Context // for store calls; canceled when the loop ends
+	cancel  context.CancelFunc
+	calls   sync.WaitGroup
+}
+
+// New starts a keeper of self's leases in namespace ns over shards
+// shards, driving recv. Close stops it.
+func New(store seqstore.Leaser, ns string, self seqstore.Member, shards int, recv Receiver, opts *Options) (*Keeper, error) {
+	if err := seqstore.CheckNamespace(ns); err != nil {
+		return nil, fmt.Errorf("lease: %w", err)
+	}
+	core, err := NewCore(self, shards, opts)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	k := &Keeper{
+		store: store, ns: ns, self: self, recv: recv, opts: core.opts, core: core,
+		events:  make(chan func(time.Time)),
+		wake:    make(chan struct{}, 1),
+		closeCh: make(chan struct{}),
+		abortCh: make(chan struct{}),
+		stopped: make(chan struct{}),
+		done:    make(chan struct{}),
+		callCtx: ctx, cancel: cancel,
+	}
+	go k.run()
+	return k, nil
+}
+
+// Drained tells the keeper that the receiver finished revoking shard. It
+// never blocks, and may be called from Receiver.Revoke itself.
+func (k *Keeper) Drained(shard int) {
+	k.mu.Lock()
+	k.drained = append(k.drained, shard)
+	k.mu.Unlock()
+	select {
+	case k.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Close revokes every shard, waits for the receiver to drain them (at most
+// CloseDrain), releases them and leaves the membership. When ctx ends
+// first, it fences what is left, releases nothing, and returns ctx's
+// error. It returns once the keeper's goroutines did; a second Close
+// returns ErrClosed.
+func (k *Keeper) Close(ctx context.Context) error {
+	first := false
+	k.closeOnce.Do(func() { first = true; close(k.closeCh) })
+	if !first {
+		<-k.done
+		return ErrClosed
+	}
+	select {
+	case <-k.done:
+		return nil
+	case <-ctx.Done():
+		k.abortOnce.Do(func() { close(k.abortCh) })
+		<-k.done
+		return fmt.Errorf("lease: close: %w", ctx.Err())
+	}
+}
+
+func (k *Keeper) run() {
+	defer close(k.done)
+	defer k.calls.Wait()
+	defer k.cancel()
+	defer close(k.stopped)
+
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	closeCh, abortCh := k.closeCh, k.abortCh
+	k.core.Tick(time.Now())
+	for {
+		k.act()
+		if k.core.Closed() {
+			return
+		}
+		var tick <-chan time.Time
+		if next := k.core.Next(); !next.IsZero() {
+			timer.Reset(time.Until(next))
+			tick = timer.C
+		}
+		select {
+		case now := <-tick:
+			k.core.Tick(now)
+		case ev := <-k.events:
+			ev(time.Now())
+		case <-k.wake:
+			k.mu.Lock()
+			drained := k.drained
+			k.drained = nil
+			k.mu.Unlock()
+			now := time.Now()
+			for _, s := range drained {
+				k.core.Drained(now, s)
+			}
+		case <-closeCh:
+			closeCh = nil
+			k.core.Close(time.Now())
+		case <-abortCh:
+			abortCh = nil
+			k.core.Abort(time.Now())
+		}
+		timer.Stop() // since Go 1.23, no stale tick is received after Stop
+	}
+}
+
+// act runs the core's actions in order: the receiver's at once, the
+// store's in goroutines.
+func (k *Keeper) act() {
+	for _, a := range k.core.Ready() {
+		switch a.Kind {
+		case Start:
+			k.recv.Start(a.Leases[0])
+		case Revoke:
+			k.recv.Revoke(a.Shards[0])
+		case Fence:
+			k.recv.Fence(a.Shards[0])
+		default:
+			k.call(a)
+		}
+	}
+}
+
+// call runs one store call and sends its outcome back to the loop as an
+// event, unless the loop ended.
+func (k *Keeper) call(a Action) {
+	k.calls.Add(1)
+	go func() {
+		defer k.calls.Done()
+		ctx, cancel := context.WithTimeout(k.callCtx, k.opts.RenewDeadline)
+		defer cancel()
+		sent := time.Now()
+		var ev func(now time.Time)
+		switch a.Kind {
+		case Heartbeat:
+			view, err := k.store.Heartbeat(ctx, k.ns, k.self, k.opts.TTL)
+			var live []seqstore.Lease
+			if err == nil {
+				live, err = k.store.Leases(ctx, k.ns)
+			}
+			ev = func(now time.Time) { k.core.HeartbeatDone(now, view, live, err, sent) }
+		case Acquire:
+			got, err := k.store.Acquire(ctx, k.ns, a.Shards, k.self.Incarnation, k.opts.TTL)
+			ev = func(now time.Time) { k.core.AcquireDone(now, got, err, sent) }
+		case Renew:
+			lost, err := k.store.Renew(ctx, k.ns, a.Leases, k.opts.TTL)
+			ev = func(now time.Time) { k.core.RenewDone(now, lost, err, sent) }
+		case Release:
+			err := k.store.Release(ctx, k.ns, a.Leases)
+			ev = func(now time.Time) { k.core.ReleaseDone(now, a.Leases, err) }
+		case Leave:
+			err := k.store.Leave(ctx, k.ns, k.self.Incarnation)
+			ev = func(now time.Time) { k.core.LeaveDone(now, err) }
+		default:
+			return
+		}
+		select {
+		case k.events <- ev:
+		case <-k.stopped:
+		}
+	}()
+}
