@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/inorder/inorder/internal/shard"
 	"github.com/inorder/inorder/ordered"
@@ -87,14 +86,4 @@ func NewSender(ctx context.Context, shards []Shard, store seqstore.Store, opts *
 		drvs[i] = s.Queue
 	}
 	return ordered.New(ctx, newRouter(drvs), store, opts)
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[int]V) []int {
-	ks := make([]int, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }

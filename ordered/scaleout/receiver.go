@@ -1,0 +1,350 @@
+package scaleout
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/inorder/inorder/internal/lease"
+	"github.com/inorder/inorder/ordered"
+	"github.com/inorder/inorder/seqstore"
+)
+
+// Options configure a Receiver.
+type Options struct {
+	// Queue are the options of the ordered.Queue the Receiver runs over
+	// each shard it owns. Queue.Name names the logical queue: the
+	// namespace of the leases and the streams' queue name, as the senders'
+	// (required). Queue.Send.NoRecover is always set: a receiver never
+	// sends the senders' journal.
+	Queue ordered.Options
+	// Member is this receiver's name, stable across restarts (a host or pod
+	// name): shards are assigned by it, so a restarted receiver gets its
+	// shards back. Two receivers running at once need distinct names.
+	// Default: the host name.
+	Member string
+	// Standby makes a receiver that is assigned no shard while another
+	// member is not on standby; it takes over shards that stay without an
+	// owner (2 x Lease.TTL).
+	Standby bool
+	// Lease sets the timings of leases. Zero fields mean the defaults: a
+	// TTL of 15 s, renewed every 5 s, fenced locally 10 s after the last
+	// good renewal was sent, a rebalance 3 s after the membership changed,
+	// and at most 30 s for Close to drain.
+	Lease LeaseOptions
+	// DrainTimeout bounds how long a shard handed over on purpose waits
+	// for its handlers and its last commits (ordered.Queue.Close). Default
+	// 10 s.
+	DrainTimeout time.Duration
+	// OnChange, when set, reports each change of the shards this receiver
+	// owns. It runs on the receiver's goroutines and must not block.
+	OnChange func(Change)
+}
+
+// LeaseOptions are the timings of a Receiver's leases, and how shards are
+// spread. A lease is renewed every RenewEvery (retried every RetryPeriod
+// after an error); a receiver stops a shard RenewDeadline after the last
+// good renewal was sent, before the store lets another take it over (TTL,
+// counted by the store's clock); a shard that another member should own is
+// handed over RebalanceDelay after the membership changed; Close waits at
+// most CloseDrain for its shards to drain. RenewEvery < RenewDeadline < TTL.
+type LeaseOptions struct {
+	TTL, RenewEvery, RetryPeriod, RenewDeadline, RebalanceDelay, CloseDrain time.Duration
+	// Balance, when at least 1, caps each member's shards at Balance times
+	// its fair share (1.25 spreads well and moves few shards); 0 is plain
+	// rendezvous hashing, which moves the fewest shards when members come
+	// and go but can leave a member with few or none when shards are few.
+	Balance float64
+}
+
+// Change is a change of the shards a Receiver owns.
+type Change struct {
+	// Kind is "start" (the shard was acquired and is being received),
+	// "revoke" (handed over on purpose: drained, then released), "drained"
+	// (the revoked shard's lease is released) or "fence" (lost: a renewal
+	// failed until its deadline, the lease was taken over, or a cursor
+	// showed a newer owner).
+	Kind  string
+	Shard int
+	// Token is the lease's fencing token.
+	Token uint64
+	// Err says why a shard was fenced.
+	Err error
+}
+
+// Receiver receives a logical queue's shards that this process owns.
+type Receiver struct {
+	shards []Shard
+	store  seqstore.Store
+	ls     seqstore.Leaser
+	opts   Options
+	self   seqstore.Member
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	handler ordered.Handler
+	ctx     context.Context // the Receiver's life, for the shards' Queues
+	keeper  *lease.Keeper
+	running map[int]*shardRun
+	wg      sync.WaitGroup
+	closed  bool
+}
+
+// shardRun is an owned shard: its Queue and the Run over it.
+type shardRun struct {
+	lease  seqstore.Lease
+	q      *ordered.Queue
+	cancel context.CancelFunc // ends the Run: no more hand-outs, handlers' ctx cancelled
+	done   chan struct{}      // closed when the Run returned
+	ending bool               // revoked or fenced
+}
+
+// NewReceiver returns a receiver of the logical queue opts.Queue.Name over
+// shards, with its leases in store, which must implement seqstore.Leaser
+// (memstore, redisstore, sqlstore). It stores the topology, or checks it
+// against the stored one (seqstore.ErrTopology). Run starts it.
+func NewReceiver(ctx context.Context, shards []Shard, store seqstore.Store, opts *Options) (*Receiver, error) {
+	if err := checkShards(shards); err != nil {
+		return nil, err
+	}
+	if opts == nil || opts.Queue.Name == "" {
+		return nil, fmt.Errorf("scaleout: %w: Options.Queue.Name names the logical queue and must be set", seqstore.ErrInvalidArgument)
+	}
+	ls, ok := store.(seqstore.Leaser)
+	if !ok {
+		return nil, fmt.Errorf("scaleout: %w: the store (%T) holds no leases: use redisstore or sqlstore", seqstore.ErrNotSupported, store)
+	}
+	o := *opts
+	o.Queue.Send.NoRecover = true
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = 10 * time.Second
+	}
+	if o.Member == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			return nil, fmt.Errorf("scaleout: %w: Options.Member is not set and the host has no name", seqstore.ErrInvalidArgument)
+		}
+		o.Member = host
+	}
+	var inc [8]byte
+	_, _ = rand.Read(inc[:])
+	self := seqstore.Member{Name: o.Member, Incarnation: o.Member + "#" + hex.EncodeToString(inc[:]), Weight: 1}
+	if o.Standby {
+		self.Weight = 0
+	}
+	if err := seqstore.CheckMember(self); err != nil {
+		return nil, fmt.Errorf("scaleout: %w", err)
+	}
+	if err := checkTopology(ctx, ls, o.Queue.Name, shards); err != nil {
+		return nil, err
+	}
+	log := o.Queue.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Receiver{shards: shards, store: store, ls: ls, opts: o, self: self, log: log, running: map[int]*shardRun{}}, nil
+}
+
+// Member returns this receiver's membership: its Name, the Incarnation
+// that holds its leases, and its Weight.
+func (r *Receiver) Member() seqstore.Member { return r.self }
+
+// Run joins the membership and runs h over the messages of the shards this
+// receiver owns, as ordered.Queue.Run does over one queue (one message at a
+// time per group, groups in parallel), until ctx ends. It then hands its
+// shards over: their handlers finish, their advances are made durable,
+// their leases are released, and it leaves the membership; it returns once
+// that is done (at most Lease.CloseDrain plus DrainTimeout). A handler's ctx
+// carries its shard's fencing token (Token), and is cancelled when the
+// shard is lost.
+func (r *Receiver) Run(ctx context.Context, h ordered.Handler) error {
+	r.mu.Lock()
+	if r.handler != nil || r.closed {
+		r.mu.Unlock()
+		return errors.New("scaleout: Run called twice")
+	}
+	r.handler = h
+	life, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	r.ctx = life
+	k, err := lease.New(r.ls, r.opts.Queue.Name, r.self, len(r.shards), r, r.leaseOptions())
+	if err != nil {
+		r.mu.Unlock()
+		return fmt.Errorf("scaleout: %w", err)
+	}
+	r.keeper = k
+	r.mu.Unlock()
+
+	<-ctx.Done()
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.leaseOptions().CloseDrain+r.opts.DrainTimeout+time.Second)
+	defer cancel()
+	err = k.Close(closeCtx)
+	r.mu.Lock()
+	r.closed = true
+	for s := range r.running {
+		r.fenceLocked(s, errors.New("scaleout: closing"))
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+	return err
+}
+
+func (r *Receiver) leaseOptions() *lease.Options {
+	l := r.opts.Lease
+	return &lease.Options{TTL: l.TTL, RenewEvery: l.RenewEvery, RetryPeriod: l.RetryPeriod,
+		RenewDeadline: l.RenewDeadline, RebalanceDelay: l.RebalanceDelay, CloseDrain: l.CloseDrain, Balance: l.Balance}
+}
+
+// Owned returns the shards this receiver runs now, with their tokens.
+func (r *Receiver) Owned() map[int]uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[int]uint64, len(r.running))
+	for s, run := range r.running {
+		if !run.ending {
+			out[s] = run.lease.Token
+		}
+	}
+	return out
+}
+
+// Stats returns the stats of the Queue of each shard this receiver runs.
+func (r *Receiver) Stats() map[int]ordered.Stats {
+	r.mu.Lock()
+	runs := make(map[int]*shardRun, len(r.running))
+	for s, run := range r.running {
+		runs[s] = run
+	}
+	r.mu.Unlock()
+	out := make(map[int]ordered.Stats, len(runs))
+	for s, run := range runs {
+		out[s] = run.q.Stats()
+	}
+	return out
+}
+
+type tokenKey struct{}
+
+// Token returns the fencing token of the shard whose message a handler
+// run by Receiver.Run is handling: a handler writing elsewhere can store
+// it with its writes and refuse writes carrying a lower one.
+func Token(ctx context.Context) (uint64, bool) {
+	t, ok := ctx.Value(tokenKey{}).(uint64)
+	return t, ok
+}
+
+func (r *Receiver) report(c Change) {
+	r.log.Info("scaleout: shard "+c.Kind, "queue", r.opts.Queue.Name, "shard", c.Shard, "token", c.Token, "member", r.self.Name, "err", c.Err)
+	if f := r.opts.OnChange; f != nil {
+		f(c)
+	}
+}
+
+// Start runs the shard of l (lease.Receiver).
+func (r *Receiver) Start(l seqstore.Lease) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	if old := r.running[l.Shard]; old != nil {
+		// Still ending from an earlier lease: fence it now, the new one
+		// starts once it is gone.
+		r.fenceLocked(l.Shard, errors.New("scaleout: replaced by a new lease"))
+	}
+	s := l.Shard
+	fs := &fencedStore{Store: r.store, shard: s, shards: len(r.shards), token: l.Token}
+	fs.onFence = func(err error) { r.fence(s, err) }
+	qo := r.opts.Queue
+	q, err := ordered.New(r.ctx, r.shards[s].Queue, fs, &qo)
+	if err != nil {
+		r.report(Change{Kind: "fence", Shard: s, Token: l.Token, Err: err})
+		return
+	}
+	runCtx, cancel := context.WithCancel(context.WithValue(r.ctx, tokenKey{}, l.Token))
+	run := &shardRun{lease: l, q: q, cancel: cancel, done: make(chan struct{})}
+	r.running[s] = run
+	h := r.handler
+	r.wg.Go(func() {
+		defer close(run.done)
+		if err := q.Run(runCtx, h); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ordered.ErrClosed) {
+			r.log.Warn("scaleout: shard run ended", "shard", s, "err", err)
+		}
+	})
+	r.report(Change{Kind: "start", Shard: s, Token: l.Token})
+}
+
+// Revoke hands the shard over (lease.Receiver): no more hand-outs, the
+// handlers finish, the Queue closes (its advances durable, what it held
+// given back), then the keeper releases the lease.
+func (r *Receiver) Revoke(s int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	run := r.running[s]
+	if run == nil || run.ending {
+		if run == nil && r.keeper != nil {
+			r.keeper.Drained(s)
+		}
+		return
+	}
+	run.ending = true
+	r.report(Change{Kind: "revoke", Shard: s, Token: run.lease.Token})
+	k := r.keeper
+	r.wg.Go(func() {
+		run.cancel()
+		<-run.done
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.opts.DrainTimeout)
+		err := run.q.Close(ctx)
+		cancel()
+		r.mu.Lock()
+		if r.running[s] == run {
+			delete(r.running, s)
+		}
+		r.mu.Unlock()
+		if err != nil {
+			r.log.Warn("scaleout: shard not drained in time", "shard", s, "err", err)
+		}
+		r.report(Change{Kind: "drained", Shard: s, Token: run.lease.Token, Err: err})
+		k.Drained(s)
+	})
+}
+
+// Fence stops the shard at once (lease.Receiver): its lease could not be
+// renewed before its deadline, or was taken over.
+func (r *Receiver) Fence(s int) {
+	r.fence(s, errors.New("scaleout: the lease was lost (not renewed in time, or taken over)"))
+}
+
+// fence stops the shard at once: the handlers' ctx is cancelled, nothing
+// more is handed out, and the Queue closes with a short deadline, giving
+// back what it held.
+func (r *Receiver) fence(s int, why error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fenceLocked(s, why)
+}
+
+func (r *Receiver) fenceLocked(s int, why error) {
+	run := r.running[s]
+	if run == nil {
+		return
+	}
+	delete(r.running, s)
+	if !run.ending {
+		run.ending = true
+		r.report(Change{Kind: "fence", Shard: s, Token: run.lease.Token, Err: why})
+	}
+	r.wg.Go(func() {
+		run.cancel()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), time.Second)
+		defer cancel()
+		_ = run.q.Close(ctx) // gives back what it held; the store refuses a stale advance
+		<-run.done
+	})
+}
