@@ -77,7 +77,7 @@ func dropTables(t testing.TB, driverName, dsn, prefix string) {
 		defer db.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		for _, tb := range []string{"send", "journal", "cursor", "parked", "schema_version"} {
+		for _, tb := range []string{"send", "journal", "cursor", "parked", "lease_ns", "lease", "member", "schema_version"} {
 			if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+prefix+tb); err != nil {
 				t.Errorf("cleanup: drop %s%s: %v", prefix, tb, err)
 			}
