@@ -274,7 +274,7 @@ func TestOpenPrefix(t *testing.T) {
 	var n int
 	require.NoError(t, b.DB.QueryRowContext(ctx,
 		"SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name LIKE 'myapp!_%' ESCAPE '!'").Scan(&n))
-	assert.Equal(t, 5, n, "tables under the prefix: send, journal, cursor, parked, schema_version")
+	assert.Equal(t, 8, n, "tables under the prefix: send, journal, cursor, parked, lease_ns, lease, member, schema_version")
 	var mode string
 	require.NoError(t, b.DB.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode))
 	assert.Equal(t, "wal", mode, "sqlite opened in WAL mode")
