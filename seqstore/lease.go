@@ -160,7 +160,7 @@ type Leaser interface {
 
 	// Renew extends each held lease whose shard, token and owner are still
 	// the live lease's by ttl, and returns the others (expired, released or
-	// taken over), which it does not touch.
+	// taken over), in the order of held, which it does not touch.
 	Renew(ctx context.Context, ns string, held []Lease, ttl time.Duration) (lost []Lease, err error)
 
 	// Release ends each held lease that is still live, so that the shard
@@ -168,7 +168,8 @@ type Leaser interface {
 	// The token counter keeps its value.
 	Release(ctx context.Context, ns string, held []Lease) error
 
-	// Leave removes the member of incarnation from the view at once.
+	// Leave removes the member of incarnation from the view at once; an
+	// incarnation that is not a member is no error.
 	Leave(ctx context.Context, ns string, incarnation string) error
 
 	// Leases returns the live leases of ns, by shard.

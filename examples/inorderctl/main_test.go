@@ -194,7 +194,7 @@ func serverBackends(t *testing.T) []backend {
 				db, err := sql.Open("pgx", dsn)
 				require.NoError(t, err)
 				defer db.Close()
-				for _, tb := range []string{"send", "journal", "cursor", "parked", "schema_version"} {
+				for _, tb := range []string{"send", "journal", "cursor", "parked", "lease_ns", "lease", "member", "schema_version"} {
 					_, err := db.Exec("DROP TABLE IF EXISTS " + prefix + tb)
 					assert.NoError(t, err, "drop %s%s", prefix, tb)
 				}

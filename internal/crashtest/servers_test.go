@@ -99,7 +99,7 @@ func postgresStores(t *testing.T, dsn, directDSN string) func() seqstore.Store {
 		defer db.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		for _, tbl := range []string{"send", "journal", "cursor", "parked", "schema_version"} {
+		for _, tbl := range []string{"send", "journal", "cursor", "parked", "lease_ns", "lease", "member", "schema_version"} {
 			if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+prefix+tbl); err != nil {
 				t.Errorf("cleanup: drop %s%s: %v", prefix, tbl, err)
 			}

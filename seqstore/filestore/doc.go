@@ -177,6 +177,12 @@
 // Store implements seqstore.Lister (Streams and State) from the state in
 // memory, bodies left out.
 //
+// # Leases
+//
+// Store implements seqstore.Leaser only to refuse: its directory belongs to
+// one process, so every lease method fails with an error wrapping
+// seqstore.ErrNotSupported (after validating its arguments).
+//
 // # Cancellation
 //
 // A Reserve or Advance whose ctx ends before the writer takes the request

@@ -40,6 +40,13 @@
 // Store implements seqstore.Lister: Streams and State copy what the store
 // holds for a queue's streams under its mutex, bodies left out.
 //
+// # Leases
+//
+// Store implements seqstore.Leaser for the receivers of one process (and
+// for tests of the lease keeper): namespaces, leases and members live in
+// memory under the store's mutex, and expire by the monotonic reading of
+// time.Now.
+//
 // # Errors
 //
 // Errors wrap the seqstore sentinels (seqstore.ErrClosed,

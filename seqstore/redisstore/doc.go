@@ -102,6 +102,19 @@
 // nothing; State reads one stream without the SCAN. Unlike Pending and
 // ParkedStreams it never tidies the indexes.
 //
+// # Leases
+//
+// Store implements seqstore.Leaser. A namespace's keys share one hash tag,
+// <prefix>lease:{<ns>}:..., so that each call is one script on one node,
+// cluster included: a token counter without TTL (INCR), a hash per leased
+// shard (owner, token) that expires by PEXPIRE, the members in a sorted set
+// scored by their expiry in ms of the server's TIME, their names and
+// weights, a view version, and the topology (SET NX). Expiry is the
+// server's clock. A failover can roll back the counter or a lease (Redis
+// replicates asynchronously), so the fence is as strong as the primary's
+// durability: best effort across a failover; use sqlstore where that is
+// not enough.
+//
 // # Errors
 //
 // Errors carry the "redisstore:" prefix and the operation and stream, and

@@ -18,7 +18,24 @@
 //	<prefix>parked   (queue, grp, epoch, seq, crc, body)  parked messages (version 2), key (queue, grp, epoch, seq)
 //
 // Migrate before use: code of this version needs schema version 2 (the
-// parked table), and Migrate upgrades a database of version 1 in place.
+// parked table), its lease methods version 3 (the lease tables below), and
+// Migrate upgrades a database of version 1 or 2 in place.
+//
+// Schema version 3 adds the lease capability (Store implements
+// seqstore.Leaser):
+//
+//	<prefix>lease_ns (ns, topology, next_token, view_version)  one row per namespace; its lock orders the namespace's writes
+//	<prefix>lease    (ns, shard, owner, token, expires_at)     one row per leased shard
+//	<prefix>member   (ns, incarnation, name, weight, expires_at)
+//
+// Expiries are microseconds since 1970 by the database's clock
+// (clock_timestamp() on PostgreSQL, UTC_TIMESTAMP(6) on MySQL,
+// julianday('now') on SQLite, to the millisecond), computed and compared in
+// SQL: the members' clocks never count. Acquire, Heartbeat, Topology and
+// Leave lock the namespace's row (SELECT ... FOR UPDATE; SQLite's immediate
+// transaction locks the database) and run in one transaction; Renew and
+// Release compare the lease row's owner and token in their UPDATE and
+// DELETE, which every dialect re-checks on the latest row version.
 //
 // The table prefix (Options.TablePrefix, default "inorder_") is validated as
 // an identifier and is the only name written into SQL text; queue and group

@@ -140,6 +140,9 @@ func (s *Store) Acquire(ctx context.Context, ns string, shards []int, owner stri
 	if err := checkLease(ns, seqstore.CheckShards(shards), seqstore.CheckOwner(owner), seqstore.CheckTTL(ttl)); err != nil {
 		return nil, fmt.Errorf("sqlstore: acquire: %w", err)
 	}
+	if len(shards) == 0 {
+		return nil, s.leaseReady(ctx, "acquire")
+	}
 	now := s.dialect.nowMicros()
 	insert := "INSERT INTO " + s.prefix + "lease (ns, shard, owner, token, expires_at) VALUES (?, ?, ?, ?, " + now + " + ?)"
 	if s.dialect == MySQL {

@@ -32,6 +32,22 @@
 // left out (with Harness.PlantParked); the same after reopening; hostile
 // names; invalid names, cancelled contexts and closed stores.
 //
+// RunLeaser is the lease section, for stores that implement
+// seqstore.Leaser, with its own LeaseHarness: besides the opener it takes
+// the storage's clock (a fake clock, miniredis's FastForward; real servers
+// sleep, with TTLs of a few hundred ms). It checks validation (nothing
+// written), the topology record (set once, from racing instances too),
+// heartbeats and view versions (a join, leave, update or sweep grows it, a
+// renewal does not), Acquire under 64 goroutines over several instances
+// (one lease per shard, distinct tokens), expiry and takeover, tokens that
+// only grow across shards and takeovers, Renew and Release of live, expired,
+// taken-over and forged leases (never reviving one), Leave, Leases, the
+// fence through seqstore.Claim (a fenced advance fails with ErrConflict and
+// Fenced tells it; a lower claim fails with ErrFenced; a claim holds every
+// earlier advance, also when it races the old owner's advances from several
+// instances), reopening, cancelled contexts and closed stores. Lost leases
+// are expected in the order they were given.
+//
 // Each subtest opens its own fresh storage through Harness.Open, so
 // subtests run in parallel and never see each other's streams.
 //

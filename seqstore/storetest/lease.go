@@ -401,6 +401,7 @@ func testLeaseAcquireExclusive(t *testing.T, h LeaseHarness) {
 	}
 	assert.Equal(t, want, leases(t, e.l, "ns"), "Leases lists the granted leases by shard")
 	assert.Empty(t, acquire(t, e.l, "ns", "late", longTTL, all...), "no shard is free")
+	assert.Empty(t, acquire(t, e.l, "ns", "late", longTTL), "Acquire of no shards")
 	assert.Empty(t, acquire(t, e.l, "ns", want[0].Owner, longTTL, want[0].Shard), "a live lease is not granted again, to its own owner neither")
 }
 

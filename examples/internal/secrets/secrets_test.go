@@ -199,7 +199,7 @@ func postgresRuns(t *testing.T, dbSecret secret) []run {
 		db, err := sql.Open("pgx", dsn)
 		require.NoError(t, err)
 		defer db.Close()
-		for _, tb := range []string{"send", "journal", "cursor", "parked", "schema_version"} {
+		for _, tb := range []string{"send", "journal", "cursor", "parked", "lease_ns", "lease", "member", "schema_version"} {
 			if _, err := db.Exec("DROP TABLE IF EXISTS " + prefix + tb); err != nil {
 				t.Errorf("cleanup: drop %s%s: %v", prefix, tb, err)
 			}

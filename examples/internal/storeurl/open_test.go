@@ -77,7 +77,7 @@ func dropTables(t testing.TB, driverName, dsn, prefix string) {
 		defer db.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		for _, tb := range []string{"send", "journal", "cursor", "parked", "schema_version"} {
+		for _, tb := range []string{"send", "journal", "cursor", "parked", "lease_ns", "lease", "member", "schema_version"} {
 			if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+prefix+tb); err != nil {
 				t.Errorf("cleanup: drop %s%s: %v", prefix, tb, err)
 			}
@@ -274,7 +274,7 @@ func TestOpenPrefix(t *testing.T) {
 	var n int
 	require.NoError(t, b.DB.QueryRowContext(ctx,
 		"SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name LIKE 'myapp!_%' ESCAPE '!'").Scan(&n))
-	assert.Equal(t, 5, n, "tables under the prefix: send, journal, cursor, parked, schema_version")
+	assert.Equal(t, 8, n, "tables under the prefix: send, journal, cursor, parked, lease_ns, lease, member, schema_version")
 	var mode string
 	require.NoError(t, b.DB.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode))
 	assert.Equal(t, "wal", mode, "sqlite opened in WAL mode")
