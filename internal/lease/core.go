@@ -230,8 +230,8 @@ func (c *Core) Next() time.Time {
 	if c.renews() && !c.renewOut && len(c.held) > 0 {
 		at(c.nextRenew)
 	}
-	if c.phase == draining {
-		at(c.closeBy)
+	if c.phase == draining && slices.ContainsFunc(c.Held(), func(l seqstore.Lease) bool { return c.held[l.Shard].state == revoked }) {
+		at(c.closeBy) // past it, waiting for an Acquire's answer needs no tick
 	}
 	return next
 }

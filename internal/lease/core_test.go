@@ -450,6 +450,27 @@ func TestCloseBeforeAcquireDone(t *testing.T) {
 	assert.Equal(t, []string{"release [0#1 1#2]"}, describe(c.Ready()))
 }
 
+// TestCloseWaitsForAcquireQuietly: past CloseDrain, a Close that waits
+// for an Acquire's answer asks for no tick (the shell's timer would spin),
+// and leases that come after their local deadline are neither started nor
+// released. Found by TestModelExclusion, which hung on it.
+func TestCloseWaitsForAcquireQuietly(t *testing.T) {
+	c := newCore(t, memberA, 2)
+	c.Tick(at(0))
+	c.Ready()
+	c.HeartbeatDone(at(0), seqstore.View{Version: 1, Members: []seqstore.Member{memberA}}, nil, nil, at(0))
+	require.Equal(t, []string{"acquire [0 1]"}, describe(c.Ready()))
+	c.Close(at(time.Second))
+	c.Tick(at(40 * time.Second))
+	assert.Empty(t, describe(c.Ready()))
+	if next := c.Next(); !next.IsZero() {
+		assert.True(t, next.After(at(40*time.Second)), "Next %v is past: the shell's timer would spin", next.Sub(t0))
+	}
+	c.AcquireDone(at(41*time.Second), leasesOf("a-1", 1, 0, 1), nil, at(0))
+	assert.Equal(t, []string{"leave"}, describe(c.Ready()), "leases proven at 0 s are past their deadline: left to expire")
+	assert.Empty(t, c.Held())
+}
+
 func TestOptionsValidate(t *testing.T) {
 	for _, o := range []lease.Options{
 		{TTL: 10 * time.Second, RenewDeadline: 10 * time.Second},
