@@ -491,3 +491,56 @@ func TestOptionsValidate(t *testing.T) {
 		RetryPeriod: 50 * time.Millisecond, RenewDeadline: 200 * time.Millisecond, Balance: 1.25})
 	assert.NoError(t, err)
 }
+
+// TestRebalanceDelayResets: a view change undone within RebalanceDelay
+// revokes nothing (KIP-134's delay absorbs a quick restart). The delay is
+// 8 s here, so that a heartbeat (every 5 s) sees the undo in time.
+func TestRebalanceDelayResets(t *testing.T) {
+	const shards = 16
+	c, err := lease.NewCore(memberA, shards, &lease.Options{RebalanceDelay: 8 * time.Second})
+	require.NoError(t, err)
+	one := seqstore.View{Version: 1, Members: []seqstore.Member{memberA}}
+	token := uint64(0)
+	c.Tick(at(0))
+	drive(t, c, at(0), at(4*time.Second), one, "a-1", &token)
+	require.Len(t, c.Serving(), shards)
+	two := seqstore.View{Version: 2, Members: []seqstore.Member{memberA, memberB}}
+	log := drive(t, c, at(4*time.Second), at(6*time.Second), two, "a-1", &token) // b seen at 5 s
+	assert.Empty(t, only(log, "revoke"))
+	assert.Equal(t, at(10*time.Second), c.Next(), "the next heartbeat comes before the revoke at 13 s")
+	three := seqstore.View{Version: 3, Members: []seqstore.Member{memberA}}
+	log = drive(t, c, at(6*time.Second), at(time.Minute), three, "a-1", &token) // b gone at 10 s
+	assert.Empty(t, only(log, "revoke"), "b left before RebalanceDelay: nothing revoked")
+	assert.Len(t, c.Serving(), shards)
+}
+
+// TestBalanceBoundsDesired: with Options.Balance, the shards a member
+// acquires are shard.AssignBounded's.
+func TestBalanceBoundsDesired(t *testing.T) {
+	const shards = 16
+	// Find a view where plain rendezvous puts more than ceil(1.25·16/4) = 5
+	// shards on one member.
+	var view seqstore.View
+	var busiest seqstore.Member
+	for i := 0; busiest.Name == ""; i++ {
+		require.Less(t, i, 1000, "no unbalanced view found")
+		ms := make([]seqstore.Member, 4)
+		for j := range ms {
+			ms[j] = seqstore.Member{Name: fmt.Sprintf("n%d-%d", i, j), Incarnation: fmt.Sprintf("i%d-%d", i, j), Weight: 1}
+		}
+		plain := shard.Assign(ms, shards)
+		for _, m := range ms {
+			if len(plain.Shards(m.Name)) > 5 {
+				view, busiest = seqstore.View{Version: 1, Members: ms}, m
+			}
+		}
+	}
+	want := shard.AssignBounded(view.Members, shards, 1.25).Shards(busiest.Name)
+	require.LessOrEqual(t, len(want), 5)
+	c, err := lease.NewCore(busiest, shards, &lease.Options{Balance: 1.25})
+	require.NoError(t, err)
+	c.Tick(at(0))
+	c.Ready()
+	c.HeartbeatDone(at(0), view, nil, nil, at(0))
+	assert.Equal(t, []string{fmt.Sprintf("acquire %v", want)}, describe(c.Ready()))
+}
