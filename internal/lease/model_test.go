@@ -3,6 +3,7 @@ package lease_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,7 +40,9 @@ func (m *modelStore) live(s int, now time.Time) (modelLease, bool) {
 // call is a store call of the model: sent by a core, then executed by the
 // store, then answered, each at a moment rapid picks.
 type call struct {
-	core     int
+	core     int // the index of the member whose keeper sent it
+	k        *lease.Core
+	m        seqstore.Member
 	action   lease.Action
 	sentAt   time.Time
 	executed bool
@@ -58,9 +61,11 @@ type modelRecv struct {
 // TestModelExclusion drives two or three cores over a model store with
 // rapid: calls are executed and answered late, out of order, or never,
 // some fail before or after the store executed them, receivers drain at
-// random moments, time jumps, keepers close. With no pauses and one clock
-// rate (the design's timing assumption), no two receivers ever work on
-// one shard: checked at every Start (I4, 3.1), and tokens only grow.
+// random moments, time jumps, keepers close, abort, and restart with a new
+// incarnation. With no pauses and one clock rate (the design's timing
+// assumption), no two receivers ever work on one shard: checked at every
+// Start (I4, 3.1); tokens only grow, and a closed keeper's receiver works
+// on nothing.
 func TestModelExclusion(t *testing.T) {
 	const ttl = 15 * time.Second
 	rapid.Check(t, func(t *rapid.T) {
@@ -85,6 +90,7 @@ func TestModelExclusion(t *testing.T) {
 			recvs[i] = &modelRecv{working: map[int]bool{}}
 		}
 		var pending []*call
+		gen := 1
 		lastToken := map[int]uint64{}
 
 		take := func(i int) {
@@ -109,13 +115,13 @@ func TestModelExclusion(t *testing.T) {
 					delete(r.working, a.Shards[0])
 					r.revoked = slices.DeleteFunc(r.revoked, func(s int) bool { return s == a.Shards[0] })
 				default:
-					pending = append(pending, &call{core: i, action: a, sentAt: now})
+					pending = append(pending, &call{core: i, k: cores[i], m: members[i], action: a, sentAt: now})
 				}
 			}
 		}
 		execute := func(c *call) {
 			c.executed = true
-			m := members[c.core]
+			m := c.m
 			switch c.action.Kind {
 			case lease.Heartbeat:
 				for inc, x := range st.members {
@@ -129,11 +135,12 @@ func TestModelExclusion(t *testing.T) {
 				}
 				st.members[m.Incarnation] = modelMember{m, now.Add(ttl)}
 				c.view = seqstore.View{Version: st.version}
-				for _, x := range members {
-					if y, ok := st.members[x.Incarnation]; ok {
-						c.view.Members = append(c.view.Members, y.Member)
-					}
+				for _, y := range st.members {
+					c.view.Members = append(c.view.Members, y.Member)
 				}
+				slices.SortFunc(c.view.Members, func(a, b seqstore.Member) int {
+					return strings.Compare(a.Name+"\x00"+a.Incarnation, b.Name+"\x00"+b.Incarnation)
+				})
 				for s := range shards {
 					if l, ok := st.live(s, now); ok {
 						c.leases = append(c.leases, l.Lease)
@@ -173,7 +180,7 @@ func TestModelExclusion(t *testing.T) {
 			if c.failed {
 				err = errDown
 			}
-			k := cores[c.core]
+			k := c.k
 			switch c.action.Kind {
 			case lease.Heartbeat:
 				k.HeartbeatDone(now, c.view, c.leases, err, c.sentAt)
@@ -186,7 +193,11 @@ func TestModelExclusion(t *testing.T) {
 			case lease.Leave:
 				k.LeaveDone(now, err)
 			}
-			take(c.core)
+			if k == cores[c.core] {
+				take(c.core)
+			} else if acts := k.Ready(); len(acts) > 0 {
+				t.Fatalf("a closed keeper acted: %v", acts)
+			}
 		}
 		// advance moves the time to target, ticking each core at its Next
 		// on the way, as the shell's timer does.
@@ -266,11 +277,30 @@ func TestModelExclusion(t *testing.T) {
 				delete(r.working, s)
 				cores[i].Drained(now, s)
 				take(i)
-			case 9: // a keeper closes
-				if rapid.IntRange(0, 4).Draw(t, "close") == 0 {
-					i := rapid.IntRange(0, n-1).Draw(t, "closer")
+			case 9: // a keeper closes, aborts, or restarts once closed
+				i := rapid.IntRange(0, n-1).Draw(t, "closer")
+				switch {
+				case cores[i].Closed():
+					gen++
+					members[i].Incarnation = fmt.Sprintf("m%d-%d", i, gen)
+					c, err := lease.NewCore(members[i], shards, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					cores[i] = c
+					c.Tick(now)
+					take(i)
+				case rapid.IntRange(0, 9).Draw(t, "abort") == 0:
+					cores[i].Abort(now)
+					take(i)
+				case rapid.IntRange(0, 2).Draw(t, "close") == 0:
 					cores[i].Close(now)
 					take(i)
+				}
+			}
+			for i, c := range cores {
+				if c.Closed() && len(recvs[i].working) > 0 {
+					t.Fatalf("m%d closed while its receiver works on %v", i, recvs[i].working)
 				}
 			}
 		}
