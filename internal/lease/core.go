@@ -127,9 +127,8 @@ type Core struct {
 	phase  phase
 	now    time.Time
 
-	haveView bool
-	view     seqstore.View
-	desired  shard.Assignment
+	view    seqstore.View
+	desired shard.Assignment
 	// orphanSince is, per shard, when it was first read without a live
 	// lease, neither held here; zero when it had one at the last read.
 	orphanSince []time.Time
@@ -230,8 +229,8 @@ func (c *Core) Next() time.Time {
 	if c.renews() && !c.renewOut && len(c.held) > 0 {
 		at(c.nextRenew)
 	}
-	if c.phase == draining {
-		at(c.closeBy)
+	if c.phase == draining && slices.ContainsFunc(c.Held(), func(l seqstore.Lease) bool { return c.held[l.Shard].state == revoked }) {
+		at(c.closeBy) // past it, waiting for an Acquire's answer needs no tick
 	}
 	return next
 }
@@ -257,7 +256,6 @@ func (c *Core) HeartbeatDone(now time.Time, view seqstore.View, live []seqstore.
 	if c.phase != running {
 		return
 	}
-	c.haveView = true
 	c.view = view
 	if c.opts.Balance >= 1 {
 		c.desired = shard.AssignBounded(view.Members, c.shards, c.opts.Balance)
@@ -336,8 +334,8 @@ func (c *Core) AcquireDone(now time.Time, leases []seqstore.Lease, err error, se
 	c.begin(now)
 	defer c.end()
 	c.acquireOut = false
-	if err != nil {
-		return // the next heartbeat tries again
+	if err != nil || c.phase == closed {
+		return // the next heartbeat tries again; or aborted: they expire
 	}
 	deadline := sentAt.Add(c.opts.RenewDeadline)
 	for _, l := range leases {
@@ -353,7 +351,7 @@ func (c *Core) AcquireDone(now time.Time, leases []seqstore.Lease, err error, se
 			h.state, h.releaseAt = drained, c.now // closing: never started
 			continue
 		}
-		if c.desired[l.Shard] != c.self.Name {
+		if c.desired == nil || c.desired[l.Shard] != c.self.Name {
 			h.adopted, h.view = true, c.view.Version
 		}
 		c.orphanSince[l.Shard] = time.Time{}

@@ -450,6 +450,27 @@ func TestCloseBeforeAcquireDone(t *testing.T) {
 	assert.Equal(t, []string{"release [0#1 1#2]"}, describe(c.Ready()))
 }
 
+// TestCloseWaitsForAcquireQuietly: past CloseDrain, a Close that waits
+// for an Acquire's answer asks for no tick (the shell's timer would spin),
+// and leases that come after their local deadline are neither started nor
+// released. Found by TestModelExclusion, which hung on it.
+func TestCloseWaitsForAcquireQuietly(t *testing.T) {
+	c := newCore(t, memberA, 2)
+	c.Tick(at(0))
+	c.Ready()
+	c.HeartbeatDone(at(0), seqstore.View{Version: 1, Members: []seqstore.Member{memberA}}, nil, nil, at(0))
+	require.Equal(t, []string{"acquire [0 1]"}, describe(c.Ready()))
+	c.Close(at(time.Second))
+	c.Tick(at(40 * time.Second))
+	assert.Empty(t, describe(c.Ready()))
+	if next := c.Next(); !next.IsZero() {
+		assert.True(t, next.After(at(40*time.Second)), "Next %v is past: the shell's timer would spin", next.Sub(t0))
+	}
+	c.AcquireDone(at(41*time.Second), leasesOf("a-1", 1, 0, 1), nil, at(0))
+	assert.Equal(t, []string{"leave"}, describe(c.Ready()), "leases proven at 0 s are past their deadline: left to expire")
+	assert.Empty(t, c.Held())
+}
+
 func TestOptionsValidate(t *testing.T) {
 	for _, o := range []lease.Options{
 		{TTL: 10 * time.Second, RenewDeadline: 10 * time.Second},
@@ -469,4 +490,57 @@ func TestOptionsValidate(t *testing.T) {
 	_, err = lease.NewCore(memberA, 4, &lease.Options{TTL: 300 * time.Millisecond, RenewEvery: 100 * time.Millisecond,
 		RetryPeriod: 50 * time.Millisecond, RenewDeadline: 200 * time.Millisecond, Balance: 1.25})
 	assert.NoError(t, err)
+}
+
+// TestRebalanceDelayResets: a view change undone within RebalanceDelay
+// revokes nothing (KIP-134's delay absorbs a quick restart). The delay is
+// 8 s here, so that a heartbeat (every 5 s) sees the undo in time.
+func TestRebalanceDelayResets(t *testing.T) {
+	const shards = 16
+	c, err := lease.NewCore(memberA, shards, &lease.Options{RebalanceDelay: 8 * time.Second})
+	require.NoError(t, err)
+	one := seqstore.View{Version: 1, Members: []seqstore.Member{memberA}}
+	token := uint64(0)
+	c.Tick(at(0))
+	drive(t, c, at(0), at(4*time.Second), one, "a-1", &token)
+	require.Len(t, c.Serving(), shards)
+	two := seqstore.View{Version: 2, Members: []seqstore.Member{memberA, memberB}}
+	log := drive(t, c, at(4*time.Second), at(6*time.Second), two, "a-1", &token) // b seen at 5 s
+	assert.Empty(t, only(log, "revoke"))
+	assert.Equal(t, at(10*time.Second), c.Next(), "the next heartbeat comes before the revoke at 13 s")
+	three := seqstore.View{Version: 3, Members: []seqstore.Member{memberA}}
+	log = drive(t, c, at(6*time.Second), at(time.Minute), three, "a-1", &token) // b gone at 10 s
+	assert.Empty(t, only(log, "revoke"), "b left before RebalanceDelay: nothing revoked")
+	assert.Len(t, c.Serving(), shards)
+}
+
+// TestBalanceBoundsDesired: with Options.Balance, the shards a member
+// acquires are shard.AssignBounded's.
+func TestBalanceBoundsDesired(t *testing.T) {
+	const shards = 16
+	// Find a view where plain rendezvous puts more than ceil(1.25·16/4) = 5
+	// shards on one member.
+	var view seqstore.View
+	var busiest seqstore.Member
+	for i := 0; busiest.Name == ""; i++ {
+		require.Less(t, i, 1000, "no unbalanced view found")
+		ms := make([]seqstore.Member, 4)
+		for j := range ms {
+			ms[j] = seqstore.Member{Name: fmt.Sprintf("n%d-%d", i, j), Incarnation: fmt.Sprintf("i%d-%d", i, j), Weight: 1}
+		}
+		plain := shard.Assign(ms, shards)
+		for _, m := range ms {
+			if len(plain.Shards(m.Name)) > 5 {
+				view, busiest = seqstore.View{Version: 1, Members: ms}, m
+			}
+		}
+	}
+	want := shard.AssignBounded(view.Members, shards, 1.25).Shards(busiest.Name)
+	require.LessOrEqual(t, len(want), 5)
+	c, err := lease.NewCore(busiest, shards, &lease.Options{Balance: 1.25})
+	require.NoError(t, err)
+	c.Tick(at(0))
+	c.Ready()
+	c.HeartbeatDone(at(0), view, nil, nil, at(0))
+	assert.Equal(t, []string{fmt.Sprintf("acquire %v", want)}, describe(c.Ready()))
 }

@@ -54,5 +54,14 @@
 // [Core.Close] revokes every held shard and waits for Drained, for at most
 // CloseDrain; it fences the shards not drained by then (which are not
 // released). It then releases the drained ones and leaves the membership,
-// and [Core.Closed] turns true after the Leave's answer.
+// and [Core.Closed] turns true after the Leave's answer. [Core.Abort] is
+// the way out when even that cannot wait: it fences what the receiver
+// still works on and releases nothing. [Keeper.Close] runs the first, and
+// the second when its context ends first.
+//
+// # What the shell reports
+//
+// Nothing yet: store errors only delay (a retry, a fence), and the
+// receiver learns what matters through Start, Revoke and Fence. Hooks or
+// logs for failed calls belong in the shell, outside the core.
 package lease

@@ -111,6 +111,11 @@ func (k *Keeper) Close(ctx context.Context) error {
 	case <-k.done:
 		return nil
 	case <-ctx.Done():
+		select {
+		case <-k.done:
+			return nil // done as the context ended
+		default:
+		}
 		k.abortOnce.Do(func() { close(k.abortCh) })
 		<-k.done
 		return fmt.Errorf("lease: close: %w", ctx.Err())

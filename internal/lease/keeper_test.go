@@ -446,13 +446,12 @@ func TestKeeperCloseAbort(t *testing.T) {
 	})
 }
 
-// TestKeepersNeverBothHold: two keepers over one store (b drains a revoked
-// shard in 6 s, longer than RenewEvery, so that a release before Drained
-// would show): b joins and takes
-// its shards through a's revoke and release; a is cut from the store and b
-// takes everything after a's leases expire; a comes back and gets its
+// TestKeepersNeverBothHold: two keepers over one store. b joins and takes
+// its shards through a's revoke and release; a is cut from the store, and
+// b takes everything once a's leases expired; a comes back and gets its
 // shards again. At no step do both receivers work on one shard (world
-// checks every Start).
+// checks every Start). b drains a revoked shard in 6 s, longer than
+// RenewEvery, so that a release before Drained would show.
 func TestKeepersNeverBothHold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const shards = 16
