@@ -194,28 +194,35 @@ func (k *Keeper) call(a Action) {
 		defer cancel()
 		sent := time.Now()
 		var ev func(now time.Time)
+		var err error
 		switch a.Kind {
 		case Heartbeat:
-			view, err := k.store.Heartbeat(ctx, k.ns, k.self, k.opts.TTL)
+			var view seqstore.View
 			var live []seqstore.Lease
+			view, err = k.store.Heartbeat(ctx, k.ns, k.self, k.opts.TTL)
 			if err == nil {
 				live, err = k.store.Leases(ctx, k.ns)
 			}
 			ev = func(now time.Time) { k.core.HeartbeatDone(now, view, live, err, sent) }
 		case Acquire:
-			got, err := k.store.Acquire(ctx, k.ns, a.Shards, k.self.Incarnation, k.opts.TTL)
+			var got []seqstore.Lease
+			got, err = k.store.Acquire(ctx, k.ns, a.Shards, k.self.Incarnation, k.opts.TTL)
 			ev = func(now time.Time) { k.core.AcquireDone(now, got, err, sent) }
 		case Renew:
-			lost, err := k.store.Renew(ctx, k.ns, a.Leases, k.opts.TTL)
+			var lost []seqstore.Lease
+			lost, err = k.store.Renew(ctx, k.ns, a.Leases, k.opts.TTL)
 			ev = func(now time.Time) { k.core.RenewDone(now, lost, err, sent) }
 		case Release:
-			err := k.store.Release(ctx, k.ns, a.Leases)
+			err = k.store.Release(ctx, k.ns, a.Leases)
 			ev = func(now time.Time) { k.core.ReleaseDone(now, a.Leases, err) }
 		case Leave:
-			err := k.store.Leave(ctx, k.ns, k.self.Incarnation)
+			err = k.store.Leave(ctx, k.ns, k.self.Incarnation)
 			ev = func(now time.Time) { k.core.LeaveDone(now, err) }
 		default:
 			return
+		}
+		if f := k.opts.OnError; f != nil && err != nil {
+			f(a.Kind, err)
 		}
 		select {
 		case k.events <- ev:

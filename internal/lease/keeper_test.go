@@ -489,3 +489,39 @@ func TestKeepersNeverBothHold(t *testing.T) {
 		assert.Empty(t, live)
 	})
 }
+
+// TestKeeperReportsStoreErrors: every store call that fails is reported to
+// Options.OnError, which the keeper's user logs (the keeper itself only
+// retries).
+func TestKeeperReportsStoreErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newFakeStore()
+		w := newWorld(t)
+		r := newRecv("a", w, 0)
+		g := &gate{fakeStore: st}
+		var mu sync.Mutex
+		kinds := map[lease.Kind]int{}
+		r.mu.Lock()
+		k, err := lease.New(g, "ns", memberA, 2, r, &lease.Options{OnError: func(kind lease.Kind, err error) {
+			assert.ErrorIs(t, err, errDown)
+			mu.Lock()
+			kinds[kind]++
+			mu.Unlock()
+		}})
+		require.NoError(t, err)
+		r.k = k
+		r.mu.Unlock()
+		time.Sleep(6 * time.Second)
+		mu.Lock()
+		require.Empty(t, kinds, "no error while the store answers")
+		mu.Unlock()
+		g.set(true, false)
+		time.Sleep(6 * time.Second)
+		mu.Lock()
+		assert.NotZero(t, kinds[lease.Heartbeat], "failed heartbeats reported: %v", kinds)
+		assert.NotZero(t, kinds[lease.Renew], "failed renewals reported: %v", kinds)
+		mu.Unlock()
+		g.set(false, false)
+		closeKeeper(t, k, r)
+	})
+}

@@ -33,6 +33,10 @@ type Options struct {
 	// shard.AssignBounded does; 0 means plain rendezvous (shard.Assign),
 	// which moves fewest shards. Default 0.
 	Balance float64
+	// OnError, when set, is called with each store call that failed (its
+	// kind and error), from the goroutine that made the call. The keeper
+	// retries on its own; this is for logs and metrics.
+	OnError func(Kind, error)
 }
 
 // Defaults of Options (scaleout.md 3.5).

@@ -67,9 +67,10 @@ type LeaseOptions struct {
 type Change struct {
 	// Kind is "start" (the shard was acquired and is being received),
 	// "revoke" (handed over on purpose: drained, then released), "drained"
-	// (the revoked shard's lease is released) or "fence" (lost: a renewal
+	// (the revoked shard's lease is released), "fence" (lost: a renewal
 	// failed until its deadline, the lease was taken over, or a cursor
-	// showed a newer owner).
+	// showed a newer owner) or "error" (a call to the lease store failed;
+	// Shard is -1: the keeper retries on its own).
 	Kind  string
 	Shard int
 	// Token is the lease's fencing token.
@@ -198,7 +199,10 @@ func (r *Receiver) Run(ctx context.Context, h ordered.Handler) error {
 func (r *Receiver) leaseOptions() *lease.Options {
 	l := r.opts.Lease
 	return &lease.Options{TTL: l.TTL, RenewEvery: l.RenewEvery, RetryPeriod: l.RetryPeriod,
-		RenewDeadline: l.RenewDeadline, RebalanceDelay: l.RebalanceDelay, CloseDrain: l.CloseDrain, Balance: l.Balance}
+		RenewDeadline: l.RenewDeadline, RebalanceDelay: l.RebalanceDelay, CloseDrain: l.CloseDrain, Balance: l.Balance,
+		OnError: func(kind lease.Kind, err error) {
+			r.report(Change{Kind: "error", Shard: -1, Err: fmt.Errorf("lease %s: %w", kind, err)})
+		}}
 }
 
 // Owned returns the shards this receiver runs now, with their tokens.
@@ -240,7 +244,11 @@ func Token(ctx context.Context) (uint64, bool) {
 }
 
 func (r *Receiver) report(c Change) {
-	r.log.Info("scaleout: shard "+c.Kind, "queue", r.opts.Queue.Name, "shard", c.Shard, "token", c.Token, "member", r.self.Name, "err", c.Err)
+	if c.Kind == "error" {
+		r.log.Warn("scaleout: lease store", "queue", r.opts.Queue.Name, "member", r.self.Name, "err", c.Err)
+	} else {
+		r.log.Info("scaleout: shard "+c.Kind, "queue", r.opts.Queue.Name, "shard", c.Shard, "token", c.Token, "member", r.self.Name, "err", c.Err)
+	}
 	if f := r.opts.OnChange; f != nil {
 		f(c)
 	}
