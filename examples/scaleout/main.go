@@ -244,8 +244,19 @@ type receiver struct {
 	r    *scaleout.Receiver
 	link *link
 	stop context.CancelFunc
-	done chan error
-	note string // "cut", "stopped"
+	done chan error // Run's result
+	note string     // "cut", "stopped"
+
+	ended bool // Run returned, with err
+	err   error
+}
+
+// wait waits for Run to return and returns its error.
+func (r *receiver) wait() error {
+	if !r.ended {
+		r.err, r.ended = <-r.done, true
+	}
+	return r.err
 }
 
 func run(ctx context.Context, c config) (err error) {
@@ -336,8 +347,7 @@ func run(ctx context.Context, c config) (err error) {
 			r.stop()
 		}
 		for _, r := range rs {
-			<-r.done
-			r.done <- nil
+			_ = r.wait()
 		}
 	}()
 	members := make([]string, c.receivers)
@@ -387,7 +397,16 @@ func run(ctx context.Context, c config) (err error) {
 	}
 	cleanups = append(cleanups, func() error { return snd.Close(context.Background()) })
 	sent := make(chan error, 1)
-	go func() { sent <- send(ctx, snd, groups, c.messages, c.rate) }()
+	sendCtx, cancelSend := context.WithCancel(ctx)
+	go func() { sent <- send(sendCtx, snd, groups, c.messages, c.rate) }()
+	sendDone := false
+	defer func() {
+		// On an early return: the sender ends before its Queue closes.
+		cancelSend()
+		if !sendDone {
+			<-sent
+		}
+	}()
 
 	// The story: a cut after a third, a clean stop after two thirds.
 	var (
@@ -397,7 +416,6 @@ func run(ctx context.Context, c config) (err error) {
 		cutMoved, stopMoved    time.Duration
 		stopReturned           time.Duration
 		stopDone               <-chan error
-		sendDone               bool
 		nextTable              = start.Add(c.every)
 		tick                   = time.NewTicker(50 * time.Millisecond)
 		movedCut, movedStopped bool
@@ -416,6 +434,7 @@ func run(ctx context.Context, c config) (err error) {
 			w.say("sent all %d messages", total)
 		case err := <-stopDone:
 			stopDone = nil
+			stopped.ended, stopped.err = true, err
 			stopReturned = time.Since(stopAt)
 			if err != nil {
 				return fmt.Errorf("%s: %w", stopped.name, err)
@@ -448,9 +467,7 @@ func run(ctx context.Context, c config) (err error) {
 			stopped.note = "stopped"
 			stopAt = time.Now()
 			w.say("%s stops cleanly (its Run's ctx ends): it hands its shards %v over", stopped.name, stopShards)
-			ch := make(chan error, 1)
-			go func() { ch <- <-stopped.done; stopped.done <- nil }()
-			stopDone = ch
+			stopDone = stopped.done
 		}
 		if !stopAt.IsZero() && !movedStopped {
 			if t, ok := w.movedAt(stopShards, stopped.name, stopAt); ok {
@@ -483,8 +500,7 @@ func run(ctx context.Context, c config) (err error) {
 		r.stop()
 	}
 	for _, r := range rs {
-		e := <-r.done
-		r.done <- nil
+		e := r.wait()
 		if r != cut && r != stopped && e != nil {
 			runErr = errors.Join(runErr, fmt.Errorf("%s: %w", r.name, e))
 		}
