@@ -514,7 +514,7 @@ func run(ctx context.Context, c config) (err error) {
 	v := w.check(groups, c.messages)
 	fmt.Fprintln(c.out)
 	if len(v.problems) == 0 {
-		fmt.Fprintf(c.out, "check: every group's messages were handled in order, none lost: %d groups x %d, %d handled\n", c.groups, c.messages, v.deliveries)
+		fmt.Fprintf(c.out, "check: every group's messages were handled in order, none lost; no group by two receivers at once, nothing by a receiver after it lost the shard: %d groups x %d, %d handled\n", c.groups, c.messages, v.deliveries)
 	} else {
 		fmt.Fprintf(c.out, "check FAILED: %d problems\n", len(v.problems))
 		for i, p := range v.problems {
@@ -537,7 +537,7 @@ func run(ctx context.Context, c config) (err error) {
 	}
 	w.mu.Lock()
 	if n := w.interrupted["revoke"] + w.interrupted["fence"]; n > 0 {
-		fmt.Fprintf(c.out, "handlers whose ctx was cancelled mid-work (they returned the error, a nack; the message was handled again): %d on a shard handed over on purpose, %d on a fenced one\n",
+		fmt.Fprintf(c.out, "handlers whose ctx was cancelled mid-work (they returned its error, a nack, and the shard's next owner handled the message): %d on a shard handed over on purpose, %d on a fenced one\n",
 			w.interrupted["revoke"], w.interrupted["fence"])
 	}
 	w.mu.Unlock()

@@ -42,6 +42,7 @@ type watch struct {
 	interrupted map[string]int
 	distinct    int
 	overlaps    []string // a group handed out while another receiver's handler ran
+	afterFence  []string // a handler that started after its shard was fenced, and finished
 	unordered   []string
 }
 
@@ -108,6 +109,8 @@ func (w *watch) handler(member string) ordered.Handler {
 			w.overlaps = append(w.overlaps, fmt.Sprintf("%s handed out %s #%d while %s handled the group", member, m.Group, n, other))
 		}
 		w.open[m.Group] = member
+		shard := scaleout.ShardOf(m.Group, w.shards)
+		lost := w.last[member][shard] == "fence"
 		if m.Unordered {
 			w.unordered = append(w.unordered, fmt.Sprintf("%s #%d by %s", m.Group, n, member))
 		}
@@ -126,8 +129,11 @@ func (w *watch) handler(member string) ordered.Handler {
 			delete(w.open, m.Group)
 		}
 		if ctx.Err() != nil {
-			w.interrupted[w.last[member][scaleout.ShardOf(m.Group, w.shards)]]++
+			w.interrupted[w.last[member][shard]]++
 			return ctx.Err()
+		}
+		if lost {
+			w.afterFence = append(w.afterFence, fmt.Sprintf("%s handled %s #%d of shard %d after it lost the shard", member, m.Group, n, shard))
 		}
 		w.done[m.Group] = append(w.done[m.Group], n)
 		w.by[m.Group] = append(w.by[m.Group], member)
@@ -269,6 +275,7 @@ func (w *watch) check(groups []string, n int) verdict {
 		}
 	}
 	v.problems = append(v.problems, w.overlaps...)
+	v.problems = append(v.problems, w.afterFence...)
 	for _, u := range w.unordered {
 		v.problems = append(v.problems, u+" handed out flagged Unordered")
 	}
