@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"regexp"
 	"strings"
 	"testing"
@@ -10,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/inorder/inorder/ordered/scaleout"
 )
 
 func TestMain(m *testing.M) {
@@ -77,5 +80,48 @@ func TestCommandLine(t *testing.T) {
 		stderr.Reset()
 		assert.Equal(t, 1, command(t.Context(), args, &stdout, &stderr), "%v is refused", args)
 		assert.NotEmpty(t, stderr.String(), "%v says why", args)
+	}
+}
+
+// TestCheck: the final check fails what it should. Group g is on shard
+// scaleout.ShardOf("g", 8); a repeat is accepted only after a fence of it.
+func TestCheck(t *testing.T) {
+	shard := scaleout.ShardOf("g", 8)
+	for _, tc := range []struct {
+		name    string
+		done    []int
+		by      []string
+		fenced  string // member fenced on g's shard
+		repeats int
+		problem string
+	}{
+		{name: "in order", done: []int{1, 2, 3}, by: []string{"r1", "r1", "r2"}},
+		{name: "out of order", done: []int{1, 3, 2}, by: []string{"r1", "r1", "r1"}, problem: "g #3 handled by r1 while #2 was due"},
+		{name: "lost", done: []int{1, 2}, by: []string{"r1", "r1"}, problem: "g: handled up to #2 of 3"},
+		{name: "repeat after a clean handover", done: []int{1, 2, 2, 3}, by: []string{"r1", "r1", "r2", "r2"}, repeats: 1,
+			problem: "g #2 handled again by r2, although r1, which handled it first, never lost shard"},
+		{name: "repeat after a fence", done: []int{1, 2, 2, 3}, by: []string{"r1", "r1", "r2", "r2"}, fenced: "r1", repeats: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWatch(io.Discard, time.Now(), 8, 0)
+			w.done["g"], w.by["g"] = tc.done, tc.by
+			w.first["g"] = map[int]string{}
+			for i, k := range tc.done {
+				if _, ok := w.first["g"][k]; !ok {
+					w.first["g"][k] = tc.by[i]
+				}
+			}
+			if tc.fenced != "" {
+				w.changes = append(w.changes, change{member: tc.fenced, Change: scaleout.Change{Kind: "fence", Shard: shard}})
+			}
+			v := w.check([]string{"g"}, 3)
+			assert.Equal(t, tc.repeats, v.repeats, "repeats")
+			if tc.problem == "" {
+				assert.Empty(t, v.problems)
+			} else {
+				require.NotEmpty(t, v.problems, "want %q", tc.problem)
+				assert.Contains(t, v.problems[0], tc.problem)
+			}
+		})
 	}
 }
