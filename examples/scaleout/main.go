@@ -32,7 +32,7 @@
 // failover times and a summary.
 //
 // The lease timings are scaled down from the defaults (TTL 15 s) so that
-// the run takes about 20 s: -ttl sets the TTL, renewals run every TTL/3, a
+// the run takes about 15 s: -ttl sets the TTL, renewals run every TTL/3, a
 // receiver fences RenewDeadline = 2/3 TTL after its last good renewal, and
 // a shard moves RebalanceDelay = TTL/6 after the membership changed.
 //
