@@ -188,10 +188,12 @@ func (r *Receiver) Run(ctx context.Context, h ordered.Handler) error {
 	err = k.Close(closeCtx)
 	r.mu.Lock()
 	r.closed = true
+	var changes []Change
 	for s := range r.running {
-		r.fenceLocked(s, errors.New("scaleout: closing"))
+		changes = append(changes, r.fenceLocked(s, errors.New("scaleout: closing"))...)
 	}
 	r.mu.Unlock()
+	r.report(changes...)
 	r.wg.Wait()
 	return err
 }
@@ -243,28 +245,33 @@ func Token(ctx context.Context) (uint64, bool) {
 	return t, ok
 }
 
-func (r *Receiver) report(c Change) {
-	if c.Kind == "error" {
-		r.log.Warn("scaleout: lease store", "queue", r.opts.Queue.Name, "member", r.self.Name, "err", c.Err)
-	} else {
-		r.log.Info("scaleout: shard "+c.Kind, "queue", r.opts.Queue.Name, "shard", c.Shard, "token", c.Token, "member", r.self.Name, "err", c.Err)
-	}
-	if f := r.opts.OnChange; f != nil {
-		f(c)
+// report logs changes and hands them to OnChange; it is never called with
+// r.mu held, so that OnChange may call Owned or Stats.
+func (r *Receiver) report(changes ...Change) {
+	for _, c := range changes {
+		if c.Kind == "error" {
+			r.log.Warn("scaleout: lease store", "queue", r.opts.Queue.Name, "member", r.self.Name, "err", c.Err)
+		} else {
+			r.log.Info("scaleout: shard "+c.Kind, "queue", r.opts.Queue.Name, "shard", c.Shard, "token", c.Token, "member", r.self.Name, "err", c.Err)
+		}
+		if f := r.opts.OnChange; f != nil {
+			f(c)
+		}
 	}
 }
 
 // Start runs the shard of l (lease.Receiver).
 func (r *Receiver) Start(l seqstore.Lease) {
+	var changes []Change
+	defer func() { r.report(changes...) }()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return
 	}
 	if old := r.running[l.Shard]; old != nil {
-		// Still ending from an earlier lease: fence it now, the new one
-		// starts once it is gone.
-		r.fenceLocked(l.Shard, errors.New("scaleout: replaced by a new lease"))
+		// Still ending from an earlier lease: fence it now.
+		changes = append(changes, r.fenceLocked(l.Shard, errors.New("scaleout: replaced by a new lease"))...)
 	}
 	s := l.Shard
 	fs := &fencedStore{Store: r.store, shard: s, shards: len(r.shards), token: l.Token}
@@ -272,9 +279,11 @@ func (r *Receiver) Start(l seqstore.Lease) {
 	qo := r.opts.Queue
 	q, err := ordered.New(r.ctx, r.shards[s].Queue, fs, &qo)
 	if err != nil {
-		r.report(Change{Kind: "fence", Shard: s, Token: l.Token, Err: err})
+		changes = append(changes, Change{Kind: "fence", Shard: s, Token: l.Token, Err: err})
 		return
 	}
+	// The handlers' ctx ends only when the shard is lost (or the Receiver
+	// stops): a handover on purpose lets them finish.
 	runCtx, cancel := context.WithCancel(context.WithValue(r.ctx, tokenKey{}, l.Token))
 	run := &shardRun{lease: l, q: q, cancel: cancel, done: make(chan struct{})}
 	r.running[s] = run
@@ -285,31 +294,34 @@ func (r *Receiver) Start(l seqstore.Lease) {
 			r.log.Warn("scaleout: shard run ended", "shard", s, "err", err)
 		}
 	})
-	r.report(Change{Kind: "start", Shard: s, Token: l.Token})
+	changes = append(changes, Change{Kind: "start", Shard: s, Token: l.Token})
 }
 
-// Revoke hands the shard over (lease.Receiver): no more hand-outs, the
-// handlers finish, the Queue closes (its advances durable, what it held
-// given back), then the keeper releases the lease.
+// Revoke hands the shard over (lease.Receiver): the Queue closes, which
+// stops its hand-outs, waits for its handlers, makes its advances durable
+// and gives back what it held; then the keeper releases the lease. Past
+// DrainTimeout the handlers' ctx is cancelled, and the lease is released
+// only once they returned.
 func (r *Receiver) Revoke(s int) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	run := r.running[s]
+	k := r.keeper
 	if run == nil || run.ending {
-		if run == nil && r.keeper != nil {
-			r.keeper.Drained(s)
+		r.mu.Unlock()
+		if run == nil && k != nil {
+			k.Drained(s)
 		}
 		return
 	}
 	run.ending = true
+	r.mu.Unlock()
 	r.report(Change{Kind: "revoke", Shard: s, Token: run.lease.Token})
-	k := r.keeper
 	r.wg.Go(func() {
-		run.cancel()
-		<-run.done
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.opts.DrainTimeout)
 		err := run.q.Close(ctx)
 		cancel()
+		run.cancel() // Run has returned, or its handlers are past DrainTimeout
+		<-run.done
 		r.mu.Lock()
 		if r.running[s] == run {
 			delete(r.running, s)
@@ -334,19 +346,23 @@ func (r *Receiver) Fence(s int) {
 // back what it held.
 func (r *Receiver) fence(s int, why error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.fenceLocked(s, why)
+	changes := r.fenceLocked(s, why)
+	r.mu.Unlock()
+	r.report(changes...)
 }
 
-func (r *Receiver) fenceLocked(s int, why error) {
+// fenceLocked stops shard s and returns the change to report once r.mu is
+// released.
+func (r *Receiver) fenceLocked(s int, why error) []Change {
 	run := r.running[s]
 	if run == nil {
-		return
+		return nil
 	}
 	delete(r.running, s)
+	var changes []Change
 	if !run.ending {
 		run.ending = true
-		r.report(Change{Kind: "fence", Shard: s, Token: run.lease.Token, Err: why})
+		changes = append(changes, Change{Kind: "fence", Shard: s, Token: run.lease.Token, Err: why})
 	}
 	r.wg.Go(func() {
 		run.cancel()
@@ -355,4 +371,5 @@ func (r *Receiver) fenceLocked(s int, why error) {
 		_ = run.q.Close(ctx) // gives back what it held; the store refuses a stale advance
 		<-run.done
 	})
+	return changes
 }
