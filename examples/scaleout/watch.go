@@ -29,14 +29,15 @@ type watch struct {
 	shards int
 	work   time.Duration
 
-	mu      sync.Mutex
-	changes []change
-	last    map[string]map[int]string // member -> shard -> kind of its last change
-	done    map[string][]int          // group -> message numbers whose handler finished, in order
-	by      map[string][]string       // group -> member of each of them
-	first   map[string]map[int]string // group -> message number -> member that finished it first
-	open    map[string]string         // group -> member whose handler runs now
-	handled map[string]int            // member -> handlers finished
+	mu        sync.Mutex
+	changes   []change
+	last      map[string]map[int]string // member -> shard -> kind of its last change
+	done      map[string][]int          // group -> message numbers whose handler finished, in order
+	by        map[string][]string       // group -> member of each of them
+	first     map[string]map[int]string // group -> message number -> member that finished it first
+	open      map[string]string         // group -> member whose handler runs now
+	leaseErrs map[string]int            // member -> failed calls to the lease store
+	handled   map[string]int            // member -> handlers finished
 	// handlers whose ctx was cancelled before they finished (they return
 	// the error, which nacks), by the kind of the shard's last change
 	interrupted map[string]int
@@ -74,6 +75,15 @@ func (w *watch) onChange(member string) func(scaleout.Change) {
 		w.changes = append(w.changes, change{at: time.Now(), member: member, Change: c})
 		if w.last[member] == nil {
 			w.last[member] = map[int]string{}
+		}
+		if c.Kind == "error" { // a failed call to the lease store: the keeper retries
+			if w.leaseErrs == nil {
+				w.leaseErrs = map[string]int{}
+			}
+			if w.leaseErrs[member]++; w.leaseErrs[member] == 1 {
+				w.printf("%s: %v (it retries; its further lease errors are not shown)", member, c.Err)
+			}
+			return
 		}
 		w.last[member][c.Shard] = c.Kind
 		switch c.Kind {
