@@ -116,3 +116,159 @@ func TestAttackBadQueueOptionsHoldLeasesAndDeliverNothing(t *testing.T) {
 		stop()
 	})
 }
+
+// ctlLeaser is a memstore whose Renew fails while failRenew is set (the
+// lease store unreachable for renewals only).
+type ctlLeaser struct {
+	*memstore.Store
+	mu        sync.Mutex
+	failRenew bool
+}
+
+func (c *ctlLeaser) setFailRenew(v bool) { c.mu.Lock(); c.failRenew = v; c.mu.Unlock() }
+
+func (c *ctlLeaser) Renew(ctx context.Context, ns string, held []seqstore.Lease, ttl time.Duration) ([]seqstore.Lease, error) {
+	c.mu.Lock()
+	fail := c.failRenew
+	c.mu.Unlock()
+	if fail {
+		return nil, fmt.Errorf("lease store unreachable")
+	}
+	return c.Store.Renew(ctx, ns, held, ttl)
+}
+
+// winner returns a member name that rendezvous hashing prefers to self for
+// shard 0 of 1.
+func winner(t *testing.T, self string) string {
+	for i := range 100 {
+		n := fmt.Sprintf("b%d", i)
+		a := shard.Assign([]seqstore.Member{{Name: self, Incarnation: self + "#x", Weight: 1}, {Name: n, Incarnation: n + "#1", Weight: 1}}, 1)
+		if a[0] == n {
+			return n
+		}
+	}
+	t.Fatal("no winner")
+	return ""
+}
+
+// The Receiver keys a revoke's drain by shard only. A shard revoked while a
+// handler still works, then fenced (its renewals failed during the drain),
+// then acquired again by the same receiver (new lease, new run) and revoked
+// again, gets the FIRST run's Keeper.Drained once that old handler returns:
+// the Core takes it for the new lease's drain and releases the new lease
+// while the new run's handler is still working. What a user sees: another
+// receiver acquires the shard and hands out its groups while this one's
+// handler of the shard still runs (two receivers on one shard, with no pause
+// and no clock skew), and the new owner redelivers what that handler had
+// not yet committed. Cause: Receiver.Revoke's goroutine calls
+// k.Drained(s) even when its run was fenced meanwhile (r.running[s] != run);
+// Drained carries no token, so Core.Drained cannot tell leases apart.
+func TestAttackStaleDrainedReleasesANewerLeaseMidHandler(t *testing.T) {
+	attackOnly(t, "a fenced revoke's late Drained releases the next lease of the shard while its handler runs")
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		t0 := time.Now()
+		staleDrained := make(chan struct{})
+		st := &ctlLeaser{Store: memstore.New()}
+		shards := []Shard{{Name: "orders-0", Queue: memqueue.New(&memqueue.Options{Visibility: time.Minute})}}
+		snd, err := NewSender(ctx, shards, st.Store, &ordered.Options{Name: "orders"})
+		require.NoError(t, err)
+		require.NoError(t, snd.Send(ctx, "g1", []byte("slow")))
+
+		var mu sync.Mutex
+		calls := 0
+		g2Open := false
+		h := func(ctx context.Context, m *ordered.Message) error {
+			mu.Lock()
+			calls++
+			first := calls == 1
+			mu.Unlock()
+			t.Logf("%v handle %s/%d", time.Since(t0), m.Group, m.Seq)
+			switch {
+			case first: // g1/1 in the first run: 20 s of work that does not stop at once
+				time.Sleep(20 * time.Second)
+			case m.Group == "g2":
+				mu.Lock()
+				g2Open = true
+				mu.Unlock()
+				time.Sleep(30 * time.Second)
+				mu.Lock()
+				g2Open = false
+				mu.Unlock()
+			}
+			return nil
+		}
+		r, err := NewReceiver(ctx, shards, st, &Options{
+			Queue:  ordered.Options{Name: "orders", Receive: ordered.ReceiveOptions{Wait: 100 * time.Millisecond}},
+			Member: "a", Lease: attackTimings, DrainTimeout: 2 * time.Second,
+			OnChange: func(c Change) {
+				t.Logf("%v change %+v", time.Since(t0), c)
+				if c.Kind == "drained" && c.Token == 1 {
+					close(staleDrained)
+				}
+			},
+		})
+		require.NoError(t, err)
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- r.Run(runCtx, h) }()
+		time.Sleep(time.Second)
+		require.Equal(t, map[int]uint64{0: 1}, r.Owned())
+
+		// A member that wins shard 0 joins: a revokes it; the drain waits
+		// for g1/1's handler (until about t=20 s).
+		b := winner(t, "a")
+		bm := seqstore.Member{Name: b, Incarnation: b + "#1", Weight: 1}
+		_, err = st.Heartbeat(ctx, "orders", bm, time.Minute)
+		require.NoError(t, err)
+		time.Sleep(time.Second)
+		require.Empty(t, r.Owned(), "revoked")
+		// Renewals fail during the drain: a fences the revoked shard; b
+		// leaves again, so shard 0 is a's once the lease expires.
+		st.setFailRenew(true)
+		require.NoError(t, st.Leave(ctx, "orders", bm.Incarnation))
+		time.Sleep(1200 * time.Millisecond)
+		st.setFailRenew(false)
+		var own map[int]uint64
+		for range 40 {
+			time.Sleep(100 * time.Millisecond)
+			if own = r.Owned(); len(own) == 1 {
+				break
+			}
+		}
+		require.Len(t, own, 1, "a acquired shard 0 again")
+		tok2 := own[0]
+		require.Greater(t, tok2, uint64(1))
+		require.NoError(t, snd.Send(ctx, "g2", []byte("busy")))
+		time.Sleep(time.Second)
+		mu.Lock()
+		require.True(t, g2Open, "g2/1 is being handled by a's new run")
+		mu.Unlock()
+		// b joins again: a revokes the new lease, whose drain waits for
+		// g2/1 (until about t=37 s).
+		_, err = st.Heartbeat(ctx, "orders", bm, time.Minute)
+		require.NoError(t, err)
+		time.Sleep(time.Second)
+		require.Empty(t, r.Owned(), "the new lease is revoked and draining")
+
+		// t = 20 s: g1/1's handler of the FIRST run returns, its drain
+		// reports Drained; g2/1's handler still works.
+		<-staleDrained
+		time.Sleep(100 * time.Millisecond)
+		mu.Lock()
+		open := g2Open
+		mu.Unlock()
+		require.True(t, open, "g2/1's handler still runs")
+		leases, err := st.Leases(ctx, "orders")
+		require.NoError(t, err)
+		got, err := st.Acquire(ctx, "orders", []int{0}, bm.Incarnation, time.Minute)
+		require.NoError(t, err)
+		if len(got) != 0 {
+			t.Errorf("another member acquired shard 0 (%v) while a's handler of it (g2/1) still runs; live leases before: %v", got, leases)
+		}
+
+		stop()
+		<-done
+		require.NoError(t, snd.Close(ctx))
+	})
+}
