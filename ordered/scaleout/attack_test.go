@@ -272,3 +272,75 @@ func TestAttackStaleDrainedReleasesANewerLeaseMidHandler(t *testing.T) {
 		require.NoError(t, snd.Close(ctx))
 	})
 }
+
+// A shard handed over on purpose (a member joined) is documented to drain:
+// "its handlers finish" and "nothing is delivered twice". But Revoke's
+// first step is run.cancel(), which cancels the ctx of every handler in
+// progress. What a user sees: on every rebalance, handlers that honour ctx
+// (a database call, an HTTP request with ctx) fail with context.Canceled in
+// the middle of their work, their message is Nacked and handed out again
+// by the new owner: a duplicate on each planned handover. Cause:
+// Receiver.Revoke cancels runCtx (the handlers' ctx) instead of only
+// stopping hand-outs (e.g. closing the Queue's receive side first and
+// cancelling only after DrainTimeout).
+func TestAttackPlannedHandoverCancelsHandlers(t *testing.T) {
+	attackOnly(t, "Revoke cancels the handlers' ctx, so a planned handover redelivers what ctx-aware handlers were doing")
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := memstore.New()
+		shards := []Shard{{Name: "orders-0", Queue: memqueue.New(nil)}}
+		snd, err := NewSender(ctx, shards, st, &ordered.Options{Name: "orders"})
+		require.NoError(t, err)
+		for i := range 3 {
+			require.NoError(t, snd.Send(ctx, "g", fmt.Appendf(nil, "%d", i+1)))
+		}
+		require.NoError(t, snd.Close(ctx))
+
+		var mu sync.Mutex
+		seen := map[uint64]int{}
+		var cancelled []string
+		handler := func(name string) ordered.Handler {
+			return func(ctx context.Context, m *ordered.Message) error {
+				mu.Lock()
+				seen[m.Seq]++
+				mu.Unlock()
+				select {
+				case <-time.After(2 * time.Second): // a 2 s call that honours ctx
+					return nil
+				case <-ctx.Done():
+					mu.Lock()
+					cancelled = append(cancelled, fmt.Sprintf("%s: g/%d", name, m.Seq))
+					mu.Unlock()
+					return ctx.Err()
+				}
+			}
+		}
+		start := func(name string) (*Receiver, context.CancelFunc, chan error) {
+			r, err := NewReceiver(ctx, shards, st, &Options{
+				Queue:  ordered.Options{Name: "orders", Receive: ordered.ReceiveOptions{Wait: 100 * time.Millisecond}},
+				Member: name, Lease: attackTimings, DrainTimeout: 5 * time.Second,
+			})
+			require.NoError(t, err)
+			runCtx, stop := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- r.Run(runCtx, handler(name)) }()
+			return r, stop, done
+		}
+		_, stopA, doneA := start("a")
+		time.Sleep(1500 * time.Millisecond) // a works on g/1
+		_, stopB, doneB := start(winner(t, "a"))
+		time.Sleep(20 * time.Second)
+		stopA()
+		stopB()
+		<-doneA
+		<-doneB
+		mu.Lock()
+		defer mu.Unlock()
+		for seq := uint64(1); seq <= 3; seq++ {
+			require.NotZero(t, seen[seq], "g/%d delivered", seq)
+		}
+		if len(cancelled) > 0 {
+			t.Errorf("a planned handover cancelled handlers in progress: %v; deliveries per seq %v", cancelled, seen)
+		}
+	})
+}
