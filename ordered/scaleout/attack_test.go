@@ -344,3 +344,76 @@ func TestAttackPlannedHandoverCancelsHandlers(t *testing.T) {
 		}
 	})
 }
+
+// The fence covers Advance only: Park (and its body) is written by a
+// stale owner with no check of its token. A zombie (an old owner whose
+// Queue still runs after its lease moved: a pause, or the fence's 1 s
+// Close) that parks an early arrival and deletes it from the queue
+// (park-then-delete) leaves it where the new owner never looks again: the
+// new owner probed the park once when it claimed the group. What a user
+// sees: with GapSkip the message is skipped and its park dropped (lost,
+// although it was durably stored); with GapWait the group stalls until the
+// receiver restarts. The package doc says "a stale owner never moves a
+// cursor, and nothing is lost" unconditionally. Cause: fencedStore does not
+// wrap Park (it could refuse a Park of a stream whose cursor Owner is above
+// its token, returning ErrFenced).
+func TestAttackZombieParkIsLostToTheNewOwner(t *testing.T) {
+	attackOnly(t, "a stale owner's Park is not fenced; the new owner never reads it and skips the seq")
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := memstore.New()
+		mq := memqueue.New(nil)
+		shards := []Shard{{Name: "orders-0", Queue: mq}}
+		require.NoError(t, st.Topology(ctx, "orders", Topology(shards)))
+		s := seqstore.Stream{Queue: "orders", Group: "g"}
+		// The zombie held shard 0 with token 1 and claimed g; its lease
+		// then expired (it paused).
+		zl, err := st.Acquire(ctx, "orders", []int{0}, "zombie#1", 10*time.Millisecond)
+		require.NoError(t, err)
+		require.Len(t, zl, 1)
+		zombie := &fencedStore{Store: st, shard: 0, shards: 1, token: zl[0].Token, onFence: func(error) {}}
+		_, err = zombie.Cursors(ctx, []seqstore.Stream{s})
+		require.NoError(t, err)
+		time.Sleep(20 * time.Millisecond)
+
+		// g/1 and g/3 are in the queue; g/2 is the one the zombie received.
+		for _, seq := range []uint64{1, 3} {
+			require.NoError(t, mq.SendBatch(ctx, [][]byte{envelope.Append(nil, envelope.Header{Group: "g", Epoch: 1, Seq: seq}, []byte("p"))}))
+		}
+		var mu sync.Mutex
+		var got []uint64
+		r, err := NewReceiver(ctx, shards, st, &Options{
+			Queue: ordered.Options{Name: "orders", Receive: ordered.ReceiveOptions{Wait: 100 * time.Millisecond,
+				GapPolicy: ordered.GapSkip, GapTimeout: 5 * time.Second}},
+			Member: "b", Lease: attackTimings, DrainTimeout: time.Second,
+		})
+		require.NoError(t, err)
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			done <- r.Run(runCtx, func(_ context.Context, m *ordered.Message) error {
+				mu.Lock()
+				got = append(got, m.Seq)
+				mu.Unlock()
+				return nil
+			})
+		}()
+		time.Sleep(3 * time.Second) // b claimed g (a higher token), handled g/1, waits for g/2
+		cs, err := st.Cursors(ctx, []seqstore.Stream{s})
+		require.NoError(t, err)
+		require.Greater(t, cs[0].Owner, zl[0].Token, "b claimed g")
+
+		// The zombie, resuming, parks g/2 (then deletes it from the queue).
+		perr := zombie.Park(ctx, []seqstore.Parked{{Stream: s, Epoch: 1, Seq: 2, Body: envelope.Append(nil, envelope.Header{Group: "g", Epoch: 1, Seq: 2}, []byte("p"))}})
+		t.Logf("the stale owner's Park returned %v", perr)
+
+		time.Sleep(15 * time.Second)
+		stop()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		if perr == nil {
+			require.Contains(t, got, uint64(2), "g/2 was parked durably (by a stale owner whose Park was accepted) and never delivered: got %v", got)
+		}
+	})
+}
