@@ -417,3 +417,71 @@ func TestAttackZombieParkIsLostToTheNewOwner(t *testing.T) {
 		}
 	})
 }
+
+// S = 1 is today's single queue: a plain ordered.Queue and a scale-out
+// Receiver take turns on the same queue and store, and each continues
+// where the other stopped (the claimed Owner survives the plain Queue's
+// advances, and a later claim takes a higher token).
+func TestAttackOneShardInterworksWithAPlainQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := memstore.New()
+		mq := memqueue.New(nil)
+		shards := []Shard{{Name: "orders", Queue: mq}}
+		snd, err := ordered.New(ctx, mq, st, &ordered.Options{Name: "orders"}) // a plain sender
+		require.NoError(t, err)
+		var mu sync.Mutex
+		var got []string
+		h := func(who string) ordered.Handler {
+			return func(_ context.Context, m *ordered.Message) error {
+				mu.Lock()
+				got = append(got, fmt.Sprintf("%s:%d", who, m.Seq))
+				mu.Unlock()
+				return nil
+			}
+		}
+		recvScale := func(tag string) {
+			r, err := NewReceiver(ctx, shards, st, &Options{
+				Queue:  ordered.Options{Name: "orders", Receive: ordered.ReceiveOptions{Wait: 100 * time.Millisecond}},
+				Member: "a", Lease: attackTimings, DrainTimeout: time.Second,
+			})
+			require.NoError(t, err)
+			runCtx, stop := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- r.Run(runCtx, h(tag)) }()
+			time.Sleep(5 * time.Second)
+			stop()
+			require.NoError(t, <-done)
+		}
+		recvPlain := func(tag string) {
+			q, err := ordered.New(ctx, mq, st, &ordered.Options{Name: "orders", Receive: ordered.ReceiveOptions{Wait: 100 * time.Millisecond}})
+			require.NoError(t, err)
+			runCtx, stop := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- q.Run(runCtx, h(tag)) }()
+			time.Sleep(5 * time.Second)
+			stop()
+			require.NoError(t, <-done)
+			require.NoError(t, q.Close(ctx))
+		}
+		send := func(n int) {
+			for range n {
+				require.NoError(t, snd.Send(ctx, "g", []byte("x")))
+			}
+		}
+		send(2)
+		recvScale("s1")
+		send(2)
+		recvPlain("p")
+		send(2)
+		recvScale("s2")
+		require.NoError(t, snd.Close(ctx))
+		mu.Lock()
+		defer mu.Unlock()
+		require.Equal(t, []string{"s1:1", "s1:2", "p:3", "p:4", "s2:5", "s2:6"}, got)
+		cs, err := st.Cursors(ctx, []seqstore.Stream{{Queue: "orders", Group: "g"}})
+		require.NoError(t, err)
+		require.Equal(t, uint64(7), cs[0].Next)
+		require.NotZero(t, cs[0].Owner, "the last claim is kept")
+	})
+}
