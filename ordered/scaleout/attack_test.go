@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/inorder/inorder/internal/envelope"
 	"github.com/inorder/inorder/internal/shard"
@@ -484,4 +485,39 @@ func TestAttackOneShardInterworksWithAPlainQueue(t *testing.T) {
 		require.Equal(t, uint64(7), cs[0].Next)
 		require.NotZero(t, cs[0].Owner, "the last claim is kept")
 	})
+}
+
+// Run leaves no goroutine behind once it returned (the package has no
+// goleak TestMain; synctest only covers the bubbled tests), here after two
+// receivers shared shards and one handed its shards over.
+func TestAttackRunLeavesNoGoroutines(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx := context.Background()
+	st := memstore.New()
+	shards := []Shard{{Name: "orders-0", Queue: memqueue.New(nil)}, {Name: "orders-1", Queue: memqueue.New(nil)}}
+	snd, err := NewSender(ctx, shards, st, &ordered.Options{Name: "orders"})
+	require.NoError(t, err)
+	for i := range 20 {
+		require.NoError(t, snd.Send(ctx, fmt.Sprintf("g%d", i%4), []byte("x")))
+	}
+	require.NoError(t, snd.Close(ctx))
+	fast := LeaseOptions{TTL: 600 * time.Millisecond, RenewEvery: 200 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
+		RenewDeadline: 400 * time.Millisecond, RebalanceDelay: 100 * time.Millisecond, CloseDrain: 2 * time.Second}
+	var n sync.WaitGroup
+	run := func(name string, d time.Duration) {
+		r, err := NewReceiver(ctx, shards, st, &Options{
+			Queue:  ordered.Options{Name: "orders", Receive: ordered.ReceiveOptions{Wait: 50 * time.Millisecond}},
+			Member: name, Lease: fast, DrainTimeout: time.Second,
+		})
+		require.NoError(t, err)
+		runCtx, stop := context.WithTimeout(ctx, d)
+		n.Go(func() {
+			defer stop()
+			_ = r.Run(runCtx, func(context.Context, *ordered.Message) error { time.Sleep(10 * time.Millisecond); return nil })
+		})
+	}
+	run("a", 1500*time.Millisecond)
+	time.Sleep(500 * time.Millisecond)
+	run("b", 1500*time.Millisecond)
+	n.Wait()
 }
