@@ -521,3 +521,68 @@ func TestAttackRunLeavesNoGoroutines(t *testing.T) {
 	run("b", 1500*time.Millisecond)
 	n.Wait()
 }
+
+// OnChange runs with the Receiver's mutex held (Start, Revoke and fence
+// report under r.mu), so an OnChange that asks the receiver what it owns
+// (Owned, Stats: a natural thing to log) deadlocks the keeper's goroutine.
+// The started shard's Queue is already running, and nothing renews or
+// fences it any more. What a user sees: the receiver keeps handing out the
+// shard's messages after its lease expired at the store, another receiver
+// acquires the shard and hands out the same groups at the same time, and
+// Run never returns. Cause: Receiver.report (and the user's OnChange) is
+// called while r.mu is held; it could be called after unlocking (or from a
+// goroutine that keeps the order).
+func TestAttackOnChangeCallingOwnedDeadlocksTheKeeper(t *testing.T) {
+	attackOnly(t, "OnChange runs under the receiver's mutex: calling Owned from it deadlocks the keeper, which then neither renews nor fences")
+	ctx := context.Background()
+	st := memstore.New()
+	shards := []Shard{{Name: "orders-0", Queue: memqueue.New(nil)}}
+	snd, err := NewSender(ctx, shards, st, &ordered.Options{Name: "orders"})
+	require.NoError(t, err)
+	for range 60 {
+		require.NoError(t, snd.Send(ctx, "g", []byte("x")))
+	}
+	require.NoError(t, snd.Close(ctx))
+	fast := LeaseOptions{TTL: 600 * time.Millisecond, RenewEvery: 200 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
+		RenewDeadline: 400 * time.Millisecond, RebalanceDelay: 100 * time.Millisecond, CloseDrain: time.Second}
+	var r *Receiver
+	var mu sync.Mutex
+	var deliveries []time.Time
+	r, err = NewReceiver(ctx, shards, st, &Options{
+		Queue:  ordered.Options{Name: "orders", Receive: ordered.ReceiveOptions{Wait: 50 * time.Millisecond}},
+		Member: "a", Lease: fast, DrainTimeout: time.Second,
+		OnChange: func(c Change) { t.Logf("change %s %d#%d; owned now %v", c.Kind, c.Shard, c.Token, r.Owned()) },
+	})
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		_ = r.Run(runCtx, func(context.Context, *ordered.Message) error {
+			mu.Lock()
+			deliveries = append(deliveries, time.Now())
+			mu.Unlock()
+			time.Sleep(50 * time.Millisecond)
+			return nil
+		})
+	}()
+	time.Sleep(1500 * time.Millisecond) // well past TTL
+	leases, err := st.Leases(ctx, "orders")
+	require.NoError(t, err)
+	expiredAt := time.Now()
+	got, err := st.Acquire(ctx, "orders", []int{0}, "b#1", time.Minute)
+	require.NoError(t, err)
+	time.Sleep(500 * time.Millisecond)
+	mu.Lock()
+	after := 0
+	for _, d := range deliveries {
+		if d.After(expiredAt) {
+			after++
+		}
+	}
+	mu.Unlock()
+	if len(leases) == 0 && len(got) == 1 && after > 0 {
+		t.Errorf("a's lease expired unrenewed (keeper deadlocked in OnChange), b acquired shard 0 (%v), and a still handed out %d messages of it after that", got, after)
+	}
+	// Run cannot be ended: its goroutines stay blocked (the test binary
+	// exits anyway).
+}
