@@ -586,3 +586,50 @@ func TestAttackOnChangeCallingOwnedDeadlocksTheKeeper(t *testing.T) {
 	// Run cannot be ended: its goroutines stay blocked (the test binary
 	// exits anyway).
 }
+
+// errLeaser answers every lease call but Topology with an error.
+type errLeaser struct{ *memstore.Store }
+
+var errDown = fmt.Errorf("lease store down")
+
+func (errLeaser) Heartbeat(context.Context, string, seqstore.Member, time.Duration) (seqstore.View, error) {
+	return seqstore.View{}, errDown
+}
+func (errLeaser) Acquire(context.Context, string, []int, string, time.Duration) ([]seqstore.Lease, error) {
+	return nil, errDown
+}
+func (errLeaser) Renew(context.Context, string, []seqstore.Lease, time.Duration) ([]seqstore.Lease, error) {
+	return nil, errDown
+}
+func (errLeaser) Release(context.Context, string, []seqstore.Lease) error { return errDown }
+func (errLeaser) Leave(context.Context, string, string) error             { return errDown }
+func (errLeaser) Leases(context.Context, string) ([]seqstore.Lease, error) {
+	return nil, errDown
+}
+
+// A lease store that errors (not hangs) on every call: the receiver hands
+// out nothing, owns nothing, and Run returns at once when its ctx ends.
+func TestAttackLeaseStoreErrorsEverywhere(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		st := errLeaser{memstore.New()}
+		shards := []Shard{{Name: "orders-0", Queue: memqueue.New(nil)}, {Name: "orders-1", Queue: memqueue.New(nil)}}
+		snd, err := NewSender(ctx, shards, st.Store, &ordered.Options{Name: "orders"})
+		require.NoError(t, err)
+		require.NoError(t, snd.Send(ctx, "g", []byte("x")))
+		require.NoError(t, snd.Close(ctx))
+		r, err := NewReceiver(ctx, shards, st, &Options{Queue: ordered.Options{Name: "orders"}, Member: "a", Lease: attackTimings})
+		require.NoError(t, err)
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		n := 0
+		go func() { done <- r.Run(runCtx, func(context.Context, *ordered.Message) error { n++; return nil }) }()
+		time.Sleep(10 * time.Second)
+		require.Empty(t, r.Owned())
+		stop()
+		start := time.Now()
+		<-done
+		require.Less(t, time.Since(start), time.Second)
+		require.Zero(t, n)
+	})
+}
