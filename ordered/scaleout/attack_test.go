@@ -633,3 +633,115 @@ func TestAttackLeaseStoreErrorsEverywhere(t *testing.T) {
 		require.Zero(t, n)
 	})
 }
+
+// switchLeaser answers every lease call but Topology and Leases with an
+// error while down (a receiver cut from the lease store; cursors still
+// reachable).
+type switchLeaser struct {
+	*memstore.Store
+	mu   sync.Mutex
+	down bool
+}
+
+func (s *switchLeaser) set(down bool) { s.mu.Lock(); s.down = down; s.mu.Unlock() }
+func (s *switchLeaser) err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return errDown
+	}
+	return nil
+}
+func (s *switchLeaser) Heartbeat(ctx context.Context, ns string, m seqstore.Member, ttl time.Duration) (seqstore.View, error) {
+	if err := s.err(); err != nil {
+		return seqstore.View{}, err
+	}
+	return s.Store.Heartbeat(ctx, ns, m, ttl)
+}
+func (s *switchLeaser) Acquire(ctx context.Context, ns string, shards []int, owner string, ttl time.Duration) ([]seqstore.Lease, error) {
+	if err := s.err(); err != nil {
+		return nil, err
+	}
+	return s.Store.Acquire(ctx, ns, shards, owner, ttl)
+}
+func (s *switchLeaser) Renew(ctx context.Context, ns string, held []seqstore.Lease, ttl time.Duration) ([]seqstore.Lease, error) {
+	if err := s.err(); err != nil {
+		return nil, err
+	}
+	return s.Store.Renew(ctx, ns, held, ttl)
+}
+
+// A receiver cut from the lease store fences its shard and cancels its
+// handlers' ctx, but a handler that does not return at once (a call that
+// ignores ctx, a CPU-bound step) keeps its message: the fenced Queue closes
+// and stops extending that message's visibility, so it comes back to the
+// new owner within the visibility timeout while the old handler still runs.
+// With no pause and no clock skew, two receivers handle one group at once
+// (the package doc promises exclusion except for a pause longer than the
+// lease). The existing TestCutReceiverFencesItself shows the same thing
+// about 1 run in 12 ("exclusion: b hands out acct-8/10 while a handles the
+// group": its handler sleeps 1.5 s through the cancel, the margin is
+// 0.5 s). A single ordered.Queue keeps extending a running handler's
+// message, so this does not happen without scale-out. Cause: fence closes
+// the shard's Queue with a 1 s deadline instead of keeping the messages of
+// still-running handlers invisible until those handlers return (their
+// acks are then refused by the fence anyway).
+func TestAttackFencedHandlerOverlapsTheNewOwner(t *testing.T) {
+	attackOnly(t, "a fenced receiver stops extending the visibility of messages whose handlers still run; the new owner hands them out during the old handler")
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		base := memstore.New()
+		shards := []Shard{{Name: "orders-0", Queue: memqueue.New(nil)}}
+		snd, err := NewSender(ctx, shards, base, &ordered.Options{Name: "orders"})
+		require.NoError(t, err)
+		require.NoError(t, snd.Send(ctx, "g", []byte("slow")))
+		require.NoError(t, snd.Close(ctx))
+
+		var mu sync.Mutex
+		open := map[string]bool{}
+		var overlaps []string
+		handler := func(name string, work time.Duration) ordered.Handler {
+			return func(ctx context.Context, m *ordered.Message) error {
+				mu.Lock()
+				for other := range open {
+					overlaps = append(overlaps, fmt.Sprintf("%s hands out %s/%d while %s handles it", name, m.Group, m.Seq, other))
+				}
+				open[name] = true
+				mu.Unlock()
+				time.Sleep(work) // does not stop at ctx's cancel
+				mu.Lock()
+				delete(open, name)
+				mu.Unlock()
+				return nil
+			}
+		}
+		start := func(name string, st seqstore.Store, work time.Duration) (context.CancelFunc, chan error) {
+			r, err := NewReceiver(ctx, shards, st, &Options{
+				Queue:  ordered.Options{Name: "orders", Receive: ordered.ReceiveOptions{Wait: 100 * time.Millisecond}},
+				Member: name, Lease: attackTimings, DrainTimeout: time.Second,
+			})
+			require.NoError(t, err)
+			runCtx, stop := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- r.Run(runCtx, handler(name, work)) }()
+			return stop, done
+		}
+		cut := &switchLeaser{Store: base}
+		stopA, doneA := start("a", cut, 60*time.Second)
+		time.Sleep(time.Second) // a handles g/1
+		cut.set(true)           // a is cut from the lease store
+		stopB, doneB := start("b", base, 0)
+		time.Sleep(50 * time.Second)
+		mu.Lock()
+		got := append([]string(nil), overlaps...)
+		mu.Unlock()
+		if len(got) > 0 {
+			t.Errorf("exclusion broken without a pause: %v", got)
+		}
+		stopB()
+		<-doneB
+		cut.set(false)
+		stopA()
+		<-doneA
+	})
+}
