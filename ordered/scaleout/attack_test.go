@@ -745,3 +745,22 @@ func TestAttackFencedHandlerOverlapsTheNewOwner(t *testing.T) {
 		<-doneA
 	})
 }
+
+// Options.Member may be any valid member name (1..MaxNameLen bytes), but
+// NewReceiver builds the Incarnation as Member + "#" + 16 hex digits and
+// checks that against MaxNameLen too. What a user sees: a Member name of
+// 184..200 bytes is refused with "incarnation must be 1..200 bytes", a
+// field the user never set. Cause: the incarnation suffix is not accounted
+// for (check len(Member) <= MaxNameLen-17, or shorten the incarnation).
+func TestAttackLongMemberNameRefusedForItsIncarnation(t *testing.T) {
+	attackOnly(t, "a valid Member name of 184..200 bytes is refused because of the incarnation suffix")
+	ctx := context.Background()
+	name := string(make([]byte, 0, 190))
+	for len(name) < 190 {
+		name += "m"
+	}
+	require.NoError(t, seqstore.CheckMember(seqstore.Member{Name: name, Incarnation: "x", Weight: 1}), "a valid member name")
+	shards := []Shard{{Name: "orders-0", Queue: memqueue.New(nil)}}
+	_, err := NewReceiver(ctx, shards, memstore.New(), &Options{Queue: ordered.Options{Name: "orders"}, Member: name})
+	require.NoError(t, err)
+}
