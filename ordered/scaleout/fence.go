@@ -86,6 +86,37 @@ func (s *fencedStore) Advance(ctx context.Context, batch []seqstore.Advance) err
 	return s.Store.Advance(ctx, fenced)
 }
 
+// Park parks the entries, then reads their cursors again: a stream that a
+// newer owner claimed meanwhile may have read its park before this one
+// landed, so the call fails with ErrFenced and fences the shard, and the
+// Queue keeps the messages in the queue (it deletes only what it parked),
+// where the new owner finds them.
+func (s *fencedStore) Park(ctx context.Context, entries []seqstore.Parked) error {
+	if err := s.Store.Park(ctx, entries); err != nil {
+		return err
+	}
+	streams := make([]seqstore.Stream, 0, len(entries))
+	seen := make(map[seqstore.Stream]bool, len(entries))
+	for _, e := range entries {
+		if !seen[e.Stream] {
+			seen[e.Stream] = true
+			streams = append(streams, e.Stream)
+		}
+	}
+	curs, err := s.Store.Cursors(ctx, streams)
+	if err != nil {
+		return fmt.Errorf("scaleout: park: reading the cursors back: %w", err)
+	}
+	for i, c := range curs {
+		if seqstore.Fenced(c, s.token) {
+			err := fmt.Errorf("%w: %s was claimed by token %d while this receiver (token %d) parked", seqstore.ErrFenced, streams[i], c.Owner, s.token)
+			s.fence(err)
+			return err
+		}
+	}
+	return nil
+}
+
 // ParkedStreams lists only the streams of this shard's groups: another
 // shard's parks are its owner's to read.
 func (s *fencedStore) ParkedStreams(ctx context.Context, queue string) ([]seqstore.Stream, error) {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/inorder/inorder/internal/lease"
 	"github.com/inorder/inorder/ordered"
@@ -39,8 +40,11 @@ type Options struct {
 	// and at most 30 s for Close to drain.
 	Lease LeaseOptions
 	// DrainTimeout bounds how long a shard handed over on purpose waits
-	// for its handlers and its last commits (ordered.Queue.Close). Default
-	// 10 s.
+	// for its handlers and its last commits (ordered.Queue.Close) before
+	// their ctx is cancelled (its lease is released only once they
+	// returned), and how long a lost shard keeps the messages out to its
+	// handlers invisible after cancelling their ctx: a handler that ignores
+	// the cancel for longer may overlap the next owner's. Default 10 s.
 	DrainTimeout time.Duration
 	// OnChange, when set, reports each change of the shards this receiver
 	// owns. It runs on the receiver's goroutines and must not block.
@@ -104,6 +108,7 @@ type shardRun struct {
 	cancel context.CancelFunc // ends the Run: no more hand-outs, handlers' ctx cancelled
 	done   chan struct{}      // closed when the Run returned
 	ending bool               // revoked or fenced
+	fenced bool               // fenced: the keeper expects no Drained for it
 }
 
 // NewReceiver returns a receiver of the logical queue opts.Queue.Name over
@@ -135,12 +140,21 @@ func NewReceiver(ctx context.Context, shards []Shard, store seqstore.Store, opts
 	}
 	var inc [8]byte
 	_, _ = rand.Read(inc[:])
-	self := seqstore.Member{Name: o.Member, Incarnation: o.Member + "#" + hex.EncodeToString(inc[:]), Weight: 1}
+	self := seqstore.Member{Name: o.Member, Incarnation: hex.EncodeToString(inc[:]) + "#" + prefixUTF8(o.Member, seqstore.MaxNameLen-17), Weight: 1}
 	if o.Standby {
 		self.Weight = 0
 	}
 	if err := seqstore.CheckMember(self); err != nil {
 		return nil, fmt.Errorf("scaleout: %w", err)
+	}
+	// The options of the shards' Queues: refused now rather than by every
+	// Start, which would hold leases and deliver nothing.
+	q, err := ordered.New(ctx, shards[0].Queue, store, &o.Queue)
+	if err != nil {
+		return nil, fmt.Errorf("scaleout: Options.Queue: %w", err)
+	}
+	if err := q.Close(ctx); err != nil {
+		return nil, fmt.Errorf("scaleout: Options.Queue: %w", err)
 	}
 	if err := checkTopology(ctx, ls, o.Queue.Name, shards); err != nil {
 		return nil, err
@@ -274,18 +288,19 @@ func (r *Receiver) Start(l seqstore.Lease) {
 		changes = append(changes, r.fenceLocked(l.Shard, errors.New("scaleout: replaced by a new lease"))...)
 	}
 	s := l.Shard
+	run := &shardRun{lease: l, done: make(chan struct{})}
 	fs := &fencedStore{Store: r.store, shard: s, shards: len(r.shards), token: l.Token}
-	fs.onFence = func(err error) { r.fence(s, err) }
+	fs.onFence = func(err error) { r.fenceRun(run, err) }
 	qo := r.opts.Queue
 	q, err := ordered.New(r.ctx, r.shards[s].Queue, fs, &qo)
-	if err != nil {
+	if err != nil { // NewReceiver tried these options: the driver or the store failed
 		changes = append(changes, Change{Kind: "fence", Shard: s, Token: l.Token, Err: err})
 		return
 	}
 	// The handlers' ctx ends only when the shard is lost (or the Receiver
 	// stops): a handover on purpose lets them finish.
 	runCtx, cancel := context.WithCancel(context.WithValue(r.ctx, tokenKey{}, l.Token))
-	run := &shardRun{lease: l, q: q, cancel: cancel, done: make(chan struct{})}
+	run.q, run.cancel = q, cancel
 	r.running[s] = run
 	h := r.handler
 	r.wg.Go(func() {
@@ -326,7 +341,13 @@ func (r *Receiver) Revoke(s int) {
 		if r.running[s] == run {
 			delete(r.running, s)
 		}
+		fenced := run.fenced
 		r.mu.Unlock()
+		if fenced {
+			// Lost while draining: the keeper no longer holds this lease,
+			// and a Drained now would release the shard's next one.
+			return
+		}
 		if err != nil {
 			r.log.Warn("scaleout: shard not drained in time", "shard", s, "err", err)
 		}
@@ -351,14 +372,31 @@ func (r *Receiver) fence(s int, why error) {
 	r.report(changes...)
 }
 
+// fenceRun stops run if it is still its shard's current run: a late
+// ErrFenced of an earlier lease's Queue must not stop the next one.
+func (r *Receiver) fenceRun(run *shardRun, why error) {
+	r.mu.Lock()
+	var changes []Change
+	if r.running[run.lease.Shard] == run {
+		changes = r.fenceLocked(run.lease.Shard, why)
+	}
+	r.mu.Unlock()
+	r.report(changes...)
+}
+
 // fenceLocked stops shard s and returns the change to report once r.mu is
-// released.
+// released. The handlers' ctx is cancelled at once; the Queue keeps the
+// messages out to them invisible until they return (at most DrainTimeout),
+// so that the next owner does not hand them out meanwhile, then closes with
+// a short deadline, giving back what it held (its advances are refused by
+// the store once the next owner claimed the streams).
 func (r *Receiver) fenceLocked(s int, why error) []Change {
 	run := r.running[s]
 	if run == nil {
 		return nil
 	}
 	delete(r.running, s)
+	run.fenced = true
 	var changes []Change
 	if !run.ending {
 		run.ending = true
@@ -366,10 +404,27 @@ func (r *Receiver) fenceLocked(s int, why error) []Change {
 	}
 	r.wg.Go(func() {
 		run.cancel()
+		select {
+		case <-run.done:
+		case <-time.After(r.opts.DrainTimeout):
+			r.log.Warn("scaleout: a fenced shard's handlers did not return within DrainTimeout", "shard", s)
+		}
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), time.Second)
 		defer cancel()
-		_ = run.q.Close(ctx) // gives back what it held; the store refuses a stale advance
+		_ = run.q.Close(ctx)
 		<-run.done
 	})
 	return changes
+}
+
+// prefixUTF8 returns the longest prefix of s of at most n bytes that ends
+// on a rune boundary.
+func prefixUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -42,9 +42,9 @@ func (r *router) SendBatch(ctx context.Context, bodies [][]byte) error {
 	}
 	parts := make(map[int][]int) // shard -> indexes into bodies
 	for i, b := range bodies {
-		s := 0
-		if h, _, ok := envelope.Parse(b); ok && !h.Legacy {
-			s = shard.Of(h.Group, len(r.shards))
+		s := 0 // a body without a header has no group and no cursor
+		if h, _, ok := envelope.Parse(b); ok {
+			s = shard.Of(h.Group, len(r.shards)) // legacy (#seq#) bodies: group ""
 		}
 		parts[s] = append(parts[s], i)
 	}
