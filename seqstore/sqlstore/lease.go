@@ -144,12 +144,10 @@ func (s *Store) Acquire(ctx context.Context, ns string, shards []int, owner stri
 		return nil, s.leaseReady(ctx, "acquire")
 	}
 	now := s.dialect.nowMicros()
+	// No upsert: MySQL with clientFoundRows counts a row an upsert found as
+	// affected. The namespace's lock makes the look, then the insert, safe.
+	exists := "SELECT COUNT(*) FROM " + s.prefix + "lease WHERE ns = ? AND shard = ?"
 	insert := "INSERT INTO " + s.prefix + "lease (ns, shard, owner, token, expires_at) VALUES (?, ?, ?, ?, " + now + " + ?)"
-	if s.dialect == MySQL {
-		insert += " ON DUPLICATE KEY UPDATE ns = ns"
-	} else {
-		insert += " ON CONFLICT (ns, shard) DO NOTHING"
-	}
 	var out []seqstore.Lease
 	err := s.leaseTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		out = out[:0]
@@ -172,11 +170,15 @@ func (s *Store) Acquire(ctx context.Context, ns string, shards []int, owner stri
 				return err
 			}
 			if n == 0 {
-				if res, err = tx.ExecContext(ctx, s.ph(insert), ns, shard, owner, next+1, ttl.Microseconds()); err != nil {
+				var rows int
+				if err := tx.QueryRowContext(ctx, s.ph(exists), ns, shard).Scan(&rows); err != nil {
 					return err
 				}
-				if n, err = res.RowsAffected(); err != nil {
-					return err
+				if rows == 0 { // else a live lease holds the shard
+					if _, err = tx.ExecContext(ctx, s.ph(insert), ns, shard, owner, next+1, ttl.Microseconds()); err != nil {
+						return err
+					}
+					n = 1
 				}
 			}
 			if n == 1 {

@@ -1,10 +1,13 @@
 package sqlstore
 
 import (
+	"context"
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -91,5 +94,34 @@ func openSQLiteClock(t *testing.T) (*sql.DB, storetest.Clock) {
 		mu.Lock()
 		defer mu.Unlock()
 		now = now.Add(d)
+	}
+}
+
+// TestAcquireMySQLClientFoundRows: with clientFoundRows=true in the DSN,
+// MySQL counts a row an upsert found (not changed) as affected: Acquire must
+// not take a shard whose live lease its INSERT ... ON DUPLICATE KEY UPDATE
+// found (a review's finding; it granted the live lease a second time).
+func TestAcquireMySQLClientFoundRows(t *testing.T) {
+	dsn := os.Getenv("INORDER_TEST_MYSQL_DSN")
+	if dsn == "" {
+		t.Skip("INORDER_TEST_MYSQL_DSN not set")
+	}
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	db, prefix := openServer(t, "mysql", "INORDER_TEST_MYSQL_DSN", dsn+sep+"clientFoundRows=true")
+	st := newStore(t, db, MySQL, prefix)
+	ctx := context.Background()
+	got, err := st.Acquire(ctx, "orders", []int{0}, "a#1", time.Minute)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("first acquire: %v %v", got, err)
+	}
+	got, err = st.Acquire(ctx, "orders", []int{0}, "b#1", time.Minute)
+	if err != nil {
+		t.Fatalf("second acquire: %v", err)
+	}
+	if len(got) != 0 {
+		t.Fatalf("shard 0's live lease of a#1 was granted to b#1 too: %v", got)
 	}
 }
