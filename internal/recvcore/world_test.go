@@ -263,10 +263,14 @@ type wm struct {
 	cfg recvcore.Config
 	now time.Time
 
-	q    *mnsQueue
-	st   *refStore
-	core *recvcore.Core
-	life int
+	q  *mnsQueue
+	st *refStore
+
+	// the receiver that owns the streams now (its Core, its shell's
+	// in-flight actions, its application); world_lease_test.go swaps in
+	// the older owners (zombies) to act for them
+	recv
+	lives int // incarnations started, over all receivers
 
 	// scenario
 	scenario  string
@@ -284,6 +288,43 @@ type wm struct {
 	fReadFail, fWriteBefore, fWriteAfter, fWriteTransient, fParkFail     int
 	fParkAfter, fDeadFail, fOther, fAppNack, fStaleAck, fAbandon, fCrash int
 	deleteOutage, storeOutage                                            bool
+
+	// truth, over all incarnations
+	sent       map[mkey]bool
+	given      map[mkey]int  // times the application got it
+	givenLife  map[mkey]int  // the incarnation that first gave it
+	acked      map[mkey]bool // acknowledged (AtMostOnce: given), in order or Unordered
+	ackedUnord map[mkey]bool // acknowledged as an Unordered hand-out
+	ackedOrd   map[mkey]bool // acknowledged in order (ExactlyOnce: its advance applied)
+	durable    map[mkey]bool // handled, and the store's cursor says so: never to be handed out again
+	dead       map[mkey]bool
+	excused    map[mkey]bool // AtMostOnce: out when its incarnation crashed
+	other      map[mkey]bool // handled by the second receiver
+	contested  map[string]bool
+	tainted    map[mkey]bool // broke a property that is not enforced: later checks leave it alone
+	uncertain  map[mkey]bool // AtMostOnce: an advance past it applied, and reported failed
+	everParked map[mkey]bool
+	memOver    int        // the most memory went over the budget
+	readsN     [3]int     // streams read, park queries and scans asked, for idle-reads
+	repairRng  *rand.Rand // the operator's (world_repair_test.go)
+	lateRep    map[mkey]bool
+	broken     map[string]bool
+	repairDead map[mkey]bool // poison messages an operator asked to dead-letter (DeadLetterHead)
+
+}
+
+// recv is one incarnation of a receiver: its Core, what its shell has in
+// flight, what its application holds.
+type recv struct {
+	core *recvcore.Core
+	life int
+	// token is its lease's fencing token (world_lease_test.go); 0 when the
+	// run has no leases and the Core sees the store as it is.
+	token uint64
+	// stale: a zombie whose shell still runs, not knowing it lost the
+	// lease; stopped: a zombie whose shard was stopped (it hands out
+	// nothing, and what it asks for is never executed).
+	stale, stopped bool
 
 	// the shell's in-flight actions
 	reads    []recvcore.Read
@@ -303,32 +344,12 @@ type wm struct {
 	syncWaits map[recvcore.Ticket]mkey  // SyncAck tickets
 	nexted    []*wdel                   // every hand-out of this incarnation
 
-	// truth, over all incarnations
-	sent       map[mkey]bool
-	given      map[mkey]int  // times the application got it
-	givenLife  map[mkey]int  // the incarnation that first gave it
-	acked      map[mkey]bool // acknowledged (AtMostOnce: given), in order or Unordered
-	ackedUnord map[mkey]bool // acknowledged as an Unordered hand-out
-	ackedOrd   map[mkey]bool // acknowledged in order (ExactlyOnce: its advance applied)
-	durable    map[mkey]bool // handled, and the store's cursor says so: never to be handed out again
-	dead       map[mkey]bool
-	excused    map[mkey]bool // AtMostOnce: out when its incarnation crashed
-	other      map[mkey]bool // handled by the second receiver
-	contested  map[string]bool
-	tainted    map[mkey]bool // broke a property that is not enforced: later checks leave it alone
-	uncertain  map[mkey]bool // AtMostOnce: an advance past it applied, and reported failed
-	everParked map[mkey]bool
-	closing    bool         // this incarnation's Core was closed
-	bursting   bool         // the Core asked for many deletes at once, and they are not all done
-	memOver    int          // the most memory went over the budget
-	nacks      map[mkey]int // application nacks, this incarnation
-	lateRep    map[mkey]bool
-	broken     map[string]bool
-	repairDead map[mkey]bool // poison messages an operator asked to dead-letter (DeadLetterHead)
+	closing  bool         // this incarnation's Core was closed
+	bursting bool         // the Core asked for many deletes at once, and they are not all done
+	nacks    map[mkey]int // application nacks, this incarnation
 
 	// the operator (world_repair_test.go)
-	repairRng *rand.Rand
-	repairs   map[recvcore.Ticket]wrepair // this incarnation's repairs waiting
+	repairs map[recvcore.Ticket]wrepair // this incarnation's repairs waiting
 
 	// this incarnation
 	lastOrd   map[string]mkey
@@ -336,7 +357,6 @@ type wm struct {
 	epochRep  map[string][]uint64
 	fresh     map[string]*freshGroup // StartLowest: groups with no stored cursor
 	ackedLife map[mkey]bool
-	readsN    [3]int            // streams read, park queries and scans asked, for idle-reads
 	delFail   map[string]bool   // handles whose delete failed with a retryable error
 	raced     map[string]string // message id: the handle a ChangeVisibility gave while a delete of the old one was in flight
 	lateCV    map[string]string // message id: the handle an extension gave some time after the Core asked for it
@@ -604,8 +624,9 @@ func (w *wm) start() {
 	if err != nil {
 		w.t.Fatalf("New: %v", err)
 	}
-	w.core = c
-	w.life++
+	w.recv = recv{core: c}
+	w.lives++
+	w.life = w.lives
 	w.reads, w.commits, w.deletes, w.vis, w.deads, w.parks, w.unparks, w.scans, w.requeues = nil, nil, nil, nil, nil, nil, nil, nil, nil
 	w.outs, w.finished, w.nexted = nil, nil, nil
 	w.byTicket = map[recvcore.Ticket]*wdel{}
