@@ -75,8 +75,8 @@ var worldDefectSeeds = []struct {
 func TestWorldKnownDefects(t *testing.T) {
 	// The cases were found without the operator's repairs: replayed as
 	// they were.
-	worldRepairs = false
-	t.Cleanup(func() { worldRepairs = true })
+	worldRepairs, worldLeases = false, false
+	t.Cleanup(func() { worldRepairs, worldLeases = true, true })
 	for _, d := range worldDefectSeeds {
 		t.Run(fmt.Sprintf("%s/%d", d.prop, d.seed), func(t *testing.T) {
 			setFlag(t, "rapid.seed", fmt.Sprint(d.seed))

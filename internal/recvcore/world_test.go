@@ -158,12 +158,23 @@ type violationCounts struct {
 	// repairs: the operator's repairs (world_repair_test.go), by action and
 	// outcome ("refused", "done", "failed").
 	repairs map[string]int
+	// leases: what the lease moves did (world_lease_test.go), by event.
+	leases map[string]int
 }
 
 func (v *violationCounts) reset() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.cases, v.n, v.first, v.memOver, v.repairs = 0, map[string]int{}, map[string]string{}, nil, map[string]int{}
+	v.cases, v.n, v.first, v.memOver, v.repairs, v.leases = 0, map[string]int{}, map[string]string{}, nil, map[string]int{}, map[string]int{}
+}
+
+func (v *violationCounts) leased(event string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.leases == nil {
+		v.leases = map[string]int{}
+	}
+	v.leases[event]++
 }
 
 func (v *violationCounts) repaired(action, outcome string) {
@@ -201,6 +212,9 @@ func (v *violationCounts) log(t *testing.T) {
 	}
 	if len(v.repairs) > 0 {
 		t.Logf("the operator's repairs: %v", v.repairs)
+	}
+	if len(v.leases) > 0 {
+		t.Logf("lease moves and what followed: %v", v.leases)
 	}
 	for _, p := range props {
 		t.Logf("not enforced: %-18s broken in %d of %d cases (%s); first: %s", p, v.n[p], v.cases, worldKnownFailing[p], v.first[p])
@@ -272,6 +286,16 @@ type wm struct {
 	recv
 	lives int // incarnations started, over all receivers
 
+	// leases (world_lease_test.go)
+	leases   bool
+	leaseRng *rand.Rand
+	procs    int     // receiver processes
+	tokens   uint64  // the lease counter: the last token taken
+	zombies  []*recv // older owners still acting
+	acting   *recv   // the zombie swapped in (as), whose recv holds the owner's meanwhile
+	moves    int
+	zombieTx *wdel // a zombie's ExactlyOnce transaction is being applied
+
 	// scenario
 	scenario  string
 	holdLimit time.Duration
@@ -325,6 +349,8 @@ type recv struct {
 	// lease; stopped: a zombie whose shard was stopped (it hands out
 	// nothing, and what it asks for is never executed).
 	stale, stopped bool
+	staleFor       int  // a stale shell's acts left before it learns
+	fenced         bool // a read through its fence showed a newer owner
 
 	// the shell's in-flight actions
 	reads    []recvcore.Read
@@ -369,6 +395,8 @@ type wdel struct {
 	life  int
 	state int
 	txed  bool // ExactlyOnce: its advance was applied in the application's transaction
+	// atLoss: out when its receiver lost the lease (world_lease_test.go)
+	atLoss bool
 }
 
 const (
@@ -477,6 +505,7 @@ func newWorldModel(t *rapid.T) *wm {
 	w.fCrash = rapid.SampledFrom([]int{0, 3, 10}).Draw(t, "restarts")
 	w.scene()
 	w.lapseChk = w.promptVis && w.cfg.MaxVisibilityRate >= 1000 && w.fVisFail == 0 && w.fVisAfter == 0
+	w.setupLeases(seed)
 	w.start()
 	return w
 }
@@ -627,6 +656,7 @@ func (w *wm) start() {
 	w.recv = recv{core: c}
 	w.lives++
 	w.life = w.lives
+	w.takeToken()
 	w.reads, w.commits, w.deletes, w.vis, w.deads, w.parks, w.unparks, w.scans, w.requeues = nil, nil, nil, nil, nil, nil, nil, nil, nil
 	w.outs, w.finished, w.nexted = nil, nil, nil
 	w.byTicket = map[recvcore.Ticket]*wdel{}
@@ -770,6 +800,9 @@ func (w *wm) step() {
 	if worldRepairs && w.repairRng.IntN(40) == 0 {
 		w.repair()
 	}
+	if w.leases {
+		w.leaseStep()
+	}
 	w.collect()
 	w.checkStep()
 }
@@ -848,6 +881,9 @@ func (w *wm) advance(d time.Duration) {
 // collect takes the Core's Ready batch: actions join the shell's in-flight
 // lists, reports and resolutions are checked at once.
 func (w *wm) collect() bool {
+	if w.stopped {
+		return false // a stopped shard's shell executes nothing new
+	}
 	rd := w.core.Ready(w.now)
 	if worldTrace && !rd.Empty() {
 		w.logf("ready:\n%s", describe(rd))
@@ -1013,6 +1049,7 @@ func (w *wm) dropOut(o *wdel) {
 // order at the start of an incarnation, StartLowest's start.
 func (w *wm) checkNext(o *wdel) {
 	d, k := o.d, o.key
+	w.checkExclusion(o)
 	if m := w.q.byID[d.ID]; m != nil && m.key.tagged() && !d.Unordered && (m.key.group != d.Group || m.key.epoch != d.Epoch || m.key.seq != d.Seq) {
 		w.t.Fatalf("life %d: delivery %s carries queue message %s of %s", w.life, delivery(d), d.ID, m.key)
 	}
@@ -1294,7 +1331,12 @@ func (w *wm) settle(heal bool) {
 func (w *wm) ack(o *wdel, heal bool) {
 	d, k := &o.d, o.key
 	if w.cfg.Mode == recvcore.ExactlyOnce && !d.Unordered && !o.txed {
-		if err := w.applyAdvance([]seqstore.Advance{d.Advance}); err != nil {
+		if w.stale {
+			w.zombieTx = o // a stale shell's handler: its hand-out was out at the loss
+		}
+		err := w.applyAdvance([]seqstore.Advance{d.Advance})
+		w.zombieTx = nil
+		if err != nil {
 			w.logf("advance tx of %s: %v", k, err)
 			if err := w.core.Nack(w.now, d, fmt.Errorf("tx: %w", err)); err != nil {
 				w.violate("settle-current", []mkey{k}, "life %d: Nack after a failed transaction %s: %v", w.life, delivery(*d), err)
@@ -1538,8 +1580,11 @@ func (w *wm) doRead(r recvcore.Read) {
 		w.core.Read(w.now, r.ID, nil, errors.New("read timeout"))
 		return
 	}
-	curs := w.st.read(r.Streams)
+	curs, err := w.readCursors(r.Streams)
 	for i, s := range r.Streams {
+		if seqstore.Failed(err, i, len(r.Streams)) != nil {
+			continue
+		}
 		if f := w.fresh[s.Group]; curs[i].Next == 0 && w.cfg.Start == recvcore.StartLowest {
 			if f == nil {
 				f = &freshGroup{}
@@ -1550,7 +1595,7 @@ func (w *wm) doRead(r recvcore.Read) {
 			}
 		}
 	}
-	w.core.Read(w.now, r.ID, curs, nil)
+	w.core.Read(w.now, r.ID, curs, err)
 }
 
 func (w *wm) doCommit(cm recvcore.Commit) {
@@ -1566,7 +1611,7 @@ func (w *wm) doCommit(cm recvcore.Commit) {
 		errs[w.rng.IntN(len(errs))] = errors.New("lock timeout")
 		err = seqstore.Abort(errs)
 	case w.chance(w.fWriteAfter):
-		if err = w.applyAdvance(cm.Advances); err == nil {
+		if err = w.fencedAdvance(cm.Advances); err == nil {
 			err = errors.New("timeout after the write") // applied, reported failed
 			for _, a := range cm.Advances {
 				if a.To.Next > 1 {
@@ -1575,7 +1620,7 @@ func (w *wm) doCommit(cm recvcore.Commit) {
 			}
 		}
 	default:
-		err = w.applyAdvance(cm.Advances)
+		err = w.fencedAdvance(cm.Advances)
 	}
 	w.logf("commit #%d: %v", cm.ID, err)
 	w.core.Committed(w.now, cm.ID, err)
@@ -1603,6 +1648,7 @@ func (w *wm) applyAdvance(batch []seqstore.Advance) error {
 	before := maps.Clone(w.st.park)
 	err := w.st.advance(batch)
 	if err == nil {
+		w.checkFencing(batch)
 		w.checkParkDrop(before)
 	}
 	if err == nil {
