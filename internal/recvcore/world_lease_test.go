@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,12 +60,15 @@ import (
 // INORDER_WORLD_PLANT plants a bug in the fence, for the proof that the
 // properties catch it: no-force (advances keep the Core's Owner),
 // claim-lowers (a read claims a stream a newer owner holds), no-claim (a
-// read hands the cursor on without claiming it).
+// read hands the cursor on without claiming it), or several, comma-separated.
 var (
 	worldLeases       = true
 	worldLeasesAlways = false
-	worldPlant        = os.Getenv("INORDER_WORLD_PLANT")
+	worldPlant        = strings.Split(os.Getenv("INORDER_WORLD_PLANT"), ",")
 )
+
+// planted reports whether INORDER_WORLD_PLANT names bug.
+func planted(bug string) bool { return slices.Contains(worldPlant, bug) }
 
 // TestWorldLeases runs TestWorld's cases with lease moves in every one.
 //
@@ -313,9 +317,9 @@ func (w *wm) fencedCursors(streams []seqstore.Stream) ([]seqstore.Cursor, error)
 		c := curs[i]
 		switch {
 		case c.Owner == w.token:
-		case worldPlant == "no-claim":
+		case planted("no-claim"):
 			// planted: the cursor goes to the Core unclaimed
-		case seqstore.Fenced(c, w.token) && worldPlant != "claim-lowers":
+		case seqstore.Fenced(c, w.token) && !planted("claim-lowers"):
 			errs[i] = fmt.Errorf("%w: %s is claimed by token %d, above this receiver's %d", seqstore.ErrFenced, st, c.Owner, w.token)
 		default:
 			curs[i], errs[i] = w.claim(st)
@@ -355,7 +359,7 @@ func (w *wm) fence(err error) {
 // fail, or land and be reported failed.
 func (w *wm) claim(s seqstore.Stream) (seqstore.Cursor, error) {
 	c := w.st.cursor(s.Group)
-	if seqstore.Fenced(c, w.token) && worldPlant != "claim-lowers" {
+	if seqstore.Fenced(c, w.token) && !planted("claim-lowers") {
 		return seqstore.Cursor{}, fmt.Errorf("%w: %s is claimed by token %d, above %d", seqstore.ErrFenced, s, c.Owner, w.token)
 	}
 	if c.Owner == w.token {
@@ -382,7 +386,7 @@ func (w *wm) claim(s seqstore.Stream) (seqstore.Cursor, error) {
 // fencedAdvance writes the batch with the token as the owner in From and
 // To, so that a cursor a newer owner claimed refuses it.
 func (w *wm) fencedAdvance(batch []seqstore.Advance) error {
-	if w.token != 0 && worldPlant != "no-force" {
+	if w.token != 0 && !planted("no-force") {
 		fenced := make([]seqstore.Advance, len(batch))
 		for i, a := range batch {
 			a.From.Owner, a.To.Owner = w.token, w.token
