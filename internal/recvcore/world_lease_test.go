@@ -60,7 +60,9 @@ import (
 // INORDER_WORLD_PLANT plants a bug in the fence, for the proof that the
 // properties catch it: no-force (advances keep the Core's Owner),
 // claim-lowers (a read claims a stream a newer owner holds), no-claim (a
-// read hands the cursor on without claiming it), or several, comma-separated.
+// read hands the cursor on without claiming it), stale-hands-out (a stale
+// shell hands out, as if it did not check its lease deadline), or several,
+// comma-separated.
 var (
 	worldLeases       = true
 	worldLeasesAlways = false
@@ -76,9 +78,6 @@ func planted(bug string) bool { return slices.Contains(worldPlant, bug) }
 func TestWorldLeases(t *testing.T) {
 	worldLeasesAlways = true
 	t.Cleanup(func() { worldLeasesAlways = false })
-	if raceEnabled || testing.Short() {
-		setFlag(t, "rapid.checks", "30")
-	}
 	worldStats.reset()
 	rapid.Check(t, worldCase)
 	worldStats.log(t)
@@ -207,6 +206,9 @@ func (w *wm) zombieAct(z *recv) {
 			switch w.rng.IntN(6) {
 			case 0:
 				w.fetch()
+				if planted("stale-hands-out") {
+					w.next() // planted: no lease deadline check before a hand-out
+				}
 			case 1, 2:
 				w.doOne()
 			case 3:
