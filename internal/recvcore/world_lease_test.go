@@ -286,9 +286,9 @@ func (w *wm) retireAll() {
 	}
 }
 
-// checkExclusion: when the owner hands out an ordered message of a group,
+// checkExclusion: when a receiver hands out an ordered message of a group,
 // no other receiver has one of that group out, unless it was out at that
-// receiver's loss.
+// receiver's loss. (For a zombie swapped in, w.zombies holds the owner.)
 func (w *wm) checkExclusion(o *wdel) {
 	if o.d.Unordered {
 		return
@@ -298,8 +298,12 @@ func (w *wm) checkExclusion(o *wdel) {
 			if x.state == dDone || x.d.Unordered || x.d.Group != o.d.Group || x.atLoss {
 				continue
 			}
-			w.violate("exclusion", []mkey{o.key}, "life %d (token %d): group %s: %s handed out while life %d (token %d) has %s out, handed out after its loss",
-				w.life, w.token, o.d.Group, o.key, z.life, z.token, x.key)
+			how := "the owner's"
+			if z.token < w.token {
+				how = "handed out after that receiver's loss"
+			}
+			w.violate("exclusion", []mkey{o.key}, "life %d (token %d): group %s: %s handed out while life %d (token %d) has %s out (%s)",
+				w.life, w.token, o.d.Group, o.key, z.life, z.token, x.key, how)
 		}
 	}
 }

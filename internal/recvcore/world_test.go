@@ -74,6 +74,10 @@ import (
 //	repair-durable        the operator's repairs (world_repair_test.go: SkipHole, StartAt, DeadLetterHead on
 //	                      the stuck groups the Core lists) resolve only once their effect is in the store
 //	no-spin, no-panic     a due deadline is acted on; no call panics
+//	exclusion, fencing    with leases (world_lease_test.go, one case in three): up to three receivers, one
+//	                      owning the streams at a time, moved by handover, loss or a stale owner; no two
+//	                      hand out one group at once, no older token's write lands, cursors and their
+//	                      Owner never go back; liveness holds within its bound plus a visibility timeout
 //
 // A property's name carries, after a slash, the mechanism a violation was
 // attributed to (memory/flood, cap/failed-delete, ...). Properties that
