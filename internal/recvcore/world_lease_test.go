@@ -389,6 +389,26 @@ func (w *wm) claim(s seqstore.Stream) (seqstore.Cursor, error) {
 	return w.st.cursor(s.Group), nil
 }
 
+// fencedParkCheck is a fix proposed for commit-before-delete/stale-park,
+// not in fence.go (INORDER_WORLD_FIX=park-recheck turns it on): after a
+// park, re-read the cursors of its streams, and report ErrFenced (the
+// entries stay; the caller keeps the queue copies) when a newer owner
+// claimed one. A newer owner that claimed after the re-read reads its park
+// after the entries landed; one that claimed before is seen.
+func (w *wm) fencedParkCheck(entries []seqstore.Parked) error {
+	if w.token == 0 || os.Getenv("INORDER_WORLD_FIX") != "park-recheck" {
+		return nil
+	}
+	for _, e := range entries {
+		if c := w.st.cursor(e.Stream.Group); seqstore.Fenced(c, w.token) {
+			err := fmt.Errorf("%w: %s is claimed by token %d, above this receiver's %d", seqstore.ErrFenced, e.Stream, c.Owner, w.token)
+			w.fence(err)
+			return err
+		}
+	}
+	return nil
+}
+
 // fencedAdvance writes the batch with the token as the owner in From and
 // To, so that a cursor a newer owner claimed refuses it.
 func (w *wm) fencedAdvance(batch []seqstore.Advance) error {

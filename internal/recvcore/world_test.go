@@ -1827,6 +1827,9 @@ func (w *wm) doPark(p recvcore.Park) {
 		}
 	default:
 		err = w.st.parkAll(p.Entries)
+		if err == nil {
+			err = w.fencedParkCheck(p.Entries)
+		}
 	}
 	if _, known := err.(*seqstore.BatchError); err == nil || !known && w.st.parked(mkey{group: p.Entries[0].Stream.Group, epoch: p.Entries[0].Epoch, seq: p.Entries[0].Seq}) {
 		w.noteParked(p.Entries)
