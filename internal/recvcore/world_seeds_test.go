@@ -103,6 +103,9 @@ var worldLeaseSeeds = []struct {
 	// A stale owner's park lands after the newer owner read the park; the
 	// newer owner skips the hole, and the stale one deletes the copies.
 	{"commit-before-delete/stale-park", 13010688998132227802},
+	// A StartAt clears the gap a SkipHole waits on, and the SkipHole
+	// resolves before the StartAt's cursor is durable (no lease needed).
+	{"repair-durable/superseded", 3550805246835590943},
 }
 
 // TestWorldLeaseDefects replays the case of each lease defect.
