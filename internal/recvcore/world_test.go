@@ -119,6 +119,7 @@ var worldKnownFailing = map[string]string{
 	"liveness/parked-no-cursor":       "rare (1 in about 10,000 cases of a long run, flood with parking and restarts): after healing, a handled message is still in the queue (not deleted) in a group whose cursor was stored late",
 	"commit-before-delete/stale-park": "the fence design (ordered/scaleout/fence.go) fences cursor writes, not parks (1 in about 2,000 cases with lease moves, GapSkip): a stale owner parks messages after the newer owner read the group's park, then deletes their queue copies; the newer owner skips the hole they fill and its advance drops the park entries below its cursor: the messages are gone",
 	"repair-durable/superseded":       "rare (found in 1 of about 4,000 cases with lease moves; nothing in it needs a lease): a SkipHole waits on a group's hole, then a StartAt of the group clears the gap (gap.go clearGap: endRepairs(repairSkip, nil), 'the hole is gone') and the SkipHole resolves before the StartAt's cursor, which skips the hole, is durable",
+	"park-drop/stale-park":            "the fence's gap on parks as commit-before-delete/stale-park, seen when the stale owner's delete comes before the newer owner's advance",
 	"recoverable/no-skip":             "rare: AtMostOnce, a Close with a deadline: a hand-out refused at Close after its commit went out needs a skip mark; when a second receiver's write conflicts with it, the deadline ends before the re-read and rewrite (the skip is reported, ReportSkip, not marked)",
 
 	// Documented or by design.
@@ -301,6 +302,8 @@ type wm struct {
 	acting   *recv   // the zombie swapped in (as), whose recv holds the owner's meanwhile
 	moves    int
 	zombieTx *wdel // a zombie's ExactlyOnce transaction is being applied
+	// staleParked: parked by a zombie (commit-before-delete/stale-park)
+	staleParked map[mkey]bool
 
 	// scenario
 	scenario  string
@@ -425,33 +428,34 @@ type freshGroup struct {
 func newWorldModel(t *rapid.T) *wm {
 	seed := rapid.Uint64().Draw(t, "seed")
 	w := &wm{
-		t:          t,
-		now:        time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
-		rng:        rand.New(rand.NewPCG(seed, 7)),
-		repairRng:  rand.New(rand.NewPCG(seed, 11)), // its own: the other draws stay as they were
-		repairDead: map[mkey]bool{},
-		q:          newMNSQueue(worldVisibility),
-		st:         newRefStore("q"),
-		holdLimit:  worldHoldLimit,
-		poison:     map[string]bool{},
-		holed:      map[string]bool{},
-		bodyIDs:    map[string]string{},
-		sent:       map[mkey]bool{},
-		given:      map[mkey]int{},
-		givenLife:  map[mkey]int{},
-		acked:      map[mkey]bool{},
-		ackedUnord: map[mkey]bool{},
-		ackedOrd:   map[mkey]bool{},
-		durable:    map[mkey]bool{},
-		dead:       map[mkey]bool{},
-		excused:    map[mkey]bool{},
-		other:      map[mkey]bool{},
-		contested:  map[string]bool{},
-		tainted:    map[mkey]bool{},
-		uncertain:  map[mkey]bool{},
-		everParked: map[mkey]bool{},
-		lateRep:    map[mkey]bool{},
-		broken:     map[string]bool{},
+		t:           t,
+		now:         time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
+		rng:         rand.New(rand.NewPCG(seed, 7)),
+		repairRng:   rand.New(rand.NewPCG(seed, 11)), // its own: the other draws stay as they were
+		repairDead:  map[mkey]bool{},
+		q:           newMNSQueue(worldVisibility),
+		st:          newRefStore("q"),
+		holdLimit:   worldHoldLimit,
+		poison:      map[string]bool{},
+		holed:       map[string]bool{},
+		bodyIDs:     map[string]string{},
+		sent:        map[mkey]bool{},
+		given:       map[mkey]int{},
+		givenLife:   map[mkey]int{},
+		acked:       map[mkey]bool{},
+		ackedUnord:  map[mkey]bool{},
+		ackedOrd:    map[mkey]bool{},
+		durable:     map[mkey]bool{},
+		dead:        map[mkey]bool{},
+		excused:     map[mkey]bool{},
+		other:       map[mkey]bool{},
+		contested:   map[string]bool{},
+		tainted:     map[mkey]bool{},
+		uncertain:   map[mkey]bool{},
+		everParked:  map[mkey]bool{},
+		staleParked: map[mkey]bool{},
+		lateRep:     map[mkey]bool{},
+		broken:      map[string]bool{},
 	}
 	w.scenario = rapid.SampledFrom([]string{"mixed", "mixed", "mixed", "mixed", "flood", "skips", "startlowest", "stall", "outage"}).Draw(t, "scenario")
 	w.cfg = recvcore.Config{
@@ -1644,7 +1648,11 @@ func (w *wm) checkParkDrop(before map[parkKey][]byte) {
 		if w.settled(k) || handledBy(w.st.cursor(k.group), k) || w.q.present(k) || w.contested[k.group] {
 			continue
 		}
-		w.violate("park-drop", []mkey{k}, "life %d: an advance to %s dropped parked %s, which nobody handled and which has no copy left in the queue",
+		prop := "park-drop"
+		if w.staleParked[k] {
+			prop += "/stale-park" // parked by a stale owner after the newer one read the park
+		}
+		w.violate(prop, []mkey{k}, "life %d: an advance to %s dropped parked %s, which nobody handled and which has no copy left in the queue",
 			w.life, cursor(w.st.cursor(k.group)), k)
 	}
 }
@@ -1732,7 +1740,7 @@ func (w *wm) checkDelete(m *qMsg) {
 		prop += "/older-epoch" // consumed below a newer epoch's durable cursor, with no record of it
 	case k.tagged() && skipMarked(c, k) && w.everParked[k] && w.cfg.Mode == recvcore.AtMostOnce:
 		prop += "/parked-owed" // a copy deleted for the park, and the commit past the owed hand-out dropped the park
-	case k.tagged() && (w.stale || w.stopped) && w.everParked[k]:
+	case k.tagged() && w.staleParked[k]:
 		prop += "/stale-park" // a stale owner's park landed after the newer owner read the park, and its advance dropped it
 	}
 	if w.amoUncertain(k) {
@@ -1840,7 +1848,11 @@ func (w *wm) doPark(p recvcore.Park) {
 
 func (w *wm) noteParked(entries []seqstore.Parked) {
 	for _, e := range entries {
-		w.everParked[mkey{group: e.Stream.Group, epoch: e.Epoch, seq: e.Seq}] = true
+		k := mkey{group: e.Stream.Group, epoch: e.Epoch, seq: e.Seq}
+		w.everParked[k] = true
+		if w.stale || w.stopped {
+			w.staleParked[k] = true
+		}
 	}
 }
 
