@@ -548,7 +548,7 @@ func (c *Core) pin(g *group) {
 			return
 		}
 		if g.ack.Epoch == 0 && g.ack.Next == 0 {
-			g.ack = seqstore.Cursor{Epoch: g.epoch, Next: g.next}
+			g.ack = seqstore.Cursor{Epoch: g.epoch, Next: g.next, Owner: g.dur.Owner}
 		}
 		c.forceCommit(g) // g.ack keeps what the start skipped (StartLowest)
 		return

@@ -87,6 +87,9 @@ func (c *Core) handOut(now time.Time, g *group) Delivery {
 	case ExactlyOnce:
 		to := cloneCursor(g.ack)
 		to.Epoch, to.Next = m.epoch, m.seq+1
+		// g.ack may have been built afresh (StartAt, pin): the advance
+		// keeps the stored Owner, a fencing token, as addToCommit's do.
+		to.Owner = g.dur.Owner
 		d.Advance = seqstore.Advance{Stream: c.stream(g.name), From: cloneCursor(g.dur), To: to}
 	case AtMostOnce:
 		if owed || below(g.dur, m.epoch, m.seq) {

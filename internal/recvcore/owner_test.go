@@ -81,3 +81,59 @@ func TestStartAtKeepsTheStoredOwner(t *testing.T) {
 		}
 	}
 }
+
+// An ExactlyOnce hand-out's advance (the application's transaction writes
+// it) keeps the stored Owner too, after a StartAt that built the group's
+// cursor afresh: TestWorldLeases found one that wrote Owner 0, which
+// un-claims the stream for a stale owner to claim back.
+func TestExactlyOnceAdvanceAfterStartAtKeepsTheStoredOwner(t *testing.T) {
+	cfg := ehConfig()
+	cfg.Mode = recvcore.ExactlyOnce
+	h := newEH(t, cfg)
+	curs := map[string]seqstore.Cursor{"g": {Owner: 7}} // claimed, never advanced
+	h.arrive(tagged("g", 1, 5), tagged("g", 1, 6))
+	h.readAll(curs)
+	h.tick(cfg.GapTimeout)
+	_, err := h.c.StartAt(h.now, "g", 1, 5)
+	require.NoError(t, err)
+	h.ready()
+	for len(h.commits) > 0 {
+		c := h.commits[0]
+		h.commits = h.commits[1:]
+		h.c.Committed(h.now, c.ID, nil)
+		h.ready()
+	}
+	d, ok := h.next()
+	require.True(t, ok, "the start's message is handed out")
+	require.Equal(t, uint64(5), d.Seq)
+	require.Equal(t, uint64(7), d.Advance.From.Owner, "advance %+v", d.Advance)
+	require.Equal(t, uint64(7), d.Advance.To.Owner, "advance %+v", d.Advance)
+}
+
+// Once StartAt's cursor is durable the group has nothing more to write: a
+// cursor built afresh with Owner 0 differed from the stored one forever,
+// and the Core wrote the same cursor again at every commit (a closing Core
+// never flushed); TestWorldLeases found it.
+func TestStartAtWritesItsCursorOnce(t *testing.T) {
+	cfg := ehConfig()
+	h := newEH(t, cfg)
+	curs := map[string]seqstore.Cursor{"g": {Owner: 7}}
+	h.arrive(tagged("g", 1, 5))
+	h.readAll(curs)
+	h.tick(cfg.GapTimeout)
+	_, err := h.c.StartAt(h.now, "g", 1, 5)
+	require.NoError(t, err)
+	h.ready()
+	writes := 0
+	for range 5 {
+		for i := 0; len(h.commits) > 0 && i < 10; i++ {
+			c := h.commits[0]
+			h.commits = h.commits[1:]
+			writes += len(c.Advances)
+			h.c.Committed(h.now, c.ID, nil)
+			h.ready()
+		}
+		h.tick(cfg.ReapInterval)
+	}
+	require.Equal(t, 1, writes, "StartAt's cursor is written once, then the group is quiet")
+}

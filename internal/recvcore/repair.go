@@ -204,7 +204,7 @@ func (c *Core) StartAt(now time.Time, group string, epoch, seq uint64) (Ticket, 
 	c.dropHeld(g, func(m *msg) { again = append(again, m) })
 	g.forgetPark()
 	g.epoch, g.next = epoch, seq
-	g.ack = seqstore.Cursor{Epoch: epoch, Next: seq}
+	g.ack = seqstore.Cursor{Epoch: epoch, Next: seq, Owner: g.dur.Owner} // the stored Owner stays (a fencing token)
 	if seq > 1 {
 		c.skipped(g, seqstore.Range{Epoch: epoch, First: 1, Last: seq - 1}, 0, "start: passed over (StartAt)")
 	}

@@ -141,7 +141,7 @@ func (w *wm) lose() {
 	half := func() bool { return w.rng.IntN(2) == 0 }
 	for _, c := range w.commits {
 		if half() {
-			_ = w.applyAdvance(c.Advances)
+			_ = w.fencedAdvance(c.Advances)
 		}
 	}
 	for _, p := range w.parks {
@@ -409,10 +409,11 @@ func (w *wm) heal() {
 	w.quiet()
 	w.fCrash, w.fAppNack, w.fStaleAck, w.fAbandon = 0, 0, 0, 0
 	w.deleteOutage, w.storeOutage = false, false
+	w.retireAll()
 	for _, m := range w.q.msgs {
 		m.sent = true
 	}
-	const rounds = 1200
+	rounds := int(w.healBound() / (500 * time.Millisecond))
 	for range rounds {
 		w.calmRound(500 * time.Millisecond)
 		if w.missing(false) == "" {

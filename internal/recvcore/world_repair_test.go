@@ -98,7 +98,13 @@ func (w *wm) repaired(r wrepair, err error) {
 		// the park, and nothing was skipped) is in the store's cursor.
 		for _, s := range w.skips[r.group][min(r.skips, len(w.skips[r.group])):] {
 			if s.Contains(k.epoch, k.seq) && !c.Below(s.Epoch, s.Last) {
-				w.violate("repair-durable", []mkey{k}, "life %d: SkipHole of %s (skipped %d..%d) resolved while the store's cursor is %s",
+				prop := "repair-durable"
+				for _, p := range w.repairs {
+					if p.group == r.group && p.action == recvcore.ActionStartAt {
+						prop += "/superseded" // a StartAt's clearGap ended the SkipHole
+					}
+				}
+				w.violate(prop, []mkey{k}, "life %d: SkipHole of %s (skipped %d..%d) resolved while the store's cursor is %s",
 					w.life, k, s.First, s.Last, cursor(c))
 			}
 		}

@@ -32,6 +32,11 @@ type refStore struct {
 	cursors map[string]seqstore.Cursor
 	park    map[parkKey][]byte
 	writes  int // successful advances
+
+	// With leases (world_lease_test.go): the highest token whose fence
+	// handed each stream's cursor to its Core, and a check of every change.
+	taken map[string]uint64
+	watch func(group string, old, c seqstore.Cursor)
 }
 
 func newRefStore(queue string) *refStore {
@@ -76,6 +81,9 @@ func (s *refStore) advance(batch []seqstore.Advance) error {
 // set stores cursor c of group and drops the parks it passes.
 func (s *refStore) set(group string, c seqstore.Cursor) {
 	c.Skipped = slices.Clone(c.Skipped)
+	if s.watch != nil {
+		s.watch(group, s.cursors[group], c)
+	}
 	s.cursors[group] = c
 	for k := range s.park {
 		if k.group == group && c.Below(k.epoch, k.seq) {
