@@ -393,14 +393,15 @@ func (w *wm) claim(s seqstore.Stream) (seqstore.Cursor, error) {
 	return w.st.cursor(s.Group), nil
 }
 
-// fencedParkCheck is a fix proposed for commit-before-delete/stale-park,
-// not in fence.go (INORDER_WORLD_FIX=park-recheck turns it on): after a
-// park, re-read the cursors of its streams, and report ErrFenced (the
-// entries stay; the caller keeps the queue copies) when a newer owner
-// claimed one. A newer owner that claimed after the re-read reads its park
-// after the entries landed; one that claimed before is seen.
+// fencedParkCheck mirrors fencedStore.Park (ordered/scaleout/fence.go), the
+// fix of commit-before-delete/stale-park: after a park, re-read the cursors
+// of its streams, and report ErrFenced (the entries stay; the caller keeps
+// the queue copies) when a newer owner claimed one. A newer owner that
+// claimed after the re-read reads its park after the entries landed; one
+// that claimed before is seen. INORDER_WORLD_PLANT=no-park-recheck takes it
+// out.
 func (w *wm) fencedParkCheck(entries []seqstore.Parked) error {
-	if w.token == 0 || os.Getenv("INORDER_WORLD_FIX") != "park-recheck" {
+	if w.token == 0 || planted("no-park-recheck") {
 		return nil
 	}
 	for _, e := range entries {
