@@ -199,6 +199,10 @@ func (c *Core) StartAt(now time.Time, group string, epoch, seq uint64) (Ticket, 
 	c.report(Report{Kind: ReportRepair, Action: ActionStartAt, Msg: "repair: start at a seq", Group: g.name, Epoch: epoch, Seq: seq})
 	g.startAt, g.settleRounds = time.Time{}, 0
 	c.becomeActive(g, now)
+	// A SkipHole waiting on the group's hole is superseded: the start moves
+	// the cursor itself, and the hole it waited on may no longer be one.
+	// It fails rather than report as durable a skip that was never made.
+	c.endRepairs(g, repairSkip, fmt.Errorf("%w: a StartAt of the group superseded the skip", ErrNotStuck))
 	c.clearGap(g)
 	var again []*msg
 	c.dropHeld(g, func(m *msg) { again = append(again, m) })

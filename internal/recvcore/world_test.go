@@ -117,7 +117,6 @@ var worldKnownFailing = map[string]string{
 	"memory/flood":              "rare (1 in about 20,000 cases of a long run): a flood of new groups with parking, shed and re-loaded while their parks are read, holds 3.4 times a 16 KiB budget (56 KB, 63 groups in memory, 32 unparks queued); not yet understood",
 	"liveness/older-epoch":      "rare (1 in about 20,000 cases of a long run, and the case did not replay): after healing, a flood group's message of an older epoch below a newer stored cursor was not delivered",
 	"liveness/parked-no-cursor": "rare (1 in about 10,000 cases of a long run, flood with parking and restarts): after healing, a handled message is still in the queue (not deleted) in a group whose cursor was stored late",
-	"repair-durable/superseded": "rare (found in 1 of about 4,000 cases with lease moves; nothing in it needs a lease): a SkipHole waits on a group's hole, then a StartAt of the group clears the gap (gap.go clearGap: endRepairs(repairSkip, nil), 'the hole is gone') and the SkipHole resolves before the StartAt's cursor, which skips the hole, is durable",
 	"recoverable/no-skip":       "rare: AtMostOnce, a Close with a deadline: a hand-out refused at Close after its commit went out needs a skip mark; when a second receiver's write conflicts with it, the deadline ends before the re-read and rewrite (the skip is reported, ReportSkip, not marked)",
 
 	// Documented or by design.
