@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/inorder/inorder/internal/lease"
 	"github.com/inorder/inorder/internal/shard"
+	"github.com/inorder/inorder/ordered"
+	"github.com/inorder/inorder/ordered/memqueue"
 	"github.com/inorder/inorder/seqstore"
 	"github.com/inorder/inorder/seqstore/memstore"
 )
@@ -90,4 +94,17 @@ func TestFencedStoreForeignGroups(t *testing.T) {
 	parked, err := f.ParkedStreams(ctx, "q")
 	require.NoError(t, err)
 	require.Equal(t, []seqstore.Stream{{Queue: "q", Group: mine}}, parked)
+}
+
+// Lease timings that break their rules are refused by NewReceiver, not
+// found later by Run.
+func TestNewReceiverChecksLeaseTimings(t *testing.T) {
+	ctx := context.Background()
+	shards := []Shard{{Name: "orders-0", Queue: memqueue.New(nil)}}
+	_, err := NewReceiver(ctx, shards, memstore.New(), &Options{
+		Queue:  ordered.Options{Name: "orders"},
+		Member: "a",
+		Lease:  LeaseOptions{TTL: time.Second, RenewDeadline: 2 * time.Second}, // deadline past the TTL
+	})
+	require.ErrorIs(t, err, lease.ErrOptions)
 }

@@ -147,6 +147,10 @@ func NewReceiver(ctx context.Context, shards []Shard, store seqstore.Store, opts
 	if err := seqstore.CheckMember(self); err != nil {
 		return nil, fmt.Errorf("scaleout: %w", err)
 	}
+	r := &Receiver{opts: o}
+	if _, err := lease.NewCore(self, len(shards), r.leaseOptions()); err != nil {
+		return nil, fmt.Errorf("scaleout: Options.Lease: %w", err)
+	}
 	// The options of the shards' Queues: refused now rather than by every
 	// Start, which would hold leases and deliver nothing.
 	q, err := ordered.New(ctx, shards[0].Queue, store, &o.Queue)
