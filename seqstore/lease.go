@@ -1,9 +1,11 @@
 package seqstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 	"unicode/utf8"
 )
@@ -174,6 +176,29 @@ type Leaser interface {
 
 	// Leases returns the live leases of ns, by shard.
 	Leases(ctx context.Context, ns string) ([]Lease, error)
+}
+
+// CheckLease validates the arguments of a Leaser call: the namespace
+// first, then the checks of the other arguments (CheckShards, CheckOwner,
+// CheckTTL, ...) in order. It returns the first error.
+func CheckLease(ns string, errs ...error) error {
+	if err := CheckNamespace(ns); err != nil {
+		return err
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SortMembers orders members as View.Members is: by Name, then
+// Incarnation (byte order, whatever a database's collation says).
+func SortMembers(members []Member) {
+	slices.SortFunc(members, func(a, b Member) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Incarnation, b.Incarnation))
+	})
 }
 
 // CheckNamespace validates a namespace: a valid queue name. Its error

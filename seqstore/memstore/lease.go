@@ -79,7 +79,7 @@ func (st *Store) Topology(ctx context.Context, ns string, t seqstore.Topology) e
 
 // Heartbeat implements seqstore.Leaser.
 func (st *Store) Heartbeat(ctx context.Context, ns string, m seqstore.Member, ttl time.Duration) (seqstore.View, error) {
-	if err := checkLease(ns, seqstore.CheckMember(m), seqstore.CheckTTL(ttl)); err != nil {
+	if err := seqstore.CheckLease(ns, seqstore.CheckMember(m), seqstore.CheckTTL(ttl)); err != nil {
 		return seqstore.View{}, fmt.Errorf("memstore: heartbeat: %w", err)
 	}
 	if err := st.lock(ctx, "heartbeat"); err != nil {
@@ -106,15 +106,13 @@ func (st *Store) Heartbeat(ctx context.Context, ns string, m seqstore.Member, tt
 	for inc, lm := range sp.members {
 		v.Members = append(v.Members, seqstore.Member{Name: lm.name, Incarnation: inc, Weight: lm.weight})
 	}
-	slices.SortFunc(v.Members, func(a, b seqstore.Member) int {
-		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Incarnation, b.Incarnation))
-	})
+	seqstore.SortMembers(v.Members)
 	return v, nil
 }
 
 // Acquire implements seqstore.Leaser.
 func (st *Store) Acquire(ctx context.Context, ns string, shards []int, owner string, ttl time.Duration) ([]seqstore.Lease, error) {
-	if err := checkLease(ns, seqstore.CheckShards(shards), seqstore.CheckOwner(owner), seqstore.CheckTTL(ttl)); err != nil {
+	if err := seqstore.CheckLease(ns, seqstore.CheckShards(shards), seqstore.CheckOwner(owner), seqstore.CheckTTL(ttl)); err != nil {
 		return nil, fmt.Errorf("memstore: acquire: %w", err)
 	}
 	if err := st.lock(ctx, "acquire"); err != nil {
@@ -137,7 +135,7 @@ func (st *Store) Acquire(ctx context.Context, ns string, shards []int, owner str
 
 // Renew implements seqstore.Leaser.
 func (st *Store) Renew(ctx context.Context, ns string, held []seqstore.Lease, ttl time.Duration) ([]seqstore.Lease, error) {
-	if err := checkLease(ns, seqstore.CheckLeases(held), seqstore.CheckTTL(ttl)); err != nil {
+	if err := seqstore.CheckLease(ns, seqstore.CheckLeases(held), seqstore.CheckTTL(ttl)); err != nil {
 		return nil, fmt.Errorf("memstore: renew: %w", err)
 	}
 	if err := st.lock(ctx, "renew"); err != nil {
@@ -161,7 +159,7 @@ func (st *Store) Renew(ctx context.Context, ns string, held []seqstore.Lease, tt
 
 // Release implements seqstore.Leaser.
 func (st *Store) Release(ctx context.Context, ns string, held []seqstore.Lease) error {
-	if err := checkLease(ns, seqstore.CheckLeases(held)); err != nil {
+	if err := seqstore.CheckLease(ns, seqstore.CheckLeases(held)); err != nil {
 		return fmt.Errorf("memstore: release: %w", err)
 	}
 	if err := st.lock(ctx, "release"); err != nil {
@@ -179,7 +177,7 @@ func (st *Store) Release(ctx context.Context, ns string, held []seqstore.Lease) 
 
 // Leave implements seqstore.Leaser.
 func (st *Store) Leave(ctx context.Context, ns string, incarnation string) error {
-	if err := checkLease(ns, seqstore.CheckOwner(incarnation)); err != nil {
+	if err := seqstore.CheckLease(ns, seqstore.CheckOwner(incarnation)); err != nil {
 		return fmt.Errorf("memstore: leave: %w", err)
 	}
 	if err := st.lock(ctx, "leave"); err != nil {
@@ -196,7 +194,7 @@ func (st *Store) Leave(ctx context.Context, ns string, incarnation string) error
 
 // Leases implements seqstore.Leaser.
 func (st *Store) Leases(ctx context.Context, ns string) ([]seqstore.Lease, error) {
-	if err := checkLease(ns); err != nil {
+	if err := seqstore.CheckLease(ns); err != nil {
 		return nil, fmt.Errorf("memstore: leases: %w", err)
 	}
 	if err := st.lock(ctx, "leases"); err != nil {
@@ -213,17 +211,4 @@ func (st *Store) Leases(ctx context.Context, ns string) ([]seqstore.Lease, error
 	}
 	slices.SortFunc(out, func(a, b seqstore.Lease) int { return cmp.Compare(a.Shard, b.Shard) })
 	return out, nil
-}
-
-// checkLease returns the first of ns's check and errs that failed.
-func checkLease(ns string, errs ...error) error {
-	if err := seqstore.CheckNamespace(ns); err != nil {
-		return err
-	}
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -158,7 +158,7 @@ return {}
 // Topology implements seqstore.Leaser: SET NX, then a comparison with what
 // is stored (a stored topology never changes).
 func (s *Store) Topology(ctx context.Context, ns string, t seqstore.Topology) error {
-	if err := checkLease(ns, t.Check()); err != nil {
+	if err := seqstore.CheckLease(ns, t.Check()); err != nil {
 		return fmt.Errorf("redisstore: topology: %w", err)
 	}
 	if err := s.leaseReady(ctx); err != nil {
@@ -192,7 +192,7 @@ func (s *Store) Topology(ctx context.Context, ns string, t seqstore.Topology) er
 
 // Heartbeat implements seqstore.Leaser, in one script.
 func (s *Store) Heartbeat(ctx context.Context, ns string, m seqstore.Member, ttl time.Duration) (seqstore.View, error) {
-	if err := checkLease(ns, seqstore.CheckMember(m), seqstore.CheckTTL(ttl)); err != nil {
+	if err := seqstore.CheckLease(ns, seqstore.CheckMember(m), seqstore.CheckTTL(ttl)); err != nil {
 		return seqstore.View{}, fmt.Errorf("redisstore: heartbeat: %w", err)
 	}
 	vals, err := s.runLease(ctx, heartbeatScript, ns, m.Incarnation, strconv.Itoa(m.Weight)+":"+m.Name, ttl.Milliseconds())
@@ -224,15 +224,13 @@ func parseView(vals []string) (seqstore.View, error) {
 		}
 		v.Members = append(v.Members, m)
 	}
-	slices.SortFunc(v.Members, func(a, b seqstore.Member) int {
-		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Incarnation, b.Incarnation))
-	})
+	seqstore.SortMembers(v.Members)
 	return v, nil
 }
 
 // Acquire implements seqstore.Leaser, in one script.
 func (s *Store) Acquire(ctx context.Context, ns string, shards []int, owner string, ttl time.Duration) ([]seqstore.Lease, error) {
-	if err := checkLease(ns, seqstore.CheckShards(shards), seqstore.CheckOwner(owner), seqstore.CheckTTL(ttl)); err != nil {
+	if err := seqstore.CheckLease(ns, seqstore.CheckShards(shards), seqstore.CheckOwner(owner), seqstore.CheckTTL(ttl)); err != nil {
 		return nil, fmt.Errorf("redisstore: acquire: %w", err)
 	}
 	args := []any{owner, ttl.Milliseconds()}
@@ -265,7 +263,7 @@ func parseLease(shard, token, owner string) (seqstore.Lease, error) {
 
 // Renew implements seqstore.Leaser, in one script.
 func (s *Store) Renew(ctx context.Context, ns string, held []seqstore.Lease, ttl time.Duration) ([]seqstore.Lease, error) {
-	if err := checkLease(ns, seqstore.CheckLeases(held), seqstore.CheckTTL(ttl)); err != nil {
+	if err := seqstore.CheckLease(ns, seqstore.CheckLeases(held), seqstore.CheckTTL(ttl)); err != nil {
 		return nil, fmt.Errorf("redisstore: renew: %w", err)
 	}
 	args := append([]any{ttl.Milliseconds()}, leaseArgs(held)...)
@@ -295,7 +293,7 @@ func leaseArgs(held []seqstore.Lease) []any {
 // Release implements seqstore.Leaser, in one script; the token counter is a
 // key of its own.
 func (s *Store) Release(ctx context.Context, ns string, held []seqstore.Lease) error {
-	if err := checkLease(ns, seqstore.CheckLeases(held)); err != nil {
+	if err := seqstore.CheckLease(ns, seqstore.CheckLeases(held)); err != nil {
 		return fmt.Errorf("redisstore: release: %w", err)
 	}
 	if _, err := s.runLease(ctx, releaseScript, ns, leaseArgs(held)...); err != nil {
@@ -306,7 +304,7 @@ func (s *Store) Release(ctx context.Context, ns string, held []seqstore.Lease) e
 
 // Leave implements seqstore.Leaser, in one script.
 func (s *Store) Leave(ctx context.Context, ns string, incarnation string) error {
-	if err := checkLease(ns, seqstore.CheckOwner(incarnation)); err != nil {
+	if err := seqstore.CheckLease(ns, seqstore.CheckOwner(incarnation)); err != nil {
 		return fmt.Errorf("redisstore: leave: %w", err)
 	}
 	if _, err := s.runLease(ctx, leaveScript, ns, incarnation); err != nil {
@@ -317,7 +315,7 @@ func (s *Store) Leave(ctx context.Context, ns string, incarnation string) error 
 
 // Leases implements seqstore.Leaser, in one script.
 func (s *Store) Leases(ctx context.Context, ns string) ([]seqstore.Lease, error) {
-	if err := checkLease(ns); err != nil {
+	if err := seqstore.CheckLease(ns); err != nil {
 		return nil, fmt.Errorf("redisstore: leases: %w", err)
 	}
 	vals, err := s.runLease(ctx, leasesScript, ns)
@@ -358,17 +356,4 @@ func (s *Store) leaseReady(ctx context.Context) error {
 		return seqstore.ErrClosed
 	}
 	return ctx.Err()
-}
-
-// checkLease returns the first of ns's check and errs that failed.
-func checkLease(ns string, errs ...error) error {
-	if err := seqstore.CheckNamespace(ns); err != nil {
-		return err
-	}
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }

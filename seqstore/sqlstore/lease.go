@@ -1,7 +1,6 @@
 package sqlstore
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -27,7 +26,7 @@ var _ seqstore.Leaser = (*Store)(nil)
 
 // Topology implements seqstore.Leaser. The topology is stored as JSON.
 func (s *Store) Topology(ctx context.Context, ns string, t seqstore.Topology) error {
-	if err := checkLease(ns, t.Check()); err != nil {
+	if err := seqstore.CheckLease(ns, t.Check()); err != nil {
 		return fmt.Errorf("sqlstore: topology: %w", err)
 	}
 	want, err := json.Marshal(t)
@@ -63,7 +62,7 @@ func (s *Store) Topology(ctx context.Context, ns string, t seqstore.Topology) er
 
 // Heartbeat implements seqstore.Leaser.
 func (s *Store) Heartbeat(ctx context.Context, ns string, m seqstore.Member, ttl time.Duration) (seqstore.View, error) {
-	if err := checkLease(ns, seqstore.CheckMember(m), seqstore.CheckTTL(ttl)); err != nil {
+	if err := seqstore.CheckLease(ns, seqstore.CheckMember(m), seqstore.CheckTTL(ttl)); err != nil {
 		return seqstore.View{}, fmt.Errorf("sqlstore: heartbeat: %w", err)
 	}
 	now := s.dialect.nowMicros()
@@ -127,9 +126,7 @@ func (s *Store) Heartbeat(ctx context.Context, ns string, m seqstore.Member, ttl
 		return seqstore.View{}, fmt.Errorf("sqlstore: heartbeat of %q in %q: %w", m.Incarnation, ns, err)
 	}
 	// Sorted here: the databases' collations disagree on byte order.
-	slices.SortFunc(v.Members, func(a, b seqstore.Member) int {
-		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Incarnation, b.Incarnation))
-	})
+	seqstore.SortMembers(v.Members)
 	return v, nil
 }
 
@@ -137,7 +134,7 @@ func (s *Store) Heartbeat(ctx context.Context, ns string, m seqstore.Member, ttl
 // namespace's lock takes each free shard (no row, or an expired one) with
 // the next token.
 func (s *Store) Acquire(ctx context.Context, ns string, shards []int, owner string, ttl time.Duration) ([]seqstore.Lease, error) {
-	if err := checkLease(ns, seqstore.CheckShards(shards), seqstore.CheckOwner(owner), seqstore.CheckTTL(ttl)); err != nil {
+	if err := seqstore.CheckLease(ns, seqstore.CheckShards(shards), seqstore.CheckOwner(owner), seqstore.CheckTTL(ttl)); err != nil {
 		return nil, fmt.Errorf("sqlstore: acquire: %w", err)
 	}
 	if len(shards) == 0 {
@@ -200,7 +197,7 @@ func (s *Store) Acquire(ctx context.Context, ns string, shards []int, owner stri
 
 // Renew implements seqstore.Leaser, in one transaction.
 func (s *Store) Renew(ctx context.Context, ns string, held []seqstore.Lease, ttl time.Duration) ([]seqstore.Lease, error) {
-	if err := checkLease(ns, seqstore.CheckLeases(held), seqstore.CheckTTL(ttl)); err != nil {
+	if err := seqstore.CheckLease(ns, seqstore.CheckLeases(held), seqstore.CheckTTL(ttl)); err != nil {
 		return nil, fmt.Errorf("sqlstore: renew: %w", err)
 	}
 	if len(held) == 0 {
@@ -244,7 +241,7 @@ func (s *Store) Renew(ctx context.Context, ns string, held []seqstore.Lease, ttl
 // Release implements seqstore.Leaser: it deletes the rows of the held
 // leases; the token counter is in the namespace's row.
 func (s *Store) Release(ctx context.Context, ns string, held []seqstore.Lease) error {
-	if err := checkLease(ns, seqstore.CheckLeases(held)); err != nil {
+	if err := seqstore.CheckLease(ns, seqstore.CheckLeases(held)); err != nil {
 		return fmt.Errorf("sqlstore: release: %w", err)
 	}
 	if len(held) == 0 {
@@ -267,7 +264,7 @@ func (s *Store) Release(ctx context.Context, ns string, held []seqstore.Lease) e
 
 // Leave implements seqstore.Leaser.
 func (s *Store) Leave(ctx context.Context, ns string, incarnation string) error {
-	if err := checkLease(ns, seqstore.CheckOwner(incarnation)); err != nil {
+	if err := seqstore.CheckLease(ns, seqstore.CheckOwner(incarnation)); err != nil {
 		return fmt.Errorf("sqlstore: leave: %w", err)
 	}
 	err := s.leaseTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
@@ -296,7 +293,7 @@ func (s *Store) Leave(ctx context.Context, ns string, incarnation string) error 
 
 // Leases implements seqstore.Leaser, in one statement.
 func (s *Store) Leases(ctx context.Context, ns string) ([]seqstore.Lease, error) {
-	if err := checkLease(ns); err != nil {
+	if err := seqstore.CheckLease(ns); err != nil {
 		return nil, fmt.Errorf("sqlstore: leases: %w", err)
 	}
 	if err := s.leaseReady(ctx, "leases"); err != nil {
@@ -385,17 +382,4 @@ func (s *Store) leaseReady(ctx context.Context, op string) error {
 		return fmt.Errorf("sqlstore: %s: %w", op, err)
 	}
 	return err
-}
-
-// checkLease returns the first of ns's check and errs that failed.
-func checkLease(ns string, errs ...error) error {
-	if err := seqstore.CheckNamespace(ns); err != nil {
-		return err
-	}
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
