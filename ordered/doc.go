@@ -188,6 +188,31 @@
 // nothing until it is requested. Made with StatusOptions.Repair, it also
 // offers the repairs below as buttons, posted from the page's own origin.
 //
+// # Scale-out
+//
+// One Queue receives one queue, and its cursors are its own: a second
+// receiver on the same streams is a conflict (Hooks.OnConflict), not a
+// replica. To receive with several processes, for availability or
+// throughput, use package [github.com/inorder/inorder/ordered/scaleout]: a
+// logical queue is S queues (shards) and a group always travels through
+// the shard its name hashes to (scaleout.NewSender); each shard has one
+// owner at a time, a receiver holding a lease on it in the user's Redis or
+// SQL store (scaleout.NewReceiver), which runs an ordinary Queue over it.
+// Shards are spread over the live receivers by weighted rendezvous hashing
+// of their stable names, move when one joins or leaves (drained first:
+// its handlers finish and its advances are durable), and are taken over
+// when one dies (after the lease's TTL). Every lease carries a token from a
+// counter that only grows, claimed into each group's cursor before a
+// message of it is handed out, so that an older owner can no longer move
+// the cursor: the order and "nothing lost" hold whatever the pauses.
+// Exclusive handler execution needs pauses shorter than the lease: a
+// receiver hands out and settles nothing past its lease's local deadline
+// (ReceiveOptions.Lease: Ack then returns an error wrapping
+// seqstore.ErrFenced), and scaleout.Token gives a handler its token to
+// fence its own downstream writes. An MNS FIFO queue is not sharded this
+// way (scaleout refuses one as a shard): its service keeps each group's
+// order and lock itself.
+//
 // # Repairing a stuck group
 //
 // A group stuck on something only a person can decide is moved on by

@@ -30,8 +30,9 @@ func (q *Queue) Receive(ctx context.Context) (*Message, error) {
 
 // Run hands messages to h with up to ReceiveOptions.Concurrency handlers at
 // once, never two of one group at a time. A nil result acks the message, an
-// error nacks it. Run returns nil when ctx ends and ErrClosed when the Queue
-// closes; Close waits for the handlers running then.
+// error nacks it. Run returns nil when ctx ends, ErrClosed when the Queue
+// closes, and an error wrapping ReceiveOptions.Lease's once the lease
+// ended; Close waits for the handlers running then.
 func (q *Queue) Run(ctx context.Context, h Handler) error {
 	if h == nil {
 		return errors.New("ordered: run: nil handler")
@@ -66,7 +67,7 @@ func (q *Queue) Run(ctx context.Context, h Handler) error {
 					// one lock and one look at the core per message.
 					m, serr, err = r.ackReceive(ctx, m)
 				}
-				if serr != nil && !errors.Is(serr, ErrClosed) && ctx.Err() == nil {
+				if serr != nil && !errors.Is(serr, ErrClosed) && ctx.Err() == nil && r.fenced.Load() == nil {
 					r.log.WarnContext(ctx, "ordered: run: settle message", "group", done.Group, "seq", done.Seq, "err", serr)
 				}
 			}
@@ -76,6 +77,9 @@ func (q *Queue) Run(ctx context.Context, h Handler) error {
 		})
 	}
 	wg.Wait()
+	if p := r.fenced.Load(); p != nil && ctx.Err() == nil {
+		return *p
+	}
 	if closed && ctx.Err() == nil {
 		return ErrClosed
 	}
@@ -103,6 +107,8 @@ type receiver struct {
 	rep   reporter
 
 	closingCh chan struct{} // closed when close begins
+	fencedCh  chan struct{} // closed when the Lease ended
+	fenced    atomic.Pointer[error]
 	avail     chan struct{} // cap 1: a hand-out may be ready
 	room      chan struct{} // cap 1: fetch room may be free
 	wake      chan struct{} // cap 1: the keeper must look at the deadline again
@@ -128,6 +134,7 @@ func newReceiver(q *Queue) *receiver {
 		hooks:     &q.opts.Hooks,
 		log:       q.log,
 		closingCh: make(chan struct{}),
+		fencedCh:  make(chan struct{}),
 		avail:     make(chan struct{}, 1),
 		room:      make(chan struct{}, 1),
 		wake:      make(chan struct{}, 1),
@@ -272,6 +279,9 @@ func (r *receiver) receive(ctx context.Context, before func(now time.Time), afte
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		if err := r.leased(); err != nil {
+			return nil, err
+		}
 		var d recvcore.Delivery
 		var ok bool
 		var wait chan error
@@ -301,6 +311,7 @@ func (r *receiver) receive(ctx context.Context, before func(now time.Time), afte
 			case <-r.avail:
 			case <-r.closingCh:
 				return nil, ErrClosed
+			case <-r.fencedCh:
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
@@ -318,6 +329,12 @@ func (r *receiver) receive(ctx context.Context, before func(now time.Time), afte
 			r.handed()
 			switch {
 			case err == nil:
+				if lerr := r.leased(); lerr != nil {
+					// Past the lease: not handed out. Its advance is
+					// durable, so it is lost, as in a crash; AtMostOnce
+					// allows that, not two receivers on its group.
+					return nil, lerr
+				}
 				return r.message(d), nil
 			case errors.Is(err, ErrClosed):
 				return nil, ErrClosed
@@ -328,6 +345,31 @@ func (r *receiver) receive(ctx context.Context, before func(now time.Time), afte
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// leased returns nil while the receiver may hand messages out and settle
+// them: ReceiveOptions.Lease is unset or returns nil. Once Lease returned
+// an error, it returns that error, wrapped, for good; the first time, it
+// reports it (Hooks.OnConflict) and wakes the receives waiting for a
+// message.
+func (r *receiver) leased() error {
+	if r.o.Lease == nil {
+		return nil
+	}
+	if p := r.fenced.Load(); p != nil {
+		return *p
+	}
+	cause := r.o.Lease()
+	if cause == nil {
+		return nil
+	}
+	err := fmt.Errorf("ordered: the receiver's lease ended: %w", cause)
+	if !r.fenced.CompareAndSwap(nil, &err) {
+		return *r.fenced.Load()
+	}
+	close(r.fencedCh)
+	r.rep.add([]recvcore.Report{{Kind: recvcore.ReportConflict, Msg: "ordered: the receiver's lease ended: nothing more is handed out or settled", Err: err}})
+	return err
 }
 
 // handed ends an AtMostOnce hand-out's wait.
@@ -375,6 +417,9 @@ func (r *receiver) ack(ctx context.Context, m *Message) error {
 	if closed {
 		return ErrClosed
 	}
+	if err := r.leased(); err != nil {
+		return err
+	}
 	var at time.Time
 	r.step(func(now time.Time) {
 		var t recvcore.Ticket
@@ -407,6 +452,9 @@ func (r *receiver) nack(ctx context.Context, m *Message, cause error) error {
 	r.mu.Unlock()
 	if closed {
 		return ErrClosed
+	}
+	if err := r.leased(); err != nil {
+		return err
 	}
 	var err error
 	var at time.Time

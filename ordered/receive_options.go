@@ -249,6 +249,20 @@ type ReceiveOptions struct {
 	// SyncAck makes Ack wait until its cursor advance is durable.
 	SyncAck bool
 
+	// Lease, when set, is asked before each hand-out, Ack and Nack whether
+	// this receiver may still hand messages out and settle them: package
+	// scaleout sets it to the check of its shard's lease, whose local
+	// deadline passes before the store lets another receiver take the
+	// shard over. Once it returns an error (scaleout's wraps
+	// seqstore.ErrFenced), the Queue hands out nothing more and settles
+	// nothing more: Receive, Run, Ack and Nack return an error wrapping
+	// it, an Ack makes no advance (its message comes back from the queue,
+	// to the next owner), and Hooks.OnConflict reports it once. The Queue
+	// still has to be closed. Lease is called often, from the goroutines
+	// of Receive, Run and Ack: it must be fast and must not call the
+	// Queue.
+	Lease func() error
+
 	// CommitInterval delays each cursor commit so that more advances
 	// share one store write: with many groups, each commit then carries
 	// the acks of every group made in that time, and nothing waits for

@@ -202,6 +202,18 @@ func (c *Core) Serving() []int {
 	return out
 }
 
+// Deadline returns the lease held on shard and its local deadline: the
+// time until which the receiver may hand out the shard's messages, before
+// the store can let another member take the shard over. ok is false when
+// no lease on shard is held.
+func (c *Core) Deadline(shard int) (l seqstore.Lease, deadline time.Time, ok bool) {
+	h := c.held[shard]
+	if h == nil {
+		return seqstore.Lease{}, time.Time{}, false
+	}
+	return h.lease, h.deadline, true
+}
+
 // Next returns the earliest time at which a Tick has something to do, or
 // the zero time when only an event can change anything.
 func (c *Core) Next() time.Time {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/inorder/inorder/seqstore"
@@ -48,6 +49,10 @@ type Keeper struct {
 	stopped chan struct{}            // the loop left; calls stop sending
 	done    chan struct{}            // the loop and every call returned
 
+	// grants are, per shard, the lease held and its local deadline, as
+	// of the loop's last step (nil: none), for Deadline.
+	grants []atomic.Pointer[grant]
+
 	mu        sync.Mutex
 	drained   []int // guarded by mu
 	closeOnce sync.Once
@@ -78,6 +83,7 @@ func New(store seqstore.Leaser, ns string, self seqstore.Member, shards int, rec
 		stopped: make(chan struct{}),
 		done:    make(chan struct{}),
 		callCtx: ctx, cancel: cancel,
+		grants: make([]atomic.Pointer[grant], shards),
 	}
 	go k.run()
 	return k, nil
@@ -133,6 +139,7 @@ func (k *Keeper) run() {
 	closeCh, abortCh := k.closeCh, k.abortCh
 	k.core.Tick(time.Now())
 	for {
+		k.publish()
 		k.act()
 		if k.core.Closed() {
 			return
@@ -165,6 +172,46 @@ func (k *Keeper) run() {
 		}
 		timer.Stop() // since Go 1.23, no stale tick is received after Stop
 	}
+}
+
+// grant is a lease held and its local deadline.
+type grant struct {
+	token    uint64
+	deadline time.Time
+}
+
+// publish makes the leases held and their deadlines visible to Deadline,
+// before act tells the receiver to start a shard.
+func (k *Keeper) publish() {
+	for s := range k.grants {
+		l, deadline, ok := k.core.Deadline(s)
+		old := k.grants[s].Load()
+		switch {
+		case !ok:
+			if old != nil {
+				k.grants[s].Store(nil)
+			}
+		case old == nil || old.token != l.Token || !old.deadline.Equal(deadline):
+			k.grants[s].Store(&grant{token: l.Token, deadline: deadline})
+		}
+	}
+}
+
+// Deadline returns the local deadline of the lease with token on shard:
+// the time until which the receiver may hand out its messages, which a
+// renewal moves on. It returns the zero time when that lease is no longer
+// held (fenced, released, or replaced by another). It is safe to call from
+// any goroutine, and cheap: a receiver asks before each hand-out, whether
+// or not the keeper's goroutine keeps up.
+func (k *Keeper) Deadline(shard int, token uint64) time.Time {
+	if shard < 0 || shard >= len(k.grants) {
+		return time.Time{}
+	}
+	g := k.grants[shard].Load()
+	if g == nil || g.token != token {
+		return time.Time{}
+	}
+	return g.deadline
 }
 
 // act runs the core's actions in order: the receiver's at once, the

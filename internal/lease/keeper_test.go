@@ -525,3 +525,52 @@ func TestKeeperReportsStoreErrors(t *testing.T) {
 		closeKeeper(t, k, r)
 	})
 }
+
+// deadlineRecv records, at each Start, the deadline the keeper already
+// publishes for the new lease.
+type deadlineRecv struct {
+	*recv
+	atStart map[int]time.Time
+}
+
+func (d *deadlineRecv) Start(l seqstore.Lease) {
+	d.recv.Start(l)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.atStart[l.Shard] = d.k.Deadline(l.Shard, l.Token)
+}
+
+// TestKeeperDeadline: Deadline is published before Start, moves with
+// each good renewal (its send time + RenewDeadline), is zero for another
+// token, and becomes zero once the lease is fenced; it stays readable
+// whatever the keeper's goroutine does.
+func TestKeeperDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newFakeStore()
+		w := newWorld(t)
+		r := &deadlineRecv{recv: newRecv("a", w, 0), atStart: map[int]time.Time{}}
+		g := &gate{fakeStore: st}
+		r.mu.Lock()
+		k, err := lease.New(g, "ns", memberA, 2, r, nil)
+		require.NoError(t, err)
+		r.k = k
+		r.mu.Unlock()
+		t0 := w.start
+		synctest.Wait()
+		r.mu.Lock()
+		assert.Equal(t, map[int]time.Time{0: t0.Add(10 * time.Second), 1: t0.Add(10 * time.Second)}, r.atStart,
+			"published before Start: the acquisition's send time + RenewDeadline")
+		r.mu.Unlock()
+		assert.True(t, k.Deadline(0, 99).IsZero(), "another token's lease is not held")
+		assert.True(t, k.Deadline(7, 1).IsZero(), "no such shard")
+		time.Sleep(21 * time.Second) // the renewal sent at 20 s passed
+		assert.Equal(t, t0.Add(30*time.Second), k.Deadline(0, 1), "moved by the renewal sent at 20 s")
+		g.set(false, true)
+		time.Sleep(9 * time.Second)
+		assert.Equal(t, t0.Add(30*time.Second), k.Deadline(0, 1), "no good renewal since 20 s")
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		assert.True(t, k.Deadline(0, 1).IsZero(), "fenced at 30 s: no longer held")
+		closeKeeper(t, k, r.recv)
+	})
+}

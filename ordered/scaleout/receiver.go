@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -109,6 +110,29 @@ type shardRun struct {
 	done   chan struct{}      // closed when the Run returned
 	ending bool               // revoked or fenced
 	fenced bool               // fenced: the keeper expects no Drained for it
+	// lost is why the shard was fenced: from then on, its Queue hands out
+	// and settles nothing (ordered.ReceiveOptions.Lease).
+	lost atomic.Pointer[error]
+}
+
+// leaseCheck is the shard's ordered.ReceiveOptions.Lease: the Queue hands
+// out and settles only while the lease is held and its local deadline has
+// not passed, whether or not the keeper's goroutine kept up (a process
+// paused, a slow OnChange), and never after the shard was fenced.
+func (r *Receiver) leaseCheck(run *shardRun, k *lease.Keeper, also func() error) func() error {
+	l := run.lease
+	return func() error {
+		if p := run.lost.Load(); p != nil {
+			return *p
+		}
+		if deadline := k.Deadline(l.Shard, l.Token); !time.Now().Before(deadline) {
+			return fmt.Errorf("%w: the lease on shard %d (token %d) is past its local deadline, or no longer held", seqstore.ErrFenced, l.Shard, l.Token)
+		}
+		if also != nil {
+			return also()
+		}
+		return nil
+	}
 }
 
 // NewReceiver returns a receiver of the logical queue opts.Queue.Name over
@@ -296,6 +320,7 @@ func (r *Receiver) Start(l seqstore.Lease) {
 	fs := &fencedStore{Store: r.store, shard: s, shards: len(r.shards), token: l.Token}
 	fs.onFence = func(err error) { r.fenceRun(run, err) }
 	qo := r.opts.Queue
+	qo.Receive.Lease = r.leaseCheck(run, r.keeper, qo.Receive.Lease)
 	q, err := ordered.New(r.ctx, r.shards[s].Queue, fs, &qo)
 	if err != nil { // NewReceiver tried these options: the driver or the store failed
 		changes = append(changes, Change{Kind: "fence", Shard: s, Token: l.Token, Err: err})
@@ -309,7 +334,7 @@ func (r *Receiver) Start(l seqstore.Lease) {
 	h := r.handler
 	r.wg.Go(func() {
 		defer close(run.done)
-		if err := q.Run(runCtx, h); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ordered.ErrClosed) {
+		if err := q.Run(runCtx, h); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ordered.ErrClosed) && !errors.Is(err, seqstore.ErrFenced) {
 			r.log.Warn("scaleout: shard run ended", "shard", s, "err", err)
 		}
 	})
@@ -401,6 +426,10 @@ func (r *Receiver) fenceLocked(s int, why error) []Change {
 	}
 	delete(r.running, s)
 	run.fenced = true
+	if !errors.Is(why, seqstore.ErrFenced) {
+		why = fmt.Errorf("%w: %w", seqstore.ErrFenced, why)
+	}
+	run.lost.CompareAndSwap(nil, &why)
 	var changes []Change
 	if !run.ending {
 		run.ending = true

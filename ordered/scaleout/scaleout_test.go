@@ -379,3 +379,62 @@ func (c *cutLeaser) Acquire(ctx context.Context, ns string, shards []int, owner 
 	}
 	return c.Store.Acquire(ctx, ns, shards, owner, ttl)
 }
+
+// A receiver whose keeper stalls (here its OnChange blocks the keeper's
+// goroutine, as a long pause of it would) renews nothing and is never told
+// to fence: it still hands out nothing past its leases' local deadline,
+// and the shards' messages reach the next owner in order.
+func TestStalledKeeperHandsOutNothingPastDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		w := newWorld(t, 2, 6, 100, 50*time.Millisecond)
+		w.send(ctx)
+		stall := make(chan struct{})
+		var starts int
+		var startedAt time.Time
+		ma := &member{done: make(chan error, 1)}
+		r, err := scaleout.NewReceiver(ctx, w.shards, w.store, &scaleout.Options{
+			Queue:  ordered.Options{Name: "orders", Receive: ordered.ReceiveOptions{Wait: 100 * time.Millisecond, GapTimeout: 2 * time.Second, MaxUndeleted: 40}},
+			Member: "a", Lease: timings, DrainTimeout: 2 * time.Second,
+			OnChange: func(c scaleout.Change) {
+				if c.Kind != "start" {
+					return
+				}
+				if starts++; starts == 1 {
+					startedAt = time.Now()
+				} else {
+					<-stall // the second start's report: the keeper stops here
+				}
+			},
+		})
+		require.NoError(t, err)
+		ma.r = r
+		var mu sync.Mutex
+		var last time.Time // a's last hand-out
+		h := w.hist.handler("a")
+		runCtx, stop := context.WithCancel(ctx)
+		go func() {
+			ma.done <- r.Run(runCtx, func(ctx context.Context, m *ordered.Message) error {
+				mu.Lock()
+				last = time.Now()
+				mu.Unlock()
+				return h(ctx, m)
+			})
+		}()
+		time.Sleep(timings.TTL + 100*time.Millisecond) // a's leases expired at the store
+		mb := w.start(ctx, "b")
+		w.waitAll(map[string]*member{"b": mb}, 2*time.Minute)
+		mu.Lock()
+		require.False(t, startedAt.IsZero())
+		deadline := startedAt.Add(timings.RenewDeadline)
+		require.False(t, last.IsZero(), "a handed out before its deadline")
+		require.True(t, last.Before(deadline), "a handed out at %v, past its leases' local deadline %v", last.Sub(startedAt), timings.RenewDeadline)
+		mu.Unlock()
+		mb.stop()
+		require.NoError(t, <-mb.done)
+		close(stall)
+		stop()
+		<-ma.done
+		w.hist.checkOrder(w.groups, w.per)
+	})
+}

@@ -1,0 +1,137 @@
+package ordered_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/inorder/inorder/ordered"
+	"github.com/inorder/inorder/ordered/memqueue"
+	"github.com/inorder/inorder/seqstore/memstore"
+)
+
+var errLeaseGone = errors.New("test: the lease ended")
+
+// TestReceiveLeaseEnds: once ReceiveOptions.Lease fails, nothing more is
+// handed out or settled: Receive, Ack and Nack return an error wrapping
+// it, OnConflict reports it once, and the message whose Ack was refused
+// is not lost: the next receiver gets it.
+func TestReceiveLeaseEnds(t *testing.T) {
+	ctx := context.Background()
+	drv := memqueue.New(&memqueue.Options{Visibility: time.Second})
+	store := memstore.New()
+	rxSend(t, drv, rxBodies("g", 1, 1, 4, nil))
+	var gone atomic.Bool
+	var conflicts atomic.Int32
+	var lastErr atomic.Pointer[error]
+	o := &ordered.Options{Name: "q", Receive: ordered.ReceiveOptions{SyncAck: true, Lease: func() error {
+		if gone.Load() {
+			return errLeaseGone
+		}
+		return nil
+	}}, Hooks: ordered.Hooks{OnConflict: func(e ordered.Event) {
+		conflicts.Add(1)
+		lastErr.Store(&e.Err)
+	}}}
+	q := rxQueue(t, drv, store, o)
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	m1, err := q.Receive(rctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), m1.Seq)
+	require.NoError(t, m1.Ack(rctx))
+	m2, err := q.Receive(rctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), m2.Seq)
+
+	gone.Store(true)
+	err = m2.Ack(rctx)
+	assert.ErrorIs(t, err, errLeaseGone, "Ack after the lease ended")
+	assert.ErrorIs(t, m2.Nack(rctx, errors.New("x")), errLeaseGone, "Nack after the lease ended")
+	_, err = q.Receive(rctx)
+	assert.ErrorIs(t, err, errLeaseGone, "Receive after the lease ended")
+	gone.Store(false)
+	_, err = q.Receive(rctx)
+	assert.ErrorIs(t, err, errLeaseGone, "the lease does not come back")
+	rxClose(t, q)
+	assert.Eventually(t, func() bool { return conflicts.Load() == 1 }, 5*time.Second, 10*time.Millisecond, "OnConflict once")
+	if p := lastErr.Load(); assert.NotNil(t, p) {
+		assert.ErrorIs(t, *p, errLeaseGone)
+	}
+
+	// Seq 2's Ack made no advance: the next receiver gets it.
+	q2 := rxQueue(t, drv, store, &ordered.Options{Name: "q"})
+	defer rxClose(t, q2)
+	m, err := q2.Receive(rctx)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), m.Seq, "seq 2 again: its Ack was refused")
+	require.NoError(t, m.Ack(rctx))
+}
+
+// TestRunLeaseEnds: Run stops handing out once Lease fails, even to
+// handlers waiting for a message, and returns an error wrapping it; an
+// at-least-once ack refused meanwhile loses nothing.
+func TestRunLeaseEnds(t *testing.T) {
+	ctx := context.Background()
+	drv := memqueue.New(&memqueue.Options{Visibility: time.Second})
+	store := memstore.New()
+	rxSend(t, drv, rxBodies("a", 1, 1, 50, nil))
+	rxSend(t, drv, rxBodies("b", 1, 1, 50, nil))
+	var handled atomic.Int32
+	var gone atomic.Bool
+	o := &ordered.Options{Name: "q", Receive: ordered.ReceiveOptions{Concurrency: 4, Lease: func() error {
+		if gone.Load() {
+			return errLeaseGone
+		}
+		return nil
+	}}}
+	q := rxQueue(t, drv, store, o)
+	var mu sync.Mutex
+	last := map[string]uint64{}
+	errc := make(chan error, 1)
+	go func() {
+		errc <- q.Run(ctx, func(_ context.Context, m *ordered.Message) error {
+			if handled.Add(1) == 30 {
+				gone.Store(true)
+			}
+			mu.Lock()
+			last[m.Group] = m.Seq
+			mu.Unlock()
+			return nil
+		})
+	}()
+	select {
+	case err := <-errc:
+		assert.ErrorIs(t, err, errLeaseGone, "Run returns the lease's error")
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after the lease ended")
+	}
+	assert.LessOrEqual(t, handled.Load(), int32(30+4), "at most the handlers already running finish after the lease ended")
+	rxClose(t, q)
+
+	// Everything not acked before the lease ended comes back, in order.
+	q2 := rxQueue(t, drv, store, &ordered.Options{Name: "q"})
+	defer rxClose(t, q2)
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	next := map[string]uint64{}
+	for next["a"] != 51 || next["b"] != 51 {
+		m, err := q2.Receive(rctx)
+		require.NoError(t, err)
+		if next[m.Group] == 0 {
+			next[m.Group] = m.Seq
+			mu.Lock()
+			assert.LessOrEqual(t, m.Seq, last[m.Group]+1, "group %s resumes at or before its first unhandled seq", m.Group)
+			mu.Unlock()
+		}
+		require.Equal(t, next[m.Group], m.Seq, "group %s in order", m.Group)
+		next[m.Group]++
+		require.NoError(t, m.Ack(rctx))
+	}
+}
