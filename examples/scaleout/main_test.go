@@ -125,3 +125,22 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+// TestMeasure: -measure prints a row per configuration and the ratio;
+// one receiver over one queue at full speed makes the floor's requests (a
+// send, a receive and a delete per 16 messages), and the counts are of the
+// load only (no request of the receivers' start).
+func TestMeasure(t *testing.T) {
+	c, err := parse([]string{"-measure", "-receivers", "2", "-shards", "4", "-groups", "32", "-messages", "16", "-rate", "0", "-work", "0", "-timeout", "60s"}, nil, nil)
+	require.NoError(t, err)
+	var out strings.Builder
+	c.out = &out
+	require.NoError(t, measure(t.Context(), c), "output:\n%s", out.String())
+	text := out.String()
+	t.Logf("\n%s", text)
+	row := regexp.MustCompile(`(?m)^ +1 +1 +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+) +(\d+) +[0-9.]+s *$`).FindStringSubmatch(text)
+	require.NotNil(t, row, "the R=1, S=1 row")
+	assert.Equal(t, "0.1875", row[6], "R=1, S=1 at full speed: 3 requests per 16 messages")
+	assert.Regexp(t, `(?m)^ +2 +4 +[0-9.]+ `, text, "the R=2, S=4 row")
+	assert.Regexp(t, `queue requests per message: R=2,S=4 is [0-9.]+x R=1,S=1 \([+-][0-9.]+%\); store calls per message: [0-9.]+x`, text)
+}
