@@ -261,8 +261,22 @@ func measureRun(ctx context.Context, c config, receivers, shards int) (m measure
 	if err != nil {
 		return m, err
 	}
-	snd, err := scaleout.NewSender(ctx, sh, store, &ordered.Options{Name: c.name})
-	if err != nil {
+	var snd *ordered.Queue
+	if c.coalesce && shards > 1 {
+		drvs := make([]driver.Queue, len(sh))
+		for i := range sh {
+			drvs[i] = sh[i].Queue
+		}
+		co, err := newCoalescer(drvs)
+		if err != nil {
+			return m, err
+		}
+		closers = append(closers, co.Close)
+		snd, err = ordered.New(ctx, co, store, &ordered.Options{Name: c.name, Send: ordered.SendOptions{Concurrency: 16 * shards}})
+		if err != nil {
+			return m, err
+		}
+	} else if snd, err = scaleout.NewSender(ctx, sh, store, &ordered.Options{Name: c.name}); err != nil {
 		return m, err
 	}
 	closers = append(closers, func() error { return snd.Close(context.Background()) })
@@ -296,8 +310,12 @@ func measure(ctx context.Context, c config) error {
 	if c.rate > 0 {
 		rate = fmt.Sprintf("at %g/s", c.rate)
 	}
-	fmt.Fprintf(c.out, "measure: %d messages (%d groups x %d) sent %s, handlers %v; emulator without chaos, memstore; per message:\n\n",
-		c.groups*c.messages, c.groups, c.messages, rate, c.work)
+	sender := "scaleout.NewSender"
+	if c.coalesce {
+		sender = "the coalescing router (-coalesce)"
+	}
+	fmt.Fprintf(c.out, "measure: %d messages (%d groups x %d) sent %s through %s, handlers %v; emulator without chaos, memstore; per message:\n\n",
+		c.groups*c.messages, c.groups, c.messages, rate, sender, c.work)
 	var rows []measured
 	for _, rs := range [][2]int{{1, 1}, {c.receivers, c.shards}} {
 		m, err := measureRun(ctx, c, rs[0], rs[1])
