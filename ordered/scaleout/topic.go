@@ -50,6 +50,10 @@ func TopicTag(i int) string { return topicTagPrefix + strconv.Itoa(i) }
 
 const topicTagPrefix = "shard-"
 
+// maxTopicSubscriptions is the service's cap on a topic's subscriptions
+// (not adjustable): a sharded subscriber takes one per tag.
+const maxTopicSubscriptions = 100
+
 // topicTagShard returns i for TopicTag(i), or false for any other tag.
 func topicTagShard(tag string) (int, bool) {
 	s, ok := strings.CutPrefix(tag, topicTagPrefix)
@@ -97,13 +101,17 @@ func checkTags(queues []string, tags int) error {
 // queues, in shard order, a sharded subscriber of a topic whose publisher
 // tags its messages with TopicTag(0..tags-1): one per tag i, named
 // subscriber-i, pushing into queues[i mod S] with FilterTag TopicTag(i).
-// S must divide tags.
+// S must divide tags, and tags is at most 100, the service's cap on a
+// topic's subscriptions.
 func TopicSubscriptions(subscriber string, queues []string, tags int) ([]TopicSubscription, error) {
 	if err := checkTags(queues, tags); err != nil {
 		return nil, err
 	}
 	if subscriber == "" {
 		return nil, fmt.Errorf("scaleout: %w: the subscriber needs a name, the prefix of its subscriptions' names", seqstore.ErrInvalidArgument)
+	}
+	if tags > maxTopicSubscriptions {
+		return nil, fmt.Errorf("scaleout: %w: a sharded subscriber of %d tags needs %d subscriptions; an MNS topic has at most %d", seqstore.ErrInvalidArgument, tags, tags, maxTopicSubscriptions)
 	}
 	out := make([]TopicSubscription, tags)
 	for i := range out {

@@ -37,7 +37,7 @@ func TestTopicSubscriptionsPlanAndChecks(t *testing.T) {
 	for _, bad := range []struct {
 		queues []string
 		tags   int
-	}{{queues[:3], 8}, {nil, 8}, {queues, 0}, {queues, seqstore.MaxShards + 1}, {[]string{"a", "a"}, 8}} {
+	}{{queues[:3], 8}, {nil, 8}, {queues, 0}, {queues, seqstore.MaxShards + 1}, {[]string{"a", "a"}, 8}, {queues, 104}} {
 		_, err := scaleout.TopicSubscriptions("billing", bad.queues, bad.tags)
 		assert.ErrorIs(t, err, seqstore.ErrInvalidArgument, "%d queues over %d tags", len(bad.queues), bad.tags)
 	}
