@@ -111,8 +111,9 @@ type config struct {
 	seed      int64
 	verbose   bool
 	timeout   time.Duration
-	measure   bool // -measure: count requests per message at R=1,S=1 and R=receivers,S=shards
-	coalesce  bool // -measure -coalesce: send through the coalescing router (coalesce.go)
+	measure   bool          // -measure: count requests per message at R=1,S=1 and R=receivers,S=shards
+	coalesce  bool          // -measure -coalesce: send through the coalescing router (coalesce.go)
+	latency   time.Duration // -measure: the emulator's latency per message operation
 }
 
 func main() {
@@ -163,6 +164,7 @@ func parse(args []string, stdout, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "give up after this long")
 	fs.BoolVar(&c.measure, "measure", false, "instead: send the load through 1 receiver over 1 queue, then -receivers over -shards, on the emulator, and print the queue requests and store calls per message")
 	fs.BoolVar(&c.coalesce, "coalesce", false, "with -measure, send through a router that merges concurrent batches per shard (a proposal for scaleout's) instead of scaleout.NewSender")
+	fs.DurationVar(&c.latency, "latency", 0, "with -measure, the emulator's latency per message operation (real MNS in a region: a few ms)")
 	cmdline.SetUsage(fs, synopsis,
 		cmdline.Env{Name: "MNS_ENDPOINT", Help: "run on real MNS at this endpoint instead of the embedded emulator"},
 		cmdline.EnvKeyID, cmdline.EnvSecret,

@@ -152,7 +152,7 @@ func (m measured) per(n int64) float64 { return float64(n) / float64(m.msgs) }
 // so that joins and handovers are not counted.
 func measureRun(ctx context.Context, c config, receivers, shards int) (m measured, err error) {
 	m = measured{receivers: receivers, shards: shards, msgs: c.groups * c.messages, c: &counts{}}
-	srv, err := mnstest.NewServer(&mnstest.Options{Seed: c.seed})
+	srv, err := mnstest.NewServer(&mnstest.Options{Seed: c.seed, Faults: mnstest.Faults{Latency: c.latency}})
 	if err != nil {
 		return m, err
 	}
@@ -314,8 +314,8 @@ func measure(ctx context.Context, c config) error {
 	if c.coalesce {
 		sender = "the coalescing router (-coalesce)"
 	}
-	fmt.Fprintf(c.out, "measure: %d messages (%d groups x %d) sent %s through %s, handlers %v; emulator without chaos, memstore; per message:\n\n",
-		c.groups*c.messages, c.groups, c.messages, rate, sender, c.work)
+	fmt.Fprintf(c.out, "measure: %d messages (%d groups x %d) sent %s through %s, handlers %v; emulator without chaos, latency %v, memstore; per message:\n\n",
+		c.groups*c.messages, c.groups, c.messages, rate, sender, c.work, c.latency)
 	var rows []measured
 	for _, rs := range [][2]int{{1, 1}, {c.receivers, c.shards}} {
 		m, err := measureRun(ctx, c, rs[0], rs[1])
