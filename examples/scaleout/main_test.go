@@ -139,7 +139,7 @@ func TestMeasure(t *testing.T) {
 	require.NoError(t, measure(t.Context(), c), "output:\n%s", out.String())
 	text := out.String()
 	t.Logf("\n%s", text)
-	row := regexp.MustCompile(`(?m)^ +1 +1 +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+) +(\d+) +[0-9.]+s *$`).FindStringSubmatch(text)
+	row := regexp.MustCompile(`(?m)^ +1 +1 +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+) +[0-9.]+ +[0-9.]+ +[0-9.]+ +(\d+) +[0-9.]+s *$`).FindStringSubmatch(text)
 	require.NotNil(t, row, "the R=1, S=1 row")
 	q, err := strconv.ParseFloat(row[6], 64)
 	require.NoError(t, err)

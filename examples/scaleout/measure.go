@@ -330,13 +330,14 @@ func measure(ctx context.Context, c config) error {
 
 func printMeasure(out io.Writer, rows []measured) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "R\tS\tsend\treceive\t(empty)\tdelete\tvisibility\tqueue\tstore\tlease calls\ttook\t")
+	fmt.Fprintln(tw, "R\tS\tsend\treceive\t(empty)\tdelete\tvisibility\tqueue\tstore\t(sender)\t(cursor)\t(advance)\tlease calls\ttook\t")
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 4, 64) }
 	for _, m := range rows {
 		c := m.c
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%.1fs\t\n", m.receivers, m.shards,
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%.1fs\t\n", m.receivers, m.shards,
 			f(m.per(c.send.Load())), f(m.per(c.receive.Load())), f(m.per(c.emptyReceive.Load())), f(m.per(c.delete.Load())),
-			f(m.per(c.changeVisibility.Load())), f(m.per(c.queue())), f(m.per(c.store())), c.lease.Load(), m.took.Seconds())
+			f(m.per(c.changeVisibility.Load())), f(m.per(c.queue())), f(m.per(c.store())),
+			f(m.per(c.reserve.Load()+c.sent.Load())), f(m.per(c.cursors.Load())), f(m.per(c.advance.Load())), c.lease.Load(), m.took.Seconds())
 	}
 	_ = tw.Flush()
 	if len(rows) == 2 {
