@@ -53,6 +53,31 @@
 //	-gap-skip   skip a missing seq once it is -gap-timeout old, instead of
 //	            waiting for it; a copy that comes later is printed as
 //	            "receive unordered message"
+//	-shards S   run as one member of a scale-out (package ordered/scaleout):
+//	            the logical queue -queue is S shard queues, <queue>-0 ..
+//	            <queue>-{S-1} (created if missing), which the members share
+//	            through leases in -store (redis://, postgres://, mysql:// or
+//	            sqlite:FILE; a filestore holds no leases); a sender places
+//	            each group on a shard (scaleout.NewSender)
+//	-member     with -shards, this member's name, stable across restarts
+//	            (default the host name): a restarted member gets its
+//	            shards back
+//	-ttl        with -shards, the lease TTL (default 15s), renewed every
+//	            TTL/3; a member that cannot renew stops its shards 2/3 TTL
+//	            after its last good renewal
+//
+// With -shards, receive prints each message it handles with its group and
+// shard, and on stderr each change of its own shards (as examples/scaleout
+// prints them: acquired, hands over, released, lost) and, whenever it
+// changes, who owns which shard as the store has it:
+//
+//	receive: r1 acquired shard 2 (token 7)
+//	receive: owners: r1 [0 2], r2 [1 3]
+//
+// It runs until -n messages were handled when -n is given, else until
+// -timeout or SIGINT/SIGTERM, and then hands its shards over (drained, then
+// released) so that the other members take them at once. Start several,
+// with distinct -member names, to see the shards spread and move.
 //
 // With the default endpoint, or any loopback one, and no MNS_ACCESS_KEY_ID,
 // the emulator's published key is used. -h lists the flags and the
@@ -99,6 +124,7 @@ import (
 	"github.com/inorder/inorder/ordered"
 	"github.com/inorder/inorder/ordered/mnsqueue"
 	"github.com/inorder/inorder/ordered/mnsqueue/mnstest"
+	"github.com/inorder/inorder/seqstore"
 )
 
 func main() {
@@ -125,6 +151,11 @@ type config struct {
 	lowest                 bool
 	gapTimeout             time.Duration
 	gapSkip                bool
+	// Scale-out (-shards): this process is one member.
+	shards int
+	member string
+	ttl    time.Duration
+	nSet   bool // -n was given
 }
 
 const synopsis = `receive [flags]: receive the messages that command send sent, in order, and
@@ -147,6 +178,9 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.lowest, "lowest", false, "with no stored cursor, start at the lowest seq in the queue (after a lost store)")
 	fs.DurationVar(&c.gapTimeout, "gap-timeout", 5*time.Second, "report a group stuck on a missing seq after this long (the library's default is 30s)")
 	fs.BoolVar(&c.gapSkip, "gap-skip", false, "skip a missing seq once it is -gap-timeout old instead of waiting for it")
+	fs.IntVar(&c.shards, "shards", 0, "run as one member of a scale-out over this many shard queues, <queue>-0, <queue>-1, ... (0: receive <queue> alone); needs a -store that holds leases")
+	fs.StringVar(&c.member, "member", "", "with -shards, this member's name, stable across restarts (default the host name)")
+	fs.DurationVar(&c.ttl, "ttl", 15*time.Second, "with -shards, the lease TTL (renewed every TTL/3, fenced 2/3 TTL after the last good renewal)")
 	cmdline.SetUsage(fs, synopsis,
 		cmdline.Env{Name: "MNS_ENDPOINT", Help: "-endpoint's default"},
 		cmdline.Env{Name: "MNS_QUEUE", Help: "-queue's default"},
@@ -156,8 +190,12 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	if err := cmdline.Parse(fs, args); err != nil {
 		return c, err
 	}
+	fs.Visit(func(f *flag.Flag) { c.nSet = c.nSet || f.Name == "n" })
 	if c.queue == "" {
 		c.queue = "inorder-sample"
+	}
+	if err := c.checkMember(); err != nil {
+		return c, err
 	}
 	storeFlag := c.store != ""
 	if c.store == "" {
@@ -177,6 +215,9 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("-store: %w", err)
 	}
 	c.storeSpec = spec
+	if c.shards > 0 && spec.Kind == storeurl.File {
+		return c, fmt.Errorf("-shards: -store %s is a filestore, which holds no leases: the members of a scale-out share a store: use redis://, postgres://, mysql:// or sqlite:FILE", spec)
+	}
 	if storeFlag && spec.HasPassword() {
 		fmt.Fprintln(stderr, "receive: WARNING: other users of this machine can read the password in -store (ps, /proc); set INORDER_STORE instead")
 	}
@@ -208,6 +249,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	c, err := parse(args, stderr)
 	if err != nil {
 		return err
+	}
+	if c.shards > 0 {
+		return runMember(ctx, c, stdout, stderr)
 	}
 	qlog, log := cmdline.Loggers(c.verbose, stderr, slog.LevelDebug, c.queue)
 	drv, err := mnsqueue.New(ctx, c.endpoint, c.queue, c.cred, &mnsqueue.Options{Logger: log})
@@ -299,4 +343,29 @@ func closeQueue(q *ordered.Queue) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return q.Close(ctx)
+}
+
+// checkMember validates the scale-out flags, and names the member after
+// the host when -member is not given.
+func (c *config) checkMember() error {
+	if c.shards == 0 {
+		if c.member != "" {
+			return errors.New("-member needs -shards")
+		}
+		return nil
+	}
+	if c.shards < 0 || c.shards > seqstore.MaxShards {
+		return fmt.Errorf("-shards %d: want 1..%d", c.shards, seqstore.MaxShards)
+	}
+	if c.ttl < 600*time.Millisecond {
+		return fmt.Errorf("-ttl %v: want at least 600ms", c.ttl)
+	}
+	if c.member == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			return errors.New("-shards: no -member, and the host has no name")
+		}
+		c.member = host
+	}
+	return nil
 }

@@ -460,7 +460,7 @@ func TestCommandLine(t *testing.T) {
 	t.Setenv("INORDER_STORE", "")
 	var stdout, stderr strings.Builder
 	require.Equal(t, 0, command(t.Context(), []string{"-h"}, &stdout, &stderr), "-h is a success")
-	for _, want := range []string{"Usage of receive:", "-lowest", "-gap-skip", "-gap-timeout", "Environment:",
+	for _, want := range []string{"Usage of receive:", "-lowest", "-gap-skip", "-gap-timeout", "-shards", "-member", "-ttl", "Environment:",
 		"MNS_ENDPOINT", "MNS_QUEUE", "MNS_ACCESS_KEY_ID", "MNS_ACCESS_KEY_SECRET", "INORDER_STORE", "INORDER_KEY"} {
 		assert.Contains(t, stderr.String(), want, "usage")
 	}

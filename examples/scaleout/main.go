@@ -43,11 +43,28 @@
 // examples do (see examples/internal/storeurl). A filestore (file:DIR, or a
 // bare directory) is refused: it holds no leases.
 //
+// With -measure it instead sends the same load (-groups x -messages at
+// -rate, handlers taking -work) twice, each time on a fresh emulator
+// without chaos and a fresh memstore: through one receiver over one queue,
+// then through -receivers receivers over -shards shards, and prints the
+// queue requests per message by kind (the drivers' calls: sends,
+// receives, of them empty, deletes, visibility changes), the store calls
+// per message (the sender's reservations and marks, the receivers' cursor
+// reads and claims, advances and parks) and the lease calls, counted from
+// the first send (the receivers have joined and settled before) until
+// every message was handled and the receivers stopped:
+//
+//	go run ./examples/scaleout -measure -receivers 4 -shards 16 -groups 200 -messages 50 -rate 0 -work 0
+//
+// -coalesce sends through a router that merges the bodies of concurrent
+// batches per shard (coalesce.go), a proposal for scaleout.NewSender's,
+// which splits each batch the sender formed by shard.
+//
 // Usage:
 //
 //	go run ./examples/scaleout [-shards 8] [-groups 40] [-messages 50] [-rate 150] [-receivers 3]
 //	                           [-kill r2] [-stop r1] [-ttl 3s] [-work 5ms] [-every 3s]
-//	                           [-store URL] [-name inorder-scaleout] [-keep] [-seed 1] [-v] [-timeout 2m]
+//	                           [-store URL] [-name inorder-scaleout] [-keep] [-seed 1] [-v] [-timeout 2m] [-measure]
 //
 // -h lists the flags and the environment and exits 0.
 package main
@@ -94,6 +111,9 @@ type config struct {
 	seed      int64
 	verbose   bool
 	timeout   time.Duration
+	measure   bool          // -measure: count requests per message at R=1,S=1 and R=receivers,S=shards
+	coalesce  bool          // -measure -coalesce: send through the coalescing router (coalesce.go)
+	latency   time.Duration // -measure: the emulator's latency per message operation
 }
 
 func main() {
@@ -104,7 +124,9 @@ func main() {
 // success and for -h, 2 for a bad command line, 1 for any other failure.
 func command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c, err := parse(args, stdout, stderr)
-	if err == nil {
+	if err == nil && c.measure {
+		err = measure(ctx, c)
+	} else if err == nil {
 		err = run(ctx, c)
 		if ep := os.Getenv("MNS_ENDPOINT"); ep != "" {
 			err = cmdline.Unreachable(err, ep)
@@ -140,6 +162,9 @@ func parse(args []string, stdout, stderr io.Writer) (config, error) {
 	fs.Int64Var(&c.seed, "seed", 1, "seed of the emulator's chaos")
 	fs.BoolVar(&c.verbose, "v", false, "log what the queues, the MNS driver and the store warn about to stderr")
 	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "give up after this long")
+	fs.BoolVar(&c.measure, "measure", false, "instead: send the load through 1 receiver over 1 queue, then -receivers over -shards, on the emulator, and print the queue requests and store calls per message")
+	fs.BoolVar(&c.coalesce, "coalesce", false, "with -measure, send through a router that merges concurrent batches per shard (a proposal for scaleout's) instead of scaleout.NewSender")
+	fs.DurationVar(&c.latency, "latency", 0, "with -measure, the emulator's latency per message operation (real MNS in a region: a few ms)")
 	cmdline.SetUsage(fs, synopsis,
 		cmdline.Env{Name: "MNS_ENDPOINT", Help: "run on real MNS at this endpoint instead of the embedded emulator"},
 		cmdline.EnvKeyID, cmdline.EnvSecret,
@@ -182,6 +207,9 @@ func (c config) validate() error {
 		return fmt.Errorf("-ttl %v: want at least 600ms", c.ttl)
 	case c.every <= 0 || c.work < 0 || c.timeout <= 0:
 		return errors.New("-every and -timeout must be positive, -work not negative")
+	}
+	if c.measure {
+		return nil // -kill and -stop do not apply
 	}
 	ends := 0
 	for _, m := range []struct{ flag, name string }{{"-kill", c.kill}, {"-stop", c.stop}} {

@@ -44,6 +44,13 @@
 //	            bytes, e.g. from openssl rand -base64 32), bound to the queue's
 //	            name; environment only, a flag would show in ps. Roll out
 //	            senders first: a receiver without the key ignores the MAC
+//	-shards S   send to a scale-out logical queue (package ordered/scaleout):
+//	            S shard queues <queue>-0 .. <queue>-{S-1}, created if
+//	            missing, each group to the shard of its name's hash; run
+//	            command receive -shards S -member NAME (several, with
+//	            distinct names and a shared -store) to receive them
+//	-groups     spread the messages round-robin over groups g1, g2, ...
+//	            (default 1: the default group, as the sample)
 //	-v          log what the queue, the MNS driver and the store report
 //	            (debug level) to stderr
 //	-legacy     write the sample's own "#<seq>#<body>" header instead of the
@@ -80,6 +87,8 @@ import (
 	"github.com/inorder/inorder/ordered/driver"
 	"github.com/inorder/inorder/ordered/mnsqueue"
 	"github.com/inorder/inorder/ordered/mnsqueue/mnstest"
+	"github.com/inorder/inorder/ordered/scaleout"
+	"github.com/inorder/inorder/seqstore"
 )
 
 func main() {
@@ -103,6 +112,8 @@ type config struct {
 	verbose                bool
 	n                      int
 	legacy                 bool
+	shards                 int // -shards: the logical queue's shard queues (0: the one queue)
+	groups                 int
 }
 
 const synopsis = `send [flags]: send the numbers 1..n, in order, to an MNS queue through
@@ -122,6 +133,8 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.verbose, "v", false, "log what the queue, the MNS driver and the store report (debug level) to stderr")
 	fs.IntVar(&c.n, "n", 20, "messages to send")
 	fs.BoolVar(&c.legacy, "legacy", false, `write the sample's "#<seq>#<body>" header`)
+	fs.IntVar(&c.shards, "shards", 0, "send to a scale-out logical queue of this many shard queues, <queue>-0, <queue>-1, ..., each group to its shard (0: to <queue>)")
+	fs.IntVar(&c.groups, "groups", 1, "spread the messages round-robin over this many groups, g1, g2, ... (1: the default group)")
 	cmdline.SetUsage(fs, synopsis,
 		cmdline.Env{Name: "MNS_ENDPOINT", Help: "-endpoint's default"},
 		cmdline.Env{Name: "MNS_QUEUE", Help: "-queue's default"},
@@ -158,6 +171,14 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	if c.n < 1 {
 		return c, fmt.Errorf("-n %d: want at least 1", c.n)
 	}
+	switch {
+	case c.shards < 0 || c.shards > seqstore.MaxShards:
+		return c, fmt.Errorf("-shards %d: want 0..%d", c.shards, seqstore.MaxShards)
+	case c.groups < 1:
+		return c, fmt.Errorf("-groups %d: want at least 1", c.groups)
+	case c.legacy && c.groups > 1:
+		return c, errors.New("-legacy writes one group's header: it takes no -groups")
+	}
 	c.cred = mnsqueue.Credentials{AccessKeyID: os.Getenv("MNS_ACCESS_KEY_ID"), AccessKeySecret: os.Getenv("MNS_ACCESS_KEY_SECRET")}
 	if k := os.Getenv("INORDER_KEY"); k != "" {
 		// ordered.New refuses it too; here it fails before any connection.
@@ -185,11 +206,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	qlog, log := cmdline.Loggers(c.verbose, stderr, slog.LevelDebug, c.queue)
-	drv, err := openQueue(ctx, c, &mnsqueue.Options{Logger: log})
-	if err != nil {
-		return cmdline.Unreachable(err, c.endpoint)
+	// The queue, or with -shards the shard queues <queue>-0.. (which
+	// examples/receive -shards receives as a scale-out member).
+	var shards []scaleout.Shard
+	for i := range max(c.shards, 1) {
+		name := c.queue
+		if c.shards > 0 {
+			name = c.queue + "-" + strconv.Itoa(i)
+		}
+		drv, err := openQueue(ctx, c, name, &mnsqueue.Options{Logger: log})
+		if err != nil {
+			return cmdline.Unreachable(err, c.endpoint)
+		}
+		defer drv.Close()
+		shards = append(shards, scaleout.Shard{Name: name, Queue: drv})
 	}
-	defer drv.Close()
 
 	backend, err := c.storeSpec.Open(ctx, &storeurl.Options{Logger: log})
 	if err != nil {
@@ -210,7 +241,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if c.legacy {
 		opts.Send.Format = ordered.FormatLegacy
 	}
-	q, err := ordered.New(ctx, drv, backend.Store, opts)
+	var q *ordered.Queue
+	if c.shards > 0 {
+		opts.Name = c.queue // the logical queue: the receivers' -queue
+		q, err = scaleout.NewSender(ctx, shards, backend.Store, opts)
+	} else {
+		q, err = ordered.New(ctx, shards[0].Queue, backend.Store, opts)
+	}
 	if err != nil {
 		return err
 	}
@@ -222,7 +259,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// flight; order is restored by the receiver from the sequence ids.
 	results := make([]*ordered.SendResult, 0, c.n)
 	for i := 1; i <= c.n; i++ {
-		r, err := q.SendAsync(ctx, "", []byte(strconv.Itoa(i)))
+		r, err := q.SendAsync(ctx, c.group(i), []byte(strconv.Itoa(i)))
 		if err != nil {
 			q.Close(context.Background())
 			return fmt.Errorf("send message %d: %w", i, err)
@@ -237,7 +274,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 			continue
 		}
-		fmt.Fprintf(stdout, "send message body is %d (seq %d)\n", i+1, r.Seq())
+		where := ""
+		if g := c.group(i + 1); g != "" {
+			where = "group " + g + ", "
+		}
+		if c.shards > 0 {
+			where += fmt.Sprintf("shard %d, ", scaleout.ShardOf(c.group(i+1), c.shards))
+		}
+		fmt.Fprintf(stdout, "send message body is %d (%sseq %d)\n", i+1, where, r.Seq())
 	}
 	meter.Stop()
 	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -248,21 +292,35 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if first != nil {
 		return first
 	}
-	fmt.Fprintf(stdout, "Finish send %d messages to queue %s\n", c.n, c.queue)
+	if c.shards > 0 {
+		fmt.Fprintf(stdout, "Finish send %d messages to queue %s (%d shards)\n", c.n, c.queue, c.shards)
+	} else {
+		fmt.Fprintf(stdout, "Finish send %d messages to queue %s\n", c.n, c.queue)
+	}
 	return nil
 }
 
-// openQueue opens the MNS driver, creating the queue if it does not exist.
-func openQueue(ctx context.Context, c config, opts *mnsqueue.Options) (*mnsqueue.Queue, error) {
-	q, err := mnsqueue.New(ctx, c.endpoint, c.queue, c.cred, opts)
+// group returns the group of message i (from 1): "" with one group, else
+// g1, g2, ... round-robin.
+func (c config) group(i int) string {
+	if c.groups <= 1 {
+		return ""
+	}
+	return "g" + strconv.Itoa((i-1)%c.groups+1)
+}
+
+// openQueue opens the MNS driver of the queue name, creating the queue if
+// it does not exist.
+func openQueue(ctx context.Context, c config, name string, opts *mnsqueue.Options) (*mnsqueue.Queue, error) {
+	q, err := mnsqueue.New(ctx, c.endpoint, name, c.cred, opts)
 	if errors.Is(err, driver.ErrQueueNotFound) {
-		if err := mnsqueue.CreateQueue(ctx, c.endpoint, c.cred, c.queue, nil); err != nil && !errors.Is(err, mnsqueue.ErrQueueExists) {
-			return nil, fmt.Errorf("create queue %s: %w", c.queue, err)
+		if err := mnsqueue.CreateQueue(ctx, c.endpoint, c.cred, name, nil); err != nil && !errors.Is(err, mnsqueue.ErrQueueExists) {
+			return nil, fmt.Errorf("create queue %s: %w", name, err)
 		}
-		q, err = mnsqueue.New(ctx, c.endpoint, c.queue, c.cred, opts)
+		q, err = mnsqueue.New(ctx, c.endpoint, name, c.cred, opts)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open queue %s at %s: %w", c.queue, c.endpoint, err)
+		return nil, fmt.Errorf("open queue %s at %s: %w", name, c.endpoint, err)
 	}
 	return q, nil
 }

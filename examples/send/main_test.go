@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/inorder/inorder/ordered/mnsqueue/mnstest"
+	"github.com/inorder/inorder/ordered/scaleout"
 )
 
 func TestMain(m *testing.M) {
@@ -150,4 +152,39 @@ func TestRun(t *testing.T) {
 	info, err := srv.Queue("orders")
 	require.NoError(t, err)
 	assert.Equal(t, 300, info.Active+info.Inactive+info.Delayed)
+}
+
+// TestShards: -shards 4 -groups 6 sends each group to its shard queue,
+// <queue>-0..<queue>-3, and says where each message went; bad values are
+// refused.
+func TestShards(t *testing.T) {
+	srv, err := mnstest.NewServer(nil)
+	require.NoError(t, err)
+	defer srv.Close()
+	t.Setenv("INORDER_STORE", "")
+	t.Setenv("MNS_ENDPOINT", srv.Endpoint())
+	t.Setenv("MNS_ACCESS_KEY_ID", srv.AccessKeyID())
+	t.Setenv("MNS_ACCESS_KEY_SECRET", srv.AccessKeySecret())
+	var stdout, stderr strings.Builder
+	code := command(t.Context(), []string{"-queue", "orders", "-shards", "4", "-groups", "6", "-n", "24", "-store", "file:" + t.TempDir()}, &stdout, &stderr)
+	require.Equal(t, 0, code, "stderr: %s", stderr.String())
+	want := map[string]int{}
+	for g := 1; g <= 6; g++ {
+		s := scaleout.ShardOf(fmt.Sprintf("g%d", g), 4)
+		want[fmt.Sprintf("orders-%d", s)] += 4
+		assert.Contains(t, stdout.String(), fmt.Sprintf("send message body is %d (group g%d, shard %d, seq 1)\n", g, g, s))
+	}
+	assert.Contains(t, stdout.String(), "Finish send 24 messages to queue orders (4 shards)")
+	for i := range 4 {
+		name := fmt.Sprintf("orders-%d", i)
+		info, err := srv.Queue(name)
+		require.NoError(t, err, "shard queue %s created", name)
+		assert.Equal(t, want[name], info.Active, "messages in %s", name)
+	}
+
+	for _, args := range [][]string{{"-shards", "-1"}, {"-shards", "1025"}, {"-groups", "0"}, {"-legacy", "-groups", "2"}} {
+		stderr.Reset()
+		assert.Equal(t, 1, command(t.Context(), append(args, "-store", "file:"+t.TempDir()), &stdout, &stderr), "%v", args)
+		assert.NotEmpty(t, stderr.String(), "%v says why", args)
+	}
 }
