@@ -56,10 +56,6 @@
 //
 //	go run ./examples/scaleout -measure -receivers 4 -shards 16 -groups 200 -messages 50 -rate 0 -work 0
 //
-// -coalesce sends through a router that merges the bodies of concurrent
-// batches per shard (coalesce.go), a proposal for scaleout.NewSender's,
-// which splits each batch the sender formed by shard.
-//
 // Usage:
 //
 //	go run ./examples/scaleout [-shards 8] [-groups 40] [-messages 50] [-rate 150] [-receivers 3]
@@ -112,7 +108,6 @@ type config struct {
 	verbose   bool
 	timeout   time.Duration
 	measure   bool          // -measure: count requests per message at R=1,S=1 and R=receivers,S=shards
-	coalesce  bool          // -measure -coalesce: send through the coalescing router (coalesce.go)
 	latency   time.Duration // -measure: the emulator's latency per message operation
 }
 
@@ -163,7 +158,6 @@ func parse(args []string, stdout, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.verbose, "v", false, "log what the queues, the MNS driver and the store warn about to stderr")
 	fs.DurationVar(&c.timeout, "timeout", 2*time.Minute, "give up after this long")
 	fs.BoolVar(&c.measure, "measure", false, "instead: send the load through 1 receiver over 1 queue, then -receivers over -shards, on the emulator, and print the queue requests and store calls per message")
-	fs.BoolVar(&c.coalesce, "coalesce", false, "with -measure, send through a router that merges concurrent batches per shard (a proposal for scaleout's) instead of scaleout.NewSender")
 	fs.DurationVar(&c.latency, "latency", 0, "with -measure, the emulator's latency per message operation (real MNS in a region: a few ms)")
 	cmdline.SetUsage(fs, synopsis,
 		cmdline.Env{Name: "MNS_ENDPOINT", Help: "run on real MNS at this endpoint instead of the embedded emulator"},

@@ -149,15 +149,13 @@ func TestMeasure(t *testing.T) {
 	assert.Regexp(t, `queue requests per message: R=2,S=4 is [0-9.]+x R=1,S=1 \([+-][0-9.]+%\); store calls per message: [0-9.]+x`, text)
 }
 
-// TestMeasureCoalesce: at full speed over 16 shards (the emulator's
-// latency 2ms, which steadies the batches' sizes), the router that
-// splits each batch by shard makes several times the requests of one
-// queue; the coalescing router (one request in flight per shard, the
-// sender's in-flight bound scaled by S) stays close: 1.05x when the machine
-// is quiet, up to 1.11x seen under -race on a loaded one, 1.02x with R=4 on
-// -groups 200 -messages 50; the bound is 1.25x (without the Concurrency
-// scaling it made 1.68x).
-func TestMeasureCoalesce(t *testing.T) {
+// TestMeasureRequestRatio: at full speed over 16 shards (the emulator's
+// latency 2ms, which steadies the batches' sizes), scaleout.NewSender's
+// router merges each shard's bodies, and the sender's in-flight bound grows
+// with S, so the queue requests per message stay close to one queue's.
+// A router that split each batch by shard made 1.7-4x; one that merged
+// without the Concurrency scaling, 1.68x. The bound is 1.25x.
+func TestMeasureRequestRatio(t *testing.T) {
 	ratio := func(extra ...string) float64 {
 		args := append([]string{"-measure", "-receivers", "2", "-shards", "16", "-groups", "200", "-messages", "20", "-rate", "0", "-work", "0", "-latency", "2ms", "-timeout", "60s"}, extra...)
 		c, err := parse(args, nil, nil)
@@ -172,6 +170,5 @@ func TestMeasureCoalesce(t *testing.T) {
 		require.NoError(t, err)
 		return r
 	}
-	assert.Greater(t, ratio(), 1.4, "scaleout.NewSender's router splits batches")
-	assert.LessOrEqual(t, ratio("-coalesce"), 1.25, "the coalescing router keeps batches full")
+	assert.LessOrEqual(t, ratio(), 1.25, "the router keeps each shard's batches full")
 }

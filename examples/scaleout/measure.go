@@ -261,22 +261,8 @@ func measureRun(ctx context.Context, c config, receivers, shards int) (m measure
 	if err != nil {
 		return m, err
 	}
-	var snd *ordered.Queue
-	if c.coalesce && shards > 1 {
-		drvs := make([]driver.Queue, len(sh))
-		for i := range sh {
-			drvs[i] = sh[i].Queue
-		}
-		co, err := newCoalescer(drvs)
-		if err != nil {
-			return m, err
-		}
-		closers = append(closers, co.Close)
-		snd, err = ordered.New(ctx, co, store, &ordered.Options{Name: c.name, Send: ordered.SendOptions{Concurrency: 16 * shards}})
-		if err != nil {
-			return m, err
-		}
-	} else if snd, err = scaleout.NewSender(ctx, sh, store, &ordered.Options{Name: c.name}); err != nil {
+	snd, err := scaleout.NewSender(ctx, sh, store, &ordered.Options{Name: c.name})
+	if err != nil {
 		return m, err
 	}
 	closers = append(closers, func() error { return snd.Close(context.Background()) })
@@ -311,9 +297,6 @@ func measure(ctx context.Context, c config) error {
 		rate = fmt.Sprintf("at %g/s", c.rate)
 	}
 	sender := "scaleout.NewSender"
-	if c.coalesce {
-		sender = "the coalescing router (-coalesce)"
-	}
 	fmt.Fprintf(c.out, "measure: %d messages (%d groups x %d) sent %s through %s, handlers %v; emulator without chaos, latency %v, memstore; per message:\n\n",
 		c.groups*c.messages, c.groups, c.messages, rate, sender, c.work, c.latency)
 	var rows []measured

@@ -41,7 +41,8 @@ func TestAttackLegacyBodiesRoutedToAShardThatRefusesThem(t *testing.T) {
 	const n = 2
 	require.NotEqual(t, 0, shard.Of("", n), "the premise: group \"\" lives on shard 1 of 2")
 	qs := []*memqueue.Queue{memqueue.New(nil), memqueue.New(nil)}
-	r := newRouter([]driver.Queue{qs[0], qs[1]})
+	r, err := newRouter([]driver.Queue{qs[0], qs[1]}, 16)
+	require.NoError(t, err)
 	legacy := envelope.Append(nil, envelope.Header{Legacy: true, Seq: 1}, []byte("p"))
 	v1 := envelope.Append(nil, envelope.Header{Group: "x", Epoch: 1, Seq: 1}, []byte("p"))
 	require.NoError(t, r.SendBatch(ctx, [][]byte{legacy, v1}))
@@ -58,7 +59,7 @@ func TestAttackLegacyBodiesRoutedToAShardThatRefusesThem(t *testing.T) {
 	// The receiver of the shard the legacy body landed on must accept its
 	// stream (queue name, group "").
 	f := &fencedStore{Store: memstore.New(), shard: sentTo, shards: n, token: 1, onFence: func(error) {}}
-	_, err := f.Cursors(ctx, []seqstore.Stream{{Queue: "orders", Group: ""}})
+	_, err = f.Cursors(ctx, []seqstore.Stream{{Queue: "orders", Group: ""}})
 	require.NoError(t, err, "the legacy body went to shard %d, whose receiver refuses its group \"\"", sentTo)
 }
 

@@ -3,9 +3,9 @@ package scaleout
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
+	"github.com/inorder/inorder/internal/batcher"
 	"github.com/inorder/inorder/internal/envelope"
 	"github.com/inorder/inorder/internal/shard"
 	"github.com/inorder/inorder/ordered/driver"
@@ -17,68 +17,110 @@ var errSendOnly = errors.New("scaleout: the sender's queue over the shards only 
 
 // router is the driver.Queue of a sender: it sends each body to the shard
 // of the group its header names (shard 0 for a body without one).
+//
+// The sender forms its batches across groups, so a batch split by shard
+// would become up to S requests of a body or two (R=4, S=16 made 3.7x the
+// requests of one queue). Each shard therefore has a batcher that merges
+// the bodies of concurrent SendBatch calls: an idle shard sends at once,
+// and while a shard's requests are in flight, its next request starts
+// only once a full batch waits, up to the sender's Concurrency per shard.
 type router struct {
-	shards []driver.Queue
+	shards []*batcher.Batcher[outBody]
+	drvs   []driver.Queue
 	limits driver.Limits
 }
 
-func newRouter(shards []driver.Queue) *router {
+// outBody is a message body, counted against the request's byte bound by
+// its length.
+type outBody []byte
+
+func (b outBody) Size() int { return len(b) }
+
+// newRouter returns the router over shards, with up to concurrency
+// requests in flight per shard.
+func newRouter(shards []driver.Queue, concurrency int) (*router, error) {
 	l := shards[0].Limits()
 	for _, q := range shards[1:] {
 		o := q.Limits()
 		l.MaxBatch = min(l.MaxBatch, o.MaxBatch)
 		l.MaxBody = min(l.MaxBody, o.MaxBody)
+		if o.MaxBatchBytes > 0 && (l.MaxBatchBytes == 0 || o.MaxBatchBytes < l.MaxBatchBytes) {
+			l.MaxBatchBytes = o.MaxBatchBytes
+		}
 	}
-	return &router{shards: shards, limits: l}
+	r := &router{drvs: shards, limits: l}
+	if len(shards) == 1 {
+		return r, nil // SendBatch passes the sender's batches through
+	}
+	for _, q := range shards {
+		b, err := batcher.New(&batcher.Options{
+			MaxHandlers: max(1, concurrency), MaxItems: l.MaxBatch, MaxSize: l.MaxBatchBytes,
+			Backlog: max(0, l.MaxBatch-1),
+		}, func(batch []outBody, errs []error) {
+			bodies := make([][]byte, len(batch))
+			for i, b := range batch {
+				bodies[i] = b
+			}
+			// The request serves several callers: none of their contexts
+			// is its own, and the driver's timeout bounds it.
+			spread(q.SendBatch(context.Background(), bodies), errs)
+		})
+		if err != nil {
+			return nil, err
+		}
+		r.shards = append(r.shards, b)
+	}
+	return r, nil
+}
+
+// spread sets errs from the outcome of a batch request.
+func spread(err error, errs []error) {
+	var be *driver.BatchError
+	perEntry := errors.As(err, &be) && len(be.Errs) == len(errs)
+	for i := range errs {
+		if perEntry {
+			errs[i] = be.Errs[i]
+		} else {
+			errs[i] = err
+		}
+	}
 }
 
 func (r *router) Limits() driver.Limits { return r.limits }
 
-// SendBatch splits the batch by shard and sends the parts at once, one
-// request per shard; the outcome is reported body by body.
+// SendBatch hands each body to its shard's batcher and reports the
+// outcome body by body. A body whose outcome ctx did not wait for may
+// still be sent: the sender retries it under the same seq, and receivers
+// drop the copy.
 func (r *router) SendBatch(ctx context.Context, bodies [][]byte) error {
-	if len(r.shards) == 1 {
-		return r.shards[0].SendBatch(ctx, bodies)
+	if len(r.drvs) == 1 {
+		return r.drvs[0].SendBatch(ctx, bodies)
 	}
-	parts := make(map[int][]int) // shard -> indexes into bodies
+	waits := make([]<-chan error, len(bodies))
 	for i, b := range bodies {
 		s := 0 // a body without a header has no group and no cursor
 		if h, _, ok := envelope.Parse(b); ok {
-			s = shard.Of(h.Group, len(r.shards)) // legacy (#seq#) bodies: group ""
+			s = shard.Of(h.Group, len(r.drvs)) // legacy (#seq#) bodies: group ""
 		}
-		parts[s] = append(parts[s], i)
+		waits[i] = r.shards[s].AddNoWait(outBody(b))
 	}
-	if len(parts) == 1 {
-		for s := range parts {
-			return r.shards[s].SendBatch(ctx, bodies)
+	var errs []error
+	for i, w := range waits {
+		var err error
+		select {
+		case err = <-w:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		if err != nil && errs == nil {
+			errs = make([]error, len(bodies))
+		}
+		if errs != nil {
+			errs[i] = err
 		}
 	}
-	errs := make([]error, len(bodies))
-	var wg sync.WaitGroup
-	for s, idx := range parts {
-		wg.Go(func() {
-			part := make([][]byte, len(idx))
-			for j, i := range idx {
-				part[j] = bodies[i]
-			}
-			err := r.shards[s].SendBatch(ctx, part)
-			var be *driver.BatchError
-			perEntry := errors.As(err, &be) && len(be.Errs) == len(idx)
-			for j, i := range idx {
-				switch {
-				case perEntry:
-					errs[i] = be.Errs[j]
-				default:
-					errs[i] = err
-				}
-			}
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return &driver.BatchError{Errs: errs}
-		}
+	if errs != nil {
+		return &driver.BatchError{Errs: errs}
 	}
 	return nil
 }
@@ -96,7 +138,7 @@ func (r *router) ChangeVisibility(context.Context, string, time.Duration) (strin
 // IsRetryable asks the shards' drivers: an error is retryable if one of
 // them says so (they are of one kind).
 func (r *router) IsRetryable(err error) bool {
-	for _, q := range r.shards {
+	for _, q := range r.drvs {
 		if q.IsRetryable(err) {
 			return true
 		}

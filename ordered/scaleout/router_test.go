@@ -3,6 +3,8 @@ package scaleout
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,13 +33,14 @@ func TestRouterSplitsByShard(t *testing.T) {
 	qs := []*memqueue.Queue{memqueue.New(nil), memqueue.New(nil), memqueue.New(nil)}
 	down := errors.New("shard 2 is down")
 	drvs := []driver.Queue{qs[0], qs[1], failingQueue{qs[2], down}}
-	r := newRouter(drvs)
+	r, err := newRouter(drvs, 16)
+	require.NoError(t, err)
 	groups := []string{groupOn(t, 0, 3), groupOn(t, 1, 3), groupOn(t, 2, 3), groupOn(t, 0, 3)}
 	bodies := make([][]byte, len(groups))
 	for i, g := range groups {
 		bodies[i] = body(g, uint64(i+1))
 	}
-	err := r.SendBatch(ctx, bodies)
+	err = r.SendBatch(ctx, bodies)
 	var be *driver.BatchError
 	require.ErrorAs(t, err, &be)
 	require.Len(t, be.Errs, 4)
@@ -60,4 +63,58 @@ func TestRouterSplitsByShard(t *testing.T) {
 	}
 	_, err = r.ReceiveBatch(ctx, 1, 0)
 	require.ErrorIs(t, err, errSendOnly)
+}
+
+// slowQueue counts send requests and the bodies they carry, each request
+// taking a while, as a network round trip does.
+type slowQueue struct {
+	driver.Queue
+	mu       sync.Mutex
+	requests int
+	bodies   int
+}
+
+func (q *slowQueue) SendBatch(ctx context.Context, bodies [][]byte) error {
+	q.mu.Lock()
+	q.requests++
+	q.bodies += len(bodies)
+	q.mu.Unlock()
+	time.Sleep(2 * time.Millisecond)
+	return q.Queue.SendBatch(ctx, bodies)
+}
+
+// The router merges concurrent batches per shard: sixty-four batches of
+// sixteen bodies over four shards cost about as many requests as over one
+// queue, not four times as many (each batch split by shard).
+func TestRouterMergesPerShard(t *testing.T) {
+	ctx := context.Background()
+	const shards, batches, per = 4, 64, 16
+	qs := make([]*slowQueue, shards)
+	drvs := make([]driver.Queue, shards)
+	for i := range qs {
+		qs[i] = &slowQueue{Queue: memqueue.New(nil)}
+		drvs[i] = qs[i]
+	}
+	r, err := newRouter(drvs, 16)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for b := range batches {
+		wg.Go(func() {
+			bodies := make([][]byte, per)
+			for i := range bodies {
+				bodies[i] = body(fmt.Sprintf("g%d", (b*per+i)%200), uint64(b*per+i+1))
+			}
+			require.NoError(t, r.SendBatch(ctx, bodies))
+		})
+	}
+	wg.Wait()
+	requests, sent := 0, 0
+	for _, q := range qs {
+		requests += q.requests
+		sent += q.bodies
+	}
+	require.Equal(t, batches*per, sent)
+	minimum := batches * per / r.limits.MaxBatch
+	t.Logf("%d bodies in %d requests over %d shards (%d over one queue, %d split by shard)", sent, requests, shards, minimum, batches*shards)
+	require.LessOrEqual(t, requests, 2*minimum+2*shards, "the shards' requests are merged")
 }
