@@ -209,9 +209,11 @@
 // receiver hands out and settles nothing past its lease's local deadline
 // (ReceiveOptions.Lease: Ack then returns an error wrapping
 // seqstore.ErrFenced), and scaleout.Token gives a handler its token to
-// fence its own downstream writes. An MNS FIFO queue is not sharded this
-// way (scaleout refuses one as a shard): its service keeps each group's
-// order and lock itself.
+// fence its own downstream writes. FIFO queues shard the same way (S FIFO
+// queues, each with one leased owner). The service's group lock does not
+// make several Queues on one FIFO queue safe: each keeps per-group state
+// (the cursor it read, early arrivals held or parked) that the lock does
+// not cover, so run one receiver per FIFO queue, or scaleout over several.
 //
 // # Repairing a stuck group
 //

@@ -38,6 +38,27 @@
 // finish, its advances are made durable, then the lease is released and the
 // next owner takes it at once.
 //
+// # FIFO queues
+//
+// The shards may be MNS FIFO queues (all of them, or none): the sender
+// sends each message's group as its MessageGroupId, and each queue has one
+// leased owner, as a standard shard does. The service's group lock alone
+// does not let several receivers share one FIFO queue: each receiver keeps
+// per-group state (the cursor it read, early arrivals held or parked) that
+// the lock does not cover.
+//
+// # Topics
+//
+// A topic's subscriber scales out the same way. The publisher is a sender
+// over T shards that all publish to the topic, shard i with MessageTag
+// TopicTag(i). A subscriber is S queues (S divides T) with T subscriptions,
+// FilterTag TopicTag(i) into queue i mod S (TopicSubscriptions), so that
+// each group reaches exactly the queue of its shard; its receivers are
+// ordinary Receivers over the S queues, named after the subscriber.
+// CheckTopicSubscriptions and CheckTopicTags check the topic's
+// subscriptions from each side. Each sharded subscriber takes T of the
+// topic's 100 subscriptions.
+//
 // # Topology
 //
 // Senders and receivers store and check the topology (the number of

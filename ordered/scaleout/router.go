@@ -3,6 +3,7 @@ package scaleout
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/inorder/inorder/internal/batcher"
@@ -25,16 +26,20 @@ var errSendOnly = errors.New("scaleout: the sender's queue over the shards only 
 // and while a shard's requests are in flight, its next request starts
 // only once a full batch waits, up to the sender's Concurrency per shard.
 type router struct {
-	shards []*batcher.Batcher[outBody]
-	drvs   []driver.Queue
-	limits driver.Limits
+	shards  []*batcher.Batcher[outBody]
+	drvs    []driver.Queue
+	limits  driver.Limits
+	grouped bool // the shards are FIFO queues (driver.Grouped)
 }
 
-// outBody is a message body, counted against the request's byte bound by
-// its length.
-type outBody []byte
+// outBody is a message body and, on FIFO shards, its group; it counts
+// against the request's byte bound by the body's length.
+type outBody struct {
+	body  []byte
+	group string
+}
 
-func (b outBody) Size() int { return len(b) }
+func (b outBody) Size() int { return len(b.body) }
 
 // newRouter returns the router over shards, with up to concurrency
 // requests in flight per shard.
@@ -48,7 +53,7 @@ func newRouter(shards []driver.Queue, concurrency int) (*router, error) {
 			l.MaxBatchBytes = o.MaxBatchBytes
 		}
 	}
-	r := &router{drvs: shards, limits: l}
+	r := &router{drvs: shards, limits: l, grouped: grouped(shards[0])}
 	if len(shards) == 1 {
 		return r, nil // SendBatch passes the sender's batches through
 	}
@@ -58,12 +63,24 @@ func newRouter(shards []driver.Queue, concurrency int) (*router, error) {
 			Backlog: max(0, l.MaxBatch-1),
 		}, func(batch []outBody, errs []error) {
 			bodies := make([][]byte, len(batch))
+			var groups []string
+			if r.grouped {
+				groups = make([]string, len(batch))
+			}
 			for i, b := range batch {
-				bodies[i] = b
+				bodies[i] = b.body
+				if groups != nil {
+					groups[i] = b.group
+				}
 			}
 			// The request serves several callers: none of their contexts
 			// is its own, and the driver's timeout bounds it.
-			spread(q.SendBatch(context.Background(), bodies), errs)
+			ctx := context.Background()
+			if groups != nil {
+				spread(q.(driver.Grouped).SendGroups(ctx, bodies, groups), errs)
+			} else {
+				spread(q.SendBatch(ctx, bodies), errs)
+			}
 		})
 		if err != nil {
 			return nil, err
@@ -93,7 +110,18 @@ func (r *router) Limits() driver.Limits { return r.limits }
 // still be sent: the sender retries it under the same seq, and receivers
 // drop the copy.
 func (r *router) SendBatch(ctx context.Context, bodies [][]byte) error {
+	if r.grouped {
+		return fmt.Errorf("scaleout: %w: the shards are FIFO queues: send with groups", driver.ErrInvalidGroup)
+	}
+	return r.send(ctx, bodies, nil)
+}
+
+// send sends bodies, with groups on FIFO shards (nil otherwise).
+func (r *router) send(ctx context.Context, bodies [][]byte, groups []string) error {
 	if len(r.drvs) == 1 {
+		if groups != nil {
+			return r.drvs[0].(driver.Grouped).SendGroups(ctx, bodies, groups)
+		}
 		return r.drvs[0].SendBatch(ctx, bodies)
 	}
 	waits := make([]<-chan error, len(bodies))
@@ -102,7 +130,11 @@ func (r *router) SendBatch(ctx context.Context, bodies [][]byte) error {
 		if h, _, ok := envelope.Parse(b); ok {
 			s = shard.Of(h.Group, len(r.drvs)) // legacy (#seq#) bodies: group ""
 		}
-		waits[i] = r.shards[s].AddNoWait(outBody(b))
+		ob := outBody{body: b}
+		if groups != nil {
+			ob.group = groups[i]
+		}
+		waits[i] = r.shards[s].AddNoWait(ob)
 	}
 	var errs []error
 	for i, w := range waits {
@@ -121,6 +153,38 @@ func (r *router) SendBatch(ctx context.Context, bodies [][]byte) error {
 	}
 	if errs != nil {
 		return &driver.BatchError{Errs: errs}
+	}
+	return nil
+}
+
+// grouped reports whether q is a FIFO queue (driver.Grouped).
+func grouped(q driver.Queue) bool {
+	g, ok := q.(driver.Grouped)
+	return ok && g.Grouped()
+}
+
+// Grouped reports whether the shards are FIFO queues: the sender then
+// sends each message's group (driver.Grouped).
+func (r *router) Grouped() bool { return r.grouped }
+
+// SendGroups sends each body, with its group as the FIFO queue's message
+// group, to the shard of its group.
+func (r *router) SendGroups(ctx context.Context, bodies [][]byte, groups []string) error {
+	if !r.grouped {
+		return r.send(ctx, bodies, nil)
+	}
+	for _, g := range groups {
+		if err := r.CheckGroup(g); err != nil {
+			return err
+		}
+	}
+	return r.send(ctx, bodies, groups)
+}
+
+// CheckGroup asks the first shard (the shards are of one kind).
+func (r *router) CheckGroup(group string) error {
+	if g, ok := r.drvs[0].(driver.Grouped); ok && r.grouped {
+		return g.CheckGroup(group)
 	}
 	return nil
 }

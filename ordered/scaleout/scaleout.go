@@ -46,8 +46,11 @@ func checkShards(shards []Shard) error {
 		if s.Queue == nil {
 			return fmt.Errorf("scaleout: %w: shard %d (%q) has no driver", seqstore.ErrInvalidArgument, i, s.Name)
 		}
-		if g, ok := s.Queue.(driver.Grouped); ok && g.Grouped() {
-			return fmt.Errorf("scaleout: %w: shard %d (%q) is a FIFO queue: use one FIFO queue with ordered.New, whose service keeps each group's order and lock", seqstore.ErrInvalidArgument, i, s.Name)
+	}
+	fifo := grouped(shards[0].Queue)
+	for i, s := range shards {
+		if grouped(s.Queue) != fifo {
+			return fmt.Errorf("scaleout: %w: shard %d (%q) is a FIFO queue and shard 0 (%q) is not, or the other way round: the shards must be of one kind", seqstore.ErrInvalidArgument, i, s.Name, shards[0].Name)
 		}
 	}
 	return Topology(shards).Check()
