@@ -143,13 +143,16 @@ type Core struct {
 	// wakeCredit is how many heartbeats wake-ups may bring forward at
 	// once, as of creditAt: up to wakeBurst, refilled by one per WakeGap.
 	// woken: the next heartbeat was brought forward, and spends one.
-	wakeCredit  float64
-	creditAt    time.Time
-	woken       bool
-	renewOut    bool
-	renewing    []seqstore.Lease // the leases of the Renew in flight
-	nextRenew   time.Time
-	acquireOut  bool
+	wakeCredit float64
+	creditAt   time.Time
+	woken      bool
+	renewOut   bool
+	renewing   []seqstore.Lease // the leases of the Renew in flight
+	nextRenew  time.Time
+	acquireOut bool
+	// orphans are the shards of the Acquire out that were asked for as
+	// orphans, not as assigned here.
+	orphans     map[int]bool
 	releasesOut int
 	closeBy     time.Time
 
@@ -388,8 +391,15 @@ func (c *Core) planAcquire(liveBy map[int]seqstore.Lease) {
 			continue
 		}
 		orphan := !c.orphanSince[s].IsZero() && !c.now.Before(c.orphanSince[s].Add(2*c.opts.TTL))
-		if c.desired[s] == c.self.Name || orphan {
+		switch {
+		case c.desired[s] == c.self.Name:
 			want = append(want, s)
+		case orphan:
+			want = append(want, s)
+			if c.orphans == nil {
+				c.orphans = make(map[int]bool)
+			}
+			c.orphans[s] = true
 		}
 	}
 	if len(want) > 0 {
@@ -404,6 +414,8 @@ func (c *Core) AcquireDone(now time.Time, leases []seqstore.Lease, err error, se
 	c.begin(now)
 	defer c.end()
 	c.acquireOut = false
+	orphans := c.orphans
+	c.orphans = nil
 	if err != nil || c.phase == closed {
 		return // the next heartbeat tries again; or aborted: they expire
 	}
@@ -421,11 +433,18 @@ func (c *Core) AcquireDone(now time.Time, leases []seqstore.Lease, err error, se
 			h.state, h.releaseAt = drained, c.now // closing: never started
 			continue
 		}
-		if c.desired == nil || c.desired[l.Shard] != c.self.Name {
+		// Adopted only if asked for as an orphan: a shard asked for as
+		// assigned here, and assigned elsewhere by a view read since (a
+		// join woke a heartbeat while the Acquire was out), is revoked
+		// after RebalanceDelay like any other (planRevokes below).
+		if orphans[l.Shard] && (c.desired == nil || c.desired[l.Shard] != c.self.Name) {
 			h.adopted, h.view = true, c.view.Version
 		}
 		c.orphanSince[l.Shard] = time.Time{}
 		c.emit(Action{Kind: Start, Leases: []seqstore.Lease{l}})
+	}
+	if c.phase == running {
+		c.planRevokes()
 	}
 }
 

@@ -2,12 +2,14 @@ package lease_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/inorder/inorder/internal/lease"
 	"github.com/inorder/inorder/internal/shard"
 	"github.com/inorder/inorder/seqstore"
 )
@@ -128,4 +130,49 @@ func TestWakeAcquiresReleasedShard(t *testing.T) {
 	require.Equal(t, []string{"heartbeat"}, describe(c.Ready()))
 	c.HeartbeatDone(at(3*time.Second), two, rest, nil, at(3*time.Second))
 	assert.Equal(t, []string{fmt.Sprintf("acquire [%d]", mine[0])}, describe(c.Ready()), "acquired at 3 s, not at the heartbeat of 5 s")
+}
+
+// TestAcquireAnsweredAfterJoinRevokes: a lone member asks for every shard;
+// before the Acquire's answer, a heartbeat (woken by a join) reads a view
+// that assigns some of them to the joiner. Those are revoked after
+// RebalanceDelay, not kept as adopted orphans until the view changes again
+// (found by TestHandoverFigures on PostgreSQL: the joiner never got its
+// shard).
+func TestAcquireAnsweredAfterJoinRevokes(t *testing.T) {
+	const shards = 8
+	two := seqstore.View{Version: 2, Members: []seqstore.Member{memberA, memberB}}
+	theirs := shard.Assign(two.Members, shards).Shards("b")
+	require.NotEmpty(t, theirs)
+	c := newCore(t, memberA, shards)
+	c.Tick(at(0))
+	c.Ready()
+	c.HeartbeatDone(at(10*time.Millisecond), oneView, nil, nil, at(0))
+	require.Equal(t, []string{"acquire [0 1 2 3 4 5 6 7]"}, describe(c.Ready()))
+	c.Wake(at(20 * time.Millisecond)) // b joined
+	require.Equal(t, []string{"heartbeat"}, describe(c.Ready()))
+	c.HeartbeatDone(at(30*time.Millisecond), two, nil, nil, at(20*time.Millisecond))
+	require.Empty(t, describe(c.Ready()), "the Acquire is out")
+	var all []int
+	for s := range shards {
+		all = append(all, s)
+	}
+	c.AcquireDone(at(40*time.Millisecond), leasesOf("a-1", 1, all...), nil, at(10*time.Millisecond))
+	require.Len(t, describe(c.Ready()), shards, "every shard started")
+	var revoked []string
+	for range 10 {
+		now, acts := step(t, c, at(5*time.Second))
+		for _, a := range acts {
+			if strings.HasPrefix(a, "revoke") {
+				revoked = append(revoked, fmt.Sprintf("%s at %v", a, now.Sub(t0)))
+			}
+		}
+		if len(revoked) > 0 {
+			break
+		}
+	}
+	var want []string
+	for _, s := range theirs {
+		want = append(want, fmt.Sprintf("revoke %d at %v", s, 40*time.Millisecond+lease.DefaultRebalanceDelay))
+	}
+	assert.Equal(t, want, revoked, "b's shards revoked RebalanceDelay after the Acquire's answer")
 }
