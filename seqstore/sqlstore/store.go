@@ -106,6 +106,9 @@ type Store struct {
 	// onDrop, when set (tests), is told the rows each parked-row DELETE
 	// deleted.
 	onDrop func(n int64)
+	// beforeLeaseCommit, when set (tests), runs between a lease call's
+	// statements and its COMMIT.
+	beforeLeaseCommit func()
 }
 
 var _ seqstore.Store = (*Store)(nil)

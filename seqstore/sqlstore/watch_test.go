@@ -68,6 +68,29 @@ func TestWatchReconnect(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond, "no wake-up after a Release once listening again")
 }
 
+// TestWatchAfterCommit: the wake-up of a Release goes out at its COMMIT,
+// not before: with 300 ms between the Release's statements and its COMMIT,
+// the watcher wakes only once the released shard reads free. A NOTIFY sent
+// before the COMMIT (outside the transaction) would wake it while the
+// lease still reads held, and the woken member would find nothing to
+// acquire until its next heartbeat.
+func TestWatchAfterCommit(t *testing.T) {
+	db, prefix := openServer(t, "pgx", "INORDER_TEST_POSTGRES_DSN", postgresDSN(t))
+	w, x := newStore(t, db, Postgres, prefix), newStore(t, db, Postgres, prefix)
+	ch, err := w.WatchLeases(t.Context(), "ns")
+	require.NoError(t, err)
+	held, err := x.Acquire(t.Context(), "ns", []int{0}, "x-1", time.Minute)
+	require.NoError(t, err)
+	x.beforeLeaseCommit = func() { time.Sleep(300 * time.Millisecond) }
+	done := make(chan error, 1)
+	go func() { done <- x.Release(context.WithoutCancel(t.Context()), "ns", held) }()
+	awaitWake(t, ch, 5*time.Second, "a Release")
+	live, err := w.Leases(t.Context(), "ns")
+	require.NoError(t, err)
+	assert.Empty(t, live, "woken before the Release committed")
+	require.NoError(t, <-done)
+}
+
 // TestWatchNotPgx: PostgreSQL through a driver other than pgx cannot
 // watch: ErrNotSupported, and the connection is left usable.
 func TestWatchNotPgx(t *testing.T) {
