@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -232,9 +233,20 @@ func testWatchCoalesce(t *testing.T, h LeaseHarness) {
 	ch := e.watch(t, "ns")
 	settle(t, ch)
 	const n = 50
-	for i := range n {
-		m := seqstore.Member{Name: "m", Incarnation: "m-" + string(rune('a'+i%26)) + string(rune('a'+i/26)), Weight: 1}
-		heartbeat(t, e.writer, "ns", m, longTTL)
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		for i := range n {
+			m := seqstore.Member{Name: "m", Incarnation: fmt.Sprintf("m-%d", i), Weight: 1}
+			if _, err := e.writer.Heartbeat(t.Context(), "ns", m, longTTL); !assert.NoError(t, err) {
+				return
+			}
+		}
+	}()
+	select {
+	case <-wrote:
+	case <-time.After(30 * time.Second):
+		require.FailNow(t, "the watcher blocks the writers", "%d joins with an unread watcher did not finish in 30 s", n)
 	}
 	time.Sleep(quietFor) // let the wake-ups in flight arrive
 	got := 0
