@@ -178,6 +178,55 @@ type Leaser interface {
 	Leases(ctx context.Context, ns string) ([]Lease, error)
 }
 
+// LeaseWatcher is an optional capability of a Leaser, found by a type
+// assertion like Leaser itself: it wakes the members of a namespace when
+// a shard may have become free or the membership changed, so that a
+// handover waits for a round trip instead of the next heartbeat. Wake-ups
+// only shorten waits: a member that misses one (or whose store has no
+// LeaseWatcher) learns the same at its next heartbeat.
+//
+// A wake-up of namespace ns is sent, once the change is visible to every
+// reader, after a call of any instance over the same storage that
+//
+//   - released at least one lease (Release),
+//   - removed a member (Leave), or
+//   - changed the view (Heartbeat: a join, a new Name or Weight, or an
+//     expired member swept).
+//
+// Acquire, Renew, Topology and a Heartbeat that changes nothing send none:
+// members answer a wake-up with a heartbeat, which must not wake them
+// again. An expired lease is not announced (no call sees the moment it
+// expires): members find it free at their next heartbeat.
+//
+// memstore wakes in process; redisstore PUBLISHes from the scripts that
+// make the changes; sqlstore NOTIFYs in the changes' transactions on
+// PostgreSQL through pgx, and returns ErrNotSupported elsewhere.
+type LeaseWatcher interface {
+	// WatchLeases subscribes to the wake-ups of ns and returns once
+	// subscribed: a change made after it returned wakes the channel,
+	// unless the subscription is lost meanwhile. The channel holds one
+	// wake-up and the store never waits for its reader: wake-ups that find
+	// it full are coalesced into the one waiting. A wake-up may come for no
+	// change of ns, e.g. after the store reconnected, when wake-ups may
+	// have been lost.
+	//
+	// The channel is closed when ctx ends, when the store is closed, or
+	// when the subscription fails for good; the caller may subscribe
+	// again. A store that cannot watch returns an error wrapping
+	// ErrNotSupported, and the caller polls.
+	WatchLeases(ctx context.Context, ns string) (<-chan struct{}, error)
+}
+
+// Wake sends a wake-up to ch without waiting: when ch's buffer is full, a
+// wake-up is waiting already and this one is coalesced into it. Stores
+// use it to feed a LeaseWatcher's channel.
+func Wake(ch chan<- struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
 // CheckLease validates the arguments of a Leaser call: the namespace
 // first, then the checks of the other arguments (CheckShards, CheckOwner,
 // CheckTTL, ...) in order. It returns the first error.

@@ -137,12 +137,24 @@ type Core struct {
 
 	heartbeatOut  bool
 	nextHeartbeat time.Time
-	renewOut      bool
-	renewing      []seqstore.Lease // the leases of the Renew in flight
-	nextRenew     time.Time
-	acquireOut    bool
-	releasesOut   int
-	closeBy       time.Time
+	// wokenDuring: a Wake came while a Heartbeat was out, whose reads may
+	// predate the change; another follows its answer.
+	wokenDuring bool
+	// wakeCredit is how many heartbeats wake-ups may bring forward at
+	// once, as of creditAt: up to wakeBurst, refilled by one per WakeGap.
+	// woken: the next heartbeat was brought forward, and spends one.
+	wakeCredit float64
+	creditAt   time.Time
+	woken      bool
+	renewOut   bool
+	renewing   []seqstore.Lease // the leases of the Renew in flight
+	nextRenew  time.Time
+	acquireOut bool
+	// orphans are the shards of the Acquire out that were asked for as
+	// orphans, not as assigned here.
+	orphans     map[int]bool
+	releasesOut int
+	closeBy     time.Time
 
 	actions []Action
 }
@@ -262,9 +274,11 @@ func (c *Core) HeartbeatDone(now time.Time, view seqstore.View, live []seqstore.
 	c.heartbeatOut = false
 	if err != nil {
 		c.nextHeartbeat = c.now.Add(c.opts.RetryPeriod)
+		c.followWake()
 		return
 	}
 	c.nextHeartbeat = sentAt.Add(c.opts.RenewEvery)
+	c.followWake()
 	if c.phase != running {
 		return
 	}
@@ -294,6 +308,65 @@ func (c *Core) HeartbeatDone(now time.Time, view seqstore.View, live []seqstore.
 	}
 	c.planRevokes()
 	c.planAcquire(liveBy)
+}
+
+// Wake reports a wake-up from the store (seqstore.LeaseWatcher): a lease
+// may have been released, or the membership changed. The core heartbeats
+// (which reads the view and the live leases) at once; when a heartbeat is
+// out, another follows its answer, since its reads may predate the change.
+// Wake-ups spend a credit of wakeBurst (2) heartbeats, refilled by one per
+// WakeGap: a storm of wake-ups costs at most one heartbeat per WakeGap,
+// after a first two at once. Two, because one change often comes as two
+// calls (a Close releases, then leaves) and the second must not wait a
+// WakeGap. A wake-up only brings the next heartbeat forward; a missed one
+// costs the wait until the next regular heartbeat. Wake does nothing once
+// Close began.
+func (c *Core) Wake(now time.Time) {
+	c.begin(now)
+	defer c.end()
+	if c.phase != running {
+		return
+	}
+	if c.heartbeatOut {
+		c.wokenDuring = true
+		return
+	}
+	c.heartbeatSoon()
+}
+
+// WakeGap is the time in which wake-ups earn one heartbeat: a quarter of
+// RenewEvery.
+func (c *Core) WakeGap() time.Duration { return c.opts.RenewEvery / 4 }
+
+// wakeBurst is how many heartbeats wake-ups may ask for at once.
+const wakeBurst = 2
+
+// credit returns the wake credit at the core's time.
+func (c *Core) credit() float64 {
+	if c.creditAt.IsZero() {
+		return wakeBurst
+	}
+	return min(wakeBurst, c.wakeCredit+float64(c.now.Sub(c.creditAt))/float64(c.WakeGap()))
+}
+
+// followWake schedules the heartbeat a Wake asked for while one was out.
+func (c *Core) followWake() {
+	if c.wokenDuring {
+		c.wokenDuring = false
+		c.heartbeatSoon()
+	}
+}
+
+// heartbeatSoon brings the next heartbeat forward: to now with a credit
+// to spend, else to when the credit reaches one.
+func (c *Core) heartbeatSoon() {
+	at := c.now
+	if cr := c.credit(); cr < 1 {
+		at = c.now.Add(time.Duration((1 - cr) * float64(c.WakeGap())))
+	}
+	if at.Before(c.nextHeartbeat) {
+		c.nextHeartbeat, c.woken = at, true
+	}
 }
 
 // planRevokes sets when to revoke each served shard assigned to another
@@ -330,8 +403,15 @@ func (c *Core) planAcquire(liveBy map[int]seqstore.Lease) {
 			continue
 		}
 		orphan := !c.orphanSince[s].IsZero() && !c.now.Before(c.orphanSince[s].Add(2*c.opts.TTL))
-		if c.desired[s] == c.self.Name || orphan {
+		switch {
+		case c.desired[s] == c.self.Name:
 			want = append(want, s)
+		case orphan:
+			want = append(want, s)
+			if c.orphans == nil {
+				c.orphans = make(map[int]bool)
+			}
+			c.orphans[s] = true
 		}
 	}
 	if len(want) > 0 {
@@ -346,6 +426,8 @@ func (c *Core) AcquireDone(now time.Time, leases []seqstore.Lease, err error, se
 	c.begin(now)
 	defer c.end()
 	c.acquireOut = false
+	orphans := c.orphans
+	c.orphans = nil
 	if err != nil || c.phase == closed {
 		return // the next heartbeat tries again; or aborted: they expire
 	}
@@ -363,11 +445,18 @@ func (c *Core) AcquireDone(now time.Time, leases []seqstore.Lease, err error, se
 			h.state, h.releaseAt = drained, c.now // closing: never started
 			continue
 		}
-		if c.desired == nil || c.desired[l.Shard] != c.self.Name {
+		// Adopted only if asked for as an orphan: a shard asked for as
+		// assigned here, and assigned elsewhere by a view read since (a
+		// join woke a heartbeat while the Acquire was out), is revoked
+		// after RebalanceDelay like any other (planRevokes below).
+		if orphans[l.Shard] && (c.desired == nil || c.desired[l.Shard] != c.self.Name) {
 			h.adopted, h.view = true, c.view.Version
 		}
 		c.orphanSince[l.Shard] = time.Time{}
 		c.emit(Action{Kind: Start, Leases: []seqstore.Lease{l}})
+	}
+	if c.phase == running {
+		c.planRevokes()
 	}
 }
 
@@ -474,6 +563,9 @@ func (c *Core) end() {
 	case running:
 		if !c.heartbeatOut && !c.now.Before(c.nextHeartbeat) {
 			c.heartbeatOut = true
+			if c.woken {
+				c.wakeCredit, c.creditAt, c.woken = c.credit()-1, c.now, false
+			}
 			c.emit(Action{Kind: Heartbeat})
 		}
 		c.renewIfDue()

@@ -22,7 +22,8 @@
 // ([Core.HeartbeatDone], [Core.AcquireDone], [Core.RenewDone],
 // [Core.ReleaseDone], [Core.LeaveDone]); [Core.Drained], the receiver's
 // word that a revoked shard has nothing outstanding and its advances are
-// durable; and [Core.Close]. Actions: Heartbeat (which also reads the
+// durable; [Core.Wake], the store's word that a lease was released or the
+// membership changed; and [Core.Close]. Actions: Heartbeat (which also reads the
 // live leases), Acquire, Renew, Release and Leave go to the store; Start,
 // Revoke and Fence go to the receiver.
 //
@@ -48,6 +49,19 @@
 // any such orphan. An adopted orphan is not revoked until the view
 // changes, so a desired owner that is in the view but never acquires (a
 // stuck member) does not make it flap.
+//
+// # Wake-ups
+//
+// Without help, a member learns that a shard was released, or that a
+// member joined or left, at its next heartbeat: a handover waits up to
+// RenewEvery for each step. When the store is a seqstore.LeaseWatcher
+// (memstore, redisstore, sqlstore on PostgreSQL), the Keeper subscribes to
+// the namespace's wake-ups and feeds each to [Core.Wake], which brings the
+// next heartbeat forward to now, or to WakeGap (RenewEvery/4) after the
+// last one: a storm of wake-ups costs at most one heartbeat per WakeGap.
+// Wake-ups only shorten waits; the heartbeats every RenewEvery go on, so a
+// lost wake-up, a lost subscription (the Keeper subscribes again after
+// RenewEvery) or a store without the capability means polling, as before.
 //
 // # Shutdown
 //

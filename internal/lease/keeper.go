@@ -33,7 +33,9 @@ var ErrClosed = errors.New("lease: keeper closed")
 
 // Keeper is the shell around a Core: one goroutine that feeds it the time
 // and the outcomes of its store calls, runs each store call in a goroutine
-// of its own (bounded by RenewDeadline), and calls the Receiver.
+// of its own (bounded by RenewDeadline), and calls the Receiver. When the
+// store is a seqstore.LeaseWatcher, one more goroutine feeds it the
+// store's wake-ups (Core.Wake).
 type Keeper struct {
 	store seqstore.Leaser
 	ns    string
@@ -42,12 +44,13 @@ type Keeper struct {
 	opts  Options
 	core  *Core
 
-	events  chan func(now time.Time) // outcomes of store calls
-	wake    chan struct{}            // Drained has news; capacity 1
-	closeCh chan struct{}            // closed by the first Close
-	abortCh chan struct{}            // closed when a Close's ctx ends
-	stopped chan struct{}            // the loop left; calls stop sending
-	done    chan struct{}            // the loop and every call returned
+	events    chan func(now time.Time) // outcomes of store calls
+	drainNews chan struct{}            // Drained has news; capacity 1
+	wakeups   chan struct{}            // the store's wake-ups; capacity 1
+	closeCh   chan struct{}            // closed by the first Close
+	abortCh   chan struct{}            // closed when a Close's ctx ends
+	stopped   chan struct{}            // the loop left; calls stop sending
+	done      chan struct{}            // the loop and every call returned
 
 	// grants are, per shard, the lease held and its local deadline, as
 	// of the loop's last step (nil: none), for Deadline.
@@ -76,17 +79,53 @@ func New(store seqstore.Leaser, ns string, self seqstore.Member, shards int, rec
 	ctx, cancel := context.WithCancel(context.Background())
 	k := &Keeper{
 		store: store, ns: ns, self: self, recv: recv, opts: core.opts, core: core,
-		events:  make(chan func(time.Time)),
-		wake:    make(chan struct{}, 1),
-		closeCh: make(chan struct{}),
-		abortCh: make(chan struct{}),
-		stopped: make(chan struct{}),
-		done:    make(chan struct{}),
-		callCtx: ctx, cancel: cancel,
+		events:    make(chan func(time.Time)),
+		drainNews: make(chan struct{}, 1),
+		wakeups:   make(chan struct{}, 1),
+		closeCh:   make(chan struct{}),
+		abortCh:   make(chan struct{}),
+		stopped:   make(chan struct{}),
+		done:      make(chan struct{}),
+		callCtx:   ctx, cancel: cancel,
 		grants: make([]atomic.Pointer[grant], shards),
+	}
+	if w, ok := store.(seqstore.LeaseWatcher); ok {
+		k.calls.Add(1)
+		go k.watch(w)
 	}
 	go k.run()
 	return k, nil
+}
+
+// watch feeds the store's wake-ups to the loop (Core.Wake) until the
+// keeper stops. When the subscription fails or ends, it subscribes again
+// RenewEvery later, and the new subscription wakes the keeper once, for
+// what it may have missed; meanwhile, and for good when the store says
+// seqstore.ErrNotSupported, the keeper polls (a heartbeat every
+// RenewEvery), as it always does.
+func (k *Keeper) watch(w seqstore.LeaseWatcher) {
+	defer k.calls.Done()
+	again := false
+	for {
+		ch, err := w.WatchLeases(k.callCtx, k.ns)
+		if errors.Is(err, seqstore.ErrNotSupported) || errors.Is(err, seqstore.ErrClosed) {
+			return
+		}
+		if err == nil {
+			if again {
+				seqstore.Wake(k.wakeups)
+			}
+			again = true
+			for range ch {
+				seqstore.Wake(k.wakeups)
+			}
+		}
+		select {
+		case <-k.callCtx.Done():
+			return
+		case <-time.After(k.opts.RenewEvery):
+		}
+	}
 }
 
 // Drained tells the keeper that the receiver finished revoking shard. It
@@ -95,10 +134,7 @@ func (k *Keeper) Drained(shard int) {
 	k.mu.Lock()
 	k.drained = append(k.drained, shard)
 	k.mu.Unlock()
-	select {
-	case k.wake <- struct{}{}:
-	default:
-	}
+	seqstore.Wake(k.drainNews)
 }
 
 // Close revokes every shard, waits for the receiver to drain them (at most
@@ -154,7 +190,9 @@ func (k *Keeper) run() {
 			k.core.Tick(now)
 		case ev := <-k.events:
 			ev(time.Now())
-		case <-k.wake:
+		case <-k.wakeups:
+			k.core.Wake(time.Now())
+		case <-k.drainNews:
 			k.mu.Lock()
 			drained := k.drained
 			k.drained = nil

@@ -26,6 +26,10 @@ type fakeStore struct {
 	members map[string]fakeMember // by incarnation
 	version uint64
 	calls   map[string]int
+	// watchers get a wake-up after each Release that ended a lease, Leave
+	// that removed a member and Heartbeat that changed the view, as
+	// seqstore.LeaseWatcher says; only watchGate subscribes.
+	watchers map[chan struct{}]struct{}
 }
 
 type fakeLease struct {
@@ -39,7 +43,32 @@ type fakeMember struct {
 }
 
 func newFakeStore() *fakeStore {
-	return &fakeStore{leases: map[int]fakeLease{}, members: map[string]fakeMember{}, calls: map[string]int{}}
+	return &fakeStore{leases: map[int]fakeLease{}, members: map[string]fakeMember{}, calls: map[string]int{}, watchers: map[chan struct{}]struct{}{}}
+}
+
+// wakeAll wakes every watcher. The mutex is held.
+func (f *fakeStore) wakeAll() {
+	for ch := range f.watchers {
+		seqstore.Wake(ch)
+	}
+}
+
+// watchLeases implements seqstore.LeaseWatcher for watchGate.
+func (f *fakeStore) watchLeases(ctx context.Context) (<-chan struct{}, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls["watch"]++
+	ch := make(chan struct{}, 1)
+	f.watchers[ch] = struct{}{}
+	context.AfterFunc(ctx, func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if _, ok := f.watchers[ch]; ok { // else ended by the test
+			delete(f.watchers, ch)
+			close(ch)
+		}
+	})
+	return ch, nil
 }
 
 func (f *fakeStore) live(s int, now time.Time) (fakeLease, bool) {
@@ -54,6 +83,7 @@ func (f *fakeStore) Heartbeat(_ context.Context, _ string, m seqstore.Member, tt
 	defer f.mu.Unlock()
 	f.calls["heartbeat"]++
 	now := time.Now()
+	version := f.version
 	for inc, x := range f.members {
 		if !now.Before(x.expiry) {
 			delete(f.members, inc)
@@ -62,6 +92,9 @@ func (f *fakeStore) Heartbeat(_ context.Context, _ string, m seqstore.Member, tt
 	}
 	if old, ok := f.members[m.Incarnation]; !ok || old.Member != m {
 		f.version++
+	}
+	if f.version != version {
+		f.wakeAll()
 	}
 	f.members[m.Incarnation] = fakeMember{m, now.Add(ttl)}
 	v := seqstore.View{Version: f.version}
@@ -118,6 +151,7 @@ func (f *fakeStore) Release(_ context.Context, _ string, held []seqstore.Lease) 
 	for _, h := range held {
 		if l, ok := f.live(h.Shard, now); ok && l.Lease == h {
 			delete(f.leases, h.Shard)
+			f.wakeAll()
 		}
 	}
 	return nil
@@ -130,6 +164,7 @@ func (f *fakeStore) Leave(_ context.Context, _ string, incarnation string) error
 	if _, ok := f.members[incarnation]; ok {
 		delete(f.members, incarnation)
 		f.version++
+		f.wakeAll()
 	}
 	return nil
 }
@@ -227,6 +262,16 @@ func (g *gate) Leases(ctx context.Context, ns string) ([]seqstore.Lease, error) 
 		return nil, err
 	}
 	return g.fakeStore.Leases(ctx, ns)
+}
+
+// watchGate is a gate whose keeper subscribes to the store's wake-ups.
+type watchGate struct{ *gate }
+
+func (g watchGate) WatchLeases(ctx context.Context, _ string) (<-chan struct{}, error) {
+	if err := g.pass(ctx); err != nil {
+		return nil, err
+	}
+	return g.watchLeases(ctx)
 }
 
 // world checks exclusion: a shard is worked on by at most one receiver,
@@ -341,7 +386,7 @@ func (r *recv) entries(word string) []string {
 	return out
 }
 
-func startKeeper(t *testing.T, g *gate, m seqstore.Member, shards int, r *recv) *lease.Keeper {
+func startKeeper(t *testing.T, g seqstore.Leaser, m seqstore.Member, shards int, r *recv) *lease.Keeper {
 	t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock() // the keeper's first Revoke waits for r.k
@@ -566,9 +611,9 @@ func TestKeeperDeadline(t *testing.T) {
 		time.Sleep(21 * time.Second) // the renewal sent at 20 s passed
 		assert.Equal(t, t0.Add(30*time.Second), k.Deadline(0, 1), "moved by the renewal sent at 20 s")
 		g.set(false, true)
-		time.Sleep(9 * time.Second)
+		time.Sleep(8 * time.Second)
 		assert.Equal(t, t0.Add(30*time.Second), k.Deadline(0, 1), "no good renewal since 20 s")
-		time.Sleep(2 * time.Second)
+		time.Sleep(3 * time.Second)
 		synctest.Wait()
 		assert.True(t, k.Deadline(0, 1).IsZero(), "fenced at 30 s: no longer held")
 		closeKeeper(t, k, r.recv)

@@ -88,6 +88,7 @@ func (st *Store) Heartbeat(ctx context.Context, ns string, m seqstore.Member, tt
 	defer st.mu.Unlock()
 	now := st.now()
 	sp := st.space(ns)
+	version := sp.version
 	swept := false
 	for inc, lm := range sp.members {
 		if !now.Before(lm.expires) {
@@ -102,6 +103,9 @@ func (st *Store) Heartbeat(ctx context.Context, ns string, m seqstore.Member, tt
 		sp.version++
 	}
 	sp.members[m.Incarnation] = liveMember{name: m.Name, weight: m.Weight, expires: now.Add(ttl)}
+	if sp.version != version {
+		st.wake(ns)
+	}
 	v := seqstore.View{Version: sp.version, Members: make([]seqstore.Member, 0, len(sp.members))}
 	for inc, lm := range sp.members {
 		v.Members = append(v.Members, seqstore.Member{Name: lm.name, Incarnation: inc, Weight: lm.weight})
@@ -167,10 +171,15 @@ func (st *Store) Release(ctx context.Context, ns string, held []seqstore.Lease) 
 	}
 	defer st.mu.Unlock()
 	sp := st.space(ns)
+	released := false
 	for _, h := range held {
 		if l, ok := sp.leases[h.Shard]; ok && l.token == h.Token && l.owner == h.Owner {
 			delete(sp.leases, h.Shard)
+			released = true
 		}
+	}
+	if released {
+		st.wake(ns)
 	}
 	return nil
 }
@@ -188,6 +197,7 @@ func (st *Store) Leave(ctx context.Context, ns string, incarnation string) error
 	if _, ok := sp.members[incarnation]; ok {
 		delete(sp.members, incarnation)
 		sp.version++
+		st.wake(ns)
 	}
 	return nil
 }

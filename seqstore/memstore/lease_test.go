@@ -34,6 +34,7 @@ func TestLeaser(t *testing.T) {
 	storetest.RunLeaser(t, storetest.LeaseHarness{
 		Persistent: true,
 		Shared:     true,
+		Watches:    true,
 		Open: func(t *testing.T) (func(*testing.T) seqstore.Store, storetest.Clock) {
 			clock := &fakeClock{now: time.Now()}
 			storage := memstore.New()
@@ -48,7 +49,8 @@ func TestLeaser(t *testing.T) {
 // clock, as a program uses them.
 func TestLeaserRealClock(t *testing.T) {
 	storetest.RunLeaser(t, storetest.LeaseHarness{
-		TTL: 100 * time.Millisecond,
+		TTL:     100 * time.Millisecond,
+		Watches: true,
 		Open: func(t *testing.T) (func(*testing.T) seqstore.Store, storetest.Clock) {
 			return func(*testing.T) seqstore.Store { return memstore.New() }, nil
 		},

@@ -23,6 +23,8 @@ type Store struct {
 	parks map[seqstore.Stream]*parkList
 	// spaces holds the lease state of each namespace (lease.go).
 	spaces map[string]*space
+	// watchers holds each namespace's WatchLeases subscriptions (watch.go).
+	watchers map[string]map[*watcher]struct{}
 	// now is the clock of epochs and of lease and heartbeat expiries;
 	// time.Now's monotonic reading keeps expiries right across wall-clock
 	// steps.
@@ -245,6 +247,7 @@ func (st *Store) Close() error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.closed = true
+	st.closeWatchers()
 	return nil
 }
 

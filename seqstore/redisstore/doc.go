@@ -115,6 +115,16 @@
 // durability: best effort across a failover; use sqlstore where that is
 // not enough.
 //
+// Store implements seqstore.LeaseWatcher with Pub/Sub: the scripts of a
+// Release that ended a lease, a Leave that removed a member and a
+// Heartbeat that changed the view PUBLISH on <prefix>lease:{<ns>}:wake, so
+// the message leaves after the change; WatchLeases SUBSCRIBEs through the
+// client's PubSub (one connection per watch), which reconnects and
+// subscribes again on its own, and each new subscription wakes. The
+// channel carries the namespace's hash tag: a Ring subscribes on the
+// shard that runs the scripts, and classic PUBLISH reaches every node of a
+// cluster (not exercised on a real cluster).
+//
 // # Errors
 //
 // Errors carry the "redisstore:" prefix and the operation and stream, and

@@ -28,6 +28,9 @@ import (
 //	memberinfo   incarnation -> "<weight>:<name>"
 //	view         the view version (INCR on a join, leave, update or sweep)
 //	topology     the topology, JSON (SET NX)
+//	wake         not a key: the Pub/Sub channel of the namespace's
+//	             wake-ups (watch.go), PUBLISHed by the scripts of
+//	             Release, Leave and a Heartbeat that changed the view
 //
 // Lease keys expire by the server's clock; heartbeats are compared with
 // the server's TIME. Scripts name lease:<n> keys they build from ARGV[1],
@@ -93,15 +96,21 @@ end
 return lost
 `)
 
-// releaseScript: ARGV = base, then shard, token, owner per lease.
+// releaseScript: ARGV = base, wake channel, then shard, token, owner per
+// lease.
 var releaseScript = redis.NewScript(`
-for i = 2, #ARGV, 3 do
+local released = false
+for i = 3, #ARGV, 3 do
   local k = ARGV[1] .. ARGV[i]
   local v = redis.call('HMGET', k, 'owner', 'token')
   if v[1] == ARGV[i + 2] and v[2] == ARGV[i + 1] then
     redis.call('DEL', k)
     redis.call('SREM', KEYS[2], ARGV[i])
+    released = true
   end
+end
+if released then
+  redis.call('PUBLISH', ARGV[2], 'release')
 end
 return {}
 `)
@@ -123,21 +132,28 @@ end
 return out
 `)
 
-// heartbeatScript: ARGV = base, incarnation, "<weight>:<name>", ttl ms;
-// returns the view version, then incarnation, info pairs.
+// heartbeatScript: ARGV = base, wake channel, incarnation,
+// "<weight>:<name>", ttl ms; returns the view version, then incarnation,
+// info pairs.
 var heartbeatScript = redis.NewScript(luaNow + `
 local now = now_ms()
+local changed = false
 local dead = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)
 if #dead > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
   redis.call('HDEL', KEYS[4], unpack(dead))
   redis.call('INCR', KEYS[5])
+  changed = true
 end
-if not redis.call('ZSCORE', KEYS[3], ARGV[2]) or redis.call('HGET', KEYS[4], ARGV[2]) ~= ARGV[3] then
+if not redis.call('ZSCORE', KEYS[3], ARGV[3]) or redis.call('HGET', KEYS[4], ARGV[3]) ~= ARGV[4] then
   redis.call('INCR', KEYS[5])
+  changed = true
 end
-redis.call('ZADD', KEYS[3], now + tonumber(ARGV[4]), ARGV[2])
-redis.call('HSET', KEYS[4], ARGV[2], ARGV[3])
+redis.call('ZADD', KEYS[3], now + tonumber(ARGV[5]), ARGV[3])
+redis.call('HSET', KEYS[4], ARGV[3], ARGV[4])
+if changed then
+  redis.call('PUBLISH', ARGV[2], 'view')
+end
 local out = {redis.call('GET', KEYS[5])}
 for _, inc in ipairs(redis.call('ZRANGE', KEYS[3], 0, -1)) do
   out[#out + 1] = inc
@@ -146,11 +162,12 @@ end
 return out
 `)
 
-// leaveScript: ARGV = base, incarnation.
+// leaveScript: ARGV = base, wake channel, incarnation.
 var leaveScript = redis.NewScript(`
-if redis.call('ZREM', KEYS[3], ARGV[2]) == 1 then
-  redis.call('HDEL', KEYS[4], ARGV[2])
+if redis.call('ZREM', KEYS[3], ARGV[3]) == 1 then
+  redis.call('HDEL', KEYS[4], ARGV[3])
   redis.call('INCR', KEYS[5])
+  redis.call('PUBLISH', ARGV[2], 'leave')
 end
 return {}
 `)
@@ -195,7 +212,7 @@ func (s *Store) Heartbeat(ctx context.Context, ns string, m seqstore.Member, ttl
 	if err := seqstore.CheckLease(ns, seqstore.CheckMember(m), seqstore.CheckTTL(ttl)); err != nil {
 		return seqstore.View{}, fmt.Errorf("redisstore: heartbeat: %w", err)
 	}
-	vals, err := s.runLease(ctx, heartbeatScript, ns, m.Incarnation, strconv.Itoa(m.Weight)+":"+m.Name, ttl.Milliseconds())
+	vals, err := s.runLease(ctx, heartbeatScript, ns, s.wakeChannel(ns), m.Incarnation, strconv.Itoa(m.Weight)+":"+m.Name, ttl.Milliseconds())
 	if err != nil {
 		return seqstore.View{}, fmt.Errorf("redisstore: heartbeat of %q in %q: %w", m.Incarnation, ns, err)
 	}
@@ -296,7 +313,7 @@ func (s *Store) Release(ctx context.Context, ns string, held []seqstore.Lease) e
 	if err := seqstore.CheckLease(ns, seqstore.CheckLeases(held)); err != nil {
 		return fmt.Errorf("redisstore: release: %w", err)
 	}
-	if _, err := s.runLease(ctx, releaseScript, ns, leaseArgs(held)...); err != nil {
+	if _, err := s.runLease(ctx, releaseScript, ns, append([]any{s.wakeChannel(ns)}, leaseArgs(held)...)...); err != nil {
 		return fmt.Errorf("redisstore: release in %q: %w", ns, err)
 	}
 	return nil
@@ -307,7 +324,7 @@ func (s *Store) Leave(ctx context.Context, ns string, incarnation string) error 
 	if err := seqstore.CheckLease(ns, seqstore.CheckOwner(incarnation)); err != nil {
 		return fmt.Errorf("redisstore: leave: %w", err)
 	}
-	if _, err := s.runLease(ctx, leaveScript, ns, incarnation); err != nil {
+	if _, err := s.runLease(ctx, leaveScript, ns, s.wakeChannel(ns), incarnation); err != nil {
 		return fmt.Errorf("redisstore: leave of %q from %q: %w", incarnation, ns, err)
 	}
 	return nil

@@ -18,7 +18,7 @@ import (
 func TestLeaser(t *testing.T) {
 	t.Run("miniredis", func(t *testing.T) {
 		t.Parallel()
-		storetest.RunLeaser(t, storetest.LeaseHarness{Persistent: true, Shared: true,
+		storetest.RunLeaser(t, storetest.LeaseHarness{Persistent: true, Shared: true, Watches: true,
 			Open: func(t *testing.T) (func(t *testing.T) seqstore.Store, storetest.Clock) {
 				mr := miniredis.RunT(t)
 				now := time.Now()
@@ -40,7 +40,7 @@ func TestLeaser(t *testing.T) {
 		}
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			storetest.RunLeaser(t, storetest.LeaseHarness{Persistent: true, Shared: true,
+			storetest.RunLeaser(t, storetest.LeaseHarness{Persistent: true, Shared: true, Watches: true,
 				Open: func(t *testing.T) (func(t *testing.T) seqstore.Store, storetest.Clock) {
 					c, prefix := b.open(t)
 					return func(t *testing.T) seqstore.Store { return openOrFail(t, c, prefix) }, nil

@@ -83,6 +83,10 @@ type Store struct {
 
 	mu     sync.RWMutex // guards closed
 	closed bool
+	// closing is closed by Close, which then waits for watches: the
+	// goroutines of WatchLeases.
+	closing chan struct{}
+	watches sync.WaitGroup
 
 	calls, roundTrips atomic.Uint64
 }
@@ -124,6 +128,7 @@ func New(client redis.UniversalClient, opts *Options) (*Store, error) {
 		prefix:  o.Prefix,
 		sharded: sharded,
 		log:     o.Logger,
+		closing: make(chan struct{}),
 	}
 	var err error
 	s.flushes, err = batcher.New(&batcher.Options{MaxHandlers: o.Flushers, MaxItems: maxBatchCalls, MaxSize: maxPipelineBytes}, s.flush)
@@ -138,12 +143,16 @@ func (s *Store) Stats() Stats {
 	return Stats{Calls: s.calls.Load(), RoundTrips: s.roundTrips.Load()}
 }
 
-// Close waits until every call already submitted was sent. It does not
-// close the client. Later calls return seqstore.ErrClosed.
+// Close waits until every call already submitted was sent, and ends the
+// watches of WatchLeases. It does not close the client. Later calls return seqstore.ErrClosed.
 func (s *Store) Close() error {
 	s.mu.Lock()
+	if !s.closed {
+		close(s.closing)
+	}
 	s.closed = true
 	s.mu.Unlock()
+	s.watches.Wait()
 	s.flushes.Shutdown()
 	return nil
 }

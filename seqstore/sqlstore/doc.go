@@ -1,7 +1,9 @@
 // Package sqlstore is a seqstore.Store in a SQL database through
 // database/sql: PostgreSQL, MySQL or MariaDB, and SQLite.
 //
-// The store imports no driver. Register one in your program, e.g.
+// The store registers no driver (it uses pgx's own API, not its
+// database/sql driver, only for WatchLeases). Register one in your
+// program, e.g.
 // github.com/jackc/pgx/v5/stdlib ("pgx"), github.com/go-sql-driver/mysql
 // ("mysql") or modernc.org/sqlite ("sqlite", pure Go), open a *sql.DB and
 // pass it to Open with the matching Dialect. The *sql.DB stays yours: Close
@@ -36,6 +38,19 @@
 // transaction locks the database) and run in one transaction; Renew and
 // Release compare the lease row's owner and token in their UPDATE and
 // DELETE, which every dialect re-checks on the latest row version.
+//
+// # Wake-ups
+//
+// Store implements seqstore.LeaseWatcher on PostgreSQL through pgx: Release
+// (when it ended a lease), Leave (when it removed a member) and Heartbeat
+// (when the view changed) run pg_notify('<prefix>lease_wake', ns) in their
+// own transaction, so the notification goes out at COMMIT, after the change
+// is visible, and never for a transaction rolled back. WatchLeases LISTENs
+// on a connection of the *sql.DB it keeps for itself (one per watch: leave
+// room in SetMaxOpenConns), through Conn.Raw and pgx's
+// WaitForNotification, and replaces it when it is lost. On MySQL/MariaDB and
+// SQLite, and on PostgreSQL through another driver, WatchLeases returns an
+// error wrapping seqstore.ErrNotSupported: the lease keeper then polls.
 //
 // The table prefix (Options.TablePrefix, default "inorder_") is validated as
 // an identifier and is the only name written into SQL text; queue and group

@@ -106,6 +106,9 @@ func (s *Store) Heartbeat(ctx context.Context, ns string, m seqstore.Member, ttl
 			if _, err := tx.ExecContext(ctx, s.ph("UPDATE "+s.prefix+"lease_ns SET view_version = ? WHERE ns = ?"), int64(v.Version), ns); err != nil {
 				return err
 			}
+			if err := s.notify(ctx, tx, ns); err != nil {
+				return err
+			}
 		}
 		rows, err := tx.QueryContext(ctx, s.ph("SELECT incarnation, name, weight FROM "+s.prefix+"member WHERE ns = ?"), ns)
 		if err != nil {
@@ -248,13 +251,23 @@ func (s *Store) Release(ctx context.Context, ns string, held []seqstore.Lease) e
 		return s.leaseReady(ctx, "release")
 	}
 	err := s.leaseTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		released := int64(0)
 		for _, h := range held {
-			if _, err := tx.ExecContext(ctx, s.ph("DELETE FROM "+s.prefix+"lease WHERE ns = ? AND shard = ? AND token = ? AND owner = ?"),
-				ns, h.Shard, int64(h.Token), h.Owner); err != nil {
+			res, err := tx.ExecContext(ctx, s.ph("DELETE FROM "+s.prefix+"lease WHERE ns = ? AND shard = ? AND token = ? AND owner = ?"),
+				ns, h.Shard, int64(h.Token), h.Owner)
+			if err != nil {
 				return err
 			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			released += n
 		}
-		return nil
+		if released == 0 {
+			return nil
+		}
+		return s.notify(ctx, tx, ns)
 	})
 	if err != nil {
 		return fmt.Errorf("sqlstore: release in %q: %w", ns, err)
@@ -282,8 +295,10 @@ func (s *Store) Leave(ctx context.Context, ns string, incarnation string) error 
 		if n, err := res.RowsAffected(); err != nil || n == 0 {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, s.ph("UPDATE "+s.prefix+"lease_ns SET view_version = ? WHERE ns = ?"), version+1, ns)
-		return err
+		if _, err = tx.ExecContext(ctx, s.ph("UPDATE "+s.prefix+"lease_ns SET view_version = ? WHERE ns = ?"), version+1, ns); err != nil {
+			return err
+		}
+		return s.notify(ctx, tx, ns)
 	})
 	if err != nil {
 		return fmt.Errorf("sqlstore: leave of %q from %q: %w", incarnation, ns, err)

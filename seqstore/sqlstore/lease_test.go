@@ -27,7 +27,7 @@ func TestLeaser(t *testing.T) {
 	for _, b := range backends(t) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
-			storetest.RunLeaser(t, storetest.LeaseHarness{Persistent: true, Shared: true,
+			storetest.RunLeaser(t, storetest.LeaseHarness{Persistent: true, Shared: true, Watches: b.dialect == Postgres,
 				Open: func(t *testing.T) (func(t *testing.T) seqstore.Store, storetest.Clock) {
 					db, prefix := b.open(t)
 					newStore(t, db, b.dialect, prefix).Close() // migrate once

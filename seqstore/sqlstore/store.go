@@ -95,12 +95,20 @@ type Store struct {
 
 	mu     sync.RWMutex // guards closed
 	closed bool
+	// life ends at Close, and with it the watches of WatchLeases, whose
+	// goroutines Close waits for.
+	life    context.Context
+	end     context.CancelFunc
+	watches sync.WaitGroup
 
 	ops, txs, stmts, retries atomic.Uint64
 
 	// onDrop, when set (tests), is told the rows each parked-row DELETE
 	// deleted.
 	onDrop func(n int64)
+	// beforeLeaseCommit, when set (tests), runs between a lease call's
+	// statements and its COMMIT.
+	beforeLeaseCommit func()
 }
 
 var _ seqstore.Store = (*Store)(nil)
@@ -142,6 +150,7 @@ func Open(db *sql.DB, dialect Dialect, opts *Options) (*Store, error) {
 		timeout: o.TxTimeout,
 		sleep:   retry.Sleep,
 	}
+	s.life, s.end = context.WithCancel(context.Background())
 	var err error
 	s.commits, err = batcher.New(&batcher.Options{MaxHandlers: o.Writers, MaxItems: maxTxCalls, MaxSize: maxTxRows}, s.commit)
 	if err != nil {
@@ -156,12 +165,14 @@ func (s *Store) Stats() Stats {
 }
 
 // Close waits until every call already submitted has committed (or
-// failed). It does not close the *sql.DB. Later calls return
-// seqstore.ErrClosed.
+// failed), and ends the watches of WatchLeases. It does not close the
+// *sql.DB. Later calls return seqstore.ErrClosed.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
+	s.end()
+	s.watches.Wait()
 	s.commits.Shutdown()
 	return nil
 }

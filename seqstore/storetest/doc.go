@@ -46,7 +46,14 @@
 // Fenced tells it; a lower claim fails with ErrFenced; a claim holds every
 // earlier advance, also when it races the old owner's advances from several
 // instances), reopening, cancelled contexts and closed stores. Lost leases
-// are expected in the order they were given.
+// are expected in the order they were given. Its Watch/* tests check the
+// optional seqstore.LeaseWatcher for stores whose LeaseHarness sets
+// Watches (and ErrNotSupported for the others): a Release, a Leave, a join,
+// a new Weight and a sweep by another instance wake the watcher within 1 s,
+// after the change is readable; renewals, Acquire, Renew, Topology and
+// calls that change nothing stay quiet for 300 ms; namespaces are apart;
+// 50 unread changes leave at most two wake-ups; an unread watcher never
+// slows the writers; the end of the context and Close close the channel.
 //
 // Each subtest opens its own fresh storage through Harness.Open, so
 // subtests run in parallel and never see each other's streams.

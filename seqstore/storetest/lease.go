@@ -37,6 +37,10 @@ type LeaseHarness struct {
 	// Persistent and Shared mean what they mean in Harness.
 	Persistent bool
 	Shared     bool
+	// Watches means the store implements seqstore.LeaseWatcher and its
+	// wake-ups work (the Watch/* tests need Shared); when false, the store
+	// must lack WatchLeases or return ErrNotSupported from it.
+	Watches bool
 	// TTL is the lease and heartbeat TTL of the tests that wait for an
 	// expiry: short enough to wait for, long enough that a lease taken
 	// with it is still live on the next call. Default DefaultLeaseTTL.
@@ -79,6 +83,7 @@ func RunLeaser(t *testing.T, h LeaseHarness) {
 		{"Fence/AdvanceBeforeClaim", testFenceBeforeClaim},
 		{"Fence/ClaimRace", testFenceClaimRace},
 	}
+	tests = append(tests, watchTests()...)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -54,9 +54,12 @@ func CursorOne(ctx context.Context, st seqstore.Store, s seqstore.Stream) (seqst
 // lets a store whose instances share nothing, such as memstore, run the
 // suite's reopen and cross-instance tests (see OpenShared).
 // The instance implements seqstore.Lister and seqstore.Leaser when storage
-// does.
+// does; a leasing instance implements seqstore.LeaseWatcher too, whose
+// WatchLeases returns seqstore.ErrNotSupported when storage has none, and
+// whose channels close when the instance does.
 func Share(storage seqstore.Store) seqstore.Store {
 	in := &instance{storage: storage}
+	in.life, in.end = context.WithCancel(context.Background())
 	lister, isLister := storage.(seqstore.Lister)
 	leaser, isLeaser := storage.(seqstore.Leaser)
 	switch {
@@ -128,6 +131,24 @@ func (p leasingPart) Leave(ctx context.Context, ns string, incarnation string) e
 	return p.leaser.Leave(ctx, ns, incarnation)
 }
 
+func (p leasingPart) WatchLeases(ctx context.Context, ns string) (<-chan struct{}, error) {
+	if err := p.in.check(); err != nil {
+		return nil, err
+	}
+	w, ok := p.leaser.(seqstore.LeaseWatcher)
+	if !ok {
+		return nil, fmt.Errorf("storetest: watch leases: %w", seqstore.ErrNotSupported)
+	}
+	// The watch ends with ctx or with the instance.
+	ctx, cancel := context.WithCancel(ctx)
+	context.AfterFunc(p.in.life, cancel)
+	ch, err := w.WatchLeases(ctx, ns)
+	if err != nil {
+		cancel()
+	}
+	return ch, err
+}
+
 func (p leasingPart) Leases(ctx context.Context, ns string) ([]seqstore.Lease, error) {
 	if err := p.in.check(); err != nil {
 		return nil, err
@@ -158,6 +179,9 @@ func (h *listingInstance) State(ctx context.Context, s seqstore.Stream) (seqstor
 
 type instance struct {
 	storage seqstore.Store
+	// life ends with Close, and with it the instance's watches.
+	life context.Context
+	end  context.CancelFunc
 
 	mu     sync.Mutex
 	closed bool
@@ -175,6 +199,7 @@ func (h *instance) check() error {
 func (h *instance) Close() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.end()
 	h.closed = true
 	return nil
 }
