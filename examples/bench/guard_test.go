@@ -16,7 +16,7 @@ func TestParseGuard(t *testing.T) {
 	doc := "# README\n| not | guarded |\n" + guardBegin + "\n| scenario | ratio |\n|---|---|\n| ordered/a/g1 | 0.5 |\n| pipelined/b | 120 |\n" + guardEnd + "\n| ordered/c | 9 |\n"
 	rows, err := parseGuard(strings.NewReader(doc), "README.md")
 	require.NoError(t, err)
-	assert.Equal(t, []guardRow{{"ordered/a/g1", 0.5}, {"pipelined/b", 120}}, rows)
+	assert.Equal(t, []guardRow{{Scenario: "ordered/a/g1", Baseline: 0.5}, {Scenario: "pipelined/b", Baseline: 120}}, rows)
 
 	for name, bad := range map[string]string{
 		"no markers": "| scenario | ratio |\n| ordered/a | 0.5 |\n",
@@ -67,7 +67,7 @@ func guardOnce(t *testing.T, retries int, baseline float64, rates ...float64) gu
 	round := []*result{runOne(context.Background(), c, ss[0]), runOne(context.Background(), c, ss[1])}
 	withRatios(ss, round)
 	byName := map[string]*result{"raw/x": round[0], "ordered/x": round[1]}
-	vs := guard(context.Background(), c, ss, byName, []guardRow{{"ordered/x", baseline}, {"ordered/elsewhere", 1}}, retries, io.Discard)
+	vs := guard(context.Background(), c, ss, nil, byName, []guardRow{{Scenario: "ordered/x", Baseline: baseline}, {Scenario: "ordered/elsewhere", Baseline: 1}}, retries, io.Discard)
 	require.Len(t, vs, 2)
 	assert.True(t, vs[1].NotRun && vs[1].Passed, "a row that did not run passes")
 	return vs[0]
@@ -132,7 +132,7 @@ func TestGuardPrefersCPURatio(t *testing.T) {
 		round := []*result{runOne(context.Background(), c, ss[0]), runOne(context.Background(), c, ss[1])}
 		withRatios(ss, round)
 		byName := map[string]*result{"raw/y": round[0], "ordered/y": round[1]}
-		return guard(context.Background(), c, ss, byName, []guardRow{{"ordered/y", 0.8}}, 2, io.Discard)[0]
+		return guard(context.Background(), c, ss, nil, byName, []guardRow{{Scenario: "ordered/y", Baseline: 0.8}}, 2, io.Discard)[0]
 	}
 	v := check(30, 1.25)
 	assert.True(t, v.Passed, "throughput 0.3, CPU ratio 0.8: passes on the CPU ratio")

@@ -47,6 +47,10 @@ type config struct {
 	list           bool
 	guard          string
 	retries        int
+	// guardPairs and guardMessages: at most this many pairs of runs for a
+	// CPU row of the guard, each run of this many messages.
+	guardPairs    int
+	guardMessages int
 }
 
 func (c *config) validate() error {
@@ -59,6 +63,10 @@ func (c *config) validate() error {
 		return fmt.Errorf("bench: -size must be at least %d", minPayload)
 	case c.retries < 0:
 		return errors.New("bench: -guard-retries must not be negative")
+	case c.guardPairs < cpuGuardMinPairs:
+		return fmt.Errorf("bench: -guard-pairs must be at least %d", cpuGuardMinPairs)
+	case c.guardMessages < 1:
+		return errors.New("bench: -guard-messages must be at least 1")
 	case c.count < 1:
 		return errors.New("bench: -count must be at least 1")
 	case c.window < 0:
@@ -138,6 +146,8 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.list, "list", false, "list the scenarios and exit")
 	fs.StringVar(&c.guard, "guard", "", "fail if a ratio is over 30% below its baseline in this file's bench-guard table (README.md)")
 	fs.IntVar(&c.retries, "guard-retries", 2, "with -guard, run a row below its floor again up to this many times; its best ratio counts")
+	fs.IntVar(&c.guardPairs, "guard-pairs", 15, "with -guard, run a CPU row (a baseline in µs) and its base in at most this many pairs")
+	fs.IntVar(&c.guardMessages, "guard-messages", 40_000, "with -guard, messages in each run of a CPU row's pairs")
 	cmdline.SetUsage(fs, synopsis,
 		cmdline.Env{Name: envRedis, Help: "add redisstore rows on this Redis (host:port)"},
 		cmdline.Env{Name: envPostgres, Help: "add sqlstore rows on this PostgreSQL (a postgres:// URL)"},
@@ -258,7 +268,7 @@ func run(ctx context.Context, c *config, out, info io.Writer) (bool, error) {
 	}
 	var verdicts []guardVerdict
 	if guardRows != nil {
-		verdicts = guard(ctx, c, selected, byName, guardRows, c.retries, info)
+		verdicts = guard(ctx, c, selected, pairScenarios(c, env), byName, guardRows, c.retries, info)
 		ok = ok && guardPassed(verdicts)
 	}
 	fmt.Fprintf(info, "bench: done; %s\n", loadAverage())
