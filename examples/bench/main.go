@@ -63,9 +63,9 @@ func (c *config) validate() error {
 		return fmt.Errorf("bench: -size must be at least %d", minPayload)
 	case c.retries < 0:
 		return errors.New("bench: -guard-retries must not be negative")
-	case c.guardPairs < cpuGuardMinPairs:
+	case c.guard != "" && c.guardPairs < cpuGuardMinPairs:
 		return fmt.Errorf("bench: -guard-pairs must be at least %d", cpuGuardMinPairs)
-	case c.guardMessages < 1:
+	case c.guard != "" && c.guardMessages < 1:
 		return errors.New("bench: -guard-messages must be at least 1")
 	case c.count < 1:
 		return errors.New("bench: -count must be at least 1")

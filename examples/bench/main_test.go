@@ -146,6 +146,8 @@ func TestConfigValidate(t *testing.T) {
 		"count":           func(c *config) { c.count = 0 },
 		"commit-interval": func(c *config) { c.commitInterval = -2 },
 		"scenario":        func(c *config) { c.scenario = "(" },
+		"guard-pairs":     func(c *config) { c.guard, c.guardPairs, c.guardMessages = "README.md", cpuGuardMinPairs-1, 1 },
+		"guard-messages":  func(c *config) { c.guard, c.guardPairs, c.guardMessages = "README.md", cpuGuardMinPairs, 0 },
 	} {
 		c := ok
 		mutate(&c)
