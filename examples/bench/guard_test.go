@@ -141,3 +141,21 @@ func TestGuardPrefersCPURatio(t *testing.T) {
 	assert.False(t, v.Passed, "throughput 0.9, CPU ratio 0.4: fails on the CPU ratio")
 	assert.Len(t, v.Tries, 3)
 }
+
+// A row whose base is no scenario but a rate it measures itself (the
+// engine/filestore rows' fsyncs) runs again alone: the retry used to fail
+// the row for a base "not in this run".
+func TestGuardRetriesARowWithItsOwnBase(t *testing.T) {
+	i := 0
+	ss := []scenario{{name: "engine/x", base: "16x fdatasync/s", run: func(context.Context) (*result, error) {
+		i++
+		return &result{Rate: float64(50 * i), baseRate: 100}, nil
+	}}}
+	c := &config{timeout: time.Minute}
+	round := []*result{runOne(context.Background(), c, ss[0])}
+	withRatios(ss, round)
+	vs := guard(context.Background(), c, ss, nil, map[string]*result{"engine/x": round[0]}, []guardRow{{Scenario: "engine/x", Baseline: 1}}, 2, io.Discard)
+	assert.True(t, vs[0].Passed, "0.5, then 1.0 on the retry: %+v", vs[0])
+	assert.Empty(t, vs[0].Problem)
+	assert.Equal(t, []float64{0.5, 1}, vs[0].Tries)
+}

@@ -31,6 +31,7 @@ type config struct {
 	svg       string
 	messages  int
 	scenario  string
+	skip      string
 	producers int
 	consumers int
 	size      int
@@ -80,6 +81,9 @@ func (c *config) validate() error {
 	}
 	if _, err := regexp.Compile(c.scenario); err != nil {
 		return fmt.Errorf("bench: -scenario: %w", err)
+	}
+	if _, err := regexp.Compile(c.skip); err != nil {
+		return fmt.Errorf("bench: -skip: %w", err)
 	}
 	return nil
 }
@@ -132,6 +136,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.svg, "svg", "", "write the ordered/raw ratios as an SVG chart to this file (default with -jsonfile: its name, .svg)")
 	fs.IntVar(&c.messages, "messages", 0, "messages per memqueue scenario, emulator ones a quarter (default 200000, -quick 8000)")
 	fs.StringVar(&c.scenario, "scenario", "", "run the scenarios whose name matches this regexp (their bases run too)")
+	fs.StringVar(&c.skip, "skip", "", "of those, leave out the ones whose name matches this regexp (unless another needs it as its base)")
 	fs.IntVar(&c.producers, "producers", 4, "sending goroutines")
 	fs.IntVar(&c.consumers, "consumers", 2, "raw receive loops, and the ordered side's fetchers")
 	fs.IntVar(&c.size, "size", 100, "payload bytes")
@@ -179,7 +184,11 @@ func run(ctx context.Context, c *config, out, info io.Writer) (bool, error) {
 	env := newEnvironment()
 	all := scenarios(c, env)
 	re := regexp.MustCompile(c.scenario)
-	selected := selectScenarios(all, re)
+	var skip *regexp.Regexp
+	if c.skip != "" {
+		skip = regexp.MustCompile(c.skip)
+	}
+	selected := selectScenarios(all, re, skip)
 	if c.list {
 		for _, s := range selected {
 			fmt.Fprintln(out, s.name)
@@ -358,12 +367,12 @@ func runOne(ctx context.Context, c *config, s scenario) *result {
 	return r
 }
 
-// selectScenarios returns the scenarios matching re, with the bases and
-// floors they need, in the registry's order.
-func selectScenarios(all []scenario, re *regexp.Regexp) []scenario {
+// selectScenarios returns the scenarios matching re and not skip (nil:
+// none), with the bases and floors they need, in the registry's order.
+func selectScenarios(all []scenario, re, skip *regexp.Regexp) []scenario {
 	want := make(map[string]bool)
 	for _, s := range all {
-		if re.MatchString(s.name) {
+		if re.MatchString(s.name) && (skip == nil || !skip.MatchString(s.name)) {
 			want[s.name] = true
 			for _, dep := range []string{s.base, s.floor} {
 				if dep != "" {
