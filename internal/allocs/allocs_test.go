@@ -1,4 +1,4 @@
-package ordered_test
+package allocs_test
 
 import (
 	"context"
