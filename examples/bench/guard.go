@@ -267,8 +267,11 @@ func cpuTry(ctx context.Context, c *config, b cpuBaseline, base, s scenario, pro
 		}
 		pairs = append(pairs, p)
 		j := judgeCPU(b, pairs, k+1 >= c.guardPairs)
-		fmt.Fprintf(progress, "  guard: %s pair %d: raw %.2f, ordered %.2f µs/msg: +%.2f at the reference's speed (limit +%.2f)\n",
-			s.name, k+1, p.Raw, p.Ordered, (p.Ordered-p.Raw)*j.Speed, j.Limit)
+		// The speed, and so every pair's scaled figure, moves as pairs
+		// come: the line shows this pair's own figures and the judgement
+		// so far.
+		fmt.Fprintf(progress, "  guard: %s pair %d: raw %.2f, ordered %.2f µs/msg (+%.2f); so far %s, limit +%.2f\n",
+			s.name, k+1, p.Raw, p.Ordered, p.Ordered-p.Raw, j, j.Limit)
 		if j.Decided {
 			return j, nil
 		}

@@ -149,7 +149,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.blockprof, "blockprofile", "", "write a profile of blocking (channel, mutex, cond waits) to this file")
 	fs.StringVar(&c.memprofile, "memprofile", "", "write a profile of the run's allocations to this file (pprof -sample_index=alloc_objects)")
 	fs.BoolVar(&c.list, "list", false, "list the scenarios and exit")
-	fs.StringVar(&c.guard, "guard", "", "fail if a ratio is over 30% below its baseline in this file's bench-guard table (README.md), or a CPU row (µs) over its baseline + 0.5 µs")
+	fs.StringVar(&c.guard, "guard", "", "fail on a ratio 30% under its baseline in this file's guard table (README.md), or a CPU row over +0.5 µs")
 	fs.IntVar(&c.retries, "guard-retries", 2, "with -guard, run a row below its floor again up to this many times; its best ratio counts")
 	fs.IntVar(&c.guardPairs, "guard-pairs", 15, "with -guard, run a CPU row (a baseline in µs) and its base in at most this many pairs")
 	fs.IntVar(&c.guardMessages, "guard-messages", 40_000, "with -guard, messages in each run of a CPU row's pairs")
