@@ -45,9 +45,10 @@ import (
 // a noisy machine costs pairs, not a wrong verdict. The spread (1.4826
 // times the median absolute deviation, a robust standard deviation) is
 // reported; a pair's noise well under cpuGuardStep/2 decides in
-// cpuGuardMinPairs pairs. What pairing cannot remove is a shift of the
-// whole run (a burst of load that outlasts it): a row that fails is judged
-// again on fresh pairs (-guard-retries), and fails only if every try does.
+// cpuGuardMinPairs pairs. What pairing cannot remove is a shift of a whole
+// try (a burst of load that outlasts it, or raw's runs dearer than the
+// machine's speed, which scales the row down): a row that fails is judged
+// again with fresh pairs added to its old ones (judgeRow, -guard-retries).
 const (
 	// cpuGuardStep is the regression, in CPU µs per message at the
 	// reference's speed, that the CPU guard must see; the limit is half
@@ -62,6 +63,42 @@ const (
 	// ordered row's messages (raw costs a fifth to a tenth as much CPU).
 	cpuGuardRawFactor = 4
 )
+
+// judgeRow is the CPU guard's policy over a row's pairs, which next runs
+// one at a time: pairs until judgeCPU decides (at most maxPairs); if the row
+// is over its limit, up to retries more tries, each adding at least
+// cpuGuardMinPairs and at most maxPairs fresh pairs to the same list and
+// judging them all, so that a burst of load that spoilt the first try is
+// outvoted and the speed comes from more runs of raw. It returns each
+// try's judgement (the last one is the verdict) and calls seen, if not nil,
+// with the judgement after each pair.
+func judgeRow(b cpuBaseline, maxPairs, retries int, next func() (cpuPair, error), seen func(cpuPair, cpuJudgement)) ([]cpuJudgement, error) {
+	var pairs []cpuPair
+	var tries []cpuJudgement
+	for try := 0; try <= retries; try++ {
+		start := len(pairs)
+		for {
+			p, err := next()
+			if err != nil {
+				return tries, err
+			}
+			pairs = append(pairs, p)
+			fresh := len(pairs) - start
+			j := judgeCPU(b, pairs, fresh >= maxPairs)
+			if seen != nil {
+				seen(p, j)
+			}
+			if j.Decided && fresh >= cpuGuardMinPairs {
+				tries = append(tries, j)
+				if j.Passed {
+					return tries, nil
+				}
+				break
+			}
+		}
+	}
+	return tries, nil
+}
 
 // cpuPair is one pair of runs: the CPU µs per message of the raw base and
 // of the ordered row, run back to back.

@@ -201,9 +201,9 @@ func rerun(ctx context.Context, c *config, scen map[string]scenario, s scenario)
 }
 
 // cpuGuard judges a CPU row: it runs the row's scenario and its raw base
-// from pairScen in pairs until judgeCPU decides or -guard-pairs ran, and
-// again on fresh pairs up to retries times while it fails. refs holds the
-// raw bases' CPU per message when the baselines were measured.
+// from pairScen in pairs as judgeRow asks (-guard-pairs a try, retries more
+// tries while the row is over its limit). refs holds the raw bases' CPU
+// per message when the baselines were measured.
 func cpuGuard(ctx context.Context, c *config, pairScen []scenario, refs map[string]float64, row guardRow, selected bool, retries int, progress io.Writer) guardVerdict {
 	v := guardVerdict{guardRow: row}
 	if !selected {
@@ -239,43 +239,29 @@ func cpuGuard(ctx context.Context, c *config, pairScen []scenario, refs map[stri
 		v.Problem = fmt.Sprintf("%s failed: %s", r.Name, r.Failed)
 		return v
 	}
-	for try := 0; try <= retries && !v.Passed; try++ {
-		if try > 0 {
-			fmt.Fprintf(progress, "  guard: %s over its limit: again on fresh pairs (%d of %d)\n", row.Scenario, try, retries)
-		}
-		j, err := cpuTry(ctx, c, b, base, s, progress)
-		if err != nil {
-			v.Problem = err.Error()
-			return v
-		}
-		v.CPUTries = append(v.CPUTries, j)
-		v.Passed = j.Passed
-	}
-	return v
-}
-
-// cpuTry runs pairs of base and s until judgeCPU decides.
-func cpuTry(ctx context.Context, c *config, b cpuBaseline, base, s scenario, progress io.Writer) (cpuJudgement, error) {
-	var pairs []cpuPair
-	for k := 0; ; k++ {
+	k := 0
+	next := func() (cpuPair, error) {
 		if err := ctx.Err(); err != nil {
-			return cpuJudgement{}, err
+			return cpuPair{}, err
 		}
-		p, err := runPair(ctx, c, base, s, k%2 == 1)
-		if err != nil {
-			return cpuJudgement{}, err
-		}
-		pairs = append(pairs, p)
-		j := judgeCPU(b, pairs, k+1 >= c.guardPairs)
+		k++
+		return runPair(ctx, c, base, s, k%2 == 0)
+	}
+	seen := func(p cpuPair, j cpuJudgement) {
 		// The speed, and so every pair's scaled figure, moves as pairs
 		// come: the line shows this pair's own figures and the judgement
 		// so far.
 		fmt.Fprintf(progress, "  guard: %s pair %d: raw %.2f, ordered %.2f µs/msg (+%.2f); so far %s, limit +%.2f\n",
-			s.name, k+1, p.Raw, p.Ordered, p.Ordered-p.Raw, j, j.Limit)
-		if j.Decided {
-			return j, nil
-		}
+			s.name, k, p.Raw, p.Ordered, p.Ordered-p.Raw, j, j.Limit)
 	}
+	tries, err := judgeRow(b, c.guardPairs, retries, next, seen)
+	v.CPUTries = tries
+	if err != nil {
+		v.Problem = err.Error()
+		return v
+	}
+	v.Passed = len(tries) > 0 && tries[len(tries)-1].Passed
+	return v
 }
 
 // pairScenarios returns the scenarios of the CPU rows' pairs: the ordered
