@@ -108,10 +108,19 @@ type cpuPair struct {
 }
 
 // cpuBaseline is a CPU row's baseline: the CPU µs per message that
-// ordering adds (Added), measured when its raw base used Raw.
+// ordering adds (Added), measured when its raw base used Raw, and the
+// regression the row must see (Step; 0: cpuGuardStep).
 type cpuBaseline struct {
 	Raw   float64 `json:"raw_us"`
 	Added float64 `json:"added_us"`
+	Step  float64 `json:"step_us,omitempty"`
+}
+
+func (b cpuBaseline) step() float64 {
+	if b.Step > 0 {
+		return b.Step
+	}
+	return cpuGuardStep
 }
 
 // cpuJudgement is judgeCPU's finding on one try's pairs.
@@ -120,7 +129,7 @@ type cpuJudgement struct {
 	// Speed is the reference over the median of the pairs' raw figures:
 	// what each pair's difference is scaled by.
 	Speed  float64 `json:"speed"`
-	Limit  float64 `json:"limit_us"`  // the baseline + cpuGuardStep/2
+	Limit  float64 `json:"limit_us"`  // the baseline + half the step
 	Added  float64 `json:"added_us"`  // the median of the pairs' scaled differences
 	Spread float64 `json:"spread_us"` // 1.4826 × their median absolute deviation
 	Above  int     `json:"above"`     // pairs above the limit
@@ -137,7 +146,7 @@ type cpuJudgement struct {
 // judgeCPU judges pairs against b. last says that no more pairs will
 // come: the median decides what the sign test has not.
 func judgeCPU(b cpuBaseline, pairs []cpuPair, last bool) cpuJudgement {
-	j := cpuJudgement{Pairs: pairs, Limit: b.Added + cpuGuardStep/2}
+	j := cpuJudgement{Pairs: pairs, Limit: b.Added + b.step()/2}
 	k := len(pairs)
 	if k == 0 {
 		return j
@@ -164,7 +173,7 @@ func judgeCPU(b cpuBaseline, pairs []cpuPair, last bool) cpuJudgement {
 		case a < j.Limit:
 			below++ // a pair exactly at the limit votes neither way
 		}
-		if a < b.Added-cpuGuardStep/2 {
+		if a < b.Added-b.step()/2 {
 			cheaper++
 		}
 	}

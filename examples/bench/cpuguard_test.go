@@ -74,6 +74,13 @@ func TestJudgeCPU(t *testing.T) {
 
 	j = judgeCPU(b, nil, true)
 	assert.False(t, j.Decided, "no pairs, no verdict")
+
+	b.Step = 2
+	j = judgeCPU(b, pairsAt(3.9, 3.7, 3.8, 3.8, 3.6), false)
+	assert.InDelta(t, 4.0, j.Limit, 1e-9, "a row with a step of 2 µs: the limit is 1 µs over")
+	assert.True(t, j.Decided && j.Passed, "0.8 µs dearer is under half its step: passes, by design")
+	j = judgeCPU(b, pairsAt(5.1, 4.9, 5.2, 5.0, 4.8), false)
+	assert.True(t, j.Decided && !j.Passed, "2 µs dearer fails")
 }
 
 // A machine that does half as much per CPU second doubles both runs of a
@@ -180,16 +187,20 @@ func TestJudgeRow(t *testing.T) {
 }
 
 func TestParseGuardCPURows(t *testing.T) {
-	doc := guardBegin + "\n| scenario | baseline |\n|---|---|\n| raw/memqueue/g1 | 0.5 µs |\n| ordered/memqueue/memstore/durable/g1 | +3.3 µs | a note |\n| pipelined/memstore | 141 |\n" + guardEnd + "\n"
+	doc := guardBegin + "\n| scenario | baseline |\n|---|---|\n| raw/memqueue/g1 | 0.5 µs |\n| ordered/memqueue/memstore/durable/g1 | +3.3 µs | a note |\n" +
+		"| ordered/memqueue/memstore/durable/g1000 | 5.5 µs, step 2 |\n| pipelined/memstore | 141 |\n" + guardEnd + "\n"
 	rows, err := parseGuard(strings.NewReader(doc), "README.md")
 	require.NoError(t, err)
 	assert.Equal(t, []guardRow{
 		{Scenario: "raw/memqueue/g1", Baseline: 0.5, CPU: true},
 		{Scenario: "ordered/memqueue/memstore/durable/g1", Baseline: 3.3, CPU: true},
+		{Scenario: "ordered/memqueue/memstore/durable/g1000", Baseline: 5.5, CPU: true, Step: 2},
 		{Scenario: "pipelined/memstore", Baseline: 141},
 	}, rows)
-	_, err = parseGuard(strings.NewReader(guardBegin+"\n| ordered/a | µs |\n"+guardEnd+"\n"), "README.md")
-	assert.Error(t, err, "a unit without a number")
+	for _, bad := range []string{"µs", "3 µs, step 0", "3 µs, step x", "0.5, step 2"} {
+		_, err = parseGuard(strings.NewReader(guardBegin+"\n| ordered/a | "+bad+" |\n"+guardEnd+"\n"), "README.md")
+		assert.Error(t, err, "%q", bad)
+	}
 }
 
 // cpuScenarios returns a raw base at 1 µs per message and an ordered row

@@ -45,9 +45,11 @@ type guardRow struct {
 	Scenario string  `json:"scenario"`
 	Baseline float64 `json:"baseline"`
 	// CPU: Baseline is the CPU µs per message that ordering adds to the
-	// row's raw base (a cell ending in µs), judged by judgeCPU over pairs
-	// of runs (see cpuguard.go); else Baseline is a ratio.
-	CPU bool `json:"cpu,omitempty"`
+	// row's raw base (a cell "3.45 µs"), judged by judgeCPU over pairs of
+	// runs (see cpuguard.go); else Baseline is a ratio. Step is the
+	// regression a CPU row must see, if not cpuGuardStep ("5.45 µs, step 2").
+	CPU  bool    `json:"cpu,omitempty"`
+	Step float64 `json:"step_us,omitempty"`
 }
 
 // guardVerdict is the guard's finding for one row.
@@ -98,13 +100,22 @@ func parseGuard(r io.Reader, name string) ([]guardRow, error) {
 		if scenario == "scenario" || strings.Trim(scenario, "-: ") == "" {
 			continue // the header and its separator
 		}
-		number, cpu := strings.CutSuffix(ratio, "µs")
+		baseline, stepText, stepped := strings.Cut(ratio, ", step ")
+		number, cpu := strings.CutSuffix(strings.TrimSpace(baseline), "µs")
 		number = strings.TrimPrefix(strings.TrimSpace(number), "+")
 		v, err := strconv.ParseFloat(number, 64)
 		if err != nil || !(v > 0) {
 			return nil, fmt.Errorf("bench: -guard: %s:%d: baseline %q of %s is not a positive number (a ratio, or CPU µs per message)", name, line, ratio, scenario)
 		}
-		rows = append(rows, guardRow{Scenario: scenario, Baseline: v, CPU: cpu})
+		row := guardRow{Scenario: scenario, Baseline: v, CPU: cpu}
+		if stepped {
+			step, err := strconv.ParseFloat(strings.TrimSpace(stepText), 64)
+			if err != nil || !(step > 0) || !cpu {
+				return nil, fmt.Errorf("bench: -guard: %s:%d: %q of %s: want \"N µs, step S\" with S positive", name, line, ratio, scenario)
+			}
+			row.Step = step
+		}
+		rows = append(rows, row)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("bench: -guard: %s: %w", name, err)
@@ -224,7 +235,7 @@ func cpuGuard(ctx context.Context, c *config, pairScen []scenario, refs map[stri
 		v.Problem = fmt.Sprintf("the guard table has no CPU baseline (in µs) for %s, the speed reference", base.name)
 		return v
 	}
-	b := cpuBaseline{Raw: refs[base.name], Added: row.Baseline}
+	b := cpuBaseline{Raw: refs[base.name], Added: row.Baseline, Step: row.Step}
 	// One P: no idle P's thread spins looking for work, a cost that comes
 	// and goes with the timing of the hand-offs and with the machine's
 	// load, not with ordering's work (and the guard takes one CPU of a
@@ -352,7 +363,7 @@ func printGuard(w io.Writer, file string, vs []guardVerdict) {
 					verdict += " (decidedly cheaper than its baseline: lower it)"
 				}
 			}
-			fmt.Fprintf(tw, "  %s\tbaseline +%.2f µs\tlimit +%.2f µs\tmeasured %s\t%s\n", v.Scenario, v.Baseline, v.Baseline+cpuGuardStep/2, strings.Join(tries, "; "), verdict)
+			fmt.Fprintf(tw, "  %s\tbaseline +%.2f µs\tlimit +%.2f µs\tmeasured %s\t%s\n", v.Scenario, v.Baseline, v.Baseline+cpuBaseline{Step: v.Step}.step()/2, strings.Join(tries, "; "), verdict)
 			continue
 		}
 		tries := make([]string, len(v.Tries))
