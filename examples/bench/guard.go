@@ -33,7 +33,8 @@ import (
 // one run. A ratio more than guardSlack below its baseline fails the run;
 // a row below the line runs again with its base, up to -guard-retries
 // more times, and its best ratio counts. A regression fails every try; a
-// noisy moment seldom does.
+// noisy moment seldom does. A row whose baseline is in µs is a CPU row,
+// judged apart (cpuguard.go).
 const (
 	guardBegin = "<!-- bench-guard:begin -->"
 	guardEnd   = "<!-- bench-guard:end -->"
@@ -61,8 +62,9 @@ type guardVerdict struct {
 	Passed  bool      `json:"passed"`
 	NotRun  bool      `json:"not_run,omitempty"`
 	Problem string    `json:"problem,omitempty"`
-	// CPUTries are a CPU row's tries, each a judgement on its own pairs
-	// (Floor, Ratio and Tries are a ratio row's).
+	// CPUTries are a CPU row's tries, each the judgement of every pair run
+	// so far when the try ended; the last is the verdict (Floor, Ratio and
+	// Tries are a ratio row's).
 	CPUTries []cpuJudgement `json:"cpu_tries,omitempty"`
 }
 
