@@ -390,6 +390,7 @@ func (r *receiver) abandon(d *recvcore.Delivery) {
 }
 
 func (r *receiver) message(d recvcore.Delivery) *Message {
+	plantHandOut()
 	m := &Message{
 		Group: d.Group, Epoch: d.Epoch, Seq: d.Seq, Body: d.Body, ID: d.ID, Attempt: d.Attempt,
 		Unordered: d.Unordered, Redelivered: d.Redelivered, r: r, d: d,

@@ -126,10 +126,17 @@
 // baseline. A ratio divides two figures of the same run, so a slower or
 // busier machine moves both; what noise is left is handled by running a
 // row under its floor again with its base (up to -guard-retries times,
-// default 2) and keeping its best ratio. A scenario that did not run (not
-// selected, or a store whose env var is unset) is reported as such and
-// passes. The verdicts are printed after the table, or to stderr and in
-// the JSON ("guard") with -json.
+// default 2) and keeping its best ratio. A row whose baseline ends in µs
+// is a CPU row: the CPU µs per message that ordering adds to its raw base,
+// whose own row (raw/..., also in µs) is the speed reference. A CPU row is
+// not judged from the main run: it runs with its base in pairs of
+// -guard-messages and 4 x -guard-messages messages, on one P, until a sign
+// test decides whether it is over its baseline + 0.5 µs (at most
+// -guard-pairs pairs; a row that fails is judged again on fresh pairs,
+// up to -guard-retries times). cpuguard.go has the noise model. A scenario
+// that did not run (not selected, or a store whose env var is unset) is
+// reported as such and passes. The verdicts are printed after the table,
+// or to stderr and in the JSON ("guard") with -json.
 //
 // # Flags
 //
@@ -152,13 +159,19 @@
 //	                  0: the receiver's, 5ms in AtLeastOnce mode; -1ns: none)
 //	-timeout D        give up on a scenario after D (default 3m, -quick 30s)
 //	-scenario RE      run the scenarios whose name matches RE (and their bases)
+//	-skip RE          of those, leave out the ones matching RE (unless another
+//	                  needs it as its base or floor)
 //	-producers P      sending goroutines (default 4)
 //	-consumers C      raw receive loops and ordered fetchers (default 2)
 //	-size B           payload bytes (default 100, at least 32)
 //	-cpuprofile FILE  write a CPU profile of the whole run
 //	-guard FILE       fail if a ratio falls more than 30% below its baseline in
-//	                  FILE's bench-guard table (CI: README.md)
+//	                  FILE's bench-guard table (CI: README.md), or a CPU row
+//	                  (a baseline in µs) is over its baseline + 0.5 µs
 //	-guard-retries N  run a row under its floor again up to N times (default 2)
+//	-guard-pairs N    at most N pairs of runs per try of a CPU row (default 15)
+//	-guard-messages N messages in each ordered run of a CPU row's pairs (default
+//	                  40000; its raw base runs 4 x N)
 //	-blockprofile F   write a profile of blocking (channels, mutexes, conds)
 //	-memprofile FILE  write a profile of the run's allocations
 //	-list             list the scenarios and exit

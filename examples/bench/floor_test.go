@@ -124,7 +124,7 @@ func TestFloorRatios(t *testing.T) {
 		{name: "ordered/q/memstore/durable/g1", base: "raw/q/g1", floor: "floor/q/memstore/g1"},
 		{name: "ordered/q/filestore/durable/g1", base: "raw/q/g1"},
 	}
-	selected := selectScenarios(all, regexp.MustCompile(`^ordered/q/memstore`))
+	selected := selectScenarios(all, regexp.MustCompile(`^ordered/q/memstore`), nil)
 	require.Len(t, selected, 3, "the ordered row, its floor and its base")
 	round := []*result{
 		{Name: "raw/q/g1", Rate: 100, CPUPerMsg: 1},

@@ -31,6 +31,7 @@ type config struct {
 	svg       string
 	messages  int
 	scenario  string
+	skip      string
 	producers int
 	consumers int
 	size      int
@@ -47,6 +48,10 @@ type config struct {
 	list           bool
 	guard          string
 	retries        int
+	// guardPairs and guardMessages: at most this many pairs of runs for a
+	// CPU row of the guard, each run of this many messages.
+	guardPairs    int
+	guardMessages int
 }
 
 func (c *config) validate() error {
@@ -59,6 +64,10 @@ func (c *config) validate() error {
 		return fmt.Errorf("bench: -size must be at least %d", minPayload)
 	case c.retries < 0:
 		return errors.New("bench: -guard-retries must not be negative")
+	case c.guard != "" && c.guardPairs < cpuGuardMinPairs:
+		return fmt.Errorf("bench: -guard-pairs must be at least %d", cpuGuardMinPairs)
+	case c.guard != "" && c.guardMessages < 1:
+		return errors.New("bench: -guard-messages must be at least 1")
 	case c.count < 1:
 		return errors.New("bench: -count must be at least 1")
 	case c.window < 0:
@@ -72,6 +81,9 @@ func (c *config) validate() error {
 	}
 	if _, err := regexp.Compile(c.scenario); err != nil {
 		return fmt.Errorf("bench: -scenario: %w", err)
+	}
+	if _, err := regexp.Compile(c.skip); err != nil {
+		return fmt.Errorf("bench: -skip: %w", err)
 	}
 	return nil
 }
@@ -124,6 +136,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.svg, "svg", "", "write the ordered/raw ratios as an SVG chart to this file (default with -jsonfile: its name, .svg)")
 	fs.IntVar(&c.messages, "messages", 0, "messages per memqueue scenario, emulator ones a quarter (default 200000, -quick 8000)")
 	fs.StringVar(&c.scenario, "scenario", "", "run the scenarios whose name matches this regexp (their bases run too)")
+	fs.StringVar(&c.skip, "skip", "", "of those, leave out the ones whose name matches this regexp (unless another needs it as its base)")
 	fs.IntVar(&c.producers, "producers", 4, "sending goroutines")
 	fs.IntVar(&c.consumers, "consumers", 2, "raw receive loops, and the ordered side's fetchers")
 	fs.IntVar(&c.size, "size", 100, "payload bytes")
@@ -136,8 +149,10 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.blockprof, "blockprofile", "", "write a profile of blocking (channel, mutex, cond waits) to this file")
 	fs.StringVar(&c.memprofile, "memprofile", "", "write a profile of the run's allocations to this file (pprof -sample_index=alloc_objects)")
 	fs.BoolVar(&c.list, "list", false, "list the scenarios and exit")
-	fs.StringVar(&c.guard, "guard", "", "fail if a ratio is over 30% below its baseline in this file's bench-guard table (README.md)")
+	fs.StringVar(&c.guard, "guard", "", "fail on a ratio 30% under its baseline in this file's guard table (README.md), or a CPU row over +0.5 µs")
 	fs.IntVar(&c.retries, "guard-retries", 2, "with -guard, run a row below its floor again up to this many times; its best ratio counts")
+	fs.IntVar(&c.guardPairs, "guard-pairs", 15, "with -guard, run a CPU row (a baseline in µs) and its base in at most this many pairs")
+	fs.IntVar(&c.guardMessages, "guard-messages", 40_000, "with -guard, messages in each run of a CPU row's pairs")
 	cmdline.SetUsage(fs, synopsis,
 		cmdline.Env{Name: envRedis, Help: "add redisstore rows on this Redis (host:port)"},
 		cmdline.Env{Name: envPostgres, Help: "add sqlstore rows on this PostgreSQL (a postgres:// URL)"},
@@ -169,7 +184,11 @@ func run(ctx context.Context, c *config, out, info io.Writer) (bool, error) {
 	env := newEnvironment()
 	all := scenarios(c, env)
 	re := regexp.MustCompile(c.scenario)
-	selected := selectScenarios(all, re)
+	var skip *regexp.Regexp
+	if c.skip != "" {
+		skip = regexp.MustCompile(c.skip)
+	}
+	selected := selectScenarios(all, re, skip)
 	if c.list {
 		for _, s := range selected {
 			fmt.Fprintln(out, s.name)
@@ -258,7 +277,7 @@ func run(ctx context.Context, c *config, out, info io.Writer) (bool, error) {
 	}
 	var verdicts []guardVerdict
 	if guardRows != nil {
-		verdicts = guard(ctx, c, selected, byName, guardRows, c.retries, info)
+		verdicts = guard(ctx, c, selected, pairScenarios(c, env), byName, guardRows, c.retries, info)
 		ok = ok && guardPassed(verdicts)
 	}
 	fmt.Fprintf(info, "bench: done; %s\n", loadAverage())
@@ -348,12 +367,12 @@ func runOne(ctx context.Context, c *config, s scenario) *result {
 	return r
 }
 
-// selectScenarios returns the scenarios matching re, with the bases and
-// floors they need, in the registry's order.
-func selectScenarios(all []scenario, re *regexp.Regexp) []scenario {
+// selectScenarios returns the scenarios matching re and not skip (nil:
+// none), with the bases and floors they need, in the registry's order.
+func selectScenarios(all []scenario, re, skip *regexp.Regexp) []scenario {
 	want := make(map[string]bool)
 	for _, s := range all {
-		if re.MatchString(s.name) {
+		if re.MatchString(s.name) && (skip == nil || !skip.MatchString(s.name)) {
 			want[s.name] = true
 			for _, dep := range []string{s.base, s.floor} {
 				if dep != "" {

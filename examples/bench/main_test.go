@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -146,6 +147,9 @@ func TestConfigValidate(t *testing.T) {
 		"count":           func(c *config) { c.count = 0 },
 		"commit-interval": func(c *config) { c.commitInterval = -2 },
 		"scenario":        func(c *config) { c.scenario = "(" },
+		"skip":            func(c *config) { c.skip = "(" },
+		"guard-pairs":     func(c *config) { c.guard, c.guardPairs, c.guardMessages = "README.md", cpuGuardMinPairs-1, 1 },
+		"guard-messages":  func(c *config) { c.guard, c.guardPairs, c.guardMessages = "README.md", cpuGuardMinPairs, 0 },
 	} {
 		c := ok
 		mutate(&c)
@@ -296,4 +300,22 @@ func TestRoundsRatioFromOneRound(t *testing.T) {
 	got = pickRounds(selected, rounds[:1])
 	assert.Zero(t, got[1].Round, "no round with -count 1")
 	assert.InDelta(t, 0.9, got[1].Ratio, 1e-9, "ratio of the one round")
+}
+
+// -skip leaves out what it matches, unless a selected row needs it as its
+// base or floor.
+func TestSelectSkip(t *testing.T) {
+	all := []scenario{
+		{name: "raw/q/g1"},
+		{name: "floor/q/memstore/g1", base: "raw/q/g1"},
+		{name: "ordered/q/memstore/durable/g1", base: "raw/q/g1", floor: "floor/q/memstore/g1"},
+		{name: "ordered/q/redisstore/durable/g1", base: "raw/q/g1"},
+		{name: "backlog/q/g1/lossy"},
+	}
+	var names []string
+	for _, s := range selectScenarios(all, regexp.MustCompile(""), regexp.MustCompile(`^(raw|floor)/|redisstore|lossy`)) {
+		names = append(names, s.name)
+	}
+	assert.Equal(t, []string{"raw/q/g1", "floor/q/memstore/g1", "ordered/q/memstore/durable/g1"}, names,
+		"the bases and floor stay: the memstore row needs them")
 }
