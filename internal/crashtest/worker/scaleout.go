@@ -21,9 +21,10 @@ package main
 //	            refused with ErrFenced is written again from the stored
 //	            cursor with the stored owner token, and recorded with the
 //	            receiver's own (stale) token
-//	so-linger   a handler whose ctx is cancelled (its shard was lost) keeps
-//	            working for 2 x DrainTimeout before it returns, so that the
-//	            next owner hands the message out while it still runs
+//	so-linger   handlers take 200 ms, and one whose ctx is cancelled (its
+//	            shard was lost) keeps working for 3 x DrainTimeout before it
+//	            returns, so that the next owner hands the message out while
+//	            it still runs
 //	so-noclaim  the receiver's store reports every cursor as never claimed
 //	            (Owner 0) and writes advances without an owner, so that no
 //	            claim fences an older owner
@@ -203,6 +204,9 @@ func scaleReceiver(ctx, setup context.Context, c config, s scaleConfig, h *histo
 		if k.chance(0.02) {
 			work = 10 * s.work // now and then a longer one, so that faults land inside handlers
 		}
+		if bug == "so-linger" {
+			work = 200 * time.Millisecond // handlers open most of the time, so that a fence finds some
+		}
 		select {
 		case <-time.After(work):
 		case <-hctx.Done():
@@ -210,7 +214,7 @@ func scaleReceiver(ctx, setup context.Context, c config, s scaleConfig, h *histo
 		if bug == "so-linger" && hctx.Err() != nil {
 			// Planted: the shard was lost, and the handler keeps working
 			// past the time its Queue keeps the message invisible.
-			time.Sleep(2 * s.drain)
+			time.Sleep(3 * s.drain)
 		}
 		ev.Kind, ev.Payload, ev.Unordered = crashtest.KindDone, "", false
 		h.add(ev, true)
