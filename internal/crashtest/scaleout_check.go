@@ -46,6 +46,13 @@ type ScaleConfig struct {
 	// last message may be handled (TTL + visibility + 10 s); zero skips
 	// the rule.
 	Liveness time.Duration
+	// ResumeGrace exempts, from the exclusion and stale-delivery rules, a
+	// delivery that began within ResumeGrace after its process was
+	// continued from a SIGSTOP (counted in ScaleReport.StaleAfterResume):
+	// ordered/scaleout hands out messages of shards it lost between the
+	// SIGCONT and its keeper's fence (a finding, see
+	// scaleout_finding_test.go). Zero exempts none.
+	ResumeGrace time.Duration
 	// MaxViolations bounds how many violations are collected (default 100).
 	MaxViolations int
 }
@@ -61,6 +68,10 @@ type ScaleReport struct {
 	Deliveries   int
 	Duplicates   int // deliveries of a message delivered before
 	Overlaps     int // deliveries that began while a stopped process had one of the group open (allowed)
+	// StaleAfterResume counts deliveries that broke the exclusion or the
+	// stale-delivery rule within ScaleConfig.ResumeGrace after their
+	// process's SIGCONT, and were let through.
+	StaleAfterResume int
 	Claims       int
 	Commits      int
 	Acquires     int
@@ -88,8 +99,8 @@ func (r *ScaleReport) First() *Violation {
 
 // Figures returns the run's figures on one line.
 func (r *ScaleReport) Figures() string {
-	return fmt.Sprintf("groups %d, receiver incarnations %d, sent %d, deliveries %d (duplicates %d, overlaps with a stopped owner %d), claims %d, commits %d, acquires %d, fences %d, revokes %d, faults %v, worst finish %v, store ops %.1f/s per receiver, violations %d",
-		r.Groups, r.Incarnations, r.Sent, r.Deliveries, r.Duplicates, r.Overlaps, r.Claims, r.Commits, r.Acquires, r.Fences, r.Revokes,
+	return fmt.Sprintf("groups %d, receiver incarnations %d, sent %d, deliveries %d (duplicates %d, overlaps with a stopped owner %d, stale right after a SIGCONT %d), claims %d, commits %d, acquires %d, fences %d, revokes %d, faults %v, worst finish %v, store ops %.1f/s per receiver, violations %d",
+		r.Groups, r.Incarnations, r.Sent, r.Deliveries, r.Duplicates, r.Overlaps, r.StaleAfterResume, r.Claims, r.Commits, r.Acquires, r.Fences, r.Revokes,
 		r.Faults, r.WorstFinish.Round(time.Millisecond), r.StoreOps, len(r.Violations))
 }
 
@@ -152,7 +163,9 @@ type scaleChecker struct {
 //   - stale delivery: no delivery of g with token t begins after a claim
 //     of g with a token above t returned (RuleStale): the claimant holds a
 //     newer lease of the shard, so the older one was lost and its owner
-//     must deliver nothing more of it;
+//     must deliver nothing more of it. With cfg.ResumeGrace, deliveries
+//     that break this rule or exclusion within ResumeGrace after their
+//     process's SIGCONT are counted (StaleAfterResume), not reported;
 //   - fencing: the store accepts no write (claim or advance) of g's
 //     cursor with token t that began (T0) after a claim of g with a token
 //     above t had returned (T): the store linearizes the two, and the
@@ -339,6 +352,20 @@ func (c *scaleChecker) receiver(h *History) (ops, secs float64) {
 	return ops, secs
 }
 
+// resumedBefore reports whether who was continued from a SIGSTOP within
+// cfg.ResumeGrace before t.
+func (c *scaleChecker) resumedBefore(who incKey, t int64) bool {
+	if c.cfg.ResumeGrace <= 0 {
+		return false
+	}
+	for _, s := range c.stops[who] {
+		if s.to <= t && t-s.to <= int64(c.cfg.ResumeGrace) {
+			return true
+		}
+	}
+	return false
+}
+
 // stoppedDuring reports whether who was stopped at some time in [from, to].
 func (c *scaleChecker) stoppedDuring(who incKey, from, to int64) bool {
 	for _, s := range c.stops[who] {
@@ -397,27 +424,40 @@ func (c *scaleChecker) group(g string, handled map[key]int64, payloads map[key]s
 			}
 		}
 		active = live
+		resumed := c.resumedBefore(d.who, d.begin)
+		excused := false
 		for _, a := range active {
-			if c.stoppedDuring(a.who, a.begin, d.begin) {
+			switch {
+			case c.stoppedDuring(a.who, a.begin, d.begin):
 				c.rep.Overlaps++
-				continue
+			case resumed:
+				excused = true
+			default:
+				c.fail(RuleExclusion, ev, g, ev.Epoch, s, "began while %s/%d's delivery of seq %d (token %d, since %s) was open and its process was not stopped",
+					a.who.proc, a.who.inc, a.ev.Seq, a.ev.Token, a.ev.Pos())
 			}
-			c.fail(RuleExclusion, ev, g, ev.Epoch, s, "began while %s/%d's delivery of seq %d (token %d, since %s) was open and its process was not stopped",
-				a.who.proc, a.who.inc, a.ev.Seq, a.ev.Token, a.ev.Pos())
 		}
 		active = append(active, d)
-		// Stale: a newer lease claimed the group before this began.
-		if topClaim > ev.Token {
+		// Stale: a newer lease claimed the group, or delivered the
+		// message, before this began.
+		prev, again := maxTok[s]
+		switch {
+		case topClaim <= ev.Token && (!again || prev <= ev.Token):
+		case resumed:
+			excused = true
+		case topClaim > ev.Token:
 			c.fail(RuleStale, ev, g, ev.Epoch, s, "delivered with token %d after a claim of the group with token %d returned", ev.Token, topClaim)
+		default:
+			c.fail(RuleStale, ev, g, ev.Epoch, s, "delivered again with token %d after a delivery with token %d", ev.Token, prev)
+		}
+		if excused {
+			c.rep.StaleAfterResume++
 		}
 		// Order, and duplicates.
-		if prev, again := maxTok[s]; again {
+		if again {
 			c.rep.Duplicates++
-			switch {
-			case ev.Token == prev:
+			if ev.Token == prev {
 				c.fail(RuleDuplicate, ev, g, ev.Epoch, s, "delivered again with the same token %d", ev.Token)
-			case ev.Token < prev:
-				c.fail(RuleStale, ev, g, ev.Epoch, s, "delivered again with token %d after a delivery with token %d", ev.Token, prev)
 			}
 		} else if s > 1 {
 			if at, ok := doneAt[s-1]; !ok {

@@ -152,6 +152,29 @@ func TestCheckScaleOut(t *testing.T) {
 			r.write(KindClaim, "r1", 1, 2, "g", 3, 40, 41)
 			return r.deliver("r0", 1, 1, "g", 3, 50, 55)
 		}, cfg: &ScaleConfig{Cursors: map[string]uint64{"g": 4}}},
+		{name: "stale: right after a SIGCONT, without ResumeGrace", rule: RuleStale, run: func() *soRun {
+			r := soBase()
+			r.sent(3, "g", 3)
+			r.fault(KindStop, "r0", 1, 38).fault(KindCont, "r0", 1, 49)
+			r.write(KindClaim, "r1", 1, 2, "g", 3, 40, 41)
+			return r.deliver("r0", 1, 1, "g", 3, 50, 55)
+		}, cfg: &ScaleConfig{Cursors: map[string]uint64{"g": 4}}},
+		{name: "stale: right after a SIGCONT, within ResumeGrace", run: func() *soRun {
+			r := soBase()
+			r.sent(3, "g", 3)
+			r.fault(KindStop, "r0", 1, 38).fault(KindCont, "r0", 1, 49)
+			r.write(KindClaim, "r1", 1, 2, "g", 3, 40, 41)
+			return r.deliver("r0", 1, 1, "g", 3, 50, 55)
+		}, cfg: &ScaleConfig{Cursors: map[string]uint64{"g": 4}, ResumeGrace: 5 * time.Millisecond}, check: func(t *testing.T, rep *ScaleReport) {
+			assert.Equal(t, 1, rep.StaleAfterResume, "stale deliveries let through")
+		}},
+		{name: "stale: after ResumeGrace", rule: RuleStale, run: func() *soRun {
+			r := soBase()
+			r.sent(3, "g", 3)
+			r.fault(KindStop, "r0", 1, 38).fault(KindCont, "r0", 1, 39)
+			r.write(KindClaim, "r1", 1, 2, "g", 3, 40, 41)
+			return r.deliver("r0", 1, 1, "g", 3, 50, 55)
+		}, cfg: &ScaleConfig{Cursors: map[string]uint64{"g": 4}, ResumeGrace: 5 * time.Millisecond}},
 		{name: "fence: an advance with a lower token began after a claim returned", rule: RuleFence, run: func() *soRun {
 			r := soBase()
 			r.write(KindClaim, "r1", 1, 2, "g", 3, 40, 41)

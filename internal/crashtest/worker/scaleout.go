@@ -19,8 +19,8 @@ package main
 //
 //	so-nofence  the store under the receiver ignores fencing: an advance
 //	            refused with ErrFenced is written again from the stored
-//	            cursor with the stored owner token, and recorded with the
-//	            receiver's own (stale) token
+//	            cursor (to the later of the two, with the stored owner
+//	            token) and recorded with the receiver's own (stale) token
 //	so-linger   handlers take 200 ms, and one whose ctx is cancelled (its
 //	            shard was lost) keeps working for 3 x DrainTimeout before it
 //	            returns, so that the next owner hands the message out while
@@ -76,7 +76,7 @@ func scaleFlags(fs *flag.FlagSet, s *scaleConfig) {
 	fs.StringVar(&s.prefix, "prefix", "", "scale-out receiver: key or table prefix in the lease store")
 	fs.DurationVar(&s.ttl, "ttl", 2*time.Second, "scale-out receiver: lease TTL (the other timings scale with it)")
 	fs.DurationVar(&s.drain, "drain-timeout", 2*time.Second, "scale-out receiver: DrainTimeout")
-	fs.DurationVar(&s.work, "work", 3*time.Millisecond, "scale-out receiver: a handler's longest work")
+	fs.DurationVar(&s.work, "work", 20*time.Millisecond, "scale-out receiver: a handler's longest usual work (2% take 10 times as long)")
 	fs.DurationVar(&s.visibility, "visibility", 2*time.Second, "scale-out: the driver's visibility timeout")
 	fs.DurationVar(&s.opsEvery, "ops-every", 2*time.Second, "scale-out receiver: how often the store-call count is recorded")
 	fs.StringVar(&s.queueNamespace, "name", "scale", "scale-out: the logical queue's name (Options.Name)")
@@ -343,10 +343,9 @@ func (s *recStore) forceFenced(ctx context.Context, batch []seqstore.Advance, er
 		e := seqstore.Failed(err, i, len(batch))
 		if e != nil && errors.Is(e, seqstore.ErrFenced) && a.From.Owner == a.To.Owner {
 			cs, cerr := s.Store.Cursors(ctx, []seqstore.Stream{a.Stream})
-			if cerr == nil && cs[0].Epoch == a.From.Epoch && cs[0].Next == a.From.Next {
-				f := a
-				f.From = cs[0]
-				f.To.Owner = cs[0].Owner
+			if cerr == nil && cs[0].Epoch == a.To.Epoch {
+				f := seqstore.Advance{Stream: a.Stream, From: cs[0], To: cs[0]}
+				f.To.Next = max(a.To.Next, cs[0].Next)
 				e = s.Store.Advance(ctx, []seqstore.Advance{f})
 				e = seqstore.Failed(e, 0, 1)
 			}
