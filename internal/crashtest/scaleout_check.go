@@ -72,12 +72,12 @@ type ScaleReport struct {
 	// stale-delivery rule within ScaleConfig.ResumeGrace after their
 	// process's SIGCONT, and were let through.
 	StaleAfterResume int
-	Claims       int
-	Commits      int
-	Acquires     int
-	Fences       int // leases lost (fence changes)
-	Revokes      int
-	Faults       map[string]int
+	Claims           int
+	Commits          int
+	Acquires         int
+	Fences           int // leases lost (fence changes)
+	Revokes          int
+	Faults           map[string]int
 	// WorstFinish is the longest time from max(last fault, send) to the
 	// handling of a group's last message.
 	WorstFinish time.Duration
