@@ -133,6 +133,10 @@ type scaleHarness struct {
 	recv     []*proc // r0..r4
 	groups   int     // per sender
 	pause    time.Duration
+	// plan, when set, is the faults to inject, in order (else faultPlan
+	// draws them); grace is the checker's ResumeGrace.
+	plan  []string
+	grace time.Duration
 
 	rng *rand.Rand
 	hw  *harnessHistory
@@ -165,7 +169,7 @@ func newScaleHarness(t *testing.T, store string, seed uint64, d time.Duration, l
 	t.Logf("seed %d (INORDER_SCALEOUT_SEED=%d replays this run's choices)", seed, seed)
 	h := &scaleHarness{t: t, store: store, seed: seed, long: long, duration: d, dir: t.TempDir(), bin: workerBinary(t),
 		bug: os.Getenv("INORDER_CRASH_BUG"), proxies: map[string]*proxy{}, rng: rand.New(rand.NewPCG(seed, 29)),
-		groups: 50, pause: 500 * time.Millisecond}
+		groups: 50, pause: 500 * time.Millisecond, grace: resumeGrace()}
 	if long {
 		h.groups, h.pause = 100, 2*time.Second // 200 groups in all, as the harness
 	}
@@ -355,6 +359,9 @@ type scaleResult struct {
 // each kind once, then a second round, shuffled; the long form as many as
 // its duration takes, drawn at random, each kind once first.
 func (h *scaleHarness) faultPlan() []string {
+	if h.plan != nil {
+		return h.plan
+	}
 	plan := slices.Clone(faultKinds)
 	h.rng.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
 	if !h.long {
@@ -443,7 +450,7 @@ func (h *scaleHarness) run() *scaleResult {
 	hs, err := Load(h.hist)
 	require.NoError(t, err, "load histories")
 	res.report = CheckScaleOut(hs, ScaleConfig{Leftover: res.leftover, Cursors: h.cursors(hs), LastFault: res.lastFault,
-		Liveness: soTTL + soVisibility + 10*time.Second, ResumeGrace: resumeGrace()})
+		Liveness: soTTL + soVisibility + 10*time.Second, ResumeGrace: h.grace})
 	res.failovers = Failovers(hs)
 	return res
 }
@@ -599,7 +606,7 @@ func (h *scaleHarness) judge(res *scaleResult) {
 	}
 	if rep.StaleAfterResume > 0 {
 		t.Logf("known finding: %d deliveries of lost shards right after a SIGCONT, let through by ResumeGrace %v (INORDER_SCALEOUT_STRICT=1 fails them; see TestScaleOutFindingStaleAfterResume)",
-			rep.StaleAfterResume, resumeGrace())
+			rep.StaleAfterResume, h.grace)
 	}
 	if len(res.failures) > 0 {
 		t.Fatalf("%d worker exits the harness did not cause (seed %d, histories kept in %s); the first: %s", len(res.failures), h.seed, h.keep(), res.failures[0])
