@@ -301,7 +301,11 @@ func (c *scaleChecker) receiver(h *History) (ops, secs float64) {
 	if !killed {
 		end = never
 	}
-	open := map[string]*delivery{} // by group: the group lock makes one at a time
+	type openKey struct {
+		key
+		token uint64
+	}
+	open := map[openKey]*delivery{}
 	var first, lastOps int64
 	for i := range h.Events {
 		ev := &h.Events[i]
@@ -313,22 +317,20 @@ func (c *scaleChecker) receiver(h *History) (ops, secs float64) {
 			if ev.Unordered {
 				continue
 			}
+			// A delivery without its end stays open until the process
+			// ends.
 			d := &delivery{who: who, ev: ev, begin: ev.T, end: end}
-			if prev := open[ev.Group]; prev != nil {
-				// The previous one never ended: the process left it (it is
-				// open until the process ends).
-				_ = prev
-			}
-			open[ev.Group] = d
+			open[openKey{key{ev.Group, ev.Epoch, ev.Seq}, ev.Token}] = d
 			c.deliv[ev.Group] = append(c.deliv[ev.Group], d)
 		case KindDone:
-			d := open[ev.Group]
-			if d == nil || d.ev.Seq != ev.Seq || d.ev.Epoch != ev.Epoch {
+			k := openKey{key{ev.Group, ev.Epoch, ev.Seq}, ev.Token}
+			d := open[k]
+			if d == nil {
 				c.fail(RuleMatch, ev, ev.Group, ev.Epoch, ev.Seq, "handler end without its delivery in this incarnation")
 				continue
 			}
 			d.end, d.done = ev.T, true
-			delete(open, ev.Group)
+			delete(open, k)
 		case KindClaim:
 			c.rep.Claims++
 			c.claims[ev.Group] = append(c.claims[ev.Group], ev)
@@ -359,7 +361,10 @@ func (c *scaleChecker) resumedBefore(who incKey, t int64) bool {
 		return false
 	}
 	for _, s := range c.stops[who] {
-		if s.to <= t && t-s.to <= int64(c.cfg.ResumeGrace) {
+		// A stopped process writes nothing: an event inside the span
+		// (which the harness records a little wider than the stop) came
+		// after the SIGCONT.
+		if s.from <= t && t-s.to <= int64(c.cfg.ResumeGrace) {
 			return true
 		}
 	}

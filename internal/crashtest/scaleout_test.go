@@ -645,7 +645,7 @@ func TestScaleOutCheckDir(t *testing.T) {
 	}
 	hs, err := Load(filepath.Join(dir, "history"))
 	require.NoError(t, err)
-	rep := CheckScaleOut(hs, ScaleConfig{MaxViolations: 1000})
+	rep := CheckScaleOut(hs, ScaleConfig{MaxViolations: 1000, ResumeGrace: resumeGrace()})
 	t.Log(rep.Figures())
 	for _, v := range rep.Violations {
 		t.Logf("violation: %v", v)

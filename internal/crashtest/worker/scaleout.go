@@ -20,14 +20,15 @@ package main
 //	so-nofence  the store under the receiver ignores fencing: an advance
 //	            refused with ErrFenced is written again from the stored
 //	            cursor (to the later of the two, with the stored owner
-//	            token) and recorded with the receiver's own (stale) token
+//	            token) and recorded with the receiver's own (stale) token;
+//	            and 5% of advances are delayed by 1.5 x TTL, so that some
+//	            arrive after their shard moved
+//	so-stale-token  the advances carry the lease's token minus 1 (the
+//	            claims carry the right one)
 //	so-linger   handlers take 200 ms, and one whose ctx is cancelled (its
 //	            shard was lost) keeps working for 3 x DrainTimeout before it
 //	            returns, so that the next owner hands the message out while
 //	            it still runs
-//	so-noclaim  the receiver's store reports every cursor as never claimed
-//	            (Owner 0) and writes advances without an owner, so that no
-//	            claim fences an older owner
 
 import (
 	"context"
@@ -163,7 +164,7 @@ func scaleReceiver(ctx, setup context.Context, c config, s scaleConfig, h *histo
 		return err
 	}
 	defer closeStore()
-	rs := &recStore{Store: inner, ls: inner.(seqstore.Leaser), h: h, bug: bug}
+	rs := &recStore{Store: inner, ls: inner.(seqstore.Leaser), h: h, k: k, ttl: s.ttl, bug: bug}
 	opsCtx, stopOps := context.WithCancel(context.Background())
 	defer stopOps()
 	go rs.recordOps(opsCtx, s.opsEvery)
@@ -270,6 +271,8 @@ type recStore struct {
 	seqstore.Store
 	ls  seqstore.Leaser
 	h   *history
+	k   *killer
+	ttl time.Duration
 	bug string
 	ops atomic.Int64
 }
@@ -293,25 +296,29 @@ func (s *recStore) recordOps(ctx context.Context, every time.Duration) {
 
 func (s *recStore) Cursors(ctx context.Context, streams []seqstore.Stream) ([]seqstore.Cursor, error) {
 	s.ops.Add(1)
-	cs, err := s.Store.Cursors(ctx, streams)
-	if s.bug == "so-noclaim" {
-		for i := range cs {
-			cs[i].Owner = 0
-		}
-	}
-	return cs, err
+	return s.Store.Cursors(ctx, streams)
 }
 
 func (s *recStore) Advance(ctx context.Context, batch []seqstore.Advance) error {
 	s.ops.Add(1)
+	if s.bug == "so-nofence" && s.k.chance(0.05) {
+		// Planted: a write delayed past a lease's life (a pause, a slow
+		// network), so that some arrive after their shard moved; the
+		// caller's ctx may have ended meanwhile, the write goes out anyway.
+		time.Sleep(3 * s.ttl / 2)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+	}
 	t0 := time.Now().UnixNano()
 	write := batch
-	if s.bug == "so-noclaim" {
-		// Planted: nothing carries an owner, so no write raises the fence
-		// and none is refused by it (the stored owner stays 0).
+	if s.bug == "so-stale-token" {
+		// Planted: the advances carry a token below the lease's.
 		write = make([]seqstore.Advance, len(batch))
 		for i, a := range batch {
-			a.From.Owner, a.To.Owner = 0, 0
+			if a.From.Owner == a.To.Owner && a.To.Owner > 0 {
+				a.From.Owner, a.To.Owner = a.From.Owner-1, a.To.Owner-1
+			}
 			write[i] = a
 		}
 	}
@@ -333,7 +340,7 @@ func (s *recStore) Advance(ctx context.Context, batch []seqstore.Advance) error 
 }
 
 // forceFenced is planted bug so-nofence: each advance refused with
-// ErrFenced is written again from the stored cursor with the stored
+// ErrFenced (or ErrConflict: the cursor moved too) is written again from the stored cursor with the stored
 // owner's token, as a store that ignores fences would accept it. It
 // returns the batch's outcome as if the fence had not been there.
 func (s *recStore) forceFenced(ctx context.Context, batch []seqstore.Advance, err error) error {
@@ -341,7 +348,7 @@ func (s *recStore) forceFenced(ctx context.Context, batch []seqstore.Advance, er
 	failed := false
 	for i, a := range batch {
 		e := seqstore.Failed(err, i, len(batch))
-		if e != nil && errors.Is(e, seqstore.ErrFenced) && a.From.Owner == a.To.Owner {
+		if e != nil && (errors.Is(e, seqstore.ErrFenced) || errors.Is(e, seqstore.ErrConflict)) && a.From.Owner == a.To.Owner {
 			cs, cerr := s.Store.Cursors(ctx, []seqstore.Stream{a.Stream})
 			if cerr == nil && cs[0].Epoch == a.To.Epoch {
 				f := seqstore.Advance{Stream: a.Stream, From: cs[0], To: cs[0]}
