@@ -171,7 +171,7 @@ func newScaleHarness(t *testing.T, store string, seed uint64, d time.Duration, l
 		bug: os.Getenv("INORDER_CRASH_BUG"), proxies: map[string]*proxy{}, rng: rand.New(rand.NewPCG(seed, 29)),
 		groups: 50, pause: 500 * time.Millisecond, grace: resumeGrace()}
 	if long {
-		h.groups, h.pause = 100, 2*time.Second // 200 groups in all, as the harness
+		h.groups, h.pause = 100, 4*time.Second // 200 groups in all, as the harness; about 100 messages/s
 	}
 	members := make([]string, soReceivers+1)
 	for i := range members {
