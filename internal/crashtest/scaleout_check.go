@@ -74,6 +74,7 @@ type ScaleReport struct {
 	StaleAfterResume int
 	Claims           int
 	Commits          int
+	Refused          int // writes the store refused with ErrFenced
 	Acquires         int
 	Fences           int // leases lost (fence changes)
 	Revokes          int
@@ -99,8 +100,8 @@ func (r *ScaleReport) First() *Violation {
 
 // Figures returns the run's figures on one line.
 func (r *ScaleReport) Figures() string {
-	return fmt.Sprintf("groups %d, receiver incarnations %d, sent %d, deliveries %d (duplicates %d, overlaps with a stopped owner %d, stale right after a SIGCONT %d), claims %d, commits %d, acquires %d, fences %d, revokes %d, faults %v, worst finish %v, store ops %.1f/s per receiver, violations %d",
-		r.Groups, r.Incarnations, r.Sent, r.Deliveries, r.Duplicates, r.Overlaps, r.StaleAfterResume, r.Claims, r.Commits, r.Acquires, r.Fences, r.Revokes,
+	return fmt.Sprintf("groups %d, receiver incarnations %d, sent %d, deliveries %d (duplicates %d, overlaps with a stopped owner %d, stale right after a SIGCONT %d), claims %d, commits %d (fenced writes refused %d), acquires %d, fences %d, revokes %d, faults %v, worst finish %v, store ops %.1f/s per receiver, violations %d",
+		r.Groups, r.Incarnations, r.Sent, r.Deliveries, r.Duplicates, r.Overlaps, r.StaleAfterResume, r.Claims, r.Commits, r.Refused, r.Acquires, r.Fences, r.Revokes,
 		r.Faults, r.WorstFinish.Round(time.Millisecond), r.StoreOps, len(r.Violations))
 }
 
@@ -331,12 +332,18 @@ func (c *scaleChecker) receiver(h *History) (ops, secs float64) {
 			}
 			d.end, d.done = ev.T, true
 			delete(open, k)
-		case KindClaim:
+		case KindClaim, KindCommit:
+			if ev.Err != "" {
+				c.rep.Refused++ // the store refused it (ErrFenced)
+				continue
+			}
+			if ev.Kind == KindCommit {
+				c.rep.Commits++
+				c.writes[ev.Group] = append(c.writes[ev.Group], ev)
+				continue
+			}
 			c.rep.Claims++
 			c.claims[ev.Group] = append(c.claims[ev.Group], ev)
-			c.writes[ev.Group] = append(c.writes[ev.Group], ev)
-		case KindCommit:
-			c.rep.Commits++
 			c.writes[ev.Group] = append(c.writes[ev.Group], ev)
 		case KindAcquire:
 			c.rep.Acquires++

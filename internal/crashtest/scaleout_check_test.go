@@ -185,6 +185,13 @@ func TestCheckScaleOut(t *testing.T) {
 			r.write(KindClaim, "r1", 1, 2, "g", 3, 40, 45)
 			return r.write(KindCommit, "r0", 1, 1, "g", 3, 41, 46)
 		}},
+		{name: "fence: a write the store refused is counted, not judged", run: func() *soRun {
+			r := soBase()
+			r.write(KindClaim, "r1", 1, 2, "g", 3, 40, 41)
+			return r.add(RoleScaleRecv, "r0", 1, 43, Event{Kind: KindCommit, Group: "g", Epoch: 7, Seq: 3, Token: 1, T0: 42, Err: "fenced"})
+		}, check: func(t *testing.T, rep *ScaleReport) {
+			assert.Equal(t, 1, rep.Refused, "refused writes")
+		}},
 		{name: "lost: a sent message never handled", rule: RuleLost, run: func() *soRun {
 			return soBase().sent(3, "g", 3)
 		}, cfg: &ScaleConfig{Cursors: map[string]uint64{"g": 4}}},

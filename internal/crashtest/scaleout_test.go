@@ -565,6 +565,7 @@ type scaleFigures struct {
 	WorstFinishMs  int64          `json:"worst_finish_ms"`
 	StoreOpsPerSec float64        `json:"store_ops_per_s_per_receiver"`
 	StaleAfterCont int            `json:"stale_after_sigcont"`
+	Refused        int            `json:"fenced_writes_refused"`
 	Violations     int            `json:"violations"`
 }
 
@@ -593,7 +594,7 @@ func (h *scaleHarness) judge(res *scaleResult) {
 		Sent: rep.Sent, Deliveries: rep.Deliveries, Duplicates: rep.Duplicates, Overlaps: rep.Overlaps,
 		KillMedianMs: km.Milliseconds(), KillWorstMs: kw.Milliseconds(), KillN: kn,
 		TermMedianMs: tm.Milliseconds(), TermWorstMs: tw.Milliseconds(), TermN: tn,
-		WorstFinishMs: rep.WorstFinish.Milliseconds(), StoreOpsPerSec: rep.StoreOps, StaleAfterCont: rep.StaleAfterResume, Violations: len(rep.Violations)}
+		WorstFinishMs: rep.WorstFinish.Milliseconds(), StoreOpsPerSec: rep.StoreOps, StaleAfterCont: rep.StaleAfterResume, Refused: rep.Refused, Violations: len(rep.Violations)}
 	b, _ := json.Marshal(fig)
 	t.Logf("%s: %d faults in %v, %v in all; %s", h.store, len(res.faults), res.chaos.Round(time.Millisecond), res.elapsed.Round(time.Millisecond), rep.Figures())
 	t.Logf("failover after SIGKILL: median %v, worst %v (%d shards); after SIGTERM: median %v, worst %v (%d shards)", km, kw, kn, tm, tw, tn)

@@ -25,6 +25,11 @@ package main
 //	            arrive after their shard moved
 //	so-stale-token  the advances carry the lease's token minus 1 (the
 //	            claims carry the right one)
+//
+// INORDER_CRASH_BUG=so-slow is no bug: it delays 5% of advances by 1.5 x
+// TTL as so-nofence does, with the store's fencing intact, so that late
+// writes of lost shards reach the store and must be refused (recorded as a
+// KindCommit with Err "fenced").
 //	so-linger   handlers take 200 ms, and one whose ctx is cancelled (its
 //	            shard was lost) keeps working for 3 x DrainTimeout before it
 //	            returns, so that the next owner hands the message out while
@@ -301,7 +306,7 @@ func (s *recStore) Cursors(ctx context.Context, streams []seqstore.Stream) ([]se
 
 func (s *recStore) Advance(ctx context.Context, batch []seqstore.Advance) error {
 	s.ops.Add(1)
-	if s.bug == "so-nofence" && s.k.chance(0.05) {
+	if (s.bug == "so-nofence" || s.bug == "so-slow") && s.k.chance(0.05) {
 		// Planted: a write delayed past a lease's life (a pause, a slow
 		// network), so that some arrive after their shard moved; the
 		// caller's ctx may have ended meanwhile, the write goes out anyway.
@@ -327,12 +332,15 @@ func (s *recStore) Advance(ctx context.Context, batch []seqstore.Advance) error 
 		err = s.forceFenced(ctx, batch, err)
 	}
 	for i, a := range batch {
-		if seqstore.Failed(err, i, len(batch)) != nil {
-			continue
-		}
 		ev := crashtest.Event{Kind: crashtest.KindCommit, Group: a.Stream.Group, Epoch: a.To.Epoch, Seq: a.To.Next, Token: a.To.Owner, T0: t0}
 		if a.To.Owner != a.From.Owner {
 			ev.Kind = crashtest.KindClaim
+		}
+		if e := seqstore.Failed(err, i, len(batch)); e != nil {
+			if !errors.Is(e, seqstore.ErrFenced) {
+				continue
+			}
+			ev.Err = "fenced" // refused: the checker counts it
 		}
 		s.h.add(ev, false)
 	}
