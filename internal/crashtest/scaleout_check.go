@@ -74,7 +74,7 @@ type ScaleReport struct {
 	StaleAfterResume int
 	Claims           int
 	Commits          int
-	Refused          int // writes the store refused with ErrFenced
+	Refused          int // writes the store refused (ErrFenced, ErrConflict)
 	Acquires         int
 	Fences           int // leases lost (fence changes)
 	Revokes          int
@@ -100,7 +100,7 @@ func (r *ScaleReport) First() *Violation {
 
 // Figures returns the run's figures on one line.
 func (r *ScaleReport) Figures() string {
-	return fmt.Sprintf("groups %d, receiver incarnations %d, sent %d, deliveries %d (duplicates %d, overlaps with a stopped owner %d, stale right after a SIGCONT %d), claims %d, commits %d (fenced writes refused %d), acquires %d, fences %d, revokes %d, faults %v, worst finish %v, store ops %.1f/s per receiver, violations %d",
+	return fmt.Sprintf("groups %d, receiver incarnations %d, sent %d, deliveries %d (duplicates %d, overlaps with a stopped owner %d, stale right after a SIGCONT %d), claims %d, commits %d (writes refused %d), acquires %d, fences %d, revokes %d, faults %v, worst finish %v, store ops %.1f/s per receiver, violations %d",
 		r.Groups, r.Incarnations, r.Sent, r.Deliveries, r.Duplicates, r.Overlaps, r.StaleAfterResume, r.Claims, r.Commits, r.Refused, r.Acquires, r.Fences, r.Revokes,
 		r.Faults, r.WorstFinish.Round(time.Millisecond), r.StoreOps, len(r.Violations))
 }
@@ -334,7 +334,7 @@ func (c *scaleChecker) receiver(h *History) (ops, secs float64) {
 			delete(open, k)
 		case KindClaim, KindCommit:
 			if ev.Err != "" {
-				c.rep.Refused++ // the store refused it (ErrFenced)
+				c.rep.Refused++ // the store refused it (ErrFenced, ErrConflict)
 				continue
 			}
 			if ev.Kind == KindCommit {

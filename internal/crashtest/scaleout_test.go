@@ -565,7 +565,7 @@ type scaleFigures struct {
 	WorstFinishMs  int64          `json:"worst_finish_ms"`
 	StoreOpsPerSec float64        `json:"store_ops_per_s_per_receiver"`
 	StaleAfterCont int            `json:"stale_after_sigcont"`
-	Refused        int            `json:"fenced_writes_refused"`
+	Refused        int            `json:"writes_refused"`
 	Violations     int            `json:"violations"`
 }
 

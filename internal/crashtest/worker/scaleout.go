@@ -29,7 +29,7 @@ package main
 // INORDER_CRASH_BUG=so-slow is no bug: it delays 5% of advances by 1.5 x
 // TTL as so-nofence does, with the store's fencing intact, so that late
 // writes of lost shards reach the store and must be refused (recorded as a
-// KindCommit with Err "fenced").
+// KindCommit with Err "fenced", or "conflict" when the cursor moved too).
 //	so-linger   handlers take 200 ms, and one whose ctx is cancelled (its
 //	            shard was lost) keeps working for 3 x DrainTimeout before it
 //	            returns, so that the next owner hands the message out while
@@ -337,10 +337,14 @@ func (s *recStore) Advance(ctx context.Context, batch []seqstore.Advance) error 
 			ev.Kind = crashtest.KindClaim
 		}
 		if e := seqstore.Failed(err, i, len(batch)); e != nil {
-			if !errors.Is(e, seqstore.ErrFenced) {
+			switch {
+			case errors.Is(e, seqstore.ErrFenced):
+				ev.Err = "fenced" // refused: the checker counts it
+			case errors.Is(e, seqstore.ErrConflict):
+				ev.Err = "conflict"
+			default:
 				continue
 			}
-			ev.Err = "fenced" // refused: the checker counts it
 		}
 		s.h.add(ev, false)
 	}
