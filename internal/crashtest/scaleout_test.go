@@ -166,8 +166,8 @@ func (w *harnessHistory) add(kind string, target *proc, inc int) {
 }
 
 func newScaleHarness(t *testing.T, store string, seed uint64, d time.Duration, long bool) *scaleHarness {
-	t.Logf("seed %d (INORDER_SCALEOUT_SEED=%d replays this run's choices)", seed, seed)
-	h := &scaleHarness{t: t, store: store, seed: seed, long: long, duration: d, dir: t.TempDir(), bin: workerBinary(t),
+	t.Logf("seed %d (INORDER_SCALEOUT_STORE=%s INORDER_SCALEOUT_SEED=%d replays the harness's choices: faults, targets, durations, the emulator's chaos; not the processes' scheduling)", seed, store, seed)
+	h := &scaleHarness{t: t, store: store, seed: seed, long: long, duration: d, dir: t.TempDir(),
 		bug: os.Getenv("INORDER_CRASH_BUG"), proxies: map[string]*proxy{}, rng: rand.New(rand.NewPCG(seed, 29)),
 		groups: 50, pause: 500 * time.Millisecond, grace: resumeGrace()}
 	if long {
@@ -217,6 +217,7 @@ func newScaleHarness(t *testing.T, store string, seed uint64, d time.Duration, l
 		t.Fatalf("INORDER_SCALEOUT_STORE: unknown store %q (postgres or redis)", store)
 	}
 	t.Cleanup(func() { _ = h.direct.Close() })
+	h.bin = workerBinary(t) // after the servers: a missing one fails or skips at once
 
 	srv, err := mnstest.NewServer(&mnstest.Options{Seed: int64(seed), Shards: 4, Faults: chaos})
 	require.NoError(t, err, "mnstest.NewServer")
