@@ -38,4 +38,20 @@
 // that stalls during the drain, and when a kill point its mode must show
 // never fired. The README's Guarantees section lists each guarantee and the
 // test that proves it.
+//
+// # Scale-out
+//
+// TestScaleOut runs ordered/scaleout the same way: 8 shard queues on the
+// emulator with chaos, 2 sender processes and 4 receiver processes (the
+// worker's roles ssend and srecv, members r0..r3, a fifth r4 that joins and
+// leaves) on lease timings scaled to a 2 s TTL, with their leases and
+// cursors in PostgreSQL or Redis, each receiver through a TCP proxy of its
+// own. The harness injects seeded faults (SIGKILL of an owner, SIGSTOP
+// shorter and longer than the TTL, SIGTERM and restart, join and leave, a
+// black hole between one receiver and the store for 2 x TTL) and records
+// them in its own history file (RoleHarness). Every scale-out event carries
+// the wall clock (Event.T): the processes share one host's clock, so
+// CheckScaleOut orders events across processes by it; its rules are on
+// CheckScaleOut. Failovers measures the time from a SIGKILL or SIGTERM of
+// an owner to the next delivery of each of its shards elsewhere.
 package crashtest

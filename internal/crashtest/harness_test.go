@@ -3,7 +3,6 @@ package crashtest
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -14,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -91,25 +89,6 @@ type scenario struct {
 // for required kill points that have not fired.
 const extraChaos = 20 * time.Second
 
-// proc supervises one worker process: it restarts it, with a new
-// incarnation, each time it dies, until stopped.
-type proc struct {
-	h     *harness
-	name  string
-	role  string
-	args  []string
-	inc   int
-	final atomic.Bool // restart without kill points
-
-	mu       sync.Mutex
-	cmd      *exec.Cmd
-	ours     bool // the running incarnation got a SIGKILL from the harness
-	stopping bool
-	kills    int // external SIGKILLs
-	deaths   int // exits by SIGKILL (external and kill points)
-	done     chan struct{}
-}
-
 type harness struct {
 	t     *testing.T
 	sc    scenario
@@ -127,29 +106,24 @@ type harness struct {
 	overtime bool           // the chaos runs past its duration for missing kill points
 }
 
-func (p *proc) start() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.stopping {
-		return errStopped
-	}
-	p.inc++
-	p.ours = false
-	args := append([]string{"-role", p.role, "-proc", p.name, "-inc", strconv.Itoa(p.inc),
-		"-mode", p.h.sc.mode, "-endpoint", p.h.srv.Endpoint(), "-queue", p.h.queue,
-		"-history", p.h.hist, "-workers", strconv.Itoa(p.h.sc.workers),
-		"-seed", strconv.FormatUint(p.h.sc.seed*1000+uint64(p.inc)+uint64(len(p.name)), 10)}, p.args...)
-	cmd := exec.Command(p.h.bin, args...)
+// command is the command of incarnation inc of p: a worker with the
+// scenario's flags, kill points and planted bug.
+func (h *harness) command(p *proc, inc int) *exec.Cmd {
+	args := append([]string{"-role", p.role, "-proc", p.name, "-inc", strconv.Itoa(inc),
+		"-mode", h.sc.mode, "-endpoint", h.srv.Endpoint(), "-queue", h.queue,
+		"-history", h.hist, "-workers", strconv.Itoa(h.sc.workers),
+		"-seed", strconv.FormatUint(h.sc.seed*1000+uint64(inc)+uint64(len(p.name)), 10)}, p.args...)
+	cmd := exec.Command(h.bin, args...)
 	// halt_on_error: a race report ends the worker at once, with status
 	// 66, which fails the run (see exited).
 	env := append(os.Environ(), "GORACE=halt_on_error=1")
 	if !p.final.Load() {
-		env = append(env, "INORDER_CRASH_KILL="+p.h.killSpec(p.role))
+		env = append(env, "INORDER_CRASH_KILL="+h.killSpec(p.role))
 	}
-	if p.role == RoleReceive && p.h.sc.bug != "" {
-		env = append(env, "INORDER_CRASH_BUG="+p.h.sc.bug)
+	if p.role == RoleReceive && h.sc.bug != "" {
+		env = append(env, "INORDER_CRASH_BUG="+h.sc.bug)
 		// Bugs (b) and (c) are planted inside the receive core.
-		switch p.h.sc.bug {
+		switch h.sc.bug {
 		case "b":
 			env = append(env, "INORDER_PLANT=nodedup")
 		case "c":
@@ -157,102 +131,7 @@ func (p *proc) start() error {
 		}
 	}
 	cmd.Env = env
-	logf, err := os.Create(filepath.Join(p.h.dir, fmt.Sprintf("%s-%d.log", p.name, p.inc)))
-	if err != nil {
-		return err
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return err
-	}
-	p.cmd = cmd
-	go func() {
-		_ = cmd.Wait()
-		logf.Close()
-		p.exited(cmd)
-	}()
-	return nil
-}
-
-var errStopped = errors.New("stopped")
-
-// exited is called when cmd has exited; it accounts for the exit and
-// restarts the process unless it is stopping. Expected exits are a
-// SIGKILL from the harness or from a kill point, and status 0 after the
-// harness's SIGTERM; any other exit, and any race report in the log, is a
-// failure of the run.
-func (p *proc) exited(cmd *exec.Cmd) {
-	p.mu.Lock()
-	log := scanLog(filepath.Join(p.h.dir, fmt.Sprintf("%s-%d.log", p.name, p.inc)))
-	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
-	killed := ws.Signaled() && ws.Signal() == syscall.SIGKILL
-	var failure string
-	switch {
-	case log.race != "":
-		failure = "a race report"
-	case killed && (p.ours || log.point != ""):
-		p.deaths++
-	case killed:
-		failure = "SIGKILL from outside the harness"
-	case !cmd.ProcessState.Success():
-		failure = "an unexpected exit"
-	case !p.stopping:
-		failure = "an exit the harness did not ask for"
-	}
-	name := fmt.Sprintf("%s incarnation %d (%s)", p.name, p.inc, cmd.ProcessState)
-	stopping := p.stopping
-	p.cmd = nil
-	p.mu.Unlock()
-	p.h.exited(name, log, failure)
-	if stopping {
-		close(p.done)
-		return
-	}
-	if err := p.start(); err != nil {
-		if !errors.Is(err, errStopped) {
-			p.h.t.Errorf("restart %s: %v", p.name, err)
-		}
-		close(p.done)
-	}
-}
-
-func (p *proc) signal(sig syscall.Signal) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil || p.cmd.Process == nil {
-		return false
-	}
-	if sig == syscall.SIGKILL {
-		p.kills++
-		p.ours = true
-	}
-	return p.cmd.Process.Signal(sig) == nil
-}
-
-// stop makes p stop: SIGTERM to the running incarnation (a clean stop),
-// and no restart; it waits for the exit.
-func (p *proc) stop(tb testing.TB, timeout time.Duration) {
-	p.mu.Lock()
-	p.stopping = true
-	running := p.cmd != nil
-	p.mu.Unlock()
-	if running {
-		p.signal(syscall.SIGTERM)
-	}
-	select {
-	case <-p.done:
-	case <-time.After(timeout):
-		tb.Errorf("%s did not stop within %v; killing it", p.name, timeout)
-		p.signal(syscall.SIGKILL)
-		<-p.done
-	}
-}
-
-// restartClean kills p and lets it come back without kill points.
-func (p *proc) restartClean() {
-	p.final.Store(true)
-	p.signal(syscall.SIGKILL)
+	return cmd
 }
 
 func newHarness(t *testing.T, sc scenario) *harness {
@@ -268,17 +147,17 @@ func newHarness(t *testing.T, sc scenario) *harness {
 	require.NoError(t, srv.CreateQueue(h.queue, &mnstest.QueueAttributes{VisibilityTimeout: 2}), "CreateQueue")
 	for i := range sc.senders {
 		name := fmt.Sprintf("s%d", i)
-		h.procs = append(h.procs, &proc{h: h, name: name, role: RoleSend, done: make(chan struct{}), args: []string{
+		h.procs = append(h.procs, h.newProc(name, RoleSend, []string{
 			"-store", filepath.Join(h.dir, "store-"+name),
 			"-group-from", strconv.Itoa(i * sc.groups), "-group-to", strconv.Itoa((i + 1) * sc.groups),
-			"-pause", sc.pause.String(), "-store-faults", sc.storeFaults, "-send-attempts", strconv.Itoa(sc.sendAttempts)}})
+			"-pause", sc.pause.String(), "-store-faults", sc.storeFaults, "-send-attempts", strconv.Itoa(sc.sendAttempts)}))
 	}
 	rargs := []string{"-store", filepath.Join(h.dir, "store-r")}
 	if sc.mode == ModeExactlyOnce {
 		rargs = []string{"-sqlite", filepath.Join(h.dir, "recv.db")}
 	}
 	rargs = append(rargs, "-window", strconv.Itoa(sc.window), "-max-undeleted", strconv.Itoa(sc.maxUndeleted), "-store-faults", sc.storeFaults)
-	h.procs = append(h.procs, &proc{h: h, name: "r", role: RoleReceive, done: make(chan struct{}), args: rargs})
+	h.procs = append(h.procs, h.newProc("r", RoleReceive, rargs))
 	return h
 }
 
@@ -301,6 +180,13 @@ func (r *result) String() string {
 		r.kills, r.deaths, r.points, len(r.failures), r.stalls, r.leftover, r.report.Figures(), r.server.Sent, r.server.Received,
 		float64(r.server.Received)/float64(max(r.server.Sent, 1)), r.server.Deleted,
 		r.server.Errors5xx, r.server.Drops, r.server.Redelivered, r.server.EarlyEmpty, r.server.ConsumptionTrips)
+}
+
+// newProc returns a supervised worker of the scenario, restarted at once
+// after each exit.
+func (h *harness) newProc(name, role string, args []string) *proc {
+	return &proc{t: h.t, dir: h.dir, name: name, role: role, args: args, done: make(chan struct{}),
+		command: h.command, report: h.exited}
 }
 
 // exited accounts for an incarnation's exit: the kill point it hit, or the
@@ -538,11 +424,4 @@ func (h *harness) receiverProgress() int64 {
 		}
 	}
 	return n
-}
-
-// logName names the running incarnation's log file.
-func (p *proc) logName() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return fmt.Sprintf("%s-%d.log", p.name, p.inc)
 }

@@ -54,12 +54,59 @@ const (
 	KindEnd = "end"
 )
 
+// Kinds of Event in the scale-out harness (TestScaleOut, CheckScaleOut).
+// Every scale-out event carries T, the wall clock in Unix nanoseconds when
+// it was written: the processes share one host and its clock, so the
+// checker orders events of different processes by T.
+const (
+	// KindAcquire, KindRevoke, KindDrained and KindFence are a scale-out
+	// receiver's lease changes (scaleout.Options.OnChange: start, revoke,
+	// drained, fence), with Shard and Token.
+	KindAcquire = "acquire"
+	KindRevoke  = "revoke"
+	KindDrained = "drained"
+	KindFence   = "fence"
+	// KindDone is written by a scale-out receiver's handler when it has
+	// done its work, just before it returns nil (Run then acknowledges):
+	// a KindDelivered (written first thing in the handler) and its
+	// KindDone bound a delivery.
+	KindDone = "done"
+	// KindClaim is written when the store accepted a write that raised a
+	// cursor's owner token to Token (seqstore.Claim); KindCommit when it
+	// accepted an advance of the cursor to Seq (the next seq) by Token. T0
+	// is when the call began, T when it returned.
+	KindClaim  = "claim"
+	KindCommit = "commit"
+	// KindOps is written every few seconds by a scale-out receiver: Seq is
+	// the number of store calls it made so far (lease calls included).
+	KindOps = "ops"
+	// Faults, written by the harness (RoleHarness) about the incarnation
+	// Target/TInc: KindKill (SIGKILL sent), KindStop (SIGSTOP sent),
+	// KindCont (SIGCONT sent), KindTerm (SIGTERM sent), KindExit (the
+	// process exited), KindCut and KindHeal (its store connection black-
+	// holed and restored), KindJoin (a member started that was not running).
+	KindKill = "kill"
+	KindStop = "stop"
+	KindCont = "cont"
+	KindTerm = "term"
+	KindExit = "exit"
+	KindCut  = "cut"
+	KindHeal = "heal"
+	KindJoin = "join"
+)
+
 // Roles of a process.
 const (
 	RoleSend    = "send"
 	RoleReceive = "recv"
 	// RoleDB marks events derived from the application's own table.
 	RoleDB = "db"
+	// RoleScaleSend and RoleScaleRecv are the scale-out harness's sender
+	// and receiver processes; RoleHarness marks the faults the harness
+	// injected.
+	RoleScaleSend = "ssend"
+	RoleScaleRecv = "srecv"
+	RoleHarness   = "harness"
 )
 
 // Event is one line of a history file.
@@ -76,6 +123,16 @@ type Event struct {
 	Durable   bool   `json:"d,omitempty"`
 	Unordered bool   `json:"u,omitempty"`
 	Err       string `json:"err,omitempty"`
+	// Scale-out events (TestScaleOut): the shard and fencing token of a
+	// lease, a delivery or a store write; the time it was written (T) and,
+	// for a store write, when the call began (T0), in Unix nanoseconds;
+	// and, for a fault, the incarnation it hit.
+	Shard  int    `json:"sh,omitempty"`
+	Token  uint64 `json:"tk,omitempty"`
+	T      int64  `json:"t,omitempty"`
+	T0     int64  `json:"t0,omitempty"`
+	Target string `json:"tg,omitempty"`
+	TInc   int    `json:"ti,omitempty"`
 
 	// File and Line locate the event; they are set by Parse, not stored.
 	File string `json:"-"`
@@ -168,7 +225,9 @@ func Parse(name string, r io.Reader) (*History, error) {
 
 func isKind(k string) bool {
 	switch k {
-	case KindStart, KindAttempt, KindSent, KindFailed, KindDelivered, KindAcked, KindCommitted, KindDurable, KindDelete, KindParked, KindEnd:
+	case KindStart, KindAttempt, KindSent, KindFailed, KindDelivered, KindAcked, KindCommitted, KindDurable, KindDelete, KindParked, KindEnd,
+		KindAcquire, KindRevoke, KindDrained, KindFence, KindDone, KindClaim, KindCommit, KindOps,
+		KindKill, KindStop, KindCont, KindTerm, KindExit, KindCut, KindHeal, KindJoin:
 		return true
 	}
 	return false

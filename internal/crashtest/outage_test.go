@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,11 +88,15 @@ func TestFaultSQLOutage(t *testing.T) {
 }
 
 // proxy forwards TCP connections to a target and can be taken down (port
-// closed, connections cut) and up again on the same port.
+// closed, connections cut) and up again on the same port, or black-holed
+// (connections and the port stay open, and nothing goes through, either
+// way, until it is restored: then what was held goes on, late).
 type proxy struct {
 	t      *testing.T
 	target string
 	addr   string
+	holed  atomic.Bool
+	closed atomic.Bool
 
 	mu    sync.Mutex
 	ln    net.Listener
@@ -106,7 +110,7 @@ func newProxy(t *testing.T, target string) *proxy {
 	require.NoError(t, err)
 	p.addr = ln.Addr().String()
 	p.serve(ln)
-	t.Cleanup(func() { p.down(); p.wg.Wait() })
+	t.Cleanup(func() { p.closed.Store(true); p.down(); p.wg.Wait() })
 	return p
 }
 
@@ -135,11 +139,18 @@ func (p *proxy) track(c net.Conn) bool {
 	return true
 }
 
+func (p *proxy) untrack(c net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.conns, c)
+}
+
 func (p *proxy) pipe(c net.Conn) {
 	defer c.Close()
 	if !p.track(c) {
 		return
 	}
+	defer p.untrack(c)
 	up, err := net.DialTimeout("tcp", p.target, time.Second)
 	if err != nil {
 		return
@@ -148,12 +159,37 @@ func (p *proxy) pipe(c net.Conn) {
 	if !p.track(up) {
 		return
 	}
+	defer p.untrack(up)
 	var wg sync.WaitGroup
-	wg.Go(func() { _, _ = io.Copy(up, c); _ = up.Close() })
-	_, _ = io.Copy(c, up)
+	wg.Go(func() { p.copy(up, c); _ = up.Close() })
+	p.copy(c, up)
 	_ = c.Close()
 	wg.Wait()
 }
+
+// copy copies src to dst, holding each chunk while the proxy is
+// black-holed.
+func (p *proxy) copy(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		for p.holed.Load() && !p.closed.Load() {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// blackhole holds all traffic through the proxy (on) or lets it go on
+// (off), with what was held.
+func (p *proxy) blackhole(on bool) { p.holed.Store(on) }
 
 // down closes the port and cuts every connection.
 func (p *proxy) down() {

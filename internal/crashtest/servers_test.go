@@ -57,6 +57,21 @@ func uniqueName(prefix string) string {
 // it): the keys under the prefix are deleted through it when the test ends.
 // The clients fail fast, so that an outage shows as errors, not hangs.
 func redisStores(t *testing.T, addr, direct string) func() seqstore.Store {
+	prefix := redisPrefix(t, direct)
+	return func() seqstore.Store {
+		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
+			ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
+		t.Cleanup(func() { _ = c.Close() })
+		s, err := redisstore.New(c, &redisstore.Options{Prefix: prefix})
+		require.NoError(t, err, "redisstore.New")
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+}
+
+// redisPrefix returns a key prefix unique to the test; the keys under it
+// are deleted through direct when the test ends.
+func redisPrefix(t *testing.T, direct string) string {
 	prefix := uniqueName("crashtest:") + ":"
 	t.Cleanup(func() {
 		c := redis.NewClient(&redis.Options{Addr: direct})
@@ -73,15 +88,7 @@ func redisStores(t *testing.T, addr, direct string) func() seqstore.Store {
 			t.Errorf("cleanup: scan %s*: %v", prefix, err)
 		}
 	})
-	return func() seqstore.Store {
-		c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond,
-			ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
-		t.Cleanup(func() { _ = c.Close() })
-		s, err := redisstore.New(c, &redisstore.Options{Prefix: prefix})
-		require.NoError(t, err, "redisstore.New")
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}
+	return prefix
 }
 
 // postgresStores returns a function that opens a sqlstore on the PostgreSQL
@@ -89,6 +96,23 @@ func redisStores(t *testing.T, addr, direct string) func() seqstore.Store {
 // all on tables under one prefix unique to the test, dropped when the test
 // ends through directDSN (dsn may go through a proxy).
 func postgresStores(t *testing.T, dsn, directDSN string) func() seqstore.Store {
+	prefix := postgresPrefix(t, directDSN)
+	return func() seqstore.Store {
+		db, err := sql.Open("pgx", dsn)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = db.Close() })
+		db.SetConnMaxLifetime(time.Second)
+		s, err := sqlstore.Open(db, sqlstore.Postgres, &sqlstore.Options{TablePrefix: prefix, TxTimeout: 2 * time.Second})
+		require.NoError(t, err, "sqlstore.Open")
+		require.NoError(t, s.Migrate(t.Context()), "Migrate")
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+}
+
+// postgresPrefix returns a table prefix unique to the test; its tables
+// are dropped through directDSN when the test ends.
+func postgresPrefix(t *testing.T, directDSN string) string {
 	prefix := uniqueName("ct") + "_"
 	t.Cleanup(func() {
 		db, err := sql.Open("pgx", directDSN)
@@ -105,15 +129,5 @@ func postgresStores(t *testing.T, dsn, directDSN string) func() seqstore.Store {
 			}
 		}
 	})
-	return func() seqstore.Store {
-		db, err := sql.Open("pgx", dsn)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = db.Close() })
-		db.SetConnMaxLifetime(time.Second)
-		s, err := sqlstore.Open(db, sqlstore.Postgres, &sqlstore.Options{TablePrefix: prefix, TxTimeout: 2 * time.Second})
-		require.NoError(t, err, "sqlstore.Open")
-		require.NoError(t, s.Migrate(t.Context()), "Migrate")
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}
+	return prefix
 }

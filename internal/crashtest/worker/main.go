@@ -114,8 +114,16 @@ func main() {
 	flag.Uint64Var(&c.seed, "seed", 0, "random seed (0: from the clock)")
 	flag.StringVar(&c.storeFaults, "store-faults", "", "faults of the store, as crashtest.ParseStoreFaults reads them (\"before=0.05,after=0.02,slow=0.05,reserve-after\")")
 	flag.IntVar(&c.sendAttempts, "send-attempts", 0, "sender's SendOptions.MaxAttempts (0: the library's default)")
+	var sc scaleConfig
+	scaleFlags(flag.CommandLine, &sc)
 	flag.Parse()
-	if err := run(c); err != nil {
+	var err error
+	if c.role == crashtest.RoleScaleSend || c.role == crashtest.RoleScaleRecv {
+		err = runScaleOut(c, sc)
+	} else {
+		err = run(c)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
 	}
@@ -187,6 +195,7 @@ type history struct {
 	f     *os.File
 	base  crashtest.Event
 	fsync bool
+	stamp bool // set Event.T on every event (the scale-out roles)
 }
 
 func openHistory(c config) (*history, error) {
@@ -204,6 +213,9 @@ func (h *history) add(ev crashtest.Event, gate bool) {
 	ev.Proc, ev.Inc, ev.Role = h.base.Proc, h.base.Inc, h.base.Role
 	if ev.Kind == crashtest.KindStart {
 		ev.Mode = h.base.Mode
+	}
+	if h.stamp && ev.T == 0 {
+		ev.T = time.Now().UnixNano()
 	}
 	b, err := json.Marshal(ev)
 	if err != nil {
