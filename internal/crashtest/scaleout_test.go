@@ -133,10 +133,6 @@ type scaleHarness struct {
 	recv     []*proc // r0..r4
 	groups   int     // per sender
 	pause    time.Duration
-	// plan, when set, is the faults to inject, in order (else faultPlan
-	// draws them); grace is the checker's ResumeGrace.
-	plan  []string
-	grace time.Duration
 
 	rng *rand.Rand
 	hw  *harnessHistory
@@ -169,7 +165,7 @@ func newScaleHarness(t *testing.T, store string, seed uint64, d time.Duration, l
 	t.Logf("seed %d (INORDER_SCALEOUT_STORE=%s INORDER_SCALEOUT_SEED=%d replays the harness's choices: faults, targets, durations, the emulator's chaos; not the processes' scheduling)", seed, store, seed)
 	h := &scaleHarness{t: t, store: store, seed: seed, long: long, duration: d, dir: t.TempDir(),
 		bug: os.Getenv("INORDER_CRASH_BUG"), proxies: map[string]*proxy{}, rng: rand.New(rand.NewPCG(seed, 29)),
-		groups: 50, pause: 500 * time.Millisecond, grace: resumeGrace()}
+		groups: 50, pause: 500 * time.Millisecond}
 	if long {
 		h.groups, h.pause = 100, 4*time.Second // 200 groups in all, as the harness; about 100 messages/s
 	}
@@ -332,18 +328,6 @@ func (h *scaleHarness) target() *proc {
 	return ps[h.intN(len(ps))]
 }
 
-// resumeGrace is the checker's ResumeGrace: 500 ms, so that the known
-// finding (a receiver hands out messages of the shards it lost between a
-// SIGCONT and its fence: TestScaleOutFindingStaleAfterResume, build tag
-// finding) is counted and logged, not failed; INORDER_SCALEOUT_STRICT=1
-// makes it 0.
-func resumeGrace() time.Duration {
-	if os.Getenv("INORDER_SCALEOUT_STRICT") == "1" {
-		return 0
-	}
-	return 500 * time.Millisecond
-}
-
 // scaleResult is what a scale-out run produced.
 type scaleResult struct {
 	report    *ScaleReport
@@ -360,9 +344,6 @@ type scaleResult struct {
 // each kind once, then a second round, shuffled; the long form as many as
 // its duration takes, drawn at random, each kind once first.
 func (h *scaleHarness) faultPlan() []string {
-	if h.plan != nil {
-		return h.plan
-	}
 	plan := slices.Clone(faultKinds)
 	h.rng.Shuffle(len(plan), func(i, j int) { plan[i], plan[j] = plan[j], plan[i] })
 	if !h.long {
@@ -451,7 +432,7 @@ func (h *scaleHarness) run() *scaleResult {
 	hs, err := Load(h.hist)
 	require.NoError(t, err, "load histories")
 	res.report = CheckScaleOut(hs, ScaleConfig{Leftover: res.leftover, Cursors: h.cursors(hs), LastFault: res.lastFault,
-		Liveness: soTTL + soVisibility + 10*time.Second, ResumeGrace: h.grace})
+		Liveness: soTTL + soVisibility + 10*time.Second})
 	res.failovers = Failovers(hs)
 	return res
 }
@@ -606,10 +587,6 @@ func (h *scaleHarness) judge(res *scaleResult) {
 		}
 		t.Logf("violation: %v", v)
 	}
-	if rep.StaleAfterResume > 0 {
-		t.Logf("known finding: %d deliveries of lost shards right after a SIGCONT, let through by ResumeGrace %v (INORDER_SCALEOUT_STRICT=1 fails them; see TestScaleOutFindingStaleAfterResume)",
-			rep.StaleAfterResume, h.grace)
-	}
 	if len(res.failures) > 0 {
 		t.Fatalf("%d worker exits the harness did not cause (seed %d, histories kept in %s); the first: %s", len(res.failures), h.seed, h.keep(), res.failures[0])
 	}
@@ -647,7 +624,7 @@ func TestScaleOutCheckDir(t *testing.T) {
 	}
 	hs, err := Load(filepath.Join(dir, "history"))
 	require.NoError(t, err)
-	rep := CheckScaleOut(hs, ScaleConfig{MaxViolations: 1000, ResumeGrace: resumeGrace()})
+	rep := CheckScaleOut(hs, ScaleConfig{MaxViolations: 1000})
 	t.Log(rep.Figures())
 	for _, v := range rep.Violations {
 		t.Logf("violation: %v", v)
