@@ -8,6 +8,18 @@ import "time"
 // ordered/options.go), against the Queue tests.
 var sendMutants = []mutant{
 	{
+		Name:   "batcher-partial-bound-loose",
+		Breaks: "the batcher lets one batch that is not full more than MaxPartial go: a handler back from a full batch takes a partial one",
+		Edits: []edit{{
+			File: "internal/batcher/batcher.go",
+			Old:  `b.partials >= b.opts.MaxPartial && !b.shutdown`,
+			New:  `b.partials > b.opts.MaxPartial && !b.shutdown`,
+		}},
+		Pkg:     "./internal/batcher",
+		Run:     "^TestMaxPartial$",
+		Timeout: time.Minute,
+	},
+	{
 		Name:   "send-window-release-loose",
 		Breaks: "off by one: a message one seq beyond MaxDisorder is released",
 		Edits: []edit{{
