@@ -34,10 +34,13 @@ import (
 //  5. Holding (sendWindow): per group, a message more than MaxDisorder
 //     seqs past the group's oldest unfinished one waits in the group's
 //     held list; it is released to the workers when the oldest finishes.
-//  6. Sending (worker): Concurrency workers take up to MaxBatch messages
-//     (MaxBatchBytes) of any groups from one FIFO and send them, so many
-//     requests are in flight at once; retryable failures are retried by
-//     the same worker after a backoff, only for the entries that failed.
+//  6. Sending (sendBatch): released messages are posted to the send
+//     batcher, whose Concurrency handlers take up to MaxBatch messages
+//     (MaxBatchBytes) of any groups and send them, so many requests are in
+//     flight at once; at most Concurrency/4 requests that are not full are
+//     in flight (Nagle's rule, batcher.Options.MaxPartial). Retryable
+//     failures are retried by the same handler after a backoff, only for
+//     the entries that failed.
 //  7. Completion (complete): results are finished, Sent marks are buffered
 //     and flushed by the marker in multi-stream store calls (durable mode),
 //     the in-flight bounds are released, and the held messages the window
@@ -466,7 +469,9 @@ type sender struct {
 	// reservations takes the groups ready for a reservation (see
 	// reserveGroups).
 	reservations *batcher.Batcher[string]
-	workers      sync.WaitGroup // send workers and the marker
+	// sends takes the released messages and sends them (sendBatch).
+	sends   *batcher.Batcher[*sendItem]
+	workers sync.WaitGroup // the marker
 
 	mu            sync.Mutex
 	closing       bool
@@ -478,15 +483,6 @@ type sender struct {
 	closed        chan struct{}  // closed when close begins
 	idle          chan struct{}  // closed when inflight reaches 0 while closing
 	recovering    map[recoverKey]struct{}
-
-	qmu        sync.Mutex
-	qcond      *sync.Cond
-	fifo       fifo
-	stopping   bool // workers exit once the FIFO is empty
-	partials   int  // batches not full in flight
-	maxPartial int
-	parked     int // workers waiting on qcond, not yet signalled
-	waking     int // workers signalled that have not taken yet
 
 	markMu    sync.Mutex
 	marks     map[string][]uint64 // group -> seqs sent but not yet marked
@@ -512,7 +508,6 @@ func newSender(q *Queue) *sender {
 		maxBody:    q.limits.MaxBody,
 		maxBatch:   q.limits.MaxBatch,
 		maxBytes:   maxBatchBytes(q.limits),
-		maxPartial: max(1, o.Concurrency/4),
 		bounded:    o.MaxDisorder > 0,
 		limit:      uint64(max(0, o.MaxDisorder)),
 		groups:     make(map[string]*sendGroup),
@@ -529,7 +524,6 @@ func newSender(q *Queue) *sender {
 	s.numbersExtra = envelope.HeaderLen(envelope.Header{Epoch: envelope.MaxNumber, Seq: envelope.MaxNumber, Signed: s.signed()}) -
 		envelope.HeaderLen(envelope.Header{Seq: 1})
 	s.ctx, s.cancel = context.WithCancel(q.life)
-	s.qcond = sync.NewCond(&s.qmu)
 	// Another reservation call starts only when more groups wait than one
 	// call takes: few calls of many groups each, concurrent only under a
 	// backlog (a slow store).
@@ -538,9 +532,12 @@ func newSender(q *Queue) *sender {
 	if err != nil {
 		panic(fmt.Sprintf("ordered: reservation batcher: %v (options are validated)", err))
 	}
-	s.workers.Add(o.Concurrency)
-	for range o.Concurrency {
-		go s.worker()
+	// A request that is not full goes at once while fewer than a quarter
+	// of the handlers send one: under load, messages wait for one request
+	// time and go out in full batches.
+	s.sends, err = batcher.New(&batcher.Options{MaxHandlers: o.Concurrency, MaxItems: s.maxBatch, MaxSize: s.maxBytes, MaxPartial: max(1, o.Concurrency/4)}, s.sendBatch)
+	if err != nil {
+		panic(fmt.Sprintf("ordered: send batcher: %v (options are validated)", err))
 	}
 	if s.durable {
 		s.workers.Add(1)
@@ -1023,22 +1020,15 @@ func (s *sender) pushReserved(batch []reservation, released []*sendItem) {
 	}
 }
 
-// dispatch hands released messages to the workers in one critical section,
-// or fails them if the workers have stopped (Close gave up). Failing them
-// releases the next held messages of their groups, which are failed in
-// turn, in a loop rather than by recursion.
+// dispatch posts released messages to the send batcher in one critical
+// section, or fails them if it is shut down (Close). Failing them releases
+// the next held messages of their groups, which are failed in turn, in a
+// loop rather than by recursion.
 func (s *sender) dispatch(items []*sendItem) {
 	for len(items) > 0 {
-		s.qmu.Lock()
-		if !s.stopping {
-			for _, it := range items {
-				s.fifo.push(it)
-			}
-			s.wakeWorkersLocked()
-			s.qmu.Unlock()
+		if s.sends.PostAll(items) == nil {
 			return
 		}
-		s.qmu.Unlock()
 		err := fmt.Errorf("ordered: send: %w", ErrClosed)
 		items = s.finish(items, func(int) error { return err })
 	}
@@ -1059,108 +1049,25 @@ func (s *sender) push(items []sendItem) {
 	s.dispatch(itemPtrs(items))
 }
 
-// wakeWorkersLocked wakes parked workers for the queued messages that the
-// workers already on their way will not take: one per full request, and
-// one for a request that is not full while the Nagle rule lets it go. A
-// worker that is sending comes back for more by itself, so one push of a
-// message does not cost a goroutine switch when a worker is awake.
-func (s *sender) wakeWorkersLocked() {
-	n := s.fifo.len()
-	want := n / s.maxBatch
-	if n%s.maxBatch != 0 && (s.partials < s.maxPartial || s.stopping) {
-		want++
-	}
-	for s.waking < want && s.parked > 0 {
-		s.parked--
-		s.waking++
-		s.qcond.Signal()
-	}
-}
+// Size implements batcher.Sizer: the envelope's bytes count against the
+// driver's bound on one request.
+func (it *sendItem) Size() int { return len(it.body) }
 
-// take blocks until messages are queued and moves up to one request's worth
-// into batch. It returns an empty batch when the workers must stop. A batch
-// that is not full is taken only while fewer than maxPartial such batches
-// are in flight (Nagle's rule): under load, messages wait for one request
-// time and go out in full batches; an idle queue sends at once. partial
-// reports whether the batch counts against that bound (release it with
-// donePartial).
-func (s *sender) take(batch []*sendItem) (_ []*sendItem, partial bool) {
-	s.qmu.Lock()
-	defer s.qmu.Unlock()
-	for {
-		n, full := s.batchLocked()
-		if full || n > 0 && (s.partials < s.maxPartial || s.stopping) {
-			partial = !full
-			if partial {
-				s.partials++
-			}
-			for range n {
-				batch = append(batch, s.fifo.peek())
-				s.fifo.pop()
-			}
-			s.wakeWorkersLocked() // more for another worker
-			return batch, partial
-		}
-		if n == 0 && s.stopping {
-			return batch, false
-		}
-		s.parked++
-		s.qcond.Wait()
-		if s.waking > 0 {
-			s.waking--
-		}
-	}
-}
+// bodiesPool holds the send handlers' scratch: a request's bodies.
+var bodiesPool = sync.Pool{New: func() any { return new([][]byte) }}
 
-// batchLocked returns how many queued messages the next request carries,
-// and whether that is a full request.
-func (s *sender) batchLocked() (n int, full bool) {
-	bytes := 0
-	for n < s.maxBatch && n < s.fifo.len() {
-		size := len(s.fifo.at(n).body)
-		if n > 0 && bytes+size > s.maxBytes {
-			return n, true
-		}
-		bytes += size
-		n++
-	}
-	return n, n == s.maxBatch
-}
-
-func (s *sender) donePartial() {
-	s.qmu.Lock()
-	s.partials--
-	s.wakeWorkersLocked()
-	s.qmu.Unlock()
-}
-
-// worker sends batches until the sender stops.
-func (s *sender) worker() {
-	defer s.workers.Done()
-	batch := make([]*sendItem, 0, s.maxBatch)
-	bodies := make([][]byte, 0, s.maxBatch)
-	for {
-		batch, partial := s.take(batch[:0])
-		if len(batch) == 0 {
-			return
-		}
-		bodies = s.send(batch, bodies, partial)
-		clear(batch)
-	}
+// sendBatch is the send batcher's handler: one request and its retries.
+func (s *sender) sendBatch(batch []*sendItem, _ []error) {
+	bodies := bodiesPool.Get().(*[][]byte)
+	*bodies = s.send(batch, (*bodies)[:0])
+	bodiesPool.Put(bodies)
 }
 
 // send sends batch, retrying the entries that fail with retryable errors up
 // to MaxAttempts, and completes every entry. bodies is scratch space. A
-// partial batch releases its slot after the first attempt, so that a retry
-// backoff does not hold up other partial batches.
-func (s *sender) send(batch []*sendItem, bodies [][]byte, partial bool) [][]byte {
-	if partial {
-		defer func() {
-			if partial {
-				s.donePartial()
-			}
-		}()
-	}
+// batch that is not full keeps its place among MaxPartial through its
+// retries, as any batch keeps its handler.
+func (s *sender) send(batch []*sendItem, bodies [][]byte) [][]byte {
 	for attempt := 1; ; attempt++ {
 		if err := s.ctx.Err(); err != nil {
 			err = fmt.Errorf("ordered: send: %w: %w", ErrClosed, err)
@@ -1181,10 +1088,6 @@ func (s *sender) send(batch []*sendItem, bodies [][]byte, partial bool) [][]byte
 		s.stat.batches.Add(1)
 		err := s.q.drvSend(s.ctx, bodies, groups)
 		clear(bodies)
-		if partial {
-			s.donePartial()
-			partial = false
-		}
 		if err == nil {
 			s.complete(batch, nil)
 			return bodies
@@ -1556,11 +1459,7 @@ func (s *sender) close(ctx context.Context) error {
 		}
 	}
 	s.reservations.Shutdown()
-	s.qmu.Lock()
-	s.stopping = true
-	s.parked = 0
-	s.qmu.Unlock()
-	s.qcond.Broadcast()
+	s.sends.Shutdown()
 	close(s.markStop)
 	s.workers.Wait()
 	if s.durable {
@@ -1592,7 +1491,7 @@ func (s *sender) stats() SendStats {
 	}
 }
 
-// fifo is a queue of messages waiting for a send worker.
+// fifo is a queue of messages: a group's held list.
 type fifo struct {
 	items []*sendItem
 	head  int
@@ -1614,8 +1513,6 @@ func (f *fifo) push(it *sendItem) {
 }
 
 func (f *fifo) peek() *sendItem { return f.items[f.head] }
-
-func (f *fifo) at(i int) *sendItem { return f.items[f.head+i] }
 
 func (f *fifo) pop() {
 	f.items[f.head] = nil

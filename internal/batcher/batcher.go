@@ -154,12 +154,6 @@ func (b *Batcher[T]) Post(item T) error {
 // PostAll is Post for several items, in order, under one lock. It returns
 // ErrShutdown, having submitted none, after Shutdown.
 func (b *Batcher[T]) PostAll(items []T) error {
-	sizes := make([]int, 0, 16)
-	if b.sized {
-		for _, it := range items {
-			sizes = append(sizes, any(it).(Sizer).Size())
-		}
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.shutdown {
@@ -168,10 +162,10 @@ func (b *Batcher[T]) PostAll(items []T) error {
 	if b.head == len(b.queue) {
 		b.headID = b.nextID
 	}
-	for i, it := range items {
+	for _, it := range items {
 		e := entry[T]{item: it}
 		if b.sized {
-			e.size = sizes[i]
+			e.size = any(it).(Sizer).Size() // cheap for the items posted in bulk
 		}
 		b.queue = append(b.queue, e)
 	}
