@@ -211,7 +211,7 @@ var sendMutants = []mutant{
 		Breaks: "when Close gives up, released messages are dropped instead of failed: held ones never finish",
 		Edits: []edit{{
 			File: "ordered/send.go",
-			Old:  `		items = s.finish(items, func(int) error { return err })`,
+			Old:  `		items = s.settle(items, err)`,
 			New: `		_ = err
 		return`,
 		}},
