@@ -41,9 +41,10 @@ import (
 //     in flight (Nagle's rule, batcher.Options.MaxPartial). Retryable
 //     failures are retried by the same handler after a backoff, only for
 //     the entries that failed.
-//  7. Completion (complete): results are finished, Sent marks are buffered
-//     and flushed by the marker in multi-stream store calls (durable mode),
-//     the in-flight bounds are released, and the held messages the window
+//  7. Completion, by outcome: sent buffers Sent marks, flushed by the
+//     marker in multi-stream store calls (durable mode); failed leaves the
+//     journal entries for Recover. Both settle: the group's books, the
+//     in-flight bounds and the results, and the held messages the window
 //     now allows are released (dispatch).
 
 // SendStats counts the send side's work.

@@ -20,6 +20,17 @@ var sendMutants = []mutant{
 		Timeout: time.Minute,
 	},
 	{
+		Name:   "send-no-nagle",
+		Breaks: "the send batcher lets every handler take a batch that is not full: while one is in flight, each later message goes in a request of its own",
+		Edits: []edit{{
+			File: "ordered/send.go",
+			Old:  `MaxPartial: max(1, o.Concurrency/4)}`,
+			New:  `MaxPartial: o.Concurrency}`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestSendNagleBatching$",
+	},
+	{
 		Name:   "send-window-release-loose",
 		Breaks: "off by one: a message one seq beyond MaxDisorder is released",
 		Edits: []edit{{
