@@ -33,14 +33,18 @@ import (
 //  4. Encoding: envelopes of a reservation share one buffer.
 //  5. Holding (sendWindow): per group, a message more than MaxDisorder
 //     seqs past the group's oldest unfinished one waits in the group's
-//     held list; it is released to the workers when the oldest finishes.
-//  6. Sending (worker): Concurrency workers take up to MaxBatch messages
-//     (MaxBatchBytes) of any groups from one FIFO and send them, so many
-//     requests are in flight at once; retryable failures are retried by
-//     the same worker after a backoff, only for the entries that failed.
-//  7. Completion (complete): results are finished, Sent marks are buffered
-//     and flushed by the marker in multi-stream store calls (durable mode),
-//     the in-flight bounds are released, and the held messages the window
+//     held list; it is released to the send batcher when the oldest finishes.
+//  6. Sending (sendBatch): released messages are posted to the send
+//     batcher, whose Concurrency handlers take up to MaxBatch messages
+//     (MaxBatchBytes) of any groups and send them, so many requests are in
+//     flight at once; at most Concurrency/4 requests that are not full are
+//     in flight (Nagle's rule, batcher.Options.MaxPartial). Retryable
+//     failures are retried by the same handler after a backoff, only for
+//     the entries that failed.
+//  7. Completion, by outcome: sent buffers Sent marks, flushed by the
+//     marker in multi-stream store calls (durable mode); failed leaves the
+//     journal entries for Recover. Both settle: the group's books, the
+//     in-flight bounds and the results, and the held messages the window
 //     now allows are released (dispatch).
 
 // SendStats counts the send side's work.
@@ -349,9 +353,9 @@ func (q *Queue) recoverOnNew(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.flushMu.Lock()
+	s.marks.flushMu.Lock()
 	n, _ := s.enqueueRecovered(s.openJournal(entries), false)
-	s.flushMu.Unlock()
+	s.marks.flushMu.Unlock()
 	q.log.Info("ordered: re-sending journaled messages", "count", n)
 	return nil
 }
@@ -396,6 +400,13 @@ type sendGroup struct {
 // the run and its buffers go back to runPool, so that steady sending
 // allocates nothing per message but its SendResult.
 type sendRun struct {
+	// group, g, res and err are the run's reservation: set when a
+	// reservation call takes the run, and its outcome.
+	group string
+	g     *sendGroup
+	res   seqstore.Reservation
+	err   error
+
 	items   []sendItem
 	buf     []byte   // the envelopes of items
 	journal [][]byte // scratch for the store call
@@ -425,6 +436,7 @@ func putRun(r *sendRun) {
 	r.sealed = r.sealed[:0]
 	r.frame = r.frame[:0]
 	r.metas = 0
+	r.group, r.g, r.res, r.err = "", nil, seqstore.Reservation{}, nil
 	runPool.Put(r)
 }
 
@@ -440,13 +452,37 @@ type sendCounters struct {
 
 // sender is the send side of a Queue.
 type sender struct {
-	q        *Queue
-	opts     *SendOptions
-	durable  bool
-	maxBody  int // largest envelope the driver takes
-	maxBatch int
+	q       *Queue
+	opts    *SendOptions
+	durable bool
+	bounded bool // SendOptions.MaxDisorder is on
+	env     sendEnv
+
+	// ctx is the context of every store and driver call of the send side. It
+	// is cancelled when Close gives up waiting.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// reservations takes the groups ready for a reservation (see
+	// reserveGroups); sends takes the released messages and sends them
+	// (sendBatch).
+	reservations *batcher.Batcher[string]
+	sends        *batcher.Batcher[*sendItem]
+
+	mu         sync.Mutex // guards room, groups and recovering
+	room       sendRoom
+	groups     groupTable
+	recovering map[recoverKey]struct{} // recovered entries in flight
+
+	marks sendMarks
+	stat  sendCounters
+}
+
+// sendEnv is what the sender needs to size, sign and seal envelopes.
+type sendEnv struct {
+	maxBody  int    // largest envelope the driver takes
+	maxBatch int    // driver bound on one request's messages
 	maxBytes int    // driver bound on one request's bodies
-	bounded  bool   // SendOptions.MaxDisorder is on
 	limit    uint64 // SendOptions.MaxDisorder, when bounded
 
 	// legacyHeader is the longest legacy header; numbersExtra is how much
@@ -457,46 +493,38 @@ type sender struct {
 	// signKey signs headers: Options.Key bound to the MAC context; sealKey
 	// seals journal entries: Options.Key itself. Both nil without a key.
 	signKey, sealKey []byte
+}
 
-	// ctx is the context of every store and driver call of the send side. It
-	// is cancelled when Close gives up waiting.
-	ctx    context.Context
-	cancel context.CancelFunc
-
-	// reservations takes the groups ready for a reservation (see
-	// reserveGroups).
-	reservations *batcher.Batcher[string]
-	workers      sync.WaitGroup // send workers and the marker
-
-	mu            sync.Mutex
+// sendRoom is the in-flight bounds (SendOptions.MaxInFlight and
+// MaxInFlightBytes) and the admissions waiting for room, guarded by
+// sender.mu.
+type sendRoom struct {
 	closing       bool
-	groups        map[string]*sendGroup
-	freeGroups    []*sendGroup // evicted, for reuse
 	inflight      int
 	inflightBytes int
 	waiters       []*admitWaiter // admissions waiting for in-flight room, in order
 	closed        chan struct{}  // closed when close begins
 	idle          chan struct{}  // closed when inflight reaches 0 while closing
-	recovering    map[recoverKey]struct{}
+}
 
-	qmu        sync.Mutex
-	qcond      *sync.Cond
-	fifo       fifo
-	stopping   bool // workers exit once the FIFO is empty
-	partials   int  // batches not full in flight
-	maxPartial int
-	parked     int // workers waiting on qcond, not yet signalled
-	waking     int // workers signalled that have not taken yet
+// groupTable is the send state of the groups with messages in flight, and
+// evicted sendGroup structs kept for reuse; guarded by sender.mu.
+type groupTable struct {
+	live map[string]*sendGroup
+	free []*sendGroup
+}
 
-	markMu    sync.Mutex
-	marks     map[string][]uint64 // group -> seqs sent but not yet marked
-	markCount int
-	markKick  chan struct{} // a first mark arrived
-	markFull  chan struct{} // enough marks for one flush
-	markStop  chan struct{}
-	flushMu   sync.Mutex // one flush (or recovery) at a time
-
-	stat sendCounters
+// sendMarks buffers the Sent marks of durable mode for the marker
+// goroutine, which flushes them MarkInterval after the first one, or as
+// soon as markBatch of them wait.
+type sendMarks struct {
+	mu      sync.Mutex
+	pending map[string][]uint64 // group -> seqs sent but not yet marked
+	count   int
+	wake    chan struct{} // kicked by a first mark and by the markBatch-th
+	stop    chan struct{}
+	done    sync.WaitGroup // the marker
+	flushMu sync.Mutex     // one flush (or recovery) at a time
 }
 
 // markBatch is the number of buffered Sent marks that triggers a flush
@@ -506,30 +534,31 @@ const markBatch = 1 << 16
 func newSender(q *Queue) *sender {
 	o := &q.opts.Send
 	s := &sender{
-		q:          q,
-		opts:       o,
-		durable:    o.Mode == SendDurable,
-		maxBody:    q.limits.MaxBody,
-		maxBatch:   q.limits.MaxBatch,
-		maxBytes:   maxBatchBytes(q.limits),
-		maxPartial: max(1, o.Concurrency/4),
-		bounded:    o.MaxDisorder > 0,
-		limit:      uint64(max(0, o.MaxDisorder)),
-		groups:     make(map[string]*sendGroup),
-		closed:     make(chan struct{}),
+		q:       q,
+		opts:    o,
+		durable: o.Mode == SendDurable,
+		bounded: o.MaxDisorder > 0,
+		env: sendEnv{
+			maxBody:  q.limits.MaxBody,
+			maxBatch: q.limits.MaxBatch,
+			maxBytes: maxBatchBytes(q.limits),
+			limit:    uint64(max(0, o.MaxDisorder)),
+			signKey:  q.opts.signingKey(),
+			sealKey:  q.opts.Key,
+		},
+		room:       sendRoom{closed: make(chan struct{})},
+		groups:     groupTable{live: make(map[string]*sendGroup)},
 		recovering: make(map[recoverKey]struct{}),
-		marks:      make(map[string][]uint64),
-		markKick:   make(chan struct{}, 1),
-		markFull:   make(chan struct{}, 1),
-		markStop:   make(chan struct{}),
-		signKey:    q.opts.signingKey(),
-		sealKey:    q.opts.Key,
+		marks: sendMarks{
+			pending: make(map[string][]uint64),
+			wake:    make(chan struct{}, 1),
+			stop:    make(chan struct{}),
+		},
 	}
-	s.legacyHeader = envelope.HeaderLen(envelope.Header{Legacy: true, Seq: envelope.MaxNumber})
-	s.numbersExtra = envelope.HeaderLen(envelope.Header{Epoch: envelope.MaxNumber, Seq: envelope.MaxNumber, Signed: s.signed()}) -
+	s.env.legacyHeader = envelope.HeaderLen(envelope.Header{Legacy: true, Seq: envelope.MaxNumber})
+	s.env.numbersExtra = envelope.HeaderLen(envelope.Header{Epoch: envelope.MaxNumber, Seq: envelope.MaxNumber, Signed: s.signed()}) -
 		envelope.HeaderLen(envelope.Header{Seq: 1})
 	s.ctx, s.cancel = context.WithCancel(q.life)
-	s.qcond = sync.NewCond(&s.qmu)
 	// Another reservation call starts only when more groups wait than one
 	// call takes: few calls of many groups each, concurrent only under a
 	// backlog (a slow store).
@@ -538,12 +567,15 @@ func newSender(q *Queue) *sender {
 	if err != nil {
 		panic(fmt.Sprintf("ordered: reservation batcher: %v (options are validated)", err))
 	}
-	s.workers.Add(o.Concurrency)
-	for range o.Concurrency {
-		go s.worker()
+	// A request that is not full goes at once while fewer than a quarter
+	// of the handlers send one: under load, messages wait for one request
+	// time and go out in full batches.
+	s.sends, err = batcher.New(&batcher.Options{MaxHandlers: o.Concurrency, MaxItems: s.env.maxBatch, MaxSize: s.env.maxBytes, MaxPartial: max(1, o.Concurrency/4)}, s.sendBatch)
+	if err != nil {
+		panic(fmt.Sprintf("ordered: send batcher: %v (options are validated)", err))
 	}
 	if s.durable {
-		s.workers.Add(1)
+		s.marks.done.Add(1)
 		go s.marker()
 	}
 	return s
@@ -588,16 +620,16 @@ func (s *sender) check(group string, meta, payload []byte) error {
 // numbers plus the widest numbers' extra length, without counting digits.
 func (s *sender) maxHeader(group string, meta []byte) int {
 	if s.opts.Format == FormatLegacy {
-		return s.legacyHeader
+		return s.env.legacyHeader
 	}
-	return envelope.HeaderLen(envelope.Header{Group: group, Seq: 1, Meta: meta}) + s.numbersExtra
+	return envelope.HeaderLen(envelope.Header{Group: group, Seq: 1, Meta: meta}) + s.env.numbersExtra
 }
 
 // maxPayload is the bound on one envelope: it must fit a body and a request.
-func (s *sender) maxPayload() int { return min(s.maxBody, s.maxBytes) }
+func (s *sender) maxPayload() int { return min(s.env.maxBody, s.env.maxBytes) }
 
 // signed reports whether headers carry a MAC (Options.Key).
-func (s *sender) signed() bool { return s.signKey != nil }
+func (s *sender) signed() bool { return s.env.signKey != nil }
 
 // header returns the wire header of a message, with its metadata block,
 // signed over both and payload for the MAC context when Options.Key is set.
@@ -610,7 +642,7 @@ func (s *sender) header(group string, epoch, seq uint64, meta, payload []byte) e
 	}
 	h := envelope.Header{Group: group, Epoch: epoch, Seq: seq, Meta: meta}
 	if s.signed() {
-		h.Signed, h.MAC = true, envelope.Sign(s.signKey, h, payload)
+		h.Signed, h.MAC = true, envelope.Sign(s.env.signKey, h, payload)
 	}
 	return h
 }
@@ -625,7 +657,7 @@ type admitWaiter struct {
 // bounds now. Anything fits when nothing is in flight, so that a batch
 // larger than the bounds is admitted alone.
 func (s *sender) fitsLocked(n, size int) bool {
-	return s.inflight == 0 || s.inflight+n <= s.opts.MaxInFlight && s.inflightBytes+size <= s.opts.MaxInFlightBytes
+	return s.room.inflight == 0 || s.room.inflight+n <= s.opts.MaxInFlight && s.room.inflightBytes+size <= s.opts.MaxInFlightBytes
 }
 
 // wakeLocked runs when in-flight room was released. It tells close when
@@ -633,20 +665,20 @@ func (s *sender) fitsLocked(n, size int) bool {
 // they fit: the room is taken for them here, so that a later caller cannot
 // overtake them.
 func (s *sender) wakeLocked() {
-	if s.inflight == 0 && s.idle != nil {
-		close(s.idle)
-		s.idle = nil
+	if s.room.inflight == 0 && s.room.idle != nil {
+		close(s.room.idle)
+		s.room.idle = nil
 	}
-	for !s.closing && len(s.waiters) > 0 && s.fitsLocked(s.waiters[0].n, s.waiters[0].size) {
-		w := s.waiters[0]
-		s.waiters[0] = nil
-		s.waiters = s.waiters[1:]
-		s.inflight += w.n
-		s.inflightBytes += w.size
+	for !s.room.closing && len(s.room.waiters) > 0 && s.fitsLocked(s.room.waiters[0].n, s.room.waiters[0].size) {
+		w := s.room.waiters[0]
+		s.room.waiters[0] = nil
+		s.room.waiters = s.room.waiters[1:]
+		s.room.inflight += w.n
+		s.room.inflightBytes += w.size
 		close(w.ready)
 	}
-	if len(s.waiters) == 0 {
-		s.waiters = nil
+	if len(s.room.waiters) == 0 {
+		s.room.waiters = nil
 	}
 }
 
@@ -655,11 +687,11 @@ func (s *sender) wakeLocked() {
 func (s *sender) leaveLocked(w *admitWaiter) {
 	select {
 	case <-w.ready:
-		s.inflight -= w.n
-		s.inflightBytes -= w.size
+		s.room.inflight -= w.n
+		s.room.inflightBytes -= w.size
 	default:
-		if i := slices.Index(s.waiters, w); i >= 0 {
-			s.waiters = slices.Delete(s.waiters, i, i+1)
+		if i := slices.Index(s.room.waiters, w); i >= 0 {
+			s.room.waiters = slices.Delete(s.room.waiters, i, i+1)
 		}
 	}
 	s.wakeLocked()
@@ -676,27 +708,27 @@ func (s *sender) admit(ctx context.Context, group string, meta []byte, payloads 
 	}
 	n := len(payloads)
 	s.mu.Lock()
-	if s.closing {
+	if s.room.closing {
 		s.mu.Unlock()
 		return ErrClosed
 	}
-	if len(s.waiters) == 0 && s.fitsLocked(n, size) {
-		s.inflight += n
-		s.inflightBytes += size
+	if len(s.room.waiters) == 0 && s.fitsLocked(n, size) {
+		s.room.inflight += n
+		s.room.inflightBytes += size
 	} else {
 		w := &admitWaiter{n: n, size: size, ready: make(chan struct{})}
-		s.waiters = append(s.waiters, w)
+		s.room.waiters = append(s.room.waiters, w)
 		s.mu.Unlock()
 		var err error
 		select {
 		case <-w.ready:
 		case <-ctx.Done():
 			err = fmt.Errorf("ordered: send: waiting for in-flight room: %w", ctx.Err())
-		case <-s.closed:
+		case <-s.room.closed:
 			err = ErrClosed
 		}
 		s.mu.Lock()
-		if err == nil && s.closing {
+		if err == nil && s.room.closing {
 			err = ErrClosed
 		}
 		if err != nil {
@@ -705,17 +737,17 @@ func (s *sender) admit(ctx context.Context, group string, meta []byte, payloads 
 			return err
 		}
 	}
-	g := s.groups[group]
+	g := s.groups.live[group]
 	if g == nil {
-		if n := len(s.freeGroups); n > 0 {
-			g = s.freeGroups[n-1]
-			s.freeGroups[n-1] = nil
-			s.freeGroups = s.freeGroups[:n-1]
+		if n := len(s.groups.free); n > 0 {
+			g = s.groups.free[n-1]
+			s.groups.free[n-1] = nil
+			s.groups.free = s.groups.free[:n-1]
 		} else {
 			g = &sendGroup{}
 		}
-		g.win.limit = s.limit
-		s.groups[group] = g
+		g.win.limit = s.env.limit
+		s.groups.live[group] = g
 	}
 	run := g.pending
 	if run == nil {
@@ -741,25 +773,18 @@ func (s *sender) admit(ctx context.Context, group string, meta []byte, payloads 
 // reserveBatch bounds the groups of one reservation call.
 const reserveBatch = 256
 
-// reservation is one group's part of a reservation call.
-type reservation struct {
-	group string
-	g     *sendGroup
-	run   *sendRun
-	res   seqstore.Reservation
-	err   error
-}
-
 // reserveGroups is the reservation batcher's handler: it takes what is
 // pending in each group, reserves seqs for all of it in one store call,
-// encodes the envelopes and hands them to the workers. A group that
+// encodes the envelopes and hands them to the send batcher. A group that
 // received more meanwhile is posted again, behind the others.
 func (s *sender) reserveGroups(groups []string, _ []error) {
-	batch := make([]reservation, len(groups))
+	batch := make([]*sendRun, len(groups))
 	s.mu.Lock()
 	for i, group := range groups {
-		g := s.groups[group]
-		batch[i] = reservation{group: group, g: g, run: g.pending}
+		g := s.groups.live[group]
+		run := g.pending
+		run.group, run.g = group, g
+		batch[i] = run
 		g.pending = nil
 		g.inReserve = true
 	}
@@ -767,20 +792,25 @@ func (s *sender) reserveGroups(groups []string, _ []error) {
 
 	s.reserve(batch)
 
-	var orphans []*sendRun
-	var out []*sendItem // released to the workers
+	var orphans, failed []*sendRun
+	var out []*sendItem // released to the send batcher
 	s.mu.Lock()
 	for _, r := range batch {
 		g := r.g
 		g.inReserve = false
-		if r.err == nil {
+		// Once the lock is released, another goroutine may release held
+		// messages of a run that was reserved, send them, and recycle the
+		// run: read it only here.
+		if r.err != nil {
+			failed = append(failed, r)
+		} else {
 			// Before the messages are pushed: a send that fails must
 			// find its seq in the group's range to be recorded.
 			if g.epoch != r.res.Epoch || g.hi+1 != r.res.First {
 				g.epoch, g.lo = r.res.Epoch, r.res.First
 			}
-			g.hi = r.res.First + uint64(len(r.run.items)) - 1
-			out = s.holdLocked(g, r.run.items, out)
+			g.hi = r.res.First + uint64(len(r.items)) - 1
+			out = s.holdLocked(g, r.items, out)
 		}
 		switch {
 		case g.pending == nil:
@@ -796,27 +826,27 @@ func (s *sender) reserveGroups(groups []string, _ []error) {
 		}
 	}
 	s.mu.Unlock()
-	s.pushReserved(batch, out)
+	s.pushReserved(failed, out)
 	for _, run := range orphans {
 		run.left.Store(int32(len(run.items)))
 		err := fmt.Errorf("ordered: send: %w", ErrClosed)
-		s.complete(itemPtrs(run.items), func(int) error { return err })
+		s.failed(itemPtrs(run.items), err)
 	}
 }
 
 // reserve reserves seqs for the runs of batch (journaling them in durable
 // mode) in one store call and encodes their envelopes. Requests that the
 // store aborted because another one failed are reserved again without it.
-func (s *sender) reserve(batch []reservation) {
+func (s *sender) reserve(batch []*sendRun) {
 	reqs := make([]seqstore.ReserveRequest, len(batch))
 	for i := range batch {
-		r := &batch[i]
-		items := r.run.items
-		r.run.left.Store(int32(len(items)))
+		r := batch[i]
+		items := r.items
+		r.left.Store(int32(len(items)))
 		stream := s.q.stream(r.group)
 		var journal [][]byte
 		if s.durable {
-			journal = s.journal(r.run, stream)
+			journal = s.journal(r, stream)
 		}
 		reqs[i] = seqstore.ReserveRequest{Stream: stream, N: len(items), Journal: journal}
 	}
@@ -832,12 +862,12 @@ func (s *sender) reserve(batch []reservation) {
 		}
 		rs, err := s.q.storeReserve(s.ctx, call)
 		aborted := seqstore.Split(err, len(call), func(k int, err error) {
-			r := &batch[todo[k]]
+			r := batch[todo[k]]
 			if err != nil {
 				r.err = s.reserveError(r, err)
 				return
 			}
-			if last := rs[k].First + uint64(len(r.run.items)) - 1; last > envelope.MaxNumber {
+			if last := rs[k].First + uint64(len(r.items)) - 1; last > envelope.MaxNumber {
 				// The store allows one more seq than a header carries.
 				r.err = s.reserveError(r, fmt.Errorf("%w: seq %d beyond %d", seqstore.ErrOverflow, last, uint64(envelope.MaxNumber)))
 				return
@@ -851,7 +881,7 @@ func (s *sender) reserve(batch []reservation) {
 		})
 		if len(aborted) == len(todo) { // a store that aborts everything: give up
 			for _, k := range aborted {
-				r := &batch[todo[k]]
+				r := batch[todo[k]]
 				r.err = s.reserveError(r, err)
 			}
 			break
@@ -862,7 +892,7 @@ func (s *sender) reserve(batch []reservation) {
 		todo = aborted
 	}
 	for i := range batch {
-		clear(batch[i].run.journal)
+		clear(batch[i].journal)
 	}
 }
 
@@ -877,7 +907,7 @@ func (s *sender) journal(run *sendRun, stream seqstore.Stream) [][]byte {
 	for i := range items {
 		it := &items[i]
 		switch {
-		case s.sealKey != nil:
+		case s.env.sealKey != nil:
 			size += sealLen + entryLen(it.meta, it.payload)
 		case framed(it.meta, it.payload):
 			size += entryLen(it.meta, it.payload)
@@ -898,11 +928,11 @@ func (s *sender) journal(run *sendRun, stream seqstore.Stream) [][]byte {
 		it := &items[i]
 		start := len(buf)
 		switch {
-		case s.sealKey != nil && !framed(it.meta, it.payload):
-			buf = appendSealed(buf, s.sealKey, stream, it.payload)
-		case s.sealKey != nil:
+		case s.env.sealKey != nil && !framed(it.meta, it.payload):
+			buf = appendSealed(buf, s.env.sealKey, stream, it.payload)
+		case s.env.sealKey != nil:
 			run.frame = appendEntry(run.frame[:0], it.meta, it.payload)
-			buf = appendSealed(buf, s.sealKey, stream, run.frame)
+			buf = appendSealed(buf, s.env.sealKey, stream, run.frame)
 		case framed(it.meta, it.payload):
 			buf = appendEntry(buf, it.meta, it.payload)
 		default:
@@ -915,9 +945,9 @@ func (s *sender) journal(run *sendRun, stream seqstore.Stream) [][]byte {
 	return journal
 }
 
-func (s *sender) reserveError(r *reservation, err error) error {
-	err = fmt.Errorf("ordered: send: reserve %d seqs of group %q: %w", len(r.run.items), r.group, err)
-	s.q.log.Warn("ordered: reservation failed", "group", r.group, "count", len(r.run.items), "err", err)
+func (s *sender) reserveError(r *sendRun, err error) error {
+	err = fmt.Errorf("ordered: send: reserve %d seqs of group %q: %w", len(r.items), r.group, err)
+	s.q.log.Warn("ordered: reservation failed", "group", r.group, "count", len(r.items), "err", err)
 	if s.ctx.Err() != nil {
 		err = fmt.Errorf("%w: %w", ErrClosed, err)
 	}
@@ -927,8 +957,8 @@ func (s *sender) reserveError(r *reservation, err error) error {
 // encode writes the envelopes of r's run, reserved at r.res, into one
 // buffer sized for the longest header the group can have. The buffer is
 // reused with the run: the driver keeps no body.
-func (s *sender) encode(r *reservation) {
-	items := r.run.items
+func (s *sender) encode(r *sendRun) {
+	items := r.items
 	total := len(items) * s.maxHeader(r.group, nil)
 	for i := range items {
 		total += len(items[i].payload)
@@ -936,22 +966,22 @@ func (s *sender) encode(r *reservation) {
 			total += s.maxHeader(r.group, m) - s.maxHeader(r.group, nil)
 		}
 	}
-	buf := r.run.buf[:0]
+	buf := r.buf[:0]
 	if cap(buf) < total {
 		buf = make([]byte, 0, total)
 	}
 	// Unsigned headers of one run without metadata differ only in their
 	// seq: the counter encodes the first and counts the others up in place.
-	count := !s.signed() && len(items) > 1 && r.run.metas == 0
+	count := !s.signed() && len(items) > 1 && r.metas == 0
 	if count {
-		r.run.ctr.Reset(s.header(r.group, r.res.Epoch, r.res.First, nil, nil))
+		r.ctr.Reset(s.header(r.group, r.res.Epoch, r.res.First, nil, nil))
 	}
 	for i := range items {
 		it := &items[i]
 		it.epoch, it.seq = r.res.Epoch, r.res.First+uint64(i)
 		start := len(buf)
 		if count {
-			buf = r.run.ctr.Append(buf, it.payload)
+			buf = r.ctr.Append(buf, it.payload)
 		} else {
 			buf = envelope.Append(buf, s.header(r.group, it.epoch, it.seq, it.meta, it.payload), it.payload)
 		}
@@ -961,11 +991,11 @@ func (s *sender) encode(r *reservation) {
 			it.res.setSeq(it.epoch, it.seq)
 		}
 	}
-	r.run.buf = buf
+	r.buf = buf
 }
 
 // holdLocked puts the reserved items of one run of g in g's window and
-// appends to out those that may go to the workers now (older held ones of g
+// appends to out those that may go to the send batcher now (older held ones of g
 // first); the others wait in g.held. Without a bound, all of them go.
 func (s *sender) holdLocked(g *sendGroup, items []sendItem, out []*sendItem) []*sendItem {
 	if !s.bounded {
@@ -1013,34 +1043,25 @@ func (s *sender) releaseLocked(g *sendGroup, out []*sendItem) []*sendItem {
 }
 
 // pushReserved hands the released messages of a reservation call to the
-// workers and fails the runs whose reservation failed.
-func (s *sender) pushReserved(batch []reservation, released []*sendItem) {
+// send batcher and fails the runs whose reservation failed.
+func (s *sender) pushReserved(failed []*sendRun, released []*sendItem) {
 	s.dispatch(released)
-	for _, r := range batch {
-		if err := r.err; err != nil {
-			s.complete(itemPtrs(r.run.items), func(int) error { return err })
-		}
+	for _, r := range failed {
+		s.failed(itemPtrs(r.items), r.err)
 	}
 }
 
-// dispatch hands released messages to the workers in one critical section,
-// or fails them if the workers have stopped (Close gave up). Failing them
-// releases the next held messages of their groups, which are failed in
-// turn, in a loop rather than by recursion.
+// dispatch posts released messages to the send batcher in one critical
+// section, or fails them if it is shut down (Close). Failing them releases
+// the next held messages of their groups, which are failed in turn, in a
+// loop rather than by recursion.
 func (s *sender) dispatch(items []*sendItem) {
 	for len(items) > 0 {
-		s.qmu.Lock()
-		if !s.stopping {
-			for _, it := range items {
-				s.fifo.push(it)
-			}
-			s.wakeWorkersLocked()
-			s.qmu.Unlock()
+		if s.sends.PostAll(items) == nil {
 			return
 		}
-		s.qmu.Unlock()
 		err := fmt.Errorf("ordered: send: %w", ErrClosed)
-		items = s.finish(items, func(int) error { return err })
+		items = s.settle(items, err)
 	}
 }
 
@@ -1052,119 +1073,35 @@ func itemPtrs(items []sendItem) []*sendItem {
 	return ptrs
 }
 
-// push hands encoded recovered messages to the send workers, or fails them
-// if the workers have stopped (Close gave up). They are not held: they
+// push hands encoded recovered messages to the send batcher, or fails them
+// if it is shut down (Close). They are not held: they
 // belong to no group's window.
 func (s *sender) push(items []sendItem) {
 	s.dispatch(itemPtrs(items))
 }
 
-// wakeWorkersLocked wakes parked workers for the queued messages that the
-// workers already on their way will not take: one per full request, and
-// one for a request that is not full while the Nagle rule lets it go. A
-// worker that is sending comes back for more by itself, so one push of a
-// message does not cost a goroutine switch when a worker is awake.
-func (s *sender) wakeWorkersLocked() {
-	n := s.fifo.len()
-	want := n / s.maxBatch
-	if n%s.maxBatch != 0 && (s.partials < s.maxPartial || s.stopping) {
-		want++
-	}
-	for s.waking < want && s.parked > 0 {
-		s.parked--
-		s.waking++
-		s.qcond.Signal()
-	}
-}
+// Size implements batcher.Sizer: the envelope's bytes count against the
+// driver's bound on one request.
+func (it *sendItem) Size() int { return len(it.body) }
 
-// take blocks until messages are queued and moves up to one request's worth
-// into batch. It returns an empty batch when the workers must stop. A batch
-// that is not full is taken only while fewer than maxPartial such batches
-// are in flight (Nagle's rule): under load, messages wait for one request
-// time and go out in full batches; an idle queue sends at once. partial
-// reports whether the batch counts against that bound (release it with
-// donePartial).
-func (s *sender) take(batch []*sendItem) (_ []*sendItem, partial bool) {
-	s.qmu.Lock()
-	defer s.qmu.Unlock()
-	for {
-		n, full := s.batchLocked()
-		if full || n > 0 && (s.partials < s.maxPartial || s.stopping) {
-			partial = !full
-			if partial {
-				s.partials++
-			}
-			for range n {
-				batch = append(batch, s.fifo.peek())
-				s.fifo.pop()
-			}
-			s.wakeWorkersLocked() // more for another worker
-			return batch, partial
-		}
-		if n == 0 && s.stopping {
-			return batch, false
-		}
-		s.parked++
-		s.qcond.Wait()
-		if s.waking > 0 {
-			s.waking--
-		}
-	}
-}
+// bodiesPool holds the send handlers' scratch: a request's bodies.
+var bodiesPool = sync.Pool{New: func() any { return new([][]byte) }}
 
-// batchLocked returns how many queued messages the next request carries,
-// and whether that is a full request.
-func (s *sender) batchLocked() (n int, full bool) {
-	bytes := 0
-	for n < s.maxBatch && n < s.fifo.len() {
-		size := len(s.fifo.at(n).body)
-		if n > 0 && bytes+size > s.maxBytes {
-			return n, true
-		}
-		bytes += size
-		n++
-	}
-	return n, n == s.maxBatch
-}
-
-func (s *sender) donePartial() {
-	s.qmu.Lock()
-	s.partials--
-	s.wakeWorkersLocked()
-	s.qmu.Unlock()
-}
-
-// worker sends batches until the sender stops.
-func (s *sender) worker() {
-	defer s.workers.Done()
-	batch := make([]*sendItem, 0, s.maxBatch)
-	bodies := make([][]byte, 0, s.maxBatch)
-	for {
-		batch, partial := s.take(batch[:0])
-		if len(batch) == 0 {
-			return
-		}
-		bodies = s.send(batch, bodies, partial)
-		clear(batch)
-	}
+// sendBatch is the send batcher's handler: one request and its retries.
+func (s *sender) sendBatch(batch []*sendItem, _ []error) {
+	bodies := bodiesPool.Get().(*[][]byte)
+	*bodies = s.send(batch, (*bodies)[:0])
+	bodiesPool.Put(bodies)
 }
 
 // send sends batch, retrying the entries that fail with retryable errors up
 // to MaxAttempts, and completes every entry. bodies is scratch space. A
-// partial batch releases its slot after the first attempt, so that a retry
-// backoff does not hold up other partial batches.
-func (s *sender) send(batch []*sendItem, bodies [][]byte, partial bool) [][]byte {
-	if partial {
-		defer func() {
-			if partial {
-				s.donePartial()
-			}
-		}()
-	}
+// batch that is not full keeps its place among MaxPartial through its
+// retries, as any batch keeps its handler.
+func (s *sender) send(batch []*sendItem, bodies [][]byte) [][]byte {
 	for attempt := 1; ; attempt++ {
 		if err := s.ctx.Err(); err != nil {
-			err = fmt.Errorf("ordered: send: %w: %w", ErrClosed, err)
-			s.complete(batch, func(int) error { return err })
+			s.failed(batch, fmt.Errorf("ordered: send: %w: %w", ErrClosed, err))
 			return bodies
 		}
 		bodies = bodies[:0]
@@ -1181,12 +1118,8 @@ func (s *sender) send(batch []*sendItem, bodies [][]byte, partial bool) [][]byte
 		s.stat.batches.Add(1)
 		err := s.q.drvSend(s.ctx, bodies, groups)
 		clear(bodies)
-		if partial {
-			s.donePartial()
-			partial = false
-		}
 		if err == nil {
-			s.complete(batch, nil)
+			s.sent(batch)
 			return bodies
 		}
 		retry := s.q.drv.IsRetryable(err) && s.ctx.Err() == nil && attempt < s.opts.MaxAttempts
@@ -1196,31 +1129,27 @@ func (s *sender) send(batch []*sendItem, bodies [][]byte, partial bool) [][]byte
 				s.retryWait(batch, attempt, err)
 				continue
 			}
-			err = s.sendError(err, attempt)
-			s.complete(batch, func(int) error { return err })
+			s.failed(batch, s.sendError(err, attempt))
 			return bodies
 		}
 		// Partial failure: complete the entries that succeeded or failed
-		// for good; keep the retryable ones, in order, at the front.
-		errs := be.Errs
+		// for good (each with its own error); keep the retryable ones, in
+		// order, at the front.
 		keep := 0
-		var done []*sendItem
-		var doneErrs []error
+		var ok []*sendItem
 		for i, it := range batch {
-			e := errs[i]
-			if e != nil && s.q.drv.IsRetryable(e) && s.ctx.Err() == nil && attempt < s.opts.MaxAttempts {
+			switch e := be.Errs[i]; {
+			case e == nil:
+				ok = append(ok, it)
+			case s.q.drv.IsRetryable(e) && s.ctx.Err() == nil && attempt < s.opts.MaxAttempts:
 				batch[keep] = it
 				keep++
-				continue
+			default:
+				s.failed([]*sendItem{it}, s.sendError(e, attempt))
 			}
-			done = append(done, it)
-			if e != nil {
-				e = s.sendError(e, attempt)
-			}
-			doneErrs = append(doneErrs, e)
 		}
-		if len(done) > 0 {
-			s.complete(done, func(i int) error { return doneErrs[i] })
+		if len(ok) > 0 {
+			s.sent(ok)
 		}
 		clear(batch[keep:])
 		batch = batch[:keep]
@@ -1246,46 +1175,37 @@ func (s *sender) retryWait(batch []*sendItem, attempt int, err error) {
 	_ = retry.Sleep(s.ctx, d) // a cancelled ctx ends the sends at the next attempt
 }
 
-// complete finishes items: errOf(i) is the outcome of items[i] (errOf nil:
-// all sent). It records Sent marks, finishes results, releases the in-flight
-// bounds and hands the held messages that their groups' windows now let go
-// to the workers.
-func (s *sender) complete(items []*sendItem, errOf func(i int) error) {
-	s.dispatch(s.finish(items, errOf))
+// sent completes items the queue accepted: their Sent marks are buffered
+// (durable mode), then they settle.
+func (s *sender) sent(items []*sendItem) {
+	if s.durable {
+		s.marks.add(items)
+	}
+	s.dispatch(s.settle(items, nil))
 }
 
-// finish is complete without the dispatch: it returns the held messages
-// released by the items' completion.
-func (s *sender) finish(items []*sendItem, errOf func(i int) error) (released []*sendItem) {
-	var sent, failed, recovered int64
-	if s.durable {
-		s.markMu.Lock()
-		before := s.markCount
-		for i, it := range items {
-			if it.seq != 0 && (errOf == nil || errOf(i) == nil) {
-				s.marks[it.group] = append(s.marks[it.group], it.seq)
-				s.markCount++
-			}
-		}
-		count := s.markCount
-		s.markMu.Unlock()
-		if before == 0 && count > 0 {
-			kick(s.markKick)
-		}
-		if before < markBatch && count >= markBatch {
-			kick(s.markFull)
-		}
-	}
+// failed completes items that failed for good with err. In durable mode
+// the reserved ones stay journaled, and settle records their seqs as
+// failed, so that Recover sends them.
+func (s *sender) failed(items []*sendItem, err error) {
+	s.dispatch(s.settle(items, err))
+}
+
+// settle ends items with err (nil: sent): it updates their groups' books,
+// releases the in-flight bounds, finishes their results and recycles their
+// runs. It returns the held messages that the groups' windows now let go,
+// for dispatch.
+func (s *sender) settle(items []*sendItem, err error) (released []*sendItem) {
 	// The group's books first (failed seqs, in-flight counts), then the
 	// results: a caller that saw its send fail can count on Recover to
 	// find the message, and one that saw it succeed on Close's accounts.
 	bytes := 0
 	s.mu.Lock()
-	for i, it := range items {
+	for _, it := range items {
 		bytes += it.size
 		if g := it.grp; g != nil {
 			g.inflight--
-			if s.durable && it.seq != 0 && errOf != nil && errOf(i) != nil && it.epoch == g.epoch {
+			if s.durable && it.seq != 0 && err != nil && it.epoch == g.epoch {
 				if g.failed == nil {
 					g.failed = make(map[uint64]struct{})
 				}
@@ -1303,29 +1223,24 @@ func (s *sender) finish(items []*sendItem, errOf func(i int) error) (released []
 			delete(s.recovering, recoverKey{it.group, it.epoch, it.seq})
 		}
 	}
-	s.inflight -= len(items)
-	s.inflightBytes -= bytes
+	s.room.inflight -= len(items)
+	s.room.inflightBytes -= bytes
 	s.wakeLocked()
 	s.mu.Unlock()
 
-	for i, it := range items {
-		if errOf != nil && errOf(i) != nil {
-			failed++
-		} else {
-			sent++
+	if err != nil {
+		s.stat.failed.Add(int64(len(items)))
+	} else {
+		recovered := 0
+		for _, it := range items {
 			if it.grp == nil {
 				recovered++
 			}
 		}
+		s.stat.sent.Add(int64(len(items)))
+		s.stat.recovered.Add(int64(recovered))
 	}
-	s.stat.sent.Add(sent)
-	s.stat.failed.Add(failed)
-	s.stat.recovered.Add(recovered)
-	for i, it := range items {
-		var err error
-		if errOf != nil {
-			err = errOf(i)
-		}
+	for _, it := range items {
 		if err != nil && it.seq != 0 {
 			s.q.log.Warn("ordered: send failed", "group", it.group, "epoch", it.epoch, "seq", it.seq, "err", err)
 		}
@@ -1348,9 +1263,9 @@ func (s *sender) finish(items []*sendItem, errOf func(i int) error) (released []
 // Nothing refers to an evicted group, so its struct is kept for the next
 // new one (many groups with a message each come and go all the time).
 func (s *sender) evictLocked(group string, g *sendGroup) {
-	if g.inflight == 0 && !g.reserving && s.groups[group] == g {
-		delete(s.groups, group)
-		if len(s.freeGroups) < maxFreeGroups {
+	if g.inflight == 0 && !g.reserving && s.groups.live[group] == g {
+		delete(s.groups.live, group)
+		if len(s.groups.free) < maxFreeGroups {
 			// Small window rings and held lists are kept with the struct.
 			win, held := g.win, g.held.items
 			*g = sendGroup{}
@@ -1361,7 +1276,7 @@ func (s *sender) evictLocked(group string, g *sendGroup) {
 			if cap(held) <= maxFreeHeld {
 				g.held.items = held[:0]
 			}
-			s.freeGroups = append(s.freeGroups, g)
+			s.groups.free = append(s.groups.free, g)
 		}
 	}
 }
@@ -1385,21 +1300,28 @@ func kick(c chan struct{}) {
 // marker flushes Sent marks: MarkInterval after the first buffered mark, or
 // as soon as markBatch of them are buffered.
 func (s *sender) marker() {
-	defer s.workers.Done()
+	defer s.marks.done.Done()
 	for {
 		select {
-		case <-s.markKick:
-		case <-s.markStop:
+		case <-s.marks.wake:
+		case <-s.marks.stop:
 			return
 		}
-		if s.opts.MarkInterval > 0 {
+		if s.opts.MarkInterval > 0 && !s.marks.full() {
 			t := time.NewTimer(s.opts.MarkInterval)
-			select {
-			case <-t.C:
-			case <-s.markFull:
-			case <-s.markStop:
-				t.Stop()
-				return
+		wait:
+			for {
+				select {
+				case <-t.C:
+					break wait
+				case <-s.marks.wake:
+					if s.marks.full() {
+						break wait
+					}
+				case <-s.marks.stop:
+					t.Stop()
+					return
+				}
 			}
 			t.Stop()
 		}
@@ -1407,23 +1329,48 @@ func (s *sender) marker() {
 	}
 }
 
+// add buffers the Sent marks of items and wakes the marker for the first
+// mark and for the markBatch-th.
+func (m *sendMarks) add(items []*sendItem) {
+	m.mu.Lock()
+	before := m.count
+	for _, it := range items {
+		if it.seq != 0 {
+			m.pending[it.group] = append(m.pending[it.group], it.seq)
+			m.count++
+		}
+	}
+	count := m.count
+	m.mu.Unlock()
+	if before == 0 && count > 0 || before < markBatch && count >= markBatch {
+		kick(m.wake)
+	}
+}
+
+// full reports whether markBatch marks wait.
+func (m *sendMarks) full() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.count >= markBatch
+}
+
 // flushMarks writes the buffered Sent marks to the store.
 func (s *sender) flushMarks(ctx context.Context) {
-	s.flushMu.Lock()
-	defer s.flushMu.Unlock()
+	s.marks.flushMu.Lock()
+	defer s.marks.flushMu.Unlock()
 	s.flushMarksLocked(ctx)
 }
 
 func (s *sender) flushMarksLocked(ctx context.Context) {
-	s.markMu.Lock()
-	marks := s.marks
-	if s.markCount == 0 {
-		s.markMu.Unlock()
+	s.marks.mu.Lock()
+	marks := s.marks.pending
+	if s.marks.count == 0 {
+		s.marks.mu.Unlock()
 		return
 	}
-	s.marks = make(map[string][]uint64, len(marks))
-	s.markCount = 0
-	s.markMu.Unlock()
+	s.marks.pending = make(map[string][]uint64, len(marks))
+	s.marks.count = 0
+	s.marks.mu.Unlock()
 	// One store call per markChunk groups. A mark that is lost only makes
 	// recovery send a copy, which receivers drop: log and go on.
 	batch := make([]seqstore.SentMark, 0, min(len(marks), markChunk))
@@ -1450,17 +1397,17 @@ const markChunk = 256
 // recover re-sends the journaled entries not in flight in this process and
 // waits for them.
 func (s *sender) recover(ctx context.Context) (int, error) {
-	s.flushMu.Lock()
+	s.marks.flushMu.Lock()
 	// Marks of messages already sent go first, so that the journal lists
 	// only what was never sent (or is in flight).
 	s.flushMarksLocked(ctx)
 	entries, err := s.q.store.Pending(ctx, s.q.opts.Name)
 	if err != nil {
-		s.flushMu.Unlock()
+		s.marks.flushMu.Unlock()
 		return 0, fmt.Errorf("ordered: recover: read journal: %w", err)
 	}
 	n, r := s.enqueueRecovered(s.openJournal(entries), true)
-	s.flushMu.Unlock()
+	s.marks.flushMu.Unlock()
 	if n < 0 {
 		return 0, ErrClosed
 	}
@@ -1478,7 +1425,7 @@ func (s *sender) recover(ctx context.Context) (int, error) {
 // wait, the result finishes when all of them did (nil when there are none).
 func (s *sender) enqueueRecovered(entries []seqstore.Entry, wait bool) (int, *SendResult) {
 	s.mu.Lock()
-	if s.closing {
+	if s.room.closing {
 		s.mu.Unlock()
 		return -1, nil
 	}
@@ -1494,7 +1441,7 @@ func (s *sender) enqueueRecovered(entries []seqstore.Entry, wait bool) (int, *Se
 		if _, ok := s.recovering[key]; ok {
 			continue
 		}
-		if g := s.groups[e.Stream.Group]; g != nil {
+		if g := s.groups.live[e.Stream.Group]; g != nil {
 			if g.epoch == e.Epoch && g.lo <= e.Seq && e.Seq <= g.hi {
 				if _, failed := g.failed[e.Seq]; !failed {
 					continue // in flight or sent by this process
@@ -1510,8 +1457,8 @@ func (s *sender) enqueueRecovered(entries []seqstore.Entry, wait bool) (int, *Se
 		items = append(items, sendItem{group: e.Stream.Group, payload: payload, meta: meta, size: len(meta) + len(payload), epoch: e.Epoch, seq: e.Seq})
 		size += len(meta) + len(payload)
 	}
-	s.inflight += len(items)
-	s.inflightBytes += size
+	s.room.inflight += len(items)
+	s.room.inflightBytes += size
 	s.mu.Unlock()
 	if len(items) == 0 {
 		return 0, nil
@@ -1534,12 +1481,12 @@ func (s *sender) enqueueRecovered(entries []seqstore.Entry, wait bool) (int, *Se
 // ctx ends), flushes Sent marks and stops the send goroutines.
 func (s *sender) close(ctx context.Context) error {
 	s.mu.Lock()
-	s.closing = true
-	close(s.closed)
+	s.room.closing = true
+	close(s.room.closed)
 	var idle chan struct{}
-	if s.inflight > 0 {
-		s.idle = make(chan struct{})
-		idle = s.idle
+	if s.room.inflight > 0 {
+		s.room.idle = make(chan struct{})
+		idle = s.room.idle
 	}
 	s.mu.Unlock()
 
@@ -1549,20 +1496,16 @@ func (s *sender) close(ctx context.Context) error {
 		case <-idle:
 		case <-ctx.Done():
 			s.mu.Lock()
-			n := s.inflight
+			n := s.room.inflight
 			s.mu.Unlock()
 			err = fmt.Errorf("ordered: close: gave up on %d message(s) in flight: %w", n, ctx.Err())
 			s.cancel()
 		}
 	}
 	s.reservations.Shutdown()
-	s.qmu.Lock()
-	s.stopping = true
-	s.parked = 0
-	s.qmu.Unlock()
-	s.qcond.Broadcast()
-	close(s.markStop)
-	s.workers.Wait()
+	s.sends.Shutdown()
+	close(s.marks.stop)
+	s.marks.done.Wait()
 	if s.durable {
 		s.flushMarks(ctx)
 	}
@@ -1572,11 +1515,11 @@ func (s *sender) close(ctx context.Context) error {
 
 func (s *sender) stats() SendStats {
 	s.mu.Lock()
-	inflight, groups := s.inflight, len(s.groups)
+	inflight, groups := s.room.inflight, len(s.groups.live)
 	s.mu.Unlock()
-	s.markMu.Lock()
-	unmarked := s.markCount
-	s.markMu.Unlock()
+	s.marks.mu.Lock()
+	unmarked := s.marks.count
+	s.marks.mu.Unlock()
 	return SendStats{
 		Unmarked:     int64(unmarked),
 		Sent:         s.stat.sent.Load(),
@@ -1592,7 +1535,7 @@ func (s *sender) stats() SendStats {
 	}
 }
 
-// fifo is a queue of messages waiting for a send worker.
+// fifo is a queue of messages: a group's held list.
 type fifo struct {
 	items []*sendItem
 	head  int
@@ -1614,8 +1557,6 @@ func (f *fifo) push(it *sendItem) {
 }
 
 func (f *fifo) peek() *sendItem { return f.items[f.head] }
-
-func (f *fifo) at(i int) *sendItem { return f.items[f.head+i] }
 
 func (f *fifo) pop() {
 	f.items[f.head] = nil

@@ -30,19 +30,37 @@ type Options struct {
 	// Backlog is how many items may wait for the busy handlers before
 	// another handler starts (up to MaxHandlers): a larger Backlog trades
 	// concurrency for larger batches. Default 0: every waiting item starts
-	// a handler while fewer than MaxHandlers run.
+	// a handler while fewer than MaxHandlers run. Not used with MaxPartial.
 	Backlog int
+	// MaxPartial bounds the batches in flight that are not full (fewer than
+	// MaxItems items, and the next waiting item would fit MaxSize). While
+	// MaxPartial of them are in flight, items that do not make a full batch
+	// wait for one of them to end: under load they go in full batches, and
+	// an idle Batcher still hands an item over at once (Nagle's rule;
+	// go-cloud's MinBatchSize holds a batch back the same way, by size
+	// rather than by the partial batches in flight). A handler holds its
+	// batch's place until it returns, retries included. After Shutdown a
+	// batch that is not full is taken whatever the bound. 0 means no bound;
+	// a bound needs MaxItems. With a bound, a handler starts for each full
+	// batch waiting and for a partial one the bound lets go, beyond those
+	// already starting, up to MaxHandlers.
+	MaxPartial int
 }
 
 func (o *Options) validate() error {
-	if o.MaxHandlers < 0 || o.MaxItems < 0 || o.MaxSize < 0 || o.Backlog < 0 {
+	if o.MaxHandlers < 0 || o.MaxItems < 0 || o.MaxSize < 0 || o.Backlog < 0 || o.MaxPartial < 0 {
 		return fmt.Errorf("batcher: options must not be negative: %+v", *o)
+	}
+	if o.MaxPartial > 0 && o.MaxItems == 0 {
+		return fmt.Errorf("batcher: MaxPartial needs MaxItems: %+v", *o)
 	}
 	return nil
 }
 
 // Handler handles one batch. errs has one element per item, all nil on
-// entry; the handler sets errs[i] to item i's error.
+// entry; the handler sets errs[i] to item i's error. Both slices are the
+// Batcher's: the handler may reorder or clear batch's elements, and keeps
+// neither slice after it returns.
 type Handler[T any] func(batch []T, errs []error)
 
 // Batcher groups submitted items into batches for its Handler. It is safe
@@ -58,6 +76,8 @@ type Batcher[T any] struct {
 	headID   uint64 // id of queue[head]
 	nextID   uint64 // id of the next item submitted
 	handlers int
+	starting int // handlers started that have not taken a batch yet
+	partials int // batches not full in flight (MaxPartial)
 	shutdown bool
 	wg       sync.WaitGroup
 }
@@ -131,6 +151,29 @@ func (b *Batcher[T]) Post(item T) error {
 	return err
 }
 
+// PostAll is Post for several items, in order, under one lock. It returns
+// ErrShutdown, having submitted none, after Shutdown.
+func (b *Batcher[T]) PostAll(items []T) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.shutdown {
+		return ErrShutdown
+	}
+	if b.head == len(b.queue) {
+		b.headID = b.nextID
+	}
+	for _, it := range items {
+		e := entry[T]{item: it}
+		if b.sized {
+			e.size = any(it).(Sizer).Size() // cheap for the items posted in bulk
+		}
+		b.queue = append(b.queue, e)
+	}
+	b.nextID += uint64(len(items))
+	b.startLocked()
+	return nil
+}
+
 // Shutdown refuses items from now on, waits until every item submitted
 // before was handled, and returns. It is idempotent.
 func (b *Batcher[T]) Shutdown() {
@@ -156,13 +199,35 @@ func (b *Batcher[T]) enqueue(item T, done chan error) (uint64, error) {
 		b.headID = id
 	}
 	b.queue = append(b.queue, entry[T]{item: item, size: size, done: done})
+	b.startLocked()
+	return id, nil
+}
+
+// startLocked starts the handlers that the waiting items need beyond those
+// running: without MaxPartial, one when none runs or more than Backlog
+// items wait; with it, one per full batch waiting and one for a partial
+// batch the bound lets go, less those starting (a running handler comes
+// back for more by itself).
+func (b *Batcher[T]) startLocked() {
 	waiting := len(b.queue) - b.head
-	if b.handlers == 0 || b.handlers < b.opts.MaxHandlers && waiting > b.opts.Backlog {
+	want := 0
+	switch {
+	case b.opts.MaxPartial == 0:
+		if b.handlers == 0 || waiting > b.opts.Backlog {
+			want = b.starting + 1
+		}
+	default:
+		want = waiting / b.opts.MaxItems
+		if waiting%b.opts.MaxItems != 0 && (b.partials < b.opts.MaxPartial || b.shutdown) {
+			want++
+		}
+	}
+	for b.starting < want && b.handlers < b.opts.MaxHandlers {
 		b.handlers++
+		b.starting++
 		b.wg.Add(1)
 		go b.run()
 	}
-	return id, nil
 }
 
 // withdraw marks item id as withdrawn if no handler took it yet.
@@ -177,25 +242,37 @@ func (b *Batcher[T]) withdraw(id uint64) {
 	}
 }
 
-// run handles batches until no item waits.
+// run handles batches until no item waits (that it may take).
 func (b *Batcher[T]) run() {
 	defer b.wg.Done()
 	var batch []entry[T]
 	var items []T
+	var errs []error
+	partial := false
+	b.mu.Lock()
+	b.starting--
 	for {
-		b.mu.Lock()
-		batch = b.takeLocked(batch[:0])
+		if partial {
+			b.partials--
+		}
+		batch, partial = b.takeLocked(batch[:0])
 		if len(batch) == 0 {
 			b.handlers--
 			b.mu.Unlock()
 			return
+		}
+		if partial {
+			b.partials++
+		}
+		if b.opts.MaxPartial > 0 {
+			b.startLocked() // more for another handler
 		}
 		b.mu.Unlock()
 		items = items[:0]
 		for _, e := range batch {
 			items = append(items, e.item)
 		}
-		errs := make([]error, len(batch))
+		errs = append(errs[:0], make([]error, len(batch))...)
 		b.handle(items, errs)
 		for i, e := range batch {
 			if e.done != nil {
@@ -204,17 +281,26 @@ func (b *Batcher[T]) run() {
 		}
 		clear(items)
 		clear(batch)
+		clear(errs)
+		b.mu.Lock()
 	}
 }
 
-// takeLocked moves the next batch from the queue to batch.
-func (b *Batcher[T]) takeLocked(batch []entry[T]) []entry[T] {
+// takeLocked moves the next batch from the queue to batch and reports
+// whether it is partial (not full). Under MaxPartial, a partial batch is
+// left waiting while the bound is reached.
+func (b *Batcher[T]) takeLocked(batch []entry[T]) (_ []entry[T], partial bool) {
+	if b.opts.MaxPartial > 0 && b.partials >= b.opts.MaxPartial && !b.shutdown && !b.fullLocked() {
+		return batch, false
+	}
 	size := 0
+	full := false
 	for b.head < len(b.queue) {
 		e := &b.queue[b.head]
 		if !e.withdrawn {
 			if b.opts.MaxItems > 0 && len(batch) == b.opts.MaxItems ||
 				b.opts.MaxSize > 0 && len(batch) > 0 && size+e.size > b.opts.MaxSize {
+				full = true
 				break
 			}
 			batch = append(batch, *e)
@@ -234,5 +320,23 @@ func (b *Batcher[T]) takeLocked(batch []entry[T]) []entry[T] {
 		clear(b.queue[n:])
 		b.queue, b.head = b.queue[:n], 0
 	}
-	return batch
+	return batch, b.opts.MaxPartial > 0 && !full && len(batch) < b.opts.MaxItems
+}
+
+// fullLocked reports whether the waiting items make a full batch, by the
+// same bounds as takeLocked.
+func (b *Batcher[T]) fullLocked() bool {
+	n, size := 0, 0
+	for i := b.head; i < len(b.queue); i++ {
+		e := &b.queue[i]
+		if e.withdrawn {
+			continue
+		}
+		if n == b.opts.MaxItems || b.opts.MaxSize > 0 && n > 0 && size+e.size > b.opts.MaxSize {
+			return true
+		}
+		n++
+		size += e.size
+	}
+	return n == b.opts.MaxItems
 }

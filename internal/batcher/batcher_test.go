@@ -100,7 +100,7 @@ func waitQueued[T any](t *testing.T, b *Batcher[T], n int) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	for _, o := range []Options{{MaxHandlers: -1}, {MaxItems: -1}, {MaxSize: -1}, {Backlog: -1}} {
+	for _, o := range []Options{{MaxHandlers: -1}, {MaxItems: -1}, {MaxSize: -1}, {Backlog: -1}, {MaxPartial: -1}, {MaxPartial: 1}} {
 		_, err := New(&o, func([]int, []error) {})
 		assert.Error(t, err, "options %+v must be refused", o)
 	}
@@ -251,6 +251,89 @@ func TestMaxHandlersAndBacklog(t *testing.T) {
 			assert.LessOrEqual(t, r.peak.Load(), int32(max(1, tc.opts.MaxHandlers)), "never more than MaxHandlers batches at once")
 		})
 	}
+}
+
+// TestMaxPartial: while MaxPartial batches that are not full are in
+// flight, items that make no full batch wait, even for a handler that comes
+// back from a full batch; a full batch starts a handler at once, one per
+// full batch; the waiting remainder goes when a partial batch ends.
+func TestMaxPartial(t *testing.T) {
+	var mu sync.Mutex
+	gates := map[int]chan struct{}{} // by a batch's first item
+	gate := func(first int) chan struct{} {
+		mu.Lock()
+		defer mu.Unlock()
+		if gates[first] == nil {
+			gates[first] = make(chan struct{})
+		}
+		return gates[first]
+	}
+	entered := make(chan []int, 16)
+	b, err := New(&Options{MaxHandlers: 4, MaxItems: 3, MaxPartial: 1}, func(batch []int, _ []error) {
+		entered <- slices.Clone(batch)
+		<-gate(batch[0])
+	})
+	require.NoError(t, err)
+	opened := map[int]bool{}
+	open := func(first int) { close(gate(first)); opened[first] = true }
+	defer func() { // a failed check must not leave handlers at their gates
+		for first := range 8 {
+			if !opened[first] {
+				close(gate(first))
+			}
+		}
+		b.Shutdown()
+	}()
+	next := 0
+	add := func(n int) {
+		for range n {
+			_ = b.Post(next)
+			next++
+		}
+	}
+	quiet := func(what string) {
+		t.Helper()
+		select {
+		case got := <-entered:
+			t.Fatalf("%s: batch %v started", what, got)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	add(1)
+	assert.Equal(t, []int{0}, <-entered, "an idle batcher hands an item over at once")
+	add(2)
+	quiet("two items make no full batch beside the partial one")
+	add(4) // 1..6: two full batches
+	got := [][]int{<-entered, <-entered}
+	assert.ElementsMatch(t, [][]int{{1, 2, 3}, {4, 5, 6}}, got, "one handler per full batch")
+	add(1)
+	quiet("a partial batch beyond MaxPartial")
+	open(1) // a full batch ends: its handler must not take {7}
+	quiet("a handler back from a full batch takes a partial one beyond MaxPartial")
+	open(0) // the partial batch ends: {7} goes
+	assert.Equal(t, []int{7}, <-entered)
+	open(4)
+	open(7)
+}
+
+// TestMaxPartialShutdown: Shutdown hands the waiting items over in a
+// partial batch whatever the bound.
+func TestMaxPartialShutdown(t *testing.T) {
+	r := newRecorder(true)
+	b := newBatcher(t, &Options{MaxHandlers: 2, MaxItems: 4, MaxPartial: 1}, r)
+	first := b.AddNoWait(0)
+	<-r.entered
+	second := b.AddNoWait(2)
+	waitQueued(t, b, 1)
+	done := make(chan struct{})
+	go func() { b.Shutdown(); close(done) }()
+	r.gate <- struct{}{} // {0} ends; its handler takes {2}
+	<-r.entered
+	r.gate <- struct{}{}
+	<-done
+	require.NoError(t, <-first)
+	require.NoError(t, <-second)
+	assert.Equal(t, [][]int{{0}, {2}}, r.got())
 }
 
 func TestWithdraw(t *testing.T) {

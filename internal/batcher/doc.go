@@ -7,7 +7,9 @@
 //
 // The stores (redisstore, sqlstore) submit each call and wait for its
 // error; the send side of package ordered posts groups ready for a
-// reservation and learns the outcome through the items themselves.
+// reservation, and messages ready to send, and learns the outcome through
+// the items themselves. Its sends use MaxPartial: requests that are not
+// full go at once while few are in flight, and wait to fill up under load.
 //
 // # Goroutines
 //

@@ -615,8 +615,8 @@ var mutants = []mutant{
 		Breaks: "signed runs of several messages go through the header counter, which panics on a signed header (blind plant #14)",
 		Edits: []edit{{
 			File: "ordered/send.go",
-			Old:  `	count := !s.signed() && len(items) > 1 && r.run.metas == 0`,
-			New:  `	count := len(items) > 1 && r.run.metas == 0`,
+			Old:  `	count := !s.signed() && len(items) > 1 && r.metas == 0`,
+			New:  `	count := len(items) > 1 && r.metas == 0`,
 		}},
 		Pkg: "./ordered",
 		Run: "^TestSignedSendBatch$",
@@ -883,8 +883,8 @@ var mutants = []mutant{
 		Breaks: "a send that failed after its seq was reserved is marked sent: its journal entry is dropped and Recover never sends it, a hole its group never gets past (issue 20's crash-harness plant)",
 		Edits: []edit{{
 			File: "ordered/send.go",
-			Old:  `			if it.seq != 0 && (errOf == nil || errOf(i) == nil) {`,
-			New:  `			if it.seq != 0 && (errOf == nil || errOf(i) == nil || true) {`,
+			Old:  `	s.dispatch(s.settle(items, err))`,
+			New:  "\ts.marks.add(items)\n\ts.dispatch(s.settle(items, err))",
 		}},
 		Pkg:  "./internal/crashtest",
 		Run:  "^TestCrash$/^alo$",
@@ -925,8 +925,8 @@ var mutants = []mutant{
 		Breaks: "a failed send of a group with another message in flight is not recorded as failed: Recover takes it for in flight and never sends it (blind round 2026-12-04, #12)",
 		Edits: []edit{{
 			File: "ordered/send.go",
-			Old:  `if s.durable && it.seq != 0 && errOf != nil && errOf(i) != nil && it.epoch == g.epoch {`,
-			New:  `if s.durable && it.seq != 0 && errOf != nil && errOf(i) != nil && it.epoch != g.epoch {`,
+			Old:  `if s.durable && it.seq != 0 && err != nil && it.epoch == g.epoch {`,
+			New:  `if s.durable && it.seq != 0 && err != nil && it.epoch != g.epoch {`,
 		}},
 		Pkg: "./ordered",
 		Run: "^TestSendRecoverWhileGroupLive$",
@@ -958,8 +958,8 @@ var mutants = []mutant{
 		Breaks: "a batch is admitted while any in-flight room is left: MaxInFlight is overshot by up to a batch (blind round 2026-12-04, #17)",
 		Edits: []edit{{
 			File: "ordered/send.go",
-			Old:  `return s.inflight == 0 || s.inflight+n <= s.opts.MaxInFlight && s.inflightBytes+size <= s.opts.MaxInFlightBytes`,
-			New:  `return s.inflight == 0 || s.inflight < s.opts.MaxInFlight && s.inflightBytes+size <= s.opts.MaxInFlightBytes`,
+			Old:  `return s.room.inflight == 0 || s.room.inflight+n <= s.opts.MaxInFlight && s.room.inflightBytes+size <= s.opts.MaxInFlightBytes`,
+			New:  `return s.room.inflight == 0 || s.room.inflight < s.opts.MaxInFlight && s.room.inflightBytes+size <= s.opts.MaxInFlightBytes`,
 		}},
 		Pkg: "./ordered",
 		Run: "^TestSendAdmissionFirstComeFirstServed$",

@@ -8,6 +8,29 @@ import "time"
 // ordered/options.go), against the Queue tests.
 var sendMutants = []mutant{
 	{
+		Name:   "batcher-partial-bound-loose",
+		Breaks: "the batcher lets one batch that is not full more than MaxPartial go: a handler back from a full batch takes a partial one",
+		Edits: []edit{{
+			File: "internal/batcher/batcher.go",
+			Old:  `b.partials >= b.opts.MaxPartial && !b.shutdown`,
+			New:  `b.partials > b.opts.MaxPartial && !b.shutdown`,
+		}},
+		Pkg:     "./internal/batcher",
+		Run:     "^TestMaxPartial$",
+		Timeout: time.Minute,
+	},
+	{
+		Name:   "send-no-nagle",
+		Breaks: "the send batcher lets every handler take a batch that is not full: while one is in flight, each later message goes in a request of its own",
+		Edits: []edit{{
+			File: "ordered/send.go",
+			Old:  `MaxPartial: max(1, o.Concurrency/4)}`,
+			New:  `MaxPartial: o.Concurrency}`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestSendNagleBatching$",
+	},
+	{
 		Name:   "send-window-release-loose",
 		Breaks: "off by one: a message one seq beyond MaxDisorder is released",
 		Edits: []edit{{
@@ -199,7 +222,7 @@ var sendMutants = []mutant{
 		Breaks: "when Close gives up, released messages are dropped instead of failed: held ones never finish",
 		Edits: []edit{{
 			File: "ordered/send.go",
-			Old:  `		items = s.finish(items, func(int) error { return err })`,
+			Old:  `		items = s.settle(items, err)`,
 			New: `		_ = err
 		return`,
 		}},
