@@ -528,6 +528,22 @@ func (c *Core) Drained(now time.Time, shard int) {
 	}
 }
 
+// Expired reports that the receiver found the lease with token on shard
+// past its local deadline (Deadline) at a hand-out: its clock ran ahead
+// of this core's steps, for instance between a renewal's answer and the
+// next publication of its deadline. The lease is dropped as lost: the
+// receiver is fenced (it stopped handing out the shard already) and the
+// lease is never released, so it expires at the store, after which the
+// shard is acquired again. A lease no longer held, or another token, is
+// ignored.
+func (c *Core) Expired(now time.Time, shard int, token uint64) {
+	c.begin(now)
+	defer c.end()
+	if h := c.held[shard]; h != nil && h.lease.Token == token {
+		c.lose(shard)
+	}
+}
+
 // Close starts the shutdown: every served shard is revoked at once.
 func (c *Core) Close(now time.Time) {
 	c.begin(now)

@@ -45,7 +45,7 @@ type Keeper struct {
 	core  *Core
 
 	events    chan func(now time.Time) // outcomes of store calls
-	drainNews chan struct{}            // Drained has news; capacity 1
+	drainNews chan struct{}            // Drained or Expired has news; capacity 1
 	wakeups   chan struct{}            // the store's wake-ups; capacity 1
 	closeCh   chan struct{}            // closed by the first Close
 	abortCh   chan struct{}            // closed when a Close's ctx ends
@@ -57,7 +57,8 @@ type Keeper struct {
 	grants []atomic.Pointer[grant]
 
 	mu        sync.Mutex
-	drained   []int // guarded by mu
+	drained   []int            // guarded by mu
+	expired   []seqstore.Lease // guarded by mu
 	closeOnce sync.Once
 	abortOnce sync.Once
 
@@ -137,6 +138,17 @@ func (k *Keeper) Drained(shard int) {
 	seqstore.Wake(k.drainNews)
 }
 
+// Expired tells the keeper that the receiver found the lease with token on
+// shard past its Deadline, and stopped handing out its messages: the
+// keeper drops the lease as lost (Core.Expired), so that the shard is
+// acquired again rather than held and never served. It never blocks.
+func (k *Keeper) Expired(shard int, token uint64) {
+	k.mu.Lock()
+	k.expired = append(k.expired, seqstore.Lease{Shard: shard, Token: token})
+	k.mu.Unlock()
+	seqstore.Wake(k.drainNews)
+}
+
 // Close revokes every shard, waits for the receiver to drain them (at most
 // CloseDrain), releases them and leaves the membership. When ctx ends
 // first, it fences what is left, releases nothing, and returns ctx's
@@ -194,12 +206,15 @@ func (k *Keeper) run() {
 			k.core.Wake(time.Now())
 		case <-k.drainNews:
 			k.mu.Lock()
-			drained := k.drained
-			k.drained = nil
+			drained, expired := k.drained, k.expired
+			k.drained, k.expired = nil, nil
 			k.mu.Unlock()
 			now := time.Now()
 			for _, s := range drained {
 				k.core.Drained(now, s)
+			}
+			for _, l := range expired {
+				k.core.Expired(now, l.Shard, l.Token)
 			}
 		case <-closeCh:
 			closeCh = nil

@@ -14,8 +14,9 @@ type SubscriptionInfo struct {
 	// Endpoint is where the service pushes, as stored.
 	Endpoint string
 	// Queue is the queue a queue endpoint
-	// ("acs:mns:{region}:{account}:queues/{name}") names; "" for other
-	// endpoints.
+	// ("acs:mns:{region}:{account}:queues/{name}") names, when it is in
+	// the topic's own region and account; "" for other endpoints (a queue
+	// of another account or region among them).
 	Queue string
 	// FilterTag limits the pushes to publishes with this MessageTag; ""
 	// means every publish.
@@ -35,6 +36,7 @@ func ListSubscriptions(ctx context.Context, endpoint string, cred Credentials, t
 	var out []SubscriptionInfo
 	err := admin(ctx, endpoint, cred, "topic", topic, "ListSubscriptionDetailByTopic", func(c ali_mns.MNSClient) error {
 		t := ali_mns.NewMNSTopic(topic, c)
+		own := t.GenerateQueueEndpoint("") // "acs:mns:{region}:{account}:queues/"
 		marker := ""
 		for {
 			page, err := t.ListSubscriptionDetailByTopic(marker, listPage, "")
@@ -42,7 +44,7 @@ func ListSubscriptions(ctx context.Context, endpoint string, cred Credentials, t
 				return classify("ListSubscriptionDetailByTopic", opOther, err)
 			}
 			for _, a := range page.Attrs {
-				out = append(out, SubscriptionInfo{Name: a.SubscriptionName, Endpoint: a.Endpoint, Queue: endpointQueue(a.Endpoint),
+				out = append(out, SubscriptionInfo{Name: a.SubscriptionName, Endpoint: a.Endpoint, Queue: endpointQueue(a.Endpoint, own),
 					FilterTag: a.FilterTag, Format: string(a.NotifyContentFormat)})
 			}
 			if page.NextMarker == "" || len(page.Attrs) == 0 {
@@ -57,13 +59,11 @@ func ListSubscriptions(ctx context.Context, endpoint string, cred Credentials, t
 	return out, nil
 }
 
-// endpointQueue returns the queue name of a queue endpoint, else "".
-func endpointQueue(ep string) string {
-	if !strings.HasPrefix(ep, "acs:mns:") {
-		return ""
-	}
-	_, q, ok := strings.Cut(ep, ":queues/")
-	if !ok {
+// endpointQueue returns the queue name of a queue endpoint that starts
+// with own (this account's and region's queue endpoints), else "".
+func endpointQueue(ep, own string) string {
+	q, ok := strings.CutPrefix(ep, own)
+	if !ok || !strings.HasPrefix(own, "acs:mns:") || strings.Contains(q, "/") {
 		return ""
 	}
 	return q

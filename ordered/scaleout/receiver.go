@@ -126,6 +126,10 @@ func (r *Receiver) leaseCheck(run *shardRun, k *lease.Keeper, also func() error)
 			return *p
 		}
 		if deadline := k.Deadline(l.Shard, l.Token); !time.Now().Before(deadline) {
+			// The Queue hands out nothing more: the keeper must drop the
+			// lease too, or it would renew a shard nobody serves (its
+			// clock may not have seen the deadline pass yet).
+			k.Expired(l.Shard, l.Token)
 			return fmt.Errorf("%w: the lease on shard %d (token %d) is past its local deadline, or no longer held", seqstore.ErrFenced, l.Shard, l.Token)
 		}
 		if also != nil {

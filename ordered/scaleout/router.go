@@ -37,6 +37,7 @@ type router struct {
 type outBody struct {
 	body  []byte
 	group string
+	ctx   context.Context // the caller's
 }
 
 func (b outBody) Size() int { return len(b.body) }
@@ -73,9 +74,12 @@ func newRouter(shards []driver.Queue, concurrency int) (*router, error) {
 					groups[i] = b.group
 				}
 			}
-			// The request serves several callers: none of their contexts
-			// is its own, and the driver's timeout bounds it.
-			ctx := context.Background()
+			// The request serves several callers; it runs on the first
+			// one's context. Every caller is the sender, with the context
+			// of its driver calls (cancelled when its Close gives up),
+			// and a body failed because another caller gave up is sent
+			// again under its seq.
+			ctx := batch[0].ctx
 			if groups != nil {
 				spread(q.(driver.Grouped).SendGroups(ctx, bodies, groups), errs)
 			} else {
@@ -130,7 +134,7 @@ func (r *router) send(ctx context.Context, bodies [][]byte, groups []string) err
 		if h, _, ok := envelope.Parse(b); ok {
 			s = shard.Of(h.Group, len(r.drvs)) // legacy (#seq#) bodies: group ""
 		}
-		ob := outBody{body: b}
+		ob := outBody{body: b, ctx: ctx}
 		if groups != nil {
 			ob.group = groups[i]
 		}

@@ -65,15 +65,20 @@ func checkTopology(ctx context.Context, ls seqstore.Leaser, ns string, shards []
 	return nil
 }
 
-// defaultConcurrency is ordered.SendOptions.Concurrency's default.
-const defaultConcurrency = 16
+// defaultConcurrency is ordered.SendOptions.Concurrency's default;
+// maxDefaultConcurrency bounds NewSender's default, 16 per shard.
+const (
+	defaultConcurrency    = 16
+	maxDefaultConcurrency = 256
+)
 
 // NewSender returns an ordered.Queue that sends each message to the shard
 // of its group, for a sender of the logical queue opts.Name. It is an
 // ordinary Queue in every other respect (its send journal, recovery and
 // options); use it only to send. Its requests are merged per shard, up to
 // opts.Send.Concurrency in flight per shard; left 0, the Queue's own
-// Concurrency becomes 16 per shard, so that each shard's requests fill. When store is a seqstore.Leaser the
+// Concurrency becomes 16 per shard (at most 256), so that each shard's
+// requests fill. When store is a seqstore.Leaser the
 // topology is stored, or checked (seqstore.ErrTopology on a mismatch);
 // otherwise (a filestore of the sender's own) the receivers check it.
 func NewSender(ctx context.Context, shards []Shard, store seqstore.Store, opts *ordered.Options) (*ordered.Queue, error) {
@@ -98,8 +103,9 @@ func NewSender(ctx context.Context, shards []Shard, store seqstore.Store, opts *
 	if perShard == 0 {
 		perShard = defaultConcurrency
 		// Enough bodies in flight for every shard's requests to fill up
-		// (the router merges them per shard).
-		o.Send.Concurrency = defaultConcurrency * len(shards)
+		// (the router merges them per shard), within a bound: the sender
+		// starts a worker per request in flight.
+		o.Send.Concurrency = min(defaultConcurrency*len(shards), maxDefaultConcurrency)
 	}
 	r, err := newRouter(drvs, perShard)
 	if err != nil {

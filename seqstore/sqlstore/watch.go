@@ -39,6 +39,10 @@ func (s *Store) notify(ctx context.Context, tx *sql.Tx, ns string) error {
 	return err
 }
 
+// minWatchPool is the smallest connection pool (sql.DB.SetMaxOpenConns)
+// in which WatchLeases takes a connection.
+const minWatchPool = 4
+
 // WatchLeases implements seqstore.LeaseWatcher on PostgreSQL with
 // LISTEN/NOTIFY: Release, Leave and a Heartbeat that changed the view run
 // pg_notify in their transaction. A watch holds one connection of the
@@ -49,7 +53,8 @@ func (s *Store) notify(ctx context.Context, tx *sql.Tx, ns string) error {
 // channel closes only when ctx ends or the store is closed, and Close waits
 // for the watch's goroutine. On MySQL and SQLite, or on PostgreSQL through
 // another driver than pgx, it returns an error wrapping
-// seqstore.ErrNotSupported.
+// seqstore.ErrNotSupported; on a pool capped below minWatchPool
+// connections too, so that the watch never starves the store's calls.
 func (s *Store) WatchLeases(ctx context.Context, ns string) (<-chan struct{}, error) {
 	if err := seqstore.CheckLease(ns); err != nil {
 		return nil, fmt.Errorf("sqlstore: watch leases: %w", err)
@@ -59,6 +64,11 @@ func (s *Store) WatchLeases(ctx context.Context, ns string) (<-chan struct{}, er
 	}
 	if s.dialect != Postgres {
 		return nil, fmt.Errorf("sqlstore: watch leases: %w: %v has no notifications; poll", seqstore.ErrNotSupported, s.dialect)
+	}
+	// A watch holds a connection for its life: a small pool is left to the
+	// store's calls, and the caller polls.
+	if max := s.db.Stats().MaxOpenConnections; max > 0 && max < minWatchPool {
+		return nil, fmt.Errorf("sqlstore: watch leases: %w: the pool allows %d connections (SetMaxOpenConns), and a watch would hold one for good; poll", seqstore.ErrNotSupported, max)
 	}
 	s.mu.Lock()
 	if s.closed {
