@@ -28,12 +28,17 @@
 //
 // # Losing a shard
 //
-// A receiver delivers only while its lease is good: it stops a shard when
-// its local deadline passes without a successful renewal (before the
-// store lets another receiver take it over), when a renewal reports it lost,
-// or when a cursor shows a newer owner. It then cancels the contexts of the
-// shard's handlers, makes no further advance, and gives back the messages it
-// held with a short visibility timeout, never deleting them. A shard handed
+// A receiver delivers only while its lease is good: before each hand-out,
+// Ack and Nack, the shard's Queue checks the lease's local deadline (the
+// send time of its last good renewal plus RenewDeadline, before the store
+// lets another receiver take it over) against the clock
+// (ordered.ReceiveOptions.Lease), so a paused or stalled keeper cannot
+// overrun it, and an Ack past it returns an error wrapping ErrFenced. The
+// receiver stops the shard when that deadline passes, when a renewal
+// reports the lease lost, or when a cursor shows a newer owner. It then
+// cancels the contexts of the shard's handlers, makes no further advance,
+// and gives back the messages it held with a short visibility timeout,
+// never deleting them. A shard handed
 // over on purpose (a member joined, Close) is drained first: its handlers
 // finish, its advances are made durable, then the lease is released and the
 // next owner takes it at once.
