@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +26,7 @@ func (q *Queue) Receive(ctx context.Context) (*Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.receive(ctx, nil, nil)
+	return r.receive(ctx, nil, nil, nil)
 }
 
 // Run hands messages to h with up to ReceiveOptions.Concurrency handlers at
@@ -55,17 +56,18 @@ func (q *Queue) Run(ctx context.Context, h Handler) error {
 	for range n {
 		wg.Go(func() {
 			defer r.runWG.Done()
-			m, err := r.receive(ctx, nil, nil)
+			w := r.newWaiter()
+			m, err := r.receive(ctx, w, nil, nil)
 			for err == nil {
 				var serr error
 				done := m
 				if herr := h(ctx, m); herr != nil {
 					serr = m.Nack(ctx, herr)
-					m, err = r.receive(ctx, nil, nil)
+					m, err = r.receive(ctx, w, nil, nil)
 				} else {
 					// The ack and the next hand-out take one step:
 					// one lock and one look at the core per message.
-					m, serr, err = r.ackReceive(ctx, m)
+					m, serr, err = r.ackReceive(ctx, m, w)
 				}
 				if serr != nil && !errors.Is(serr, ErrClosed) && ctx.Err() == nil && r.fenced.Load() == nil {
 					r.log.WarnContext(ctx, "ordered: run: settle message", "group", done.Group, "seq", done.Seq, "err", serr)
@@ -109,6 +111,7 @@ type receiver struct {
 	closingCh chan struct{} // closed when close begins
 	fencedCh  chan struct{} // closed when the Lease ended
 	fenced    atomic.Pointer[error]
+	io        atomic.Pointer[ioShare] // the context I/O calls share (ioCtx)
 	avail     chan struct{} // cap 1: a hand-out may be ready
 	room      chan struct{} // cap 1: fetch room may be free
 	wake      chan struct{} // cap 1: the keeper must look at the deadline again
@@ -125,6 +128,68 @@ type receiver struct {
 	keeperAt time.Time // when the keeper wakes up next (zero: never)
 	waiters  map[recvcore.Ticket]chan error
 	handing  int // AtMostOnce hand-outs whose Receive waits for their commit (close waits for them)
+	idle     []*waiter
+}
+
+// waiter is a Run worker waiting for a message. The step that makes one
+// ready hands it to the waiting workers itself, under the lock, as raft's
+// node loop does: one step serves every waiting worker (a fetch of 16
+// arrivals, 16 hand-outs), where each would otherwise be woken in turn to
+// take the lock and ask the core again. AtMostOnce workers do not wait
+// here: their hand-outs wait for a commit first.
+type waiter struct {
+	ch     chan recvcore.Delivery // cap 1: one hand-out per wait
+	queued bool                   // in receiver.idle (under mu)
+}
+
+// newWaiter returns a waiter for a Run worker, or nil in AtMostOnce mode.
+func (r *receiver) newWaiter() *waiter {
+	if r.o.Mode == AtMostOnce {
+		return nil
+	}
+	return &waiter{ch: make(chan recvcore.Delivery, 1)}
+}
+
+// serveIdle hands the ready messages to the waiting Run workers, under the
+// lock. Nothing is handed out once the lease ended; a worker checks the
+// lease again as it takes its message (Lease is the application's code:
+// it does not run under the lock).
+func (r *receiver) serveIdle(now time.Time) {
+	if len(r.idle) == 0 || r.closing || r.fenced.Load() != nil {
+		return
+	}
+	for len(r.idle) > 0 {
+		d, ok := r.core.Next(now)
+		if !ok {
+			return
+		}
+		w := r.idle[len(r.idle)-1]
+		r.idle[len(r.idle)-1] = nil
+		r.idle = r.idle[:len(r.idle)-1]
+		w.queued = false
+		w.ch <- d // cap 1, empty while queued
+	}
+}
+
+// unqueue takes w out of the waiting workers. It reports false when a
+// hand-out came first: it is in w.ch.
+func (r *receiver) unqueue(w *waiter) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !w.queued {
+		return false
+	}
+	w.queued = false
+	if i := slices.Index(r.idle, w); i >= 0 {
+		r.idle = slices.Delete(r.idle, i, i+1)
+	}
+	return true
+}
+
+// giveBack returns a hand-out that w's worker will not take: it is next in
+// line again, as the same attempt.
+func (r *receiver) giveBack(d recvcore.Delivery) {
+	r.step(func(now time.Time) { _ = r.core.Return(now, &d) })
 }
 
 func newReceiver(q *Queue) *receiver {
@@ -173,6 +238,7 @@ func (r *receiver) step(f func(now time.Time)) {
 	r.mu.Lock()
 	now := time.Now()
 	f(now)
+	r.serveIdle(now)
 	rd := r.core.Ready(now)
 	var wakeups []wakeup
 	for _, res := range rd.Resolved {
@@ -245,18 +311,22 @@ func (r *receiver) dispatch(rd recvcore.Ready) {
 
 // ackReceive acks m and hands out the next ready message, in one step when
 // the ack does not wait (SyncAck off). It returns the ack's error apart.
-func (r *receiver) ackReceive(ctx context.Context, m *Message) (*Message, error, error) {
+func (r *receiver) ackReceive(ctx context.Context, m *Message, w *waiter) (*Message, error, error) {
 	if r.o.SyncAck {
 		aerr := r.ack(ctx, m)
-		next, err := r.receive(ctx, nil, nil)
+		next, err := r.receive(ctx, w, nil, nil)
 		return next, aerr, err
 	}
 	var aerr error
 	var at time.Time
 	acked := false
-	next, err := r.receive(ctx, func(now time.Time) {
+	next, err := r.receive(ctx, w, func(now time.Time) {
 		if !acked {
 			acked = true
+			if r.closed {
+				aerr = ErrClosed
+				return
+			}
 			_, aerr = r.core.Ack(now, &m.d, false)
 			at = now
 		}
@@ -271,10 +341,13 @@ func (r *receiver) ackReceive(ctx context.Context, m *Message) (*Message, error,
 	return next, settleErr(aerr), err
 }
 
-// receive hands out the next ready message. before, if not nil, runs in
-// the first step, ahead of the look for the next message; after, if not
-// nil, runs once after that step, outside the lock, before any wait.
-func (r *receiver) receive(ctx context.Context, before func(now time.Time), after func()) (*Message, error) {
+// receive hands out the next ready message. A Run worker passes its
+// waiter w: when nothing is ready, it waits to be handed a message by the
+// step that makes one ready. before, if not nil, runs in the first step,
+// ahead of the look for the next message, even once Close began; after,
+// if not nil, runs once after that step, outside the lock, before any
+// wait.
+func (r *receiver) receive(ctx context.Context, w *waiter, before func(now time.Time), after func()) (*Message, error) {
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -283,28 +356,50 @@ func (r *receiver) receive(ctx context.Context, before func(now time.Time), afte
 			return nil, err
 		}
 		var d recvcore.Delivery
-		var ok bool
+		var ok, closing bool
 		var wait chan error
-		r.mu.Lock()
-		if r.closing {
-			r.mu.Unlock()
-			return nil, ErrClosed
-		}
-		r.mu.Unlock()
 		r.step(func(now time.Time) {
 			if before != nil {
 				before(now)
 			}
+			if closing = r.closing; closing {
+				return
+			}
 			d, ok = r.core.Next(now)
-			if ok && d.Await != 0 {
+			switch {
+			case ok && d.Await != 0:
 				wait = make(chan error, 1)
 				r.waiters[d.Await] = wait
 				r.handing++
+			case !ok && w != nil:
+				w.queued = true
+				r.idle = append(r.idle, w)
 			}
 		})
+		before = nil
 		if after != nil {
 			after()
 			after = nil
+		}
+		if closing {
+			return nil, ErrClosed
+		}
+		if !ok && w != nil {
+			select {
+			case d := <-w.ch:
+				if err := r.leased(); err != nil {
+					r.giveBack(d)
+					return nil, err
+				}
+				return r.message(d), nil
+			case <-r.closingCh:
+			case <-r.fencedCh:
+			case <-ctx.Done():
+			}
+			if !r.unqueue(w) {
+				r.giveBack(<-w.ch)
+			}
+			continue // the checks above say why it ends
 		}
 		if !ok {
 			select {

@@ -18,23 +18,40 @@ import (
 // ioTimeout bounds one store or queue call of the receive side.
 func (r *receiver) ioTimeout() time.Duration { return r.o.ReapTimeout }
 
-func (r *receiver) ioCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(r.ctx, r.ioTimeout())
+// ioCtx returns the context of one store or queue call: the receive
+// side's life, bounded by ioTimeout. The calls started within a tenth of
+// the timeout share one context, one timer rather than one per call (each
+// call is given nine tenths of the timeout at least). Contexts past their
+// share end with their deadline, or with the receive side.
+func (r *receiver) ioCtx() context.Context {
+	now := time.Now()
+	if s := r.io.Load(); s != nil && now.Before(s.until) {
+		return s.ctx
+	}
+	t := r.ioTimeout()
+	ctx, cancel := context.WithDeadline(r.ctx, now.Add(t))
+	r.io.Store(&ioShare{ctx: ctx, cancel: cancel, until: now.Add(t / 10)})
+	return ctx
+}
+
+// ioShare is a context that the calls started until until share.
+type ioShare struct {
+	ctx    context.Context
+	cancel context.CancelFunc // called by nobody: the deadline or the receive side's end releases it
+	until  time.Time
 }
 
 func (r *receiver) read(a recvcore.Read) {
-	ctx, cancel := r.ioCtx()
+	ctx := r.ioCtx()
 	curs, err := r.q.storeCursors(ctx, a.Streams)
-	cancel()
 	r.step(func(now time.Time) { r.core.Read(now, a.ID, curs, err) })
 }
 
 func (r *receiver) commit(a recvcore.Commit) {
-	ctx, cancel := r.ioCtx()
+	ctx := r.ioCtx()
 	start := time.Now()
 	err := r.q.storeAdvance(ctx, a.Advances)
 	took := time.Since(start)
-	cancel()
 	r.step(func(now time.Time) { r.core.Committed(now, a.ID, err) })
 	if f := r.hooks.OnCommit; f != nil {
 		f(Event{Duration: took, Err: err})
@@ -42,25 +59,22 @@ func (r *receiver) commit(a recvcore.Commit) {
 }
 
 func (r *receiver) parkEntries(a recvcore.Park) {
-	ctx, cancel := r.ioCtx()
+	ctx := r.ioCtx()
 	r.q.req.park.Add(1)
 	err := r.q.store.Park(ctx, a.Entries)
-	cancel()
 	r.step(func(now time.Time) { r.core.Parked(now, a.ID, err) })
 }
 
 func (r *receiver) unpark(a recvcore.Unpark) {
-	ctx, cancel := r.ioCtx()
+	ctx := r.ioCtx()
 	r.q.req.unpark.Add(1)
 	res, err := r.q.store.Unpark(ctx, a.Queries)
-	cancel()
 	r.step(func(now time.Time) { r.core.Unparked(now, a.ID, res, err) })
 }
 
 func (r *receiver) scanPark(a recvcore.Scan) {
-	ctx, cancel := r.ioCtx()
+	ctx := r.ioCtx()
 	streams, err := r.q.store.ParkedStreams(ctx, r.q.opts.Name)
-	cancel()
 	groups := make([]string, len(streams))
 	for i, s := range streams {
 		groups[i] = s.Group
@@ -69,9 +83,8 @@ func (r *receiver) scanPark(a recvcore.Scan) {
 }
 
 func (r *receiver) delete(a recvcore.Delete) {
-	ctx, cancel := r.ioCtx()
+	ctx := r.ioCtx()
 	err := r.q.drvDelete(ctx, a.Receipts)
-	cancel()
 	if err == nil {
 		r.step(func(now time.Time) { r.core.Deleted(now, a.ID, nil) })
 		return
@@ -104,9 +117,8 @@ func (r *receiver) changeVisibility(vs []recvcore.ChangeVisibility) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			ctx, cancel := r.ioCtx()
+			ctx := r.ioCtx()
 			receipt, err := r.q.drvChangeVisibility(ctx, v.Receipt, v.Timeout)
-			cancel()
 			if errors.Is(err, driver.ErrStaleReceipt) || errors.Is(err, driver.ErrBadReceipt) {
 				err = recvcore.NotApplied(err)
 			}
@@ -118,17 +130,15 @@ func (r *receiver) changeVisibility(vs []recvcore.ChangeVisibility) {
 
 // deadLetter sends the bodies to ReceiveOptions.DeadLetter.
 func (r *receiver) deadLetter(a recvcore.DeadLetter) {
-	ctx, cancel := r.ioCtx()
+	ctx := r.ioCtx()
 	err := sendTo(ctx, r.o.DeadLetter, a.Bodies)
-	cancel()
 	r.step(func(now time.Time) { r.core.DeadLettered(now, a.ID, perBody(err, len(a.Bodies))) })
 }
 
 // requeue sends bodies back to the queue (see recvcore.Core.Close).
 func (r *receiver) requeue(a recvcore.Requeue) {
-	ctx, cancel := r.ioCtx()
+	ctx := r.ioCtx()
 	err := r.q.drvSend(ctx, a.Bodies, nil)
-	cancel()
 	r.step(func(now time.Time) { r.core.Requeued(now, a.ID, perBody(err, len(a.Bodies))) })
 }
 

@@ -135,3 +135,42 @@ func TestRunLeaseEnds(t *testing.T) {
 		require.NoError(t, m.Ack(rctx))
 	}
 }
+
+// TestRunWaitingWorkerLeaseEnds: a Run worker waiting for a message is
+// handed one by the step that received it; the lease ended while it
+// waited, and nothing asked Lease since. The worker asks as it takes the
+// message: its handler never runs, and Run returns the lease's error.
+func TestRunWaitingWorkerLeaseEnds(t *testing.T) {
+	ctx := context.Background()
+	drv := memqueue.New(&memqueue.Options{Visibility: time.Second})
+	var gone atomic.Bool
+	var asked atomic.Int32
+	o := &ordered.Options{Name: "q", Receive: ordered.ReceiveOptions{Concurrency: 1, Lease: func() error {
+		asked.Add(1)
+		if gone.Load() {
+			return errLeaseGone
+		}
+		return nil
+	}}}
+	q := rxQueue(t, drv, memstore.New(), o)
+	defer rxClose(t, q)
+	var handled atomic.Int32
+	errc := make(chan error, 1)
+	go func() {
+		errc <- q.Run(ctx, func(context.Context, *ordered.Message) error {
+			handled.Add(1)
+			return nil
+		})
+	}()
+	require.Eventually(t, func() bool { return asked.Load() > 0 }, 5*time.Second, time.Millisecond, "the worker asked Lease before it waited")
+	time.Sleep(20 * time.Millisecond) // the worker waits for a message
+	gone.Store(true)
+	rxSend(t, drv, rxBodies("a", 1, 1, 3, nil))
+	select {
+	case err := <-errc:
+		require.ErrorIs(t, err, errLeaseGone, "Run returns the lease's error")
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after the lease ended")
+	}
+	require.Zero(t, handled.Load(), "a message was handed to the handler after the lease ended")
+}

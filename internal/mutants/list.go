@@ -936,8 +936,8 @@ var mutants = []mutant{
 		Breaks: "a failed dead-letter send is reported as done: the poison message is deleted with no copy (blind round 2026-12-04, #13)",
 		Edits: []edit{{
 			File: "ordered/recv_io.go",
-			Old:  "\terr := sendTo(ctx, r.o.DeadLetter, a.Bodies)\n\tcancel()\n\tr.step(func(now time.Time) { r.core.DeadLettered(now, a.ID, perBody(err, len(a.Bodies))) })",
-			New:  "\t_ = sendTo(ctx, r.o.DeadLetter, a.Bodies)\n\tcancel()\n\tr.step(func(now time.Time) { r.core.DeadLettered(now, a.ID, perBody(nil, len(a.Bodies))) })",
+			Old:  "\terr := sendTo(ctx, r.o.DeadLetter, a.Bodies)\n\tr.step(func(now time.Time) { r.core.DeadLettered(now, a.ID, perBody(err, len(a.Bodies))) })",
+			New:  "\t_ = sendTo(ctx, r.o.DeadLetter, a.Bodies)\n\tr.step(func(now time.Time) { r.core.DeadLettered(now, a.ID, perBody(nil, len(a.Bodies))) })",
 		}},
 		Pkg: "./ordered",
 		Run: "^TestPoisonDeadLetterWaitsForTheCopy$",
@@ -1042,5 +1042,54 @@ var mutants = []mutant{
 		Pkg:     "./internal/batcher",
 		Run:     "^TestSizeBound$",
 		Timeout: time.Minute,
+	},
+	{
+		Name:   "handoff-kept-by-leaving-worker",
+		Breaks: "a Run worker whose context ends as a step hands it a message drops the hand-out instead of giving it back: its group is held for good",
+		Edits: []edit{{
+			File: "ordered/receive.go",
+			Old: `			if !r.unqueue(w) {
+				r.giveBack(<-w.ch)
+			}`,
+			New: `			if !r.unqueue(w) {
+				<-w.ch
+			}`,
+		}},
+		Pkg:  "./ordered",
+		Run:  "^TestRunLeavesWhileHandedOut$",
+		Cost: 45 * time.Second, // caught in 30s (the test's deadline)
+	},
+	{
+		Name:   "handoff-no-lease-check",
+		Breaks: "a waiting Run worker hands the message a step gave it to the handler without asking Lease: handed out past the lease",
+		Edits: []edit{{
+			File: "ordered/receive.go",
+			Old: `			case d := <-w.ch:
+				if err := r.leased(); err != nil {
+					r.giveBack(d)
+					return nil, err
+				}`,
+			New: `			case d := <-w.ch:`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestRunWaitingWorkerLeaseEnds$",
+	},
+	{
+		Name:   "return-not-ready",
+		Breaks: "Core.Return marks the message ready but never puts its group back in turn: it is never handed out again",
+		Edits: []edit{{
+			File: "internal/recvcore/deliver.go",
+			Old: `	m.ready()
+	if g := m.g; g != nil {
+		c.update(g, now)
+		return nil
+	}`,
+			New: `	m.ready()
+	if g := m.g; g != nil {
+		return nil
+	}`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestReturn$|^TestWorld$",
 	},
 }

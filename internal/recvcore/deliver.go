@@ -297,6 +297,41 @@ func (c *Core) retryLater(now time.Time, m *msg) {
 	c.addTimer(timer{at: now.Add(wait), kind: tRetry, m: m, gen: m.gen, attempt: m.attempt})
 }
 
+// Return takes back a hand-out that never reached the application (a Run
+// worker handed d as it left). The message is handed out again first, as
+// the same attempt, and not counted as delivered; after Close it is given
+// back. AtMostOnce hand-outs are not returned (see Abandon): it returns
+// ErrNotReturnable.
+func (c *Core) Return(now time.Time, d *Delivery) error {
+	c.begin(now)
+	defer c.end()
+	if c.cfg.Mode == AtMostOnce {
+		return ErrNotReturnable
+	}
+	m, err := c.check(d)
+	if err != nil {
+		return err
+	}
+	if m.out != outHanded {
+		return ErrSettled
+	}
+	c.outstanding--
+	c.st.Delivered--
+	m.attempt--
+	if c.closing {
+		m.dropOut()
+		c.giveBack(now, m)
+		return nil
+	}
+	m.ready()
+	if g := m.g; g != nil {
+		c.update(g, now)
+		return nil
+	}
+	c.ring.push(ringItem{m: m, gen: m.gen})
+	return nil
+}
+
 // Abandon says that the Receive waiting for d's Await ticket gave up. The
 // message was not seen by the application: it is handed out again first,
 // without a new commit when its commit is already durable.

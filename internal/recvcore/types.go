@@ -369,6 +369,8 @@ var (
 	// ErrSettled is returned by Ack, Nack and Abandon for a delivery that
 	// was already settled or replaced.
 	ErrSettled = errors.New("recvcore: delivery already settled")
+	// ErrNotReturnable is returned by Return in AtMostOnce mode.
+	ErrNotReturnable = errors.New("recvcore: an at-most-once hand-out cannot be returned")
 	// ErrLate is the cause of a late arrival's dead letter.
 	ErrLate = errors.New("late arrival (older epoch or skipped seq)")
 	// ErrUntagged is the cause of an untagged body's report and dead letter.

@@ -407,7 +407,7 @@ func (w *wm) exempt(k mkey) bool {
 // bound, and nothing may be lost.
 func (w *wm) heal() {
 	w.quiet()
-	w.fCrash, w.fAppNack, w.fStaleAck, w.fAbandon = 0, 0, 0, 0
+	w.fCrash, w.fAppNack, w.fStaleAck, w.fAbandon, w.fReturn = 0, 0, 0, 0, 0
 	w.deleteOutage, w.storeOutage = false, false
 	w.retireAll()
 	for _, m := range w.q.msgs {

@@ -314,10 +314,10 @@ type wm struct {
 	ids       int
 
 	// faults (per mille); 0 once healed
-	fLostRecv, fDelBefore, fDelAfter, fVisFail, fVisAfter                int
-	fReadFail, fWriteBefore, fWriteAfter, fWriteTransient, fParkFail     int
-	fParkAfter, fDeadFail, fOther, fAppNack, fStaleAck, fAbandon, fCrash int
-	deleteOutage, storeOutage                                            bool
+	fLostRecv, fDelBefore, fDelAfter, fVisFail, fVisAfter                         int
+	fReadFail, fWriteBefore, fWriteAfter, fWriteTransient, fParkFail              int
+	fParkAfter, fDeadFail, fOther, fAppNack, fStaleAck, fAbandon, fReturn, fCrash int
+	deleteOutage, storeOutage                                                     bool
 
 	// truth, over all incarnations
 	sent       map[mkey]bool
@@ -508,7 +508,7 @@ func newWorldModel(t *rapid.T) *wm {
 			w.fOther = 5 * k
 		}
 	}
-	w.fAppNack, w.fStaleAck, w.fAbandon = 50, 20, 60
+	w.fAppNack, w.fStaleAck, w.fAbandon, w.fReturn = 50, 20, 60, 30
 	w.fCrash = rapid.SampledFrom([]int{0, 3, 10}).Draw(t, "restarts")
 	w.scene()
 	w.lapseChk = w.promptVis && w.cfg.MaxVisibilityRate >= 1000 && w.fVisFail == 0 && w.fVisAfter == 0
@@ -981,6 +981,17 @@ func (w *wm) next() {
 	if d.Await != 0 {
 		o.state = dAwait
 		w.byTicket[d.Await] = o
+		return
+	}
+	if w.cfg.Mode != recvcore.AtMostOnce && w.chance(w.fReturn) {
+		// A Run worker handed d as it left: the application never sees
+		// it, and it comes again as the same attempt.
+		w.logf("return %s", delivery(d))
+		o.state = dDone
+		w.dropOut(o)
+		if err := w.core.Return(w.now, &o.d); err != nil {
+			w.violate("settle-current", []mkey{k}, "life %d: Return of the current hand-out %s: %v", w.life, delivery(d), err)
+		}
 		return
 	}
 	w.give(o)
