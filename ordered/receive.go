@@ -155,10 +155,10 @@ func (r *receiver) newWaiter() *waiter {
 // lease again as it takes its message (Lease is the application's code:
 // it does not run under the lock).
 func (r *receiver) serveIdle(now time.Time) {
-	if len(r.idle) == 0 || r.closing || r.fenced.Load() != nil {
+	if r.closing || r.fenced.Load() != nil {
 		return
 	}
-	for len(r.idle) > 0 {
+	for len(r.idle) > 0 && r.core.Available() {
 		d, ok := r.core.Next(now)
 		if !ok {
 			return
