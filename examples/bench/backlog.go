@@ -94,7 +94,12 @@ func runBacklog(ctx context.Context, c *config, e *environment, br backlogRun) (
 		return nil, err
 	}
 
-	q, err := ordered.New(ctx, mq, st, &ordered.Options{Name: e.name("backlog")})
+	// A legitimate backlog behind a hole parks what it needs: the default
+	// park limit (100,000 messages) is below the full run's 200,000, and
+	// beyond it a backlog drains in repeated passes over the queue (README,
+	// "Park limits").
+	q, err := ordered.New(ctx, mq, st, &ordered.Options{Name: e.name("backlog"),
+		Receive: ordered.ReceiveOptions{ParkLimits: ordered.ParkLimits{Messages: int64(2 * n)}}})
 	if err != nil {
 		return nil, err
 	}
