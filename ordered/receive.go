@@ -112,15 +112,16 @@ type receiver struct {
 	fencedCh  chan struct{} // closed when the Lease ended
 	fenced    atomic.Pointer[error]
 	io        atomic.Pointer[ioShare] // the context I/O calls share (ioCtx)
-	avail     chan struct{} // cap 1: a hand-out may be ready
-	room      chan struct{} // cap 1: fetch room may be free
-	wake      chan struct{} // cap 1: the keeper must look at the deadline again
-	progress  chan struct{} // cap 1: an action completed (close waits on it)
+	avail     chan struct{}           // cap 1: a hand-out may be ready
+	room      chan struct{}           // cap 1: fetch room may be free
+	wake      chan struct{}           // cap 1: the keeper must look at the deadline again
+	progress  chan struct{}           // cap 1: an action completed (close waits on it)
 
 	mu        sync.Mutex
 	core      *recvcore.Core
 	closing   bool         // no more hand-outs
 	closed    bool         // acks refused
+	stopped   bool         // no more I/O goroutines: close waits for those running
 	throttled atomic.Int64 // receives the service refused for its rate
 
 	fetching int       // messages the fetchers asked for and did not get yet
@@ -131,18 +132,18 @@ type receiver struct {
 	idle     []*waiter
 }
 
-// waiter is a Run worker waiting for a message. The step that makes one
-// ready hands it to the waiting workers itself, under the lock, as raft's
-// node loop does: one step serves every waiting worker (a fetch of 16
-// arrivals, 16 hand-outs), where each would otherwise be woken in turn to
-// take the lock and ask the core again. AtMostOnce workers do not wait
-// here: their hand-outs wait for a commit first.
+// waiter is a Run worker or a Receive caller waiting for a message. The
+// step that makes one ready hands it to the waiters itself, oldest first,
+// under the lock, as raft's node loop does: one step serves every waiter
+// (a fetch of 16 arrivals, 16 hand-outs), where each would otherwise be
+// woken in turn to take the lock and ask the core again. In AtMostOnce
+// mode nobody waits here: a hand-out waits for its commit first.
 type waiter struct {
 	ch     chan recvcore.Delivery // cap 1: one hand-out per wait
 	queued bool                   // in receiver.idle (under mu)
 }
 
-// newWaiter returns a waiter for a Run worker, or nil in AtMostOnce mode.
+// newWaiter returns a waiter, or nil in AtMostOnce mode.
 func (r *receiver) newWaiter() *waiter {
 	if r.o.Mode == AtMostOnce {
 		return nil
@@ -150,8 +151,8 @@ func (r *receiver) newWaiter() *waiter {
 	return &waiter{ch: make(chan recvcore.Delivery, 1)}
 }
 
-// serveIdle hands the ready messages to the waiting Run workers, under the
-// lock. Nothing is handed out once the lease ended; a worker checks the
+// serveIdle hands the ready messages to the waiters, oldest first, under
+// the lock. Nothing is handed out once the lease ended; a waiter checks the
 // lease again as it takes its message (Lease is the application's code:
 // it does not run under the lock).
 func (r *receiver) serveIdle(now time.Time) {
@@ -163,12 +164,34 @@ func (r *receiver) serveIdle(now time.Time) {
 		if !ok {
 			return
 		}
-		w := r.idle[len(r.idle)-1]
-		r.idle[len(r.idle)-1] = nil
-		r.idle = r.idle[:len(r.idle)-1]
+		w := r.idle[0]
+		n := copy(r.idle, r.idle[1:])
+		r.idle[n] = nil
+		r.idle = r.idle[:n]
 		w.queued = false
 		w.ch <- d // cap 1, empty while queued
 	}
+}
+
+// take checks, as a waiter takes the hand-out d, that it may still go to
+// the application: ctx has not ended, Close has not begun and the lease
+// holds (asked first: it may take a while). Otherwise d goes back.
+func (r *receiver) take(ctx context.Context, d recvcore.Delivery) error {
+	err := r.leased()
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err == nil {
+		select {
+		case <-r.closingCh:
+			err = ErrClosed
+		default:
+		}
+	}
+	if err != nil {
+		r.giveBack(d)
+	}
+	return err
 }
 
 // unqueue takes w out of the waiting workers. It reports false when a
@@ -252,11 +275,18 @@ func (r *receiver) step(f func(now time.Time)) {
 	room := rd.Room > r.fetching
 	wake := !rd.Wake.IsZero() && (r.keeperAt.IsZero() || rd.Wake.Before(r.keeperAt))
 	closing := r.closing
+	stopped := r.stopped
+	if !stopped {
+		r.wg.Add(actions(&rd)) // under mu: close's wg.Wait follows stopped
+	}
 	r.mu.Unlock()
 	for _, w := range wakeups {
 		w.ch <- w.err // cap 1, one send per ticket
 	}
-	r.dispatch(rd)
+	if !stopped {
+		r.dispatch(rd)
+	}
+	r.rep.add(rd.Reports)
 	if avail {
 		signal(r.avail)
 	}
@@ -276,37 +306,53 @@ type wakeup struct {
 	err error
 }
 
-// dispatch starts the I/O the core asked for and runs its reports.
+// actions counts the goroutines dispatch starts for rd.
+func actions(rd *recvcore.Ready) int {
+	n := len(rd.Reads) + len(rd.Commits) + len(rd.Parks) + len(rd.Unparks) + len(rd.Scans) +
+		len(rd.Deletes) + len(rd.DeadLetters) + len(rd.Requeues)
+	if len(rd.Visibility) > 0 {
+		n++
+	}
+	return n
+}
+
+// dispatch starts the I/O the core asked for, one goroutine per action,
+// counted in r.wg by the step (actions).
 func (r *receiver) dispatch(rd recvcore.Ready) {
 	for _, a := range rd.Reads {
-		r.wg.Go(func() { r.read(a) })
+		go r.io1(func() { r.read(a) })
 	}
 	for _, a := range rd.Commits {
-		r.wg.Go(func() { r.commit(a) })
+		go r.io1(func() { r.commit(a) })
 	}
 	for _, a := range rd.Parks {
-		r.wg.Go(func() { r.parkEntries(a) })
+		go r.io1(func() { r.parkEntries(a) })
 	}
 	for _, a := range rd.Unparks {
-		r.wg.Go(func() { r.unpark(a) })
+		go r.io1(func() { r.unpark(a) })
 	}
 	for _, a := range rd.Scans {
-		r.wg.Go(func() { r.scanPark(a) })
+		go r.io1(func() { r.scanPark(a) })
 	}
 	for _, a := range rd.Deletes {
-		r.wg.Go(func() { r.delete(a) })
+		go r.io1(func() { r.delete(a) })
 	}
 	if len(rd.Visibility) > 0 {
 		vs := rd.Visibility
-		r.wg.Go(func() { r.changeVisibility(vs) })
+		go r.io1(func() { r.changeVisibility(vs) })
 	}
 	for _, a := range rd.DeadLetters {
-		r.wg.Go(func() { r.deadLetter(a) })
+		go r.io1(func() { r.deadLetter(a) })
 	}
 	for _, a := range rd.Requeues {
-		r.wg.Go(func() { r.requeue(a) })
+		go r.io1(func() { r.requeue(a) })
 	}
-	r.rep.add(rd.Reports)
+}
+
+// io1 runs one action dispatched by a step.
+func (r *receiver) io1(f func()) {
+	defer r.wg.Done()
+	f()
 }
 
 // ackReceive acks m and hands out the next ready message, in one step when
@@ -341,12 +387,12 @@ func (r *receiver) ackReceive(ctx context.Context, m *Message, w *waiter) (*Mess
 	return next, settleErr(aerr), err
 }
 
-// receive hands out the next ready message. A Run worker passes its
-// waiter w: when nothing is ready, it waits to be handed a message by the
-// step that makes one ready. before, if not nil, runs in the first step,
-// ahead of the look for the next message, even once Close began; after,
-// if not nil, runs once after that step, outside the lock, before any
-// wait.
+// receive hands out the next ready message. When nothing is ready, it
+// waits to be handed one by the step that makes one ready, through w (a
+// Run worker's; nil: one of its own, made when it must wait). before, if
+// not nil, runs in the first step, ahead of the look for the next message,
+// even once Close began; after, if not nil, runs once after that step,
+// outside the lock, before any wait.
 func (r *receiver) receive(ctx context.Context, w *waiter, before func(now time.Time), after func()) (*Message, error) {
 	for {
 		if err := ctx.Err(); err != nil {
@@ -371,7 +417,10 @@ func (r *receiver) receive(ctx context.Context, w *waiter, before func(now time.
 				wait = make(chan error, 1)
 				r.waiters[d.Await] = wait
 				r.handing++
-			case !ok && w != nil:
+			case !ok && r.o.Mode != AtMostOnce:
+				if w == nil {
+					w = r.newWaiter()
+				}
 				w.queued = true
 				r.idle = append(r.idle, w)
 			}
@@ -387,8 +436,7 @@ func (r *receiver) receive(ctx context.Context, w *waiter, before func(now time.
 		if !ok && w != nil {
 			select {
 			case d := <-w.ch:
-				if err := r.leased(); err != nil {
-					r.giveBack(d)
+				if err := r.take(ctx, d); err != nil {
 					return nil, err
 				}
 				return r.message(d), nil
@@ -735,6 +783,9 @@ func (r *receiver) close(ctx context.Context) error {
 		}
 	}
 	r.cancel()
+	r.mu.Lock()
+	r.stopped = true // a step still running (a Run worker past Close's deadline) starts no I/O
+	r.mu.Unlock()
 	r.wg.Wait()
 	r.mu.Lock()
 	for t, ch := range r.waiters {

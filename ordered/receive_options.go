@@ -282,7 +282,10 @@ type ReceiveOptions struct {
 	// one is deleted).
 	ReapInterval time.Duration
 
-	// ReapTimeout bounds each delete request of the reaper. Default 10s.
+	// ReapTimeout bounds each delete request of the reaper, and each other
+	// store or queue call of the receive side (a call may be given up to a
+	// tenth more: calls started close together share one deadline).
+	// Default 10s.
 	ReapTimeout time.Duration
 
 	// VisibilityMargin: a message the receiver holds (waiting for its turn,

@@ -20,17 +20,18 @@ func (r *receiver) ioTimeout() time.Duration { return r.o.ReapTimeout }
 
 // ioCtx returns the context of one store or queue call: the receive
 // side's life, bounded by ioTimeout. The calls started within a tenth of
-// the timeout share one context, one timer rather than one per call (each
-// call is given nine tenths of the timeout at least). Contexts past their
-// share end with their deadline, or with the receive side.
+// the timeout share one context, one timer rather than one per call: each
+// call is given the timeout at least, and a tenth more at most. Contexts
+// past their share end with their deadline, or with the receive side.
 func (r *receiver) ioCtx() context.Context {
 	now := time.Now()
 	if s := r.io.Load(); s != nil && now.Before(s.until) {
 		return s.ctx
 	}
 	t := r.ioTimeout()
-	ctx, cancel := context.WithDeadline(r.ctx, now.Add(t))
-	r.io.Store(&ioShare{ctx: ctx, cancel: cancel, until: now.Add(t / 10)})
+	until := now.Add(t / 10)
+	ctx, cancel := context.WithDeadline(r.ctx, until.Add(t))
+	r.io.Store(&ioShare{ctx: ctx, cancel: cancel, until: until})
 	return ctx
 }
 

@@ -773,11 +773,40 @@ func (s *sender) admit(ctx context.Context, group string, meta []byte, payloads 
 // reserveBatch bounds the groups of one reservation call.
 const reserveBatch = 256
 
+// reserveLinger bounds how long a reservation waits for the sends (see
+// awaitSends).
+const reserveLinger = time.Millisecond
+
+// awaitSends waits, before a reservation, while released messages wait for
+// a send (the send batcher holds back batches that are not full while
+// MaxPartial of them are in flight), for reserveLinger at most: what the
+// reservation would release could only wait behind them. Meanwhile the
+// groups' pending runs, and the groups posted, grow: one store call
+// reserves for more messages, however fast the store answers. The bound
+// keeps a reservation that would make a full batch from waiting long
+// behind a partial one.
+func (s *sender) awaitSends() {
+	drained := s.sends.Drained()
+	select {
+	case <-drained:
+		return
+	default:
+	}
+	t := time.NewTimer(reserveLinger)
+	defer t.Stop()
+	select {
+	case <-drained:
+	case <-t.C:
+	case <-s.ctx.Done():
+	}
+}
+
 // reserveGroups is the reservation batcher's handler: it takes what is
 // pending in each group, reserves seqs for all of it in one store call,
 // encodes the envelopes and hands them to the send batcher. A group that
 // received more meanwhile is posted again, behind the others.
 func (s *sender) reserveGroups(groups []string, _ []error) {
+	s.awaitSends()
 	batch := make([]*sendRun, len(groups))
 	s.mu.Lock()
 	for i, group := range groups {

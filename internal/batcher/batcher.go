@@ -79,6 +79,7 @@ type Batcher[T any] struct {
 	starting int // handlers started that have not taken a batch yet
 	partials int // batches not full in flight (MaxPartial)
 	shutdown bool
+	drained  chan struct{} // closed when no item waits (Drained); nil until asked for
 	wg       sync.WaitGroup
 }
 
@@ -230,6 +231,27 @@ func (b *Batcher[T]) startLocked() {
 	}
 }
 
+// Drained returns a channel that is closed once no submitted item waits
+// for a handler (at once when none does). Items taken by a handler do not
+// wait: they are being handled.
+func (b *Batcher[T]) Drained() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.head == len(b.queue) {
+		return closedChan
+	}
+	if b.drained == nil {
+		b.drained = make(chan struct{})
+	}
+	return b.drained
+}
+
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
 // withdraw marks item id as withdrawn if no handler took it yet.
 func (b *Batcher[T]) withdraw(id uint64) {
 	b.mu.Lock()
@@ -313,6 +335,10 @@ func (b *Batcher[T]) takeLocked(batch []entry[T]) (_ []entry[T], partial bool) {
 	switch {
 	case b.head == len(b.queue):
 		b.queue, b.head = b.queue[:0], 0
+		if b.drained != nil {
+			close(b.drained)
+			b.drained = nil
+		}
 	case b.head > 1024 && 2*b.head >= len(b.queue):
 		// Under constant load the queue never empties: move the waiting
 		// items down instead of growing the array forever.

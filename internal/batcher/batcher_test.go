@@ -516,3 +516,48 @@ func batchesSoFar(mu *sync.Mutex, batches *[][]int) [][]int {
 	defer mu.Unlock()
 	return slices.Clone(*batches)
 }
+
+// TestDrained: Drained is closed at once when no item waits, and once a
+// handler took the last waiting item otherwise (not when it finished).
+func TestDrained(t *testing.T) {
+	r := newRecorder(true)
+	b := newBatcher(t, &Options{MaxHandlers: 1, MaxItems: 2}, r)
+	defer b.Shutdown()
+	select {
+	case <-b.Drained():
+	default:
+		t.Fatal("an idle batcher's Drained is not closed")
+	}
+	_ = b.Post(0)
+	<-r.entered // {0} is being handled, nothing waits
+	select {
+	case <-b.Drained():
+	default:
+		t.Fatal("Drained is not closed while the only item is being handled")
+	}
+	_ = b.Post(1)
+	_ = b.Post(2)
+	_ = b.Post(3)
+	waitQueued(t, b, 3)
+	d := b.Drained()
+	select {
+	case <-d:
+		t.Fatal("Drained is closed while three items wait")
+	case <-time.After(10 * time.Millisecond):
+	}
+	r.gate <- struct{}{} // {0} ends; the handler takes {1, 2}: {3} waits
+	<-r.entered
+	select {
+	case <-d:
+		t.Fatal("Drained is closed while an item waits")
+	case <-time.After(10 * time.Millisecond):
+	}
+	r.gate <- struct{}{} // {1, 2} ends; the handler takes {3}
+	<-r.entered
+	select {
+	case <-d:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Drained not closed once the last waiting item was taken")
+	}
+	r.gate <- struct{}{}
+}

@@ -1064,12 +1064,14 @@ var mutants = []mutant{
 		Breaks: "a waiting Run worker hands the message a step gave it to the handler without asking Lease: handed out past the lease",
 		Edits: []edit{{
 			File: "ordered/receive.go",
-			Old: `			case d := <-w.ch:
-				if err := r.leased(); err != nil {
-					r.giveBack(d)
-					return nil, err
-				}`,
-			New: `			case d := <-w.ch:`,
+			Old: `	err := r.leased()
+	if err == nil {
+		err = ctx.Err()
+	}`,
+			New: `	var err error
+	if err == nil {
+		err = ctx.Err()
+	}`,
 		}},
 		Pkg: "./ordered",
 		Run: "^TestRunWaitingWorkerLeaseEnds$",
@@ -1091,5 +1093,80 @@ var mutants = []mutant{
 		}},
 		Pkg: "./internal/recvcore",
 		Run: "^TestReturn$|^TestWorld$",
+	},
+	{
+		Name:   "handoff-lifo-starves-receive",
+		Breaks: "Receive callers do not wait among the waiters: the steps hand every ready message to Run's waiting workers and a Receive caller beside them gets none (review 4, #1)",
+		Edits: []edit{{
+			File: "ordered/receive.go",
+			Old: `			case !ok && r.o.Mode != AtMostOnce:
+				if w == nil {
+					w = r.newWaiter()
+				}`,
+			New: `			case !ok && w != nil:`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestReview4ReceiveStarvesBesideIdleRun$",
+	},
+	{
+		Name:   "take-ignores-close-and-ctx",
+		Breaks: "a waiter takes its hand-out after a slow Lease without looking at Close or its ctx: a handler starts after Close returned, or with its ctx ended (review 4, #2 and #4)",
+		Edits: []edit{{
+			File: "ordered/receive.go",
+			Old: `	err := r.leased()
+	if err == nil {
+		err = ctx.Err()
+	}`,
+			New: `	err := r.leased()
+	if false {
+		err = ctx.Err()
+	}`,
+		}, {
+			File: "ordered/receive.go",
+			Old: `		case <-r.closingCh:
+			err = ErrClosed
+		default:`,
+			New: `		default:`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestReview4SlowLeaseHandlerAfterClose$|^TestReview4HandlerGetsEndedCtx$",
+	},
+	{
+		Name:   "ioctx-share-shortens-timeout",
+		Breaks: "I/O calls that share a context get less than ReapTimeout when they start late in the share (review 4, #3)",
+		Edits: []edit{{
+			File: "ordered/recv_io.go",
+			Old:  `ctx, cancel := context.WithDeadline(r.ctx, until.Add(t))`,
+			New:  `ctx, cancel := context.WithDeadline(r.ctx, now.Add(t))`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestReview4IOCallGetsItsReapTimeout$",
+	},
+	{
+		Name:   "reserve-without-demand",
+		Breaks: "a reservation does not wait while reserved messages wait for a send: with a fast store, a steady producer makes a store call per message or two",
+		Edits: []edit{{
+			File: "ordered/send.go",
+			Old: `	s.awaitSends()
+	batch := make([]*sendRun, len(groups))`,
+			New: `	batch := make([]*sendRun, len(groups))`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestReservationsWaitForSends$",
+	},
+	{
+		Name:   "batcher-drained-never-closed",
+		Breaks: "Drained's channel is never closed once items waited",
+		Edits: []edit{{
+			File: "internal/batcher/batcher.go",
+			Old: `		if b.drained != nil {
+			close(b.drained)
+			b.drained = nil
+		}`,
+			New: ``,
+		}},
+		Pkg:     "./internal/batcher",
+		Run:     "^TestDrained$",
+		Timeout: time.Minute,
 	},
 }
