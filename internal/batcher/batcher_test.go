@@ -554,10 +554,12 @@ func TestDrained(t *testing.T) {
 	}
 	r.gate <- struct{}{} // {1, 2} ends; the handler takes {3}
 	<-r.entered
+	closed := false
 	select {
 	case <-d:
+		closed = true
 	case <-time.After(5 * time.Second):
-		t.Fatal("Drained not closed once the last waiting item was taken")
 	}
-	r.gate <- struct{}{}
+	r.gate <- struct{}{} // before a failure: Shutdown waits for the handler
+	require.True(t, closed, "Drained not closed once the last waiting item was taken")
 }
