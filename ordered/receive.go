@@ -112,7 +112,7 @@ type receiver struct {
 	fencedCh  chan struct{} // closed when the Lease ended
 	fenced    atomic.Pointer[error]
 	io        atomic.Pointer[ioShare] // the context I/O calls share (ioCtx)
-	avail     chan struct{}           // cap 1: a hand-out may be ready
+	avail     chan struct{}           // cap 1: a hand-out may be ready (AtMostOnce receives wait on it; the others are waiters)
 	room      chan struct{}           // cap 1: fetch room may be free
 	wake      chan struct{}           // cap 1: the keeper must look at the deadline again
 	progress  chan struct{}           // cap 1: an action completed (close waits on it)
@@ -194,8 +194,8 @@ func (r *receiver) take(ctx context.Context, d recvcore.Delivery) error {
 	return err
 }
 
-// unqueue takes w out of the waiting workers. It reports false when a
-// hand-out came first: it is in w.ch.
+// unqueue takes w out of the waiters. It reports false when a hand-out
+// came first: it is in w.ch.
 func (r *receiver) unqueue(w *waiter) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -209,8 +209,8 @@ func (r *receiver) unqueue(w *waiter) bool {
 	return true
 }
 
-// giveBack returns a hand-out that w's worker will not take: it is next in
-// line again, as the same attempt.
+// giveBack returns a hand-out that its waiter will not take: it is next
+// in line again, as the same attempt.
 func (r *receiver) giveBack(d recvcore.Delivery) {
 	r.step(func(now time.Time) { _ = r.core.Return(now, &d) })
 }
