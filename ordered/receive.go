@@ -566,6 +566,12 @@ func (r *receiver) ack(ctx context.Context, m *Message) error {
 	}
 	var at time.Time
 	r.step(func(now time.Time) {
+		if r.closed {
+			// Close finished its flush while Lease ran: the advance
+			// would never be written, nor a ticket resolved.
+			err = ErrClosed
+			return
+		}
 		var t recvcore.Ticket
 		t, err = r.core.Ack(now, &m.d, r.o.SyncAck)
 		at = now
@@ -602,7 +608,13 @@ func (r *receiver) nack(ctx context.Context, m *Message, cause error) error {
 	}
 	var err error
 	var at time.Time
-	r.step(func(now time.Time) { err, at = r.core.Nack(now, &m.d, cause), now })
+	r.step(func(now time.Time) {
+		if r.closed {
+			err = ErrClosed // as in ack
+			return
+		}
+		err, at = r.core.Nack(now, &m.d, cause), now
+	})
 	if err == nil {
 		r.settled(m, at, cause)
 	}

@@ -1169,4 +1169,20 @@ var mutants = []mutant{
 		Run:     "^TestDrained$",
 		Timeout: time.Minute,
 	},
+	{
+		Name:   "ack-after-close-accepted",
+		Breaks: "an Ack whose Lease call outlasts Close is accepted after Close's flush: its advance is never written, and with SyncAck its ticket is never resolved (review 5; old)",
+		Edits: []edit{{
+			File: "ordered/receive.go",
+			Old: `		if r.closed {
+			// Close finished its flush while Lease ran: the advance
+			// would never be written, nor a ticket resolved.
+			err = ErrClosed
+			return
+		}`,
+			New: ``,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestReview5SyncAckAcrossClose$",
+	},
 }
