@@ -38,14 +38,16 @@ func leaser(st *fakeStore, watch bool) seqstore.Leaser {
 
 // TestKeeperWakeOnCleanStop: a and b share 8 shards; a stops cleanly at
 // 57 s (release, then leave). Woken by the store, b starts a's shards at
-// 57 s; polling, at its next heartbeat, 61 s (b's heartbeats fall at 1 s +
-// 5 s x n).
+// 57 s, or one WakeGap (1.25 s) later when its first two wake-ups both came
+// between a's release and its leave (the order of goroutines within one
+// instant: under -race, 5 runs in 20); polling, at its next heartbeat, 61 s
+// (b's heartbeats fall at 1 s + 5 s x n).
 func TestKeeperWakeOnCleanStop(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		watch bool
-		want  string
-	}{{"watch", true, "57s"}, {"poll", false, "1m1s"}} {
+		name     string
+		watch    bool
+		want, or string
+	}{{"watch", true, "57s", "58.25s"}, {"poll", false, "1m1s", "1m1s"}} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				const shards = 8
@@ -66,7 +68,7 @@ func TestKeeperWakeOnCleanStop(t *testing.T) {
 				assert.Len(t, w.of("b"), shards, "b serves every shard")
 				got := startTimes(rb, mine)
 				for _, s := range mine {
-					assert.Equal(t, tc.want, got[s], "when b started a's shard %d (b's log: %v)", s, rb.log)
+					assert.Contains(t, []string{tc.want, tc.or}, got[s], "when b started a's shard %d (b's log: %v)", s, rb.log)
 				}
 				closeKeeper(t, kb, rb)
 			})
