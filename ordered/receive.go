@@ -461,12 +461,6 @@ func (r *receiver) receive(ctx context.Context, w *waiter, before func(now time.
 			continue
 		}
 		if wait == nil {
-			// Checked again after the step, right before the message goes
-			// to the application: a pause since the check at the top (a
-			// stopped process, a long step) may have outlasted the lease.
-			if err := r.take(ctx, d); err != nil {
-				return nil, err
-			}
 			return r.message(d), nil
 		}
 		// AtMostOnce: the advance past the message (or its delete) must
