@@ -17,6 +17,7 @@
 //
 //	send-before    in the driver's SendBatch, before the request (seqs reserved and journaled, nothing sent)
 //	send-after     in the driver's SendBatch, after the queue accepted (not yet marked sent)
+//	received       in the driver's ReceiveBatch, after a batch that returned messages (none handed out yet)
 //	delete-before  in the driver's DeleteBatch, after the delete records, before the request (cursor durable, messages not deleted)
 //	advance-after  in the store's Advance, after it returned (commit before delete)
 //	park-after     in the store's Park, after it returned (parked, not yet deleted from the queue)
@@ -311,6 +312,9 @@ func (d *killDriver) ReceiveBatch(ctx context.Context, n int, wait time.Duration
 			rs[i] = m.Receipt
 		}
 		_ = d.Queue.DeleteBatch(ctx, rs)
+	}
+	if len(ms) > 0 {
+		d.k.at("received")
 	}
 	return ms, err
 }
