@@ -461,6 +461,15 @@ func (r *receiver) receive(ctx context.Context, w *waiter, before func(now time.
 			continue
 		}
 		if wait == nil {
+			if r.o.Mode != AtMostOnce {
+				// Checked again right before the application gets it:
+				// a pause since the check at the top (a stopped process,
+				// a long step) may have outlasted the lease. AtMostOnce
+				// hand-outs cannot be given back (Core.Return).
+				if err := r.take(ctx, d); err != nil {
+					return nil, err
+				}
+			}
 			return r.message(d), nil
 		}
 		// AtMostOnce: the advance past the message (or its delete) must

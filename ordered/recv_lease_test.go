@@ -174,3 +174,38 @@ func TestRunWaitingWorkerLeaseEnds(t *testing.T) {
 	}
 	require.Zero(t, handled.Load(), "a message was handed to the handler after the lease ended")
 }
+
+// TestRunBusyWorkerLeaseEndsInStep: a busy Run worker asks Lease before the
+// step that acks its message and hands it the next one; when the lease
+// ends between that check and the hand-out (here: the very next call, as a
+// process stopped past its TTL would see it), the next message must not
+// reach the handler. The scale-out harness saw one such stale delivery
+// after a 5.6 s SIGSTOP (TTL 2 s).
+func TestRunBusyWorkerLeaseEndsInStep(t *testing.T) {
+	ctx := context.Background()
+	drv := memqueue.New(&memqueue.Options{Visibility: time.Second})
+	var left atomic.Int32 // Lease calls that still pass; negative: no limit
+	left.Store(-1)
+	o := &ordered.Options{Name: "q", Receive: ordered.ReceiveOptions{Concurrency: 1, Lease: func() error {
+		if left.Load() < 0 || left.Add(-1) >= 0 {
+			return nil
+		}
+		return errLeaseGone
+	}}}
+	q := rxQueue(t, drv, memstore.New(), o)
+	defer rxClose(t, q)
+	rxSend(t, drv, rxBodies("a", 1, 1, 2, nil))
+	var handled []uint64
+	err := q.Run(ctx, func(_ context.Context, m *ordered.Message) error {
+		handled = append(handled, m.Seq)
+		if m.Seq == 1 {
+			// Seq 2 is fetched and ready behind this one; the check at
+			// the top of the next receive passes, the one after fails.
+			require.Eventually(t, func() bool { return q.Stats().Receive.Buffered >= 1 }, 5*time.Second, time.Millisecond)
+			left.Store(1)
+		}
+		return nil
+	})
+	require.ErrorIs(t, err, errLeaseGone, "Run returns the lease's error")
+	assert.Equal(t, []uint64{1}, handled, "a message was handed to the handler after the lease ended")
+}

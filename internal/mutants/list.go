@@ -1077,6 +1077,19 @@ var mutants = []mutant{
 		Run: "^TestRunWaitingWorkerLeaseEnds$",
 	},
 	{
+		Name:   "busy-handout-no-lease-check",
+		Breaks: "a busy Run worker's next message, handed out by the step that acks its last one, goes to the handler without a look at Lease after that step: a lease that ended in between delivers once more",
+		Edits: []edit{{
+			File: "ordered/receive.go",
+			Old: `			if r.o.Mode != AtMostOnce {
+				// Checked again right before`,
+			New: `			if false {
+				// Checked again right before`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestRunBusyWorkerLeaseEndsInStep$",
+	},
+	{
 		Name:   "return-not-ready",
 		Breaks: "Core.Return marks the message ready but never puts its group back in turn: it is never handed out again",
 		Edits: []edit{{
