@@ -320,8 +320,10 @@ func (q *Queue) sendAsync(ctx context.Context, group string, payload []byte, md 
 // handed to the queue: those of an earlier process that crashed, and those of
 // this one whose send failed. They keep their epoch and seq, so a receiver
 // drops any copy it already had. Messages in flight in this process are left
-// alone, and so are those of a group whose reservation is in progress (a
-// later Recover finds them if they need it). Recover returns how many messages it sent again, after they were
+// alone, and so are an earlier process's in a group whose reservation is in
+// progress here (they cannot be told from that reservation's; a later
+// Recover finds them); every send of this process that failed is sent
+// again. Recover returns how many messages it sent again, after they were
 // accepted or failed; New runs the same recovery in the background. In fast
 // mode there is no journal and Recover returns 0, nil.
 func (q *Queue) Recover(ctx context.Context) (int, error) {
@@ -390,7 +392,8 @@ type sendGroup struct {
 	held fifo
 
 	// Seqs epoch/lo..hi were reserved by this process; those not in failed
-	// are in flight or sent, so recovery leaves them alone.
+	// are in flight or sent, so recovery leaves them alone. Those in failed
+	// (of epoch) keep the group's state until Recover sent them again.
 	epoch, lo, hi uint64
 	failed        map[uint64]struct{}
 }
@@ -836,6 +839,9 @@ func (s *sender) reserveGroups(groups []string, _ []error) {
 			// Before the messages are pushed: a send that fails must
 			// find its seq in the group's range to be recorded.
 			if g.epoch != r.res.Epoch || g.hi+1 != r.res.First {
+				if g.epoch != r.res.Epoch {
+					g.failed = nil // another epoch's: Recover tells them apart by it
+				}
 				g.epoch, g.lo = r.res.Epoch, r.res.First
 			}
 			g.hi = r.res.First + uint64(len(r.items)) - 1
@@ -1288,11 +1294,14 @@ func (s *sender) settle(items []*sendItem, err error) (released []*sendItem) {
 	return released
 }
 
-// evictLocked drops g's state once it has nothing in flight.
-// Nothing refers to an evicted group, so its struct is kept for the next
-// new one (many groups with a message each come and go all the time).
+// evictLocked drops g's state once it has nothing in flight and no failed
+// seq that Recover has not sent again: while a later reservation of the
+// group is in the store, only that state tells Recover that those seqs are
+// not the reservation's. Nothing refers to an evicted group, so its struct
+// is kept for the next new one (many groups with a message each come and
+// go all the time).
 func (s *sender) evictLocked(group string, g *sendGroup) {
-	if g.inflight == 0 && !g.reserving && s.groups.live[group] == g {
+	if g.inflight == 0 && !g.reserving && len(g.failed) == 0 && s.groups.live[group] == g {
 		delete(s.groups.live, group)
 		if len(s.groups.free) < maxFreeGroups {
 			// Small window rings and held lists are kept with the struct.
@@ -1459,6 +1468,7 @@ func (s *sender) enqueueRecovered(entries []seqstore.Entry, wait bool) (int, *Se
 		return -1, nil
 	}
 	var items []sendItem
+	var emptied []string // groups whose failed seqs all go out again
 	size := 0
 	for _, e := range entries {
 		meta, payload := openEntry(e.Body)
@@ -1471,12 +1481,16 @@ func (s *sender) enqueueRecovered(entries []seqstore.Entry, wait bool) (int, *Se
 			continue
 		}
 		if g := s.groups.live[e.Stream.Group]; g != nil {
-			if g.epoch == e.Epoch && g.lo <= e.Seq && e.Seq <= g.hi {
-				if _, failed := g.failed[e.Seq]; !failed {
-					continue // in flight or sent by this process
-				}
+			_, failed := g.failed[e.Seq]
+			switch {
+			case failed && g.epoch == e.Epoch:
 				delete(g.failed, e.Seq)
-			} else if g.inReserve && (g.epoch != e.Epoch || e.Seq > g.hi) {
+				if len(g.failed) == 0 {
+					emptied = append(emptied, e.Stream.Group)
+				}
+			case g.epoch == e.Epoch && g.lo <= e.Seq && e.Seq <= g.hi:
+				continue // in flight or sent by this process
+			case g.inReserve && (g.epoch != e.Epoch || e.Seq > g.hi):
 				// Possibly journaled by the reservation in progress, whose
 				// seqs are not known yet; a later Recover sees it.
 				continue
@@ -1485,6 +1499,11 @@ func (s *sender) enqueueRecovered(entries []seqstore.Entry, wait bool) (int, *Se
 		s.recovering[key] = struct{}{}
 		items = append(items, sendItem{group: e.Stream.Group, payload: payload, meta: meta, size: len(meta) + len(payload), epoch: e.Epoch, seq: e.Seq})
 		size += len(meta) + len(payload)
+	}
+	for _, group := range emptied {
+		if g := s.groups.live[group]; g != nil {
+			s.evictLocked(group, g)
+		}
 	}
 	s.room.inflight += len(items)
 	s.room.inflightBytes += size

@@ -1090,6 +1090,17 @@ var mutants = []mutant{
 		Run: "^TestRunBusyWorkerLeaseEndsInStep$",
 	},
 	{
+		Name:   "failed-group-evicted",
+		Breaks: "a group whose send failed is dropped from the sender once nothing of it is in flight: a Recover during its next reservation skips the failed seqs as possibly that reservation's and returns nil, and the hole stays",
+		Edits: []edit{{
+			File: "ordered/send.go",
+			Old:  `if g.inflight == 0 && !g.reserving && len(g.failed) == 0 && s.groups.live[group] == g {`,
+			New:  `if g.inflight == 0 && !g.reserving && s.groups.live[group] == g {`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestSendRecoverWhileGroupReserves$",
+	},
+	{
 		Name:   "return-not-ready",
 		Breaks: "Core.Return marks the message ready but never puts its group back in turn: it is never handed out again",
 		Edits: []edit{{
