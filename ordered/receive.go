@@ -271,7 +271,7 @@ func (r *receiver) step(f func(now time.Time)) {
 		}
 	}
 	r.coreRoom = rd.Room
-	avail := rd.Available
+	avail := rd.Available && r.o.Mode == AtMostOnce // the others are served by serveIdle
 	room := rd.Room > r.fetching
 	wake := !rd.Wake.IsZero() && (r.keeperAt.IsZero() || rd.Wake.Before(r.keeperAt))
 	closing := r.closing
