@@ -49,8 +49,13 @@ func TestFaultStoreChaos(t *testing.T) {
 	}
 	require.NoError(t, err, "Recover, retried through the chaos")
 	rec.waitDelivered(t, 30*time.Second, rx)
+	// The messages of failed Sends that Recover sent may still be on their
+	// way (waitDelivered waits for those whose Send returned nil): the
+	// queue must empty while the receiver runs. Stopped first, it left 8
+	// in one CI-loaded run of the package.
+	left := e.waitEmpty(20 * time.Second)
 	stop()
-	rep := rec.check(t, Config{Leftover: e.waitEmpty(10 * time.Second)})
+	rep := rec.check(t, Config{Leftover: max(left, e.left())})
 	st := rx.Stats().Receive
 	assert.Positive(t, sstore.FailedBefore.Load()+sstore.FailedAfter.Load(), "sender store calls failed")
 	assert.Positive(t, rstore.FailedAfter.Load(), "receiver store writes applied and reported failed")
