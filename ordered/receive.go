@@ -123,6 +123,7 @@ type receiver struct {
 	closed    bool         // acks refused
 	stopped   bool         // no more I/O goroutines: close waits for those running
 	throttled atomic.Int64 // receives the service refused for its rate
+	taking    atomic.Int64 // hand-outs not yet taken or given back (take, close waits for them)
 
 	fetching int       // messages the fetchers asked for and did not get yet
 	coreRoom int       // the core's fetch room, as of the last step
@@ -169,6 +170,7 @@ func (r *receiver) serveIdle(now time.Time) {
 		r.idle[n] = nil
 		r.idle = r.idle[:n]
 		w.queued = false
+		r.taking.Add(1)
 		w.ch <- d // cap 1, empty while queued
 	}
 }
@@ -177,6 +179,7 @@ func (r *receiver) serveIdle(now time.Time) {
 // the application: ctx has not ended, Close has not begun and the lease
 // holds (asked first: it may take a while). Otherwise d goes back.
 func (r *receiver) take(ctx context.Context, d recvcore.Delivery) error {
+	defer r.took()
 	err := r.leased()
 	if err == nil {
 		err = ctx.Err()
@@ -192,6 +195,17 @@ func (r *receiver) take(ctx context.Context, d recvcore.Delivery) error {
 		r.giveBack(d)
 	}
 	return err
+}
+
+// took ends the take of a hand-out counted in taking.
+func (r *receiver) took() {
+	if r.taking.Add(-1) == 0 {
+		select {
+		case <-r.closingCh:
+			signal(r.progress)
+		default:
+		}
+	}
 }
 
 // unqueue takes w out of the waiters. It reports false when a hand-out
@@ -417,6 +431,8 @@ func (r *receiver) receive(ctx context.Context, w *waiter, before func(now time.
 				wait = make(chan error, 1)
 				r.waiters[d.Await] = wait
 				r.handing++
+			case ok && r.o.Mode != AtMostOnce:
+				r.taking.Add(1)
 			case !ok && r.o.Mode != AtMostOnce:
 				if w == nil {
 					w = r.newWaiter()
@@ -446,6 +462,7 @@ func (r *receiver) receive(ctx context.Context, w *waiter, before func(now time.
 			}
 			if !r.unqueue(w) {
 				r.giveBack(<-w.ch)
+				r.took()
 			}
 			continue // the checks above say why it ends
 		}
@@ -787,10 +804,12 @@ func (r *receiver) close(ctx context.Context) error {
 	// the queue (to come back within seconds), and the AtMostOnce
 	// hand-outs whose Receive waits for their commit are handed out. A
 	// receive still in flight (cancelled, but its messages may be taken)
-	// is waited for: what it brings is given back too.
+	// is waited for: what it brings is given back too; so is a hand-out
+	// on its way to a Receive caller (take), which sees Close and gives
+	// it back.
 	for err == nil {
 		r.mu.Lock()
-		done := r.core.Flushed() && r.handing == 0 && r.fetching == 0
+		done := r.core.Flushed() && r.handing == 0 && r.fetching == 0 && r.taking.Load() == 0
 		r.mu.Unlock()
 		if done {
 			break

@@ -391,11 +391,10 @@ type sendGroup struct {
 	win  sendWindow
 	held fifo
 
-	// Seqs epoch/lo..hi were reserved by this process; those not in failed
-	// are in flight or sent, so recovery leaves them alone. Those in failed
-	// (of epoch) keep the group's state until Recover sent them again.
+	// Seqs epoch/lo..hi were reserved by this process; those whose send
+	// did not fail (sender.recovery) are in flight or sent, so recovery
+	// leaves them alone.
 	epoch, lo, hi uint64
-	failed        map[uint64]struct{}
 }
 
 // sendRun holds the messages of one group admitted between two
@@ -449,6 +448,14 @@ type recoverKey struct {
 	seq   uint64
 }
 
+type recoverState uint8
+
+const (
+	recoverUnknown recoverState = iota // not in sender.recovery
+	recoverFailed                      // its send failed for good: Recover sends it
+	recoverSending                     // Recover sent it, no outcome yet
+)
+
 type sendCounters struct {
 	sent, failed, retries, recovered, batches, reservations, held, tampered atomic.Int64
 }
@@ -472,10 +479,13 @@ type sender struct {
 	reservations *batcher.Batcher[string]
 	sends        *batcher.Batcher[*sendItem]
 
-	mu         sync.Mutex // guards room, groups and recovering
-	room       sendRoom
-	groups     groupTable
-	recovering map[recoverKey]struct{} // recovered entries in flight
+	mu     sync.Mutex // guards room, groups and recovery
+	room   sendRoom
+	groups groupTable
+	// recovery holds the journal entries this process knows Recover must
+	// send (their send failed for good) or is sending. A failed one stays
+	// until Recover sent it: the journal holds it anyway.
+	recovery map[recoverKey]recoverState
 
 	marks sendMarks
 	stat  sendCounters
@@ -549,9 +559,9 @@ func newSender(q *Queue) *sender {
 			signKey:  q.opts.signingKey(),
 			sealKey:  q.opts.Key,
 		},
-		room:       sendRoom{closed: make(chan struct{})},
-		groups:     groupTable{live: make(map[string]*sendGroup)},
-		recovering: make(map[recoverKey]struct{}),
+		room:     sendRoom{closed: make(chan struct{})},
+		groups:   groupTable{live: make(map[string]*sendGroup)},
+		recovery: make(map[recoverKey]recoverState),
 		marks: sendMarks{
 			pending: make(map[string][]uint64),
 			wake:    make(chan struct{}, 1),
@@ -839,9 +849,6 @@ func (s *sender) reserveGroups(groups []string, _ []error) {
 			// Before the messages are pushed: a send that fails must
 			// find its seq in the group's range to be recorded.
 			if g.epoch != r.res.Epoch || g.hi+1 != r.res.First {
-				if g.epoch != r.res.Epoch {
-					g.failed = nil // another epoch's: Recover tells them apart by it
-				}
 				g.epoch, g.lo = r.res.Epoch, r.res.First
 			}
 			g.hi = r.res.First + uint64(len(r.items)) - 1
@@ -1240,11 +1247,8 @@ func (s *sender) settle(items []*sendItem, err error) (released []*sendItem) {
 		bytes += it.size
 		if g := it.grp; g != nil {
 			g.inflight--
-			if s.durable && it.seq != 0 && err != nil && it.epoch == g.epoch {
-				if g.failed == nil {
-					g.failed = make(map[uint64]struct{})
-				}
-				g.failed[it.seq] = struct{}{}
+			if s.durable && it.seq != 0 && err != nil {
+				s.recovery[recoverKey{it.group, it.epoch, it.seq}] = recoverFailed
 			}
 			// Reserved items (seq != 0) are in the window; those whose
 			// reservation failed or never happened are not.
@@ -1254,8 +1258,10 @@ func (s *sender) settle(items []*sendItem, err error) (released []*sendItem) {
 			if g.inflight == 0 {
 				s.evictLocked(it.group, g)
 			}
+		} else if err != nil {
+			s.recovery[recoverKey{it.group, it.epoch, it.seq}] = recoverFailed // again
 		} else {
-			delete(s.recovering, recoverKey{it.group, it.epoch, it.seq})
+			delete(s.recovery, recoverKey{it.group, it.epoch, it.seq})
 		}
 	}
 	s.room.inflight -= len(items)
@@ -1294,14 +1300,11 @@ func (s *sender) settle(items []*sendItem, err error) (released []*sendItem) {
 	return released
 }
 
-// evictLocked drops g's state once it has nothing in flight and no failed
-// seq that Recover has not sent again: while a later reservation of the
-// group is in the store, only that state tells Recover that those seqs are
-// not the reservation's. Nothing refers to an evicted group, so its struct
-// is kept for the next new one (many groups with a message each come and
-// go all the time).
+// evictLocked drops g's state once it has nothing in flight.
+// Nothing refers to an evicted group, so its struct is kept for the next
+// new one (many groups with a message each come and go all the time).
 func (s *sender) evictLocked(group string, g *sendGroup) {
-	if g.inflight == 0 && !g.reserving && len(g.failed) == 0 && s.groups.live[group] == g {
+	if g.inflight == 0 && !g.reserving && s.groups.live[group] == g {
 		delete(s.groups.live, group)
 		if len(s.groups.free) < maxFreeGroups {
 			// Small window rings and held lists are kept with the struct.
@@ -1468,7 +1471,6 @@ func (s *sender) enqueueRecovered(entries []seqstore.Entry, wait bool) (int, *Se
 		return -1, nil
 	}
 	var items []sendItem
-	var emptied []string // groups whose failed seqs all go out again
 	size := 0
 	for _, e := range entries {
 		meta, payload := openEntry(e.Body)
@@ -1477,33 +1479,28 @@ func (s *sender) enqueueRecovered(entries []seqstore.Entry, wait bool) (int, *Se
 			continue
 		}
 		key := recoverKey{e.Stream.Group, e.Epoch, e.Seq}
-		if _, ok := s.recovering[key]; ok {
+		switch s.recovery[key] {
+		case recoverSending:
 			continue
-		}
-		if g := s.groups.live[e.Stream.Group]; g != nil {
-			_, failed := g.failed[e.Seq]
-			switch {
-			case failed && g.epoch == e.Epoch:
-				delete(g.failed, e.Seq)
-				if len(g.failed) == 0 {
-					emptied = append(emptied, e.Stream.Group)
+		case recoverFailed:
+			// This process's send of it failed: it goes, whatever its
+			// group is doing now.
+		default:
+			if g := s.groups.live[e.Stream.Group]; g != nil {
+				if g.epoch == e.Epoch && g.lo <= e.Seq && e.Seq <= g.hi {
+					continue // in flight or sent by this process
 				}
-			case g.epoch == e.Epoch && g.lo <= e.Seq && e.Seq <= g.hi:
-				continue // in flight or sent by this process
-			case g.inReserve && (g.epoch != e.Epoch || e.Seq > g.hi):
-				// Possibly journaled by the reservation in progress, whose
-				// seqs are not known yet; a later Recover sees it.
-				continue
+				if g.inReserve && (g.epoch != e.Epoch || e.Seq > g.hi) {
+					// An earlier process's, or journaled by the
+					// reservation in progress, whose seqs are not known
+					// yet: a later Recover tells them apart.
+					continue
+				}
 			}
 		}
-		s.recovering[key] = struct{}{}
+		s.recovery[key] = recoverSending
 		items = append(items, sendItem{group: e.Stream.Group, payload: payload, meta: meta, size: len(meta) + len(payload), epoch: e.Epoch, seq: e.Seq})
 		size += len(meta) + len(payload)
-	}
-	for _, group := range emptied {
-		if g := s.groups.live[group]; g != nil {
-			s.evictLocked(group, g)
-		}
 	}
 	s.room.inflight += len(items)
 	s.room.inflightBytes += size

@@ -922,14 +922,16 @@ var mutants = []mutant{
 	},
 	{
 		Name:   "send-failed-not-recorded",
-		Breaks: "a failed send of a group with another message in flight is not recorded as failed: Recover takes it for in flight and never sends it (blind round 2026-12-04, #12)",
+		Breaks: "a failed send is not recorded as failed: with another message of its group in flight Recover takes it for in flight, and during the group's next reservation for possibly that reservation's; either way it is never sent (blind round 2026-12-04, #12; CI's TestCrash/alo, 2026-12-05)",
 		Edits: []edit{{
 			File: "ordered/send.go",
-			Old:  `if s.durable && it.seq != 0 && err != nil && it.epoch == g.epoch {`,
-			New:  `if s.durable && it.seq != 0 && err != nil && it.epoch != g.epoch {`,
+			Old: `			if s.durable && it.seq != 0 && err != nil {
+				s.recovery[recoverKey{it.group, it.epoch, it.seq}] = recoverFailed
+			}`,
+			New: ``,
 		}},
 		Pkg: "./ordered",
-		Run: "^TestSendRecoverWhileGroupLive$",
+		Run: "^(TestSendRecoverWhileGroupLive|TestSendRecoverWhileGroupReserves)$",
 	},
 	{
 		Name:   "dead-letter-failure-taken-as-done",
@@ -1050,10 +1052,10 @@ var mutants = []mutant{
 			File: "ordered/receive.go",
 			Old: `			if !r.unqueue(w) {
 				r.giveBack(<-w.ch)
-			}`,
+				r.took()`,
 			New: `			if !r.unqueue(w) {
 				<-w.ch
-			}`,
+				r.took()`,
 		}},
 		Pkg:  "./ordered",
 		Run:  "^TestRunLeavesWhileHandedOut$",
@@ -1090,15 +1092,26 @@ var mutants = []mutant{
 		Run: "^TestRunBusyWorkerLeaseEndsInStep$",
 	},
 	{
-		Name:   "failed-group-evicted",
-		Breaks: "a group whose send failed is dropped from the sender once nothing of it is in flight: a Recover during its next reservation skips the failed seqs as possibly that reservation's and returns nil, and the hole stays",
+		Name:   "recovered-failure-forgotten",
+		Breaks: "a failed send that Recover sent again and that failed again is forgotten: while its group lives, the next Recover takes it for sent and returns nil",
 		Edits: []edit{{
 			File: "ordered/send.go",
-			Old:  `if g.inflight == 0 && !g.reserving && len(g.failed) == 0 && s.groups.live[group] == g {`,
-			New:  `if g.inflight == 0 && !g.reserving && s.groups.live[group] == g {`,
+			Old:  `s.recovery[recoverKey{it.group, it.epoch, it.seq}] = recoverFailed // again`,
+			New:  `delete(s.recovery, recoverKey{it.group, it.epoch, it.seq})`,
 		}},
 		Pkg: "./ordered",
-		Run: "^TestSendRecoverWhileGroupReserves$",
+		Run: "^TestReview6RecoverAfterRecoveredSendFailedAgain$",
+	},
+	{
+		Name:   "close-ignores-taking",
+		Breaks: "Close does not wait for a hand-out on its way to a Receive caller's check: it returns, and the give-back after it is never sent (the message stays invisible for its whole visibility timeout)",
+		Edits: []edit{{
+			File: "ordered/receive.go",
+			Old:  `r.fetching == 0 && r.taking.Load() == 0`,
+			New:  `r.fetching == 0`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestReview6ReceiveCloseFinishedAtTake$",
 	},
 	{
 		Name:   "return-not-ready",
