@@ -25,8 +25,8 @@ func TestReview6ReceiveCtxEndsAtTake(t *testing.T) {
 	for _, mode := range []ordered.Mode{ordered.AtLeastOnce, ordered.ExactlyOnce} {
 		t.Run(fmt.Sprint(mode), func(t *testing.T) {
 			drv := memqueue.New(&memqueue.Options{Visibility: 30 * time.Second})
-			ctx1, cancel1 := context.WithCancel(context.Background())
-			defer cancel1()
+			var ctx1 context.Context
+			cancel1 := func() {} // the ctx of the Receive under test, cancelled by Lease
 			var calls atomic.Int32 // armed: Lease calls left before the cancel
 			calls.Store(-1)
 			o := &ordered.Options{Name: "q", Receive: ordered.ReceiveOptions{Mode: mode, Lease: func() error {
