@@ -26,7 +26,7 @@ func TestReview6ReceiveCtxEndsAtTake(t *testing.T) {
 		t.Run(fmt.Sprint(mode), func(t *testing.T) {
 			drv := memqueue.New(&memqueue.Options{Visibility: 30 * time.Second})
 			var ctx1 context.Context
-			cancel1 := func() {} // the ctx of the Receive under test, cancelled by Lease
+			cancel1 := func() {}   // the ctx of the Receive under test, cancelled by Lease
 			var calls atomic.Int32 // armed: Lease calls left before the cancel
 			calls.Store(-1)
 			o := &ordered.Options{Name: "q", Receive: ordered.ReceiveOptions{Mode: mode, Lease: func() error {
