@@ -118,6 +118,7 @@ func main() {
 	var sc scaleConfig
 	scaleFlags(flag.CommandLine, &sc)
 	flag.Parse()
+	go exitWithParent(os.Getppid())
 	var err error
 	if c.role == crashtest.RoleScaleSend || c.role == crashtest.RoleScaleRecv {
 		err = runScaleOut(c, sc)
@@ -127,6 +128,19 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
+	}
+}
+
+// exitWithParent ends the process once its parent, the test binary, is
+// gone (the worker is reparented): a test binary killed by go test's
+// -timeout, or by hand, would otherwise leave its workers running, and
+// loading the machine and the stores, for the next run.
+func exitWithParent(ppid int) {
+	for range time.Tick(time.Second) {
+		if os.Getppid() != ppid {
+			fmt.Fprintln(os.Stderr, "worker: the test binary is gone; exiting")
+			os.Exit(3)
+		}
 	}
 }
 
