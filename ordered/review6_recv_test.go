@@ -124,21 +124,7 @@ func TestReview6RunCloseAtTake(t *testing.T) {
 				require.ErrorIs(t, err, ordered.ErrClosed)
 				require.NoError(t, <-closed)
 				assert.Equal(t, []uint64{1}, handled)
-				q2 := rxQueue(t, drv, store, &ordered.Options{Name: "q", Receive: ordered.ReceiveOptions{Mode: mode}})
-				defer rxClose(t, q2)
-				rctx, rc := context.WithTimeout(context.Background(), 5*time.Second)
-				defer rc()
-				var got []uint64
-				for range 2 {
-					m, err := q2.Receive(rctx)
-					require.NoError(t, err, "got %v", got)
-					got = append(got, m.Seq)
-					if mode == ordered.ExactlyOnce {
-						require.NoError(t, store.Advance(rctx, []seqstore.Advance{m.CursorAdvance()}))
-					}
-					require.NoError(t, m.Ack(rctx))
-				}
-				assert.Equal(t, []uint64{2, 3}, got)
+				assert.Equal(t, []uint64{2, 3}, review6Next(t, drv, store, mode, 2), "the next receiver, within 5 s")
 			})
 		}
 	}
@@ -180,21 +166,7 @@ func TestReview6RunLeaseEndsAtTakeThenClose(t *testing.T) {
 			assert.Equal(t, []uint64{1}, handled)
 			rxClose(t, q)
 			assert.Equal(t, int64(1), q.Stats().Receive.Delivered)
-			q2 := rxQueue(t, drv, store, &ordered.Options{Name: "q", Receive: ordered.ReceiveOptions{Mode: mode}})
-			defer rxClose(t, q2)
-			rctx, rc := context.WithTimeout(context.Background(), 5*time.Second)
-			defer rc()
-			var got []uint64
-			for range 2 {
-				m, err := q2.Receive(rctx)
-				require.NoError(t, err, "got %v", got)
-				got = append(got, m.Seq)
-				if mode == ordered.ExactlyOnce {
-					require.NoError(t, store.Advance(rctx, []seqstore.Advance{m.CursorAdvance()}))
-				}
-				require.NoError(t, m.Ack(rctx))
-			}
-			assert.Equal(t, []uint64{2, 3}, got)
+			assert.Equal(t, []uint64{2, 3}, review6Next(t, drv, store, mode, 2), "the next receiver, within 5 s")
 		})
 	}
 }
@@ -243,11 +215,27 @@ func TestReview6ReceiveCloseFinishedAtTake(t *testing.T) {
 	require.ErrorIs(t, err, ordered.ErrClosed, "got %v", m)
 	require.NoError(t, <-cerr, "Close")
 	assert.Equal(t, int64(1), q.Stats().Receive.GivenBack, "the hand-out given back to the queue")
-	q2 := rxQueue(t, drv, store, &ordered.Options{Name: "q"})
-	defer rxClose(t, q2)
-	rctx, rc := context.WithTimeout(context.Background(), 5*time.Second)
-	defer rc()
-	m, err = q2.Receive(rctx)
-	require.NoError(t, err, "seq 2 did not come back within 5 s")
-	assert.Equal(t, uint64(2), m.Seq)
+	assert.Equal(t, []uint64{2}, review6Next(t, drv, store, ordered.AtLeastOnce, 1), "seq 2 comes back within 5 s")
+}
+
+// review6Next opens the next receiver on drv and store in mode and returns
+// the seqs of the n messages it receives within 5 s, each settled (in
+// ExactlyOnce, its advance written as the application's transaction would).
+func review6Next(t *testing.T, drv *memqueue.Queue, store *memstore.Store, mode ordered.Mode, n int) []uint64 {
+	t.Helper()
+	q := rxQueue(t, drv, store, &ordered.Options{Name: "q", Receive: ordered.ReceiveOptions{Mode: mode}})
+	defer rxClose(t, q)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var got []uint64
+	for range n {
+		m, err := q.Receive(ctx)
+		require.NoError(t, err, "got %v", got)
+		got = append(got, m.Seq)
+		if mode == ordered.ExactlyOnce {
+			require.NoError(t, store.Advance(ctx, []seqstore.Advance{m.CursorAdvance()}))
+		}
+		require.NoError(t, m.Ack(ctx))
+	}
+	return got
 }
