@@ -205,30 +205,31 @@ func (c *Core) Ready(now time.Time) Ready {
 // anything.
 func (c *Core) Deadline() (time.Time, bool) {
 	var at time.Time
-	set := func(t time.Time) {
-		if !t.IsZero() && (at.IsZero() || t.Before(at)) {
-			at = t
-		}
-	}
 	if len(c.timers) > 0 {
-		set(c.timers[0].at)
+		at = earlier(at, c.timers[0].at)
 	}
-	for _, l := range c.lanes() {
-		set(l.due(c))
-	}
+	at = c.lanesDue(at)
 	if b := &c.budget; b.fetchAfter.After(c.now) {
-		set(b.fetchAfter) // the fetchers may go on then
+		at = earlier(at, b.fetchAfter) // the fetchers may go on then
 	}
 	if b := &c.budget; len(b.released) > 0 && !c.closing && c.cfg.MaxHeld-b.live-len(b.released) < c.reserve() {
-		set(b.released[0].until) // the cap is short: room comes back then
+		at = earlier(at, b.released[0].until) // the cap is short: room comes back then
 	}
 	if it, ok := c.compactq.peek(); ok {
-		set(it.at.Add(compactDelay))
+		at = earlier(at, it.at.Add(compactDelay))
 	}
 	if g := c.idle.head; g != nil && c.cfg.IdleEvict >= 0 {
-		set(g.idleSince.Add(c.cfg.IdleEvict))
+		at = earlier(at, g.idleSince.Add(c.cfg.IdleEvict))
 	}
 	return at, !at.IsZero()
+}
+
+// earlier returns the earlier of at and t, where zero means none.
+func earlier(at, t time.Time) time.Time {
+	if !t.IsZero() && (at.IsZero() || t.Before(at)) {
+		return t
+	}
+	return at
 }
 
 func maxTime(a, b time.Time) time.Time {

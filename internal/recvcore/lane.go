@@ -39,6 +39,23 @@ func (c *Core) lanes() [9]ioLane {
 	return [9]ioLane{&c.reads, &c.commits, &c.parks, &c.unparks, &c.scans, &c.vis, &c.deletes, &c.deads, &c.requeues}
 }
 
+// lanesDue returns the earliest of at and the lanes' due times. It asks
+// each lane of lanes directly, not through ioLane: Ready calls it on every
+// step, and nine calls through an interface were a third of its cost.
+// TestLanesDueAsksEveryLane keeps the two lists the same.
+func (c *Core) lanesDue(at time.Time) time.Time {
+	at = earlier(at, c.reads.due(c))
+	at = earlier(at, c.commits.due(c))
+	at = earlier(at, c.parks.due(c))
+	at = earlier(at, c.unparks.due(c))
+	at = earlier(at, c.scans.due(c))
+	at = earlier(at, c.vis.due(c))
+	at = earlier(at, c.deletes.due(c))
+	at = earlier(at, c.deads.due(c))
+	at = earlier(at, c.requeues.due(c))
+	return at
+}
+
 // ioLane is what Deadline and Flushed ask of each lane. Each also has
 // ready(c, now, rd), which adds the lane's actions due at now to rd; Ready
 // calls them in the order of lanes.

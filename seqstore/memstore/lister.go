@@ -62,10 +62,9 @@ func (st *Store) state(s seqstore.Stream) seqstore.StreamState {
 	out := seqstore.StreamState{Stream: s, Cursor: cloneCursor(st.cursors[s])}
 	if sd := st.senders[s]; sd != nil {
 		out.SendEpoch, out.LastSeq = sd.epoch, sd.next-1
-		for seq, body := range sd.journal {
+		for seq, body := range sd.journal.all() {
 			out.Journal = append(out.Journal, seqstore.EntryInfo{Epoch: sd.epoch, Seq: seq, Size: len(body)})
 		}
-		slices.SortFunc(out.Journal, func(a, b seqstore.EntryInfo) int { return cmp.Compare(a.Seq, b.Seq) })
 	}
 	if l := st.parks[s]; l != nil {
 		c := out.Cursor

@@ -38,7 +38,7 @@ type Store struct {
 type sender struct {
 	epoch   uint64
 	next    uint64 // next seq to hand out; MaxSeq+1 once exhausted
-	journal map[uint64][]byte
+	journal journal
 }
 
 var _ seqstore.Store = (*Store)(nil)
@@ -119,12 +119,9 @@ func (st *Store) Reserve(ctx context.Context, reqs []seqstore.ReserveRequest) ([
 		}
 		out[i].Epoch = sd.epoch
 		for k, body := range r.Journal {
-			if sd.journal == nil {
-				sd.journal = make(map[uint64][]byte)
-			}
 			start := len(block)
 			block = append(block, body...)
-			sd.journal[out[i].First+uint64(k)] = block[start:len(block):len(block)]
+			sd.journal.add(out[i].First+uint64(k), block[start:len(block):len(block)])
 		}
 		sd.next = out[i].First + uint64(r.N)
 	}
@@ -143,7 +140,7 @@ func (st *Store) Sent(ctx context.Context, marks []seqstore.SentMark) error {
 	for _, m := range marks {
 		if sd := st.senders[m.Stream]; sd != nil {
 			for _, seq := range m.Seqs {
-				delete(sd.journal, seq)
+				sd.journal.remove(seq)
 			}
 		}
 	}
@@ -165,7 +162,7 @@ func (st *Store) Pending(ctx context.Context, queue string) ([]seqstore.Entry, e
 		if s.Queue != queue {
 			continue
 		}
-		for seq, body := range sd.journal {
+		for seq, body := range sd.journal.all() {
 			out = append(out, seqstore.Entry{Stream: s, Epoch: sd.epoch, Seq: seq, Body: slices.Clone(body)})
 		}
 	}
