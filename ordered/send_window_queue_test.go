@@ -475,7 +475,12 @@ func TestSendHeldRetryKeepsPlace(t *testing.T) {
 // side's cap (max(1, Receive.MaxUndeleted/4), with the receive default
 // first); -1 turns it off; below -1 is refused.
 func TestSendMaxDisorderDefault(t *testing.T) {
-	heldAfter := func(t *testing.T, opts *ordered.Options, n int) int64 {
+	// held checks that n messages sent to one group with its sends blocked
+	// end with want held. The reservations end at their own pace (a loaded
+	// machine: more than 10 ms): it waits for want, then checks that the
+	// count stays (a bound too loose would pass through want on its way).
+	held := func(t *testing.T, opts *ordered.Options, n int, want int64) {
+		t.Helper()
 		d := newSendDriver()
 		d.block = make(chan struct{})
 		defer close(d.block)
@@ -484,21 +489,26 @@ func TestSendMaxDisorderDefault(t *testing.T) {
 			_, err := q.SendAsync(context.Background(), "g", fmt.Appendf(nil, "m%d", i+1))
 			require.NoError(t, err)
 		}
-		require.Eventually(t, func() bool {
+		var last int64
+		if !assert.Eventually(t, func() bool {
 			st := q.Stats().Send
-			return d.inflight.Load() > 0 && st.InFlight == int64(n) && st.Reservations > 0
-		}, 5*time.Second, time.Millisecond)
-		time.Sleep(10 * time.Millisecond) // let the reservations finish
-		return q.Stats().Send.Held
+			last = st.Held
+			return d.inflight.Load() > 0 && st.InFlight == int64(n) && st.Held == want
+		}, 10*time.Second, time.Millisecond) {
+			t.Errorf("held %d of %d, want %d", last, n, want)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+		assert.Equal(t, want, q.Stats().Send.Held, "held of %d, after it was %d", n, want)
 	}
 	// MaxUndeleted 12: bound 3, so 4 go and 6 of 10 are held.
-	assert.EqualValues(t, 6, heldAfter(t, &ordered.Options{Receive: ordered.ReceiveOptions{MaxUndeleted: 12}}, 10))
+	held(t, &ordered.Options{Receive: ordered.ReceiveOptions{MaxUndeleted: 12}}, 10, 6)
 	// MaxUndeleted 3: bound max(1, 0) = 1, so 2 go.
-	assert.EqualValues(t, 8, heldAfter(t, &ordered.Options{Receive: ordered.ReceiveOptions{MaxUndeleted: 3}}, 10))
+	held(t, &ordered.Options{Receive: ordered.ReceiveOptions{MaxUndeleted: 3}}, 10, 8)
 	// The receive default 4000: bound 1000.
-	assert.EqualValues(t, 1100-1001, heldAfter(t, nil, 1100))
+	held(t, nil, 1100, 1100-1001)
 	// Off.
-	assert.Zero(t, heldAfter(t, &ordered.Options{Send: ordered.SendOptions{MaxDisorder: -1}}, 1100))
+	held(t, &ordered.Options{Send: ordered.SendOptions{MaxDisorder: -1}}, 1100, 0)
 
 	_, err := ordered.New(context.Background(), newSendDriver(), newTestStore(), &ordered.Options{Send: ordered.SendOptions{MaxDisorder: -2}})
 	assert.ErrorContains(t, err, "MaxDisorder")
