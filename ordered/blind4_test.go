@@ -104,15 +104,82 @@ func TestSendRecoverWhileGroupReserves(t *testing.T) {
 	assert.Equal(t, "next", msgs[1].Payload)
 }
 
+// TestSendRecoverAfterReserveAnswerLost: a reservation the store applied
+// and whose answer was lost fails its send, and leaves a journal entry
+// whose seq the sender never learned. Recover, run while the group's next
+// reservation is in the store, must send it: returning nil without it
+// leaves a hole that no later Recover is sure to fill. (TestCrash/eo, a
+// run on 1dec110: "reserve 3 seqs of group g037: injected store failure
+// (applied, answer lost)", seqs 93-95 never sent, 96-100 never delivered.)
+func TestSendRecoverAfterReserveAnswerLost(t *testing.T) {
+	ctx := sendCtx(t)
+	d := newSendDriver()
+	store := &gateStore{testStore: newTestStore(), entered: make(chan struct{}, 1)}
+	store.lose.Store(true)
+	q := newSendQueue(t, d, store, &ordered.Options{Send: ordered.SendOptions{MarkInterval: time.Millisecond}})
+	r, err := q.SendAsync(ctx, "g", []byte("lost"))
+	require.NoError(t, err)
+	require.ErrorIs(t, r.Wait(ctx), errAnswerLost)
+	gate := make(chan struct{})
+	store.gate.Store(&gate)
+	next, err := q.SendAsync(ctx, "g", []byte("next"))
+	require.NoError(t, err)
+	select {
+	case <-store.entered:
+	case <-ctx.Done():
+		t.Fatal("the second send's reservation never reached the store")
+	}
+	n, err := q.Recover(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "Recover sends the entry of the reservation whose answer was lost")
+	close(gate)
+	require.NoError(t, next.Wait(ctx))
+	msgs := checkStreams(t, d)["g"]
+	require.Len(t, msgs, 2, "both messages sent")
+	assert.Equal(t, "lost", msgs[0].Payload)
+	assert.Equal(t, "next", msgs[1].Payload)
+	// The group is forgotten once a Recover sent its orphans: the next one,
+	// during another reservation (applied, its answer held), leaves that
+	// reservation's entry alone.
+	store.after = true
+	gate = make(chan struct{})
+	store.gate.Store(&gate)
+	third, err := q.SendAsync(ctx, "g", []byte("third"))
+	require.NoError(t, err)
+	<-store.entered
+	n, err = q.Recover(ctx)
+	require.NoError(t, err)
+	assert.Zero(t, n, "nothing orphaned any more")
+	close(gate)
+	require.NoError(t, third.Wait(ctx))
+}
+
+var errAnswerLost = errors.New("test: reserved, answer lost")
+
 // gateStore holds Reserve calls at the gate while one is set, and says so
-// on entered.
+// on entered; with after set, it holds them once they were applied. With
+// lose set, the next Reserve is applied and returns errAnswerLost.
 type gateStore struct {
 	*testStore
 	gate    atomic.Pointer[chan struct{}]
 	entered chan struct{}
+	after   bool // set before the gate
+	lose    atomic.Bool
 }
 
 func (s *gateStore) Reserve(ctx context.Context, reqs []seqstore.ReserveRequest) ([]seqstore.Reservation, error) {
+	if s.lose.CompareAndSwap(true, false) {
+		if _, err := s.testStore.Reserve(ctx, reqs); err != nil {
+			return nil, err
+		}
+		return nil, errAnswerLost
+	}
+	if g := s.gate.Load(); g != nil && s.after {
+		res, err := s.testStore.Reserve(ctx, reqs)
+		s.entered <- struct{}{}
+		<-*g
+		return res, err
+	}
 	if g := s.gate.Load(); g != nil {
 		select {
 		case s.entered <- struct{}{}:

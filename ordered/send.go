@@ -323,7 +323,8 @@ func (q *Queue) sendAsync(ctx context.Context, group string, payload []byte, md 
 // alone, and so are an earlier process's in a group whose reservation is in
 // progress here (they cannot be told from that reservation's; a later
 // Recover finds them); every send of this process that failed is sent
-// again. Recover returns how many messages it sent again, after they were
+// again, also one whose reservation failed after the store applied it (its
+// entry is sent even while its group reserves). Recover returns how many messages it sent again, after they were
 // accepted or failed; New runs the same recovery in the background. In fast
 // mode there is no journal and Recover returns 0, nil.
 func (q *Queue) Recover(ctx context.Context) (int, error) {
@@ -356,7 +357,7 @@ func (q *Queue) recoverOnNew(ctx context.Context) error {
 		return err
 	}
 	s.marks.flushMu.Lock()
-	n, _ := s.enqueueRecovered(s.openJournal(entries), false)
+	n, _ := s.enqueueRecovered(s.openJournal(entries), 0, false)
 	s.marks.flushMu.Unlock()
 	q.log.Info("ordered: re-sending journaled messages", "count", n)
 	return nil
@@ -456,6 +457,24 @@ const (
 	recoverSending                     // Recover sent it, no outcome yet
 )
 
+// recoveryBook is what Recover must know beyond the journal. Guarded by
+// sender.mu.
+type recoveryBook struct {
+	// items holds the journal entries this process knows Recover must send
+	// (their send failed for good) or is sending. A failed one stays until
+	// Recover sent it: the journal holds it anyway.
+	items map[recoverKey]recoverState
+	// orphans holds the groups whose reservation failed after the store
+	// may have applied it (an answer lost, a timeout): the journal may
+	// hold entries of theirs whose seqs this process never learned, which
+	// Recover must send even while the group's next reservation is in
+	// progress. Each maps to fails as of its last failed reservation; a
+	// Recover whose journal listing was read after that sends them and
+	// forgets the group.
+	orphans map[string]uint64
+	fails   uint64 // reservations failed so far
+}
+
 type sendCounters struct {
 	sent, failed, retries, recovered, batches, reservations, held, tampered atomic.Int64
 }
@@ -479,13 +498,10 @@ type sender struct {
 	reservations *batcher.Batcher[string]
 	sends        *batcher.Batcher[*sendItem]
 
-	mu     sync.Mutex // guards room, groups and recovery
-	room   sendRoom
-	groups groupTable
-	// recovery holds the journal entries this process knows Recover must
-	// send (their send failed for good) or is sending. A failed one stays
-	// until Recover sent it: the journal holds it anyway.
-	recovery map[recoverKey]recoverState
+	mu       sync.Mutex // guards room, groups and recovery
+	room     sendRoom
+	groups   groupTable
+	recovery recoveryBook
 
 	marks sendMarks
 	stat  sendCounters
@@ -561,7 +577,7 @@ func newSender(q *Queue) *sender {
 		},
 		room:     sendRoom{closed: make(chan struct{})},
 		groups:   groupTable{live: make(map[string]*sendGroup)},
-		recovery: make(map[recoverKey]recoverState),
+		recovery: recoveryBook{items: make(map[recoverKey]recoverState), orphans: make(map[string]uint64)},
 		marks: sendMarks{
 			pending: make(map[string][]uint64),
 			wake:    make(chan struct{}, 1),
@@ -845,6 +861,10 @@ func (s *sender) reserveGroups(groups []string, _ []error) {
 		// run: read it only here.
 		if r.err != nil {
 			failed = append(failed, r)
+			if s.durable {
+				s.recovery.fails++
+				s.recovery.orphans[r.group] = s.recovery.fails
+			}
 		} else {
 			// Before the messages are pushed: a send that fails must
 			// find its seq in the group's range to be recorded.
@@ -1248,7 +1268,7 @@ func (s *sender) settle(items []*sendItem, err error) (released []*sendItem) {
 		if g := it.grp; g != nil {
 			g.inflight--
 			if s.durable && it.seq != 0 && err != nil {
-				s.recovery[recoverKey{it.group, it.epoch, it.seq}] = recoverFailed
+				s.recovery.items[recoverKey{it.group, it.epoch, it.seq}] = recoverFailed
 			}
 			// Reserved items (seq != 0) are in the window; those whose
 			// reservation failed or never happened are not.
@@ -1259,9 +1279,9 @@ func (s *sender) settle(items []*sendItem, err error) (released []*sendItem) {
 				s.evictLocked(it.group, g)
 			}
 		} else if err != nil {
-			s.recovery[recoverKey{it.group, it.epoch, it.seq}] = recoverFailed // again
+			s.recovery.items[recoverKey{it.group, it.epoch, it.seq}] = recoverFailed // again
 		} else {
-			delete(s.recovery, recoverKey{it.group, it.epoch, it.seq})
+			delete(s.recovery.items, recoverKey{it.group, it.epoch, it.seq})
 		}
 	}
 	s.room.inflight -= len(items)
@@ -1442,12 +1462,15 @@ func (s *sender) recover(ctx context.Context) (int, error) {
 	// Marks of messages already sent go first, so that the journal lists
 	// only what was never sent (or is in flight).
 	s.flushMarksLocked(ctx)
+	s.mu.Lock()
+	fails := s.recovery.fails // the failed reservations the listing covers
+	s.mu.Unlock()
 	entries, err := s.q.store.Pending(ctx, s.q.opts.Name)
 	if err != nil {
 		s.marks.flushMu.Unlock()
 		return 0, fmt.Errorf("ordered: recover: read journal: %w", err)
 	}
-	n, r := s.enqueueRecovered(s.openJournal(entries), true)
+	n, r := s.enqueueRecovered(s.openJournal(entries), fails, true)
 	s.marks.flushMu.Unlock()
 	if n < 0 {
 		return 0, ErrClosed
@@ -1462,9 +1485,10 @@ func (s *sender) recover(ctx context.Context) (int, error) {
 }
 
 // enqueueRecovered queues for sending the entries that are not in flight in
-// this process and returns how many, or -1 if the sender is closing. With
+// this process and returns how many, or -1 if the sender is closing. The
+// entries were listed after the first fails reservations failed. With
 // wait, the result finishes when all of them did (nil when there are none).
-func (s *sender) enqueueRecovered(entries []seqstore.Entry, wait bool) (int, *SendResult) {
+func (s *sender) enqueueRecovered(entries []seqstore.Entry, fails uint64, wait bool) (int, *SendResult) {
 	s.mu.Lock()
 	if s.room.closing {
 		s.mu.Unlock()
@@ -1479,7 +1503,7 @@ func (s *sender) enqueueRecovered(entries []seqstore.Entry, wait bool) (int, *Se
 			continue
 		}
 		key := recoverKey{e.Stream.Group, e.Epoch, e.Seq}
-		switch s.recovery[key] {
+		switch s.recovery.items[key] {
 		case recoverSending:
 			continue
 		case recoverFailed:
@@ -1490,17 +1514,26 @@ func (s *sender) enqueueRecovered(entries []seqstore.Entry, wait bool) (int, *Se
 				if g.epoch == e.Epoch && g.lo <= e.Seq && e.Seq <= g.hi {
 					continue // in flight or sent by this process
 				}
-				if g.inReserve && (g.epoch != e.Epoch || e.Seq > g.hi) {
+				_, orphans := s.recovery.orphans[e.Stream.Group]
+				if g.inReserve && !orphans && (g.epoch != e.Epoch || e.Seq > g.hi) {
 					// An earlier process's, or journaled by the
 					// reservation in progress, whose seqs are not known
-					// yet: a later Recover tells them apart.
+					// yet: a later Recover tells them apart. A group
+					// with orphans has them sent now (a copy of the
+					// reservation's, if it is one, is dropped by
+					// receivers): a later Recover may never come.
 					continue
 				}
 			}
 		}
-		s.recovery[key] = recoverSending
+		s.recovery.items[key] = recoverSending
 		items = append(items, sendItem{group: e.Stream.Group, payload: payload, meta: meta, size: len(meta) + len(payload), epoch: e.Epoch, seq: e.Seq})
 		size += len(meta) + len(payload)
+	}
+	for group, at := range s.recovery.orphans {
+		if at <= fails {
+			delete(s.recovery.orphans, group) // their entries were listed: sent
+		}
 	}
 	s.room.inflight += len(items)
 	s.room.inflightBytes += size
