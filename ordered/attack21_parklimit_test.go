@@ -24,6 +24,7 @@ import (
 // the store holds no parks (no count drift that would later refuse parks
 // for ever, nothing left on disk).
 func TestAttack21ParkLimitsChaosDrain(t *testing.T) {
+	t.Parallel() // mostly waits (timeouts, visibility): beside the others
 	const groups, per = 6, 60
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "fs")

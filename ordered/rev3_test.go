@@ -169,6 +169,7 @@ func rev3AMORun(t *testing.T, seed uint64, groups, per int, opts memqueue.Option
 // calls give up after 0-3 ms. Expected: every message seen exactly once,
 // ordered ones in order. The figures are in the log.
 func TestRev3_AMOCleanClosesLoseNothing(t *testing.T) {
+	t.Parallel() // mostly waits (timeouts, visibility): beside the others
 	for _, seed := range []uint64{1, 2, 3, 4, 5, 6} {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			opts := memqueue.Options{Shards: 4, Visibility: 300 * time.Millisecond, Redeliver: 0.02, RedeliverAfter: 50 * time.Millisecond}
@@ -220,6 +221,7 @@ func TestRev3_AMOCleanClosesLoseNothing(t *testing.T) {
 // 700 ms after each Close: what the previous incarnation gave back is
 // visible again by then). Figures in the log.
 func TestRev3_ALOChaosCapAndExactlyOnceWithCleanCloses(t *testing.T) {
+	t.Parallel() // mostly waits (timeouts, visibility): beside the others
 	const groups, per, capN = 20, 150, 48
 	for _, seed := range []uint64{11, 12} {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {

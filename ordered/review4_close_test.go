@@ -188,12 +188,14 @@ func r4closeRound(t *testing.T, seed uint64, leaseEnds bool) {
 }
 
 func TestReview4CloseMidHandOff(t *testing.T) {
+	t.Parallel() // mostly waits (timeouts, visibility): beside the others
 	for seed := range uint64(6) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { r4closeRound(t, seed, false) })
 	}
 }
 
 func TestReview4LeaseThenCloseMidHandOff(t *testing.T) {
+	t.Parallel() // mostly waits (timeouts, visibility): beside the others
 	for seed := range uint64(6) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { r4closeRound(t, seed, true) })
 	}

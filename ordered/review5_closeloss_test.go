@@ -20,6 +20,7 @@ import (
 // after stopped start no I/O); the next receiver must hand out every seq
 // that was not acked, in order: no loss, no stuck cursor.
 func TestReview5CloseDeadlineThenNext(t *testing.T) {
+	t.Parallel() // mostly waits (timeouts, visibility): beside the others
 	for _, mode := range []ordered.Mode{ordered.AtLeastOnce} {
 		for _, sync_ := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%v/sync=%v", mode, sync_), func(t *testing.T) {

@@ -81,6 +81,7 @@ func TestReview6ReceiveCtxEndsAtTake(t *testing.T) {
 // (visibility shortened), Run returns ErrClosed, and a second receiver gets
 // the rest in order within seconds (the visibility timeout is 30 s).
 func TestReview6RunCloseAtTake(t *testing.T) {
+	t.Parallel() // mostly waits (timeouts, visibility): beside the others
 	for _, mode := range []ordered.Mode{ordered.AtLeastOnce, ordered.ExactlyOnce} {
 		for _, sync := range []bool{false, true} {
 			t.Run(fmt.Sprint(mode, sync), func(t *testing.T) {
@@ -134,6 +135,7 @@ func TestReview6RunCloseAtTake(t *testing.T) {
 // the ack step; Run returns the lease's error with only seq 1 handled; after
 // Close, the next receiver gets 2 and 3 in order, within seconds.
 func TestReview6RunLeaseEndsAtTakeThenClose(t *testing.T) {
+	t.Parallel() // mostly waits (timeouts, visibility): beside the others
 	for _, mode := range []ordered.Mode{ordered.AtLeastOnce, ordered.ExactlyOnce} {
 		t.Run(fmt.Sprint(mode), func(t *testing.T) {
 			drv := memqueue.New(&memqueue.Options{Visibility: 30 * time.Second})

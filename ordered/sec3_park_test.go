@@ -48,6 +48,7 @@ func (s tamperPark) ParkedStreams(ctx context.Context, queue string) ([]seqstore
 // handed out as the group's seq. Seqs 2-5 arrive first and, beyond a window
 // of 1, are parked; the store swaps their payloads; seq 1 comes.
 func TestSec3ParkedBodyNotReverified(t *testing.T) {
+	t.Parallel() // mostly waits (timeouts, visibility): beside the others
 	ctx := context.Background()
 	drv := memqueue.New(&memqueue.Options{Shards: 1})
 	ms := memstore.New()

@@ -28,6 +28,7 @@ import (
 // once the hole is filled every message is handed out in order: the limit
 // costs receives, never a message.
 func TestSec3ParkDiskFill(t *testing.T) {
+	t.Parallel() // mostly waits (timeouts, visibility): beside the others
 	const (
 		n     = 400 // early arrivals, seqs hole+1..
 		hole  = 50  // seqs 1..hole come last

@@ -329,6 +329,7 @@ func TestSec3UnsignedDeliveredWithKey(t *testing.T) {
 // within the clamp, such as now+1h, still takes a group over: anyone who
 // can write the queue can forge any header then; see Options.Key.)
 func TestSec3ForgedEpoch(t *testing.T) {
+	t.Parallel() // mostly waits (timeouts, visibility): beside the others
 	for _, tc := range []struct {
 		name   string
 		key    []byte

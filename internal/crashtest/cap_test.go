@@ -39,6 +39,7 @@ import (
 //     can hold starves the heads sent last: what it gave back comes back
 //     before them. Parking is the way out of that.)
 func TestFaultCapAtThreshold(t *testing.T) {
+	t.Parallel() // mostly waits (timeouts, visibility): beside the others
 	for _, tc := range []struct {
 		name                string
 		cap, window, groups int

@@ -340,6 +340,7 @@ func TestFaultPoison(t *testing.T) {
 // a commit result that never comes (until its ctx ends); the test logs
 // both counts.
 func TestFaultSecondReceiver(t *testing.T) {
+	t.Parallel() // mostly waits (timeouts, visibility): beside the others
 	t.Run("postgres", func(t *testing.T) {
 		dsn := serverVar(t, "INORDER_TEST_POSTGRES_DSN")
 		secondReceiver(t, postgresStores(t, dsn, dsn))

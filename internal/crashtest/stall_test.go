@@ -41,10 +41,14 @@ import (
 // The same runs with a store that parks (subtests park/...): the fetchers
 // do not pause then, and every message must be delivered all the same.
 func TestFaultHeldStall(t *testing.T) {
+	t.Parallel() // mostly waits (timeouts, visibility): beside the others
 	for _, noPark := range []bool{true, false} {
 		t.Run(map[bool]string{true: "no-park", false: "park"}[noPark], func(t *testing.T) {
 			for _, mode := range []ordered.Mode{ordered.AtLeastOnce, ordered.AtMostOnce} {
-				t.Run(mode.String(), func(t *testing.T) { heldStall(t, memstore.New(), mode, noPark) })
+				t.Run(mode.String(), func(t *testing.T) {
+					t.Parallel()
+					heldStall(t, memstore.New(), mode, noPark)
+				})
 			}
 		})
 	}

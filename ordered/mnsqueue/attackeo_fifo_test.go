@@ -96,6 +96,7 @@ func TestAttackEOFIFOEpochZeroStalls(t *testing.T) {
 // application's CursorAdvance is the proof: a refused one is not
 // counted), within the time.
 func TestAttackEOFIFOTwoReceiversAndRestart(t *testing.T) {
+	t.Parallel() // mostly waits (timeouts, visibility): beside the others
 	const groups, n = 20, 30
 	srv := newServer(t, &mnstest.Options{Seed: 11, Faults: mnstest.Faults{Redeliver: 0.05, Error5xx: 0.02}})
 	name := newFIFO(t, srv, 5)
@@ -180,6 +181,7 @@ func TestAttackEOFIFOTwoReceiversAndRestart(t *testing.T) {
 // a second one, on the same store, receives the rest. 1 and 2 are each
 // handled once, in order, with no refused advance.
 func TestAttackEOFIFORestartAroundPin(t *testing.T) {
+	t.Parallel() // mostly waits (timeouts, visibility): beside the others
 	for _, first := range []time.Duration{time.Millisecond, 3 * time.Millisecond, 6 * time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond, 300 * time.Millisecond, 1500 * time.Millisecond} {
 		t.Run(first.String(), func(t *testing.T) {
 			srv := newServer(t, nil)
@@ -256,6 +258,7 @@ func TestAttackEOFIFORestartAroundPin(t *testing.T) {
 // g/2 arrives, is handed out from the zero cursor, the copy of g/1 is
 // deleted).
 func TestAttackEOFIFOConflictNackLosesMessage(t *testing.T) {
+	t.Parallel() // mostly waits (timeouts, visibility): beside the others
 	srv := newServer(t, nil)
 	name := newFIFO(t, srv, 2)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)

@@ -26,6 +26,7 @@ import (
 // minutes). Emulator thresholds scaled by 0.01 (18 s of hold; the cap, the
 // rate and MaxHold scaled the same way on the receiver).
 func TestEng3_HeldForeverTripsHoldThrottle(t *testing.T) {
+	t.Parallel() // mostly waits (timeouts, visibility): beside the others
 	t.Run("baseline without the stuck group", func(t *testing.T) { t.Parallel(); holdRun(t, false) })
 	t.Run("with a group stuck on a hole", func(t *testing.T) { t.Parallel(); holdRun(t, true) })
 }

@@ -28,6 +28,7 @@ import (
 // group never gets the queue throttled." Expected: no consumption trip.
 // Happened: the hold rule trips (see the log for the figures).
 func TestRev3_HoldRuleTripsWithLongQueueVisibility(t *testing.T) {
+	t.Parallel() // mostly waits (timeouts, visibility): beside the others
 	const scale = 0.01
 	srv := newServer(t, &mnstest.Options{Throttle: mnstest.Throttle{Consumption: true, ConsumptionScale: scale}})
 	name := uniqueName("rev3hold")

@@ -179,6 +179,7 @@ func TestReview4FIFOInvalidGroupFailsOtherGroups(t *testing.T) {
 // none of b's (want 3), and a's is never dead-lettered (its group blocked,
 // the message held with its visibility extended).
 func TestReview4FIFODeadLetterInvalidGroupBlocksBatch(t *testing.T) {
+	t.Parallel() // mostly waits (timeouts, visibility): beside the others
 	srv := newServer(t, nil)
 	main := uniqueName("std")
 	require.NoError(t, srv.CreateQueue(main, &mnstest.QueueAttributes{VisibilityTimeout: 5}))
