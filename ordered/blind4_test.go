@@ -111,6 +111,8 @@ func TestSendRecoverWhileGroupReserves(t *testing.T) {
 // leaves a hole that no later Recover is sure to fill. (TestCrash/eo, a
 // run on 1dec110: "reserve 3 seqs of group g037: injected store failure
 // (applied, answer lost)", seqs 93-95 never sent, 96-100 never delivered.)
+// Recover waits for that reservation to end, which tells its entries from
+// the others.
 func TestSendRecoverAfterReserveAnswerLost(t *testing.T) {
 	ctx := sendCtx(t)
 	d := newSendDriver()
@@ -129,29 +131,27 @@ func TestSendRecoverAfterReserveAnswerLost(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the second send's reservation never reached the store")
 	}
-	n, err := q.Recover(ctx)
+	n, err := recoverOpening(ctx, q, gate)
 	require.NoError(t, err)
 	assert.Equal(t, 1, n, "Recover sends the entry of the reservation whose answer was lost")
-	close(gate)
 	require.NoError(t, next.Wait(ctx))
 	msgs := checkStreams(t, d)["g"]
 	require.Len(t, msgs, 2, "both messages sent")
 	assert.Equal(t, "lost", msgs[0].Payload)
 	assert.Equal(t, "next", msgs[1].Payload)
-	// The group is forgotten once a Recover sent its orphans: the next one,
-	// during another reservation (applied, its answer held), leaves that
-	// reservation's entry alone.
+	// During another reservation (applied, its answer held), Recover leaves
+	// that reservation's entry alone: its own send sends it.
 	store.after = true
 	gate = make(chan struct{})
 	store.gate.Store(&gate)
 	third, err := q.SendAsync(ctx, "g", []byte("third"))
 	require.NoError(t, err)
 	<-store.entered
-	n, err = q.Recover(ctx)
+	n, err = recoverOpening(ctx, q, gate)
 	require.NoError(t, err)
-	assert.Zero(t, n, "nothing orphaned any more")
-	close(gate)
+	assert.Zero(t, n, "the reservation in progress's entry is its own send's")
 	require.NoError(t, third.Wait(ctx))
+	assert.Equal(t, []string{"lost", "next", "third"}, payloadsOf(d, "g"), "each once")
 }
 
 var errAnswerLost = errors.New("test: reserved, answer lost")

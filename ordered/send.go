@@ -318,15 +318,16 @@ func (q *Queue) sendAsync(ctx context.Context, group string, payload []byte, md 
 
 // Recover sends again the journaled messages (durable mode) that no process
 // handed to the queue: those of an earlier process that crashed, and those of
-// this one whose send failed. They keep their epoch and seq, so a receiver
-// drops any copy it already had. Messages in flight in this process are left
-// alone, and so are an earlier process's in a group whose reservation is in
-// progress here (they cannot be told from that reservation's; a later
-// Recover finds them); every send of this process that failed is sent
-// again, also one whose reservation failed after the store applied it (its
-// entry is sent even while its group reserves). Recover returns how many messages it sent again, after they were
-// accepted or failed; New runs the same recovery in the background. In fast
-// mode there is no journal and Recover returns 0, nil.
+// this one whose send failed, including one whose reservation failed after
+// the store applied it (an answer lost). They keep their epoch and seq, so a
+// receiver drops any copy it already had. Messages in flight in this process
+// are left alone: where a group's reservation is in progress, Recover waits
+// for it to end to tell its entries from the others. Recover returns how many
+// messages it sent again, after they were accepted or failed; New runs the
+// same recovery in the background. A reservation that timed out may be
+// applied by the store after Recover read the journal: a later Recover, or
+// the next New, sends that one. In fast mode there is no journal and Recover
+// returns 0, nil.
 func (q *Queue) Recover(ctx context.Context) (int, error) {
 	if q.opts.Send.Mode != SendDurable {
 		return 0, nil
@@ -357,7 +358,7 @@ func (q *Queue) recoverOnNew(ctx context.Context) error {
 		return err
 	}
 	s.marks.flushMu.Lock()
-	n, _ := s.enqueueRecovered(s.openJournal(entries), 0, false)
+	n, _, _, _ := s.enqueueRecovered(s.openJournal(entries), false, false) // nothing reserves yet
 	s.marks.flushMu.Unlock()
 	q.log.Info("ordered: re-sending journaled messages", "count", n)
 	return nil
@@ -386,6 +387,10 @@ type sendGroup struct {
 	reserving bool     // on the ready list or being reserved
 	inReserve bool     // a reserver is in the store call for this group
 	inflight  int      // admitted and not completed
+	// recovering counts the Recovers waiting for the group's reservation
+	// to end: it is kept until they looked again (its seqs tell its
+	// reservation's entries from the others).
+	recovering int
 
 	// win bounds the group's disorder; held lists the reserved messages it
 	// does not let go yet, in seq order (SendOptions.MaxDisorder).
@@ -464,15 +469,14 @@ type recoveryBook struct {
 	// (their send failed for good) or is sending. A failed one stays until
 	// Recover sent it: the journal holds it anyway.
 	items map[recoverKey]recoverState
-	// orphans holds the groups whose reservation failed after the store
-	// may have applied it (an answer lost, a timeout): the journal may
-	// hold entries of theirs whose seqs this process never learned, which
-	// Recover must send even while the group's next reservation is in
-	// progress. Each maps to fails as of its last failed reservation; a
-	// Recover whose journal listing was read after that sends them and
-	// forgets the group.
-	orphans map[string]uint64
-	fails   uint64 // reservations failed so far
+	// reserved, when Recover waits for a reservation in progress (waiting),
+	// is closed and replaced as the next reservation call ends: an entry
+	// above its group's known seqs may be that reservation's own, or one
+	// of an earlier process, or one of a reservation that failed after
+	// the store applied it (an answer lost, a timeout); once the call
+	// ended, the group's known seqs tell them apart.
+	reserved chan struct{}
+	waiting  bool
 }
 
 type sendCounters struct {
@@ -577,7 +581,7 @@ func newSender(q *Queue) *sender {
 		},
 		room:     sendRoom{closed: make(chan struct{})},
 		groups:   groupTable{live: make(map[string]*sendGroup)},
-		recovery: recoveryBook{items: make(map[recoverKey]recoverState), orphans: make(map[string]uint64)},
+		recovery: recoveryBook{items: make(map[recoverKey]recoverState), reserved: make(chan struct{})},
 		marks: sendMarks{
 			pending: make(map[string][]uint64),
 			wake:    make(chan struct{}, 1),
@@ -861,10 +865,6 @@ func (s *sender) reserveGroups(groups []string, _ []error) {
 		// run: read it only here.
 		if r.err != nil {
 			failed = append(failed, r)
-			if s.durable {
-				s.recovery.fails++
-				s.recovery.orphans[r.group] = s.recovery.fails
-			}
 		} else {
 			// Before the messages are pushed: a send that fails must
 			// find its seq in the group's range to be recorded.
@@ -886,6 +886,10 @@ func (s *sender) reserveGroups(groups []string, _ []error) {
 			orphans = append(orphans, g.pending)
 			g.pending, g.reserving = nil, false
 		}
+	}
+	if s.recovery.waiting {
+		close(s.recovery.reserved)
+		s.recovery.reserved, s.recovery.waiting = make(chan struct{}), false
 	}
 	s.mu.Unlock()
 	s.pushReserved(failed, out)
@@ -1324,7 +1328,7 @@ func (s *sender) settle(items []*sendItem, err error) (released []*sendItem) {
 // Nothing refers to an evicted group, so its struct is kept for the next
 // new one (many groups with a message each come and go all the time).
 func (s *sender) evictLocked(group string, g *sendGroup) {
-	if g.inflight == 0 && !g.reserving && s.groups.live[group] == g {
+	if g.inflight == 0 && !g.reserving && g.recovering == 0 && s.groups.live[group] == g {
 		delete(s.groups.live, group)
 		if len(s.groups.free) < maxFreeGroups {
 			// Small window rings and held lists are kept with the struct.
@@ -1462,37 +1466,60 @@ func (s *sender) recover(ctx context.Context) (int, error) {
 	// Marks of messages already sent go first, so that the journal lists
 	// only what was never sent (or is in flight).
 	s.flushMarksLocked(ctx)
-	s.mu.Lock()
-	fails := s.recovery.fails // the failed reservations the listing covers
-	s.mu.Unlock()
 	entries, err := s.q.store.Pending(ctx, s.q.opts.Name)
 	if err != nil {
 		s.marks.flushMu.Unlock()
 		return 0, fmt.Errorf("ordered: recover: read journal: %w", err)
 	}
-	n, r := s.enqueueRecovered(s.openJournal(entries), fails, true)
+	entries = s.openJournal(entries)
+	n := 0
+	var results []*SendResult
+	for pinned := false; ; pinned = true {
+		k, r, later, reserved := s.enqueueRecovered(entries, true, pinned)
+		if k < 0 {
+			s.marks.flushMu.Unlock()
+			return n, ErrClosed
+		}
+		n += k
+		if r != nil {
+			results = append(results, r)
+		}
+		if entries = later; len(entries) == 0 {
+			break
+		}
+		select {
+		case <-reserved:
+		case <-ctx.Done():
+			s.mu.Lock()
+			s.unpinLocked(entries)
+			s.mu.Unlock()
+			s.marks.flushMu.Unlock()
+			return n, fmt.Errorf("ordered: recover: waiting for a reservation in progress: %w", ctx.Err())
+		}
+	}
 	s.marks.flushMu.Unlock()
-	if n < 0 {
-		return 0, ErrClosed
-	}
-	if r == nil {
-		return 0, nil
-	}
-	if err := r.Wait(ctx); err != nil {
-		return n, fmt.Errorf("ordered: recover: %w", err)
+	for _, r := range results {
+		if err := r.Wait(ctx); err != nil {
+			return n, fmt.Errorf("ordered: recover: %w", err)
+		}
 	}
 	return n, nil
 }
 
 // enqueueRecovered queues for sending the entries that are not in flight in
-// this process and returns how many, or -1 if the sender is closing. The
-// entries were listed after the first fails reservations failed. With
-// wait, the result finishes when all of them did (nil when there are none).
-func (s *sender) enqueueRecovered(entries []seqstore.Entry, fails uint64, wait bool) (int, *SendResult) {
+// this process and returns how many, or -1 if the sender is closing. With
+// wait, the result finishes when all of them did (nil when there are none),
+// and the entries of a group whose reservation is in progress that may be
+// that reservation's are returned in later, their groups pinned, to be
+// passed again (pinned) once reserved is closed (the call ended).
+func (s *sender) enqueueRecovered(entries []seqstore.Entry, wait, pinned bool) (n int, r *SendResult, later []seqstore.Entry, reserved <-chan struct{}) {
 	s.mu.Lock()
 	if s.room.closing {
+		if pinned {
+			s.unpinLocked(entries)
+		}
 		s.mu.Unlock()
-		return -1, nil
+		return -1, nil, nil, nil
 	}
 	var items []sendItem
 	size := 0
@@ -1514,14 +1541,14 @@ func (s *sender) enqueueRecovered(entries []seqstore.Entry, fails uint64, wait b
 				if g.epoch == e.Epoch && g.lo <= e.Seq && e.Seq <= g.hi {
 					continue // in flight or sent by this process
 				}
-				_, orphans := s.recovery.orphans[e.Stream.Group]
-				if g.inReserve && !orphans && (g.epoch != e.Epoch || e.Seq > g.hi) {
-					// An earlier process's, or journaled by the
-					// reservation in progress, whose seqs are not known
-					// yet: a later Recover tells them apart. A group
-					// with orphans has them sent now (a copy of the
-					// reservation's, if it is one, is dropped by
-					// receivers): a later Recover may never come.
+				if wait && g.inReserve && (g.epoch != e.Epoch || e.Seq > g.hi) {
+					// The reservation in progress's own, or not
+					// (an earlier process's, or a failed reservation's
+					// that the store applied): its end tells.
+					if len(later) == 0 || later[len(later)-1].Stream.Group != e.Stream.Group {
+						g.recovering++ // entries come sorted by group: once each
+					}
+					later = append(later, e)
 					continue
 				}
 			}
@@ -1530,18 +1557,19 @@ func (s *sender) enqueueRecovered(entries []seqstore.Entry, fails uint64, wait b
 		items = append(items, sendItem{group: e.Stream.Group, payload: payload, meta: meta, size: len(meta) + len(payload), epoch: e.Epoch, seq: e.Seq})
 		size += len(meta) + len(payload)
 	}
-	for group, at := range s.recovery.orphans {
-		if at <= fails {
-			delete(s.recovery.orphans, group) // their entries were listed: sent
-		}
+	if len(later) > 0 {
+		s.recovery.waiting = true
+		reserved = s.recovery.reserved
+	}
+	if pinned {
+		s.unpinLocked(entries) // after the look
 	}
 	s.room.inflight += len(items)
 	s.room.inflightBytes += size
 	s.mu.Unlock()
 	if len(items) == 0 {
-		return 0, nil
+		return 0, nil, later, reserved
 	}
-	var r *SendResult
 	if wait {
 		r = newSendResult(len(items))
 	}
@@ -1552,7 +1580,21 @@ func (s *sender) enqueueRecovered(entries []seqstore.Entry, fails uint64, wait b
 		it.payload, it.meta = nil, nil
 	}
 	s.push(items)
-	return len(items), r
+	return len(items), r, later, reserved
+}
+
+// unpinLocked undoes the pins enqueueRecovered took for the entries it
+// returned in later: once per run of one group's entries.
+func (s *sender) unpinLocked(later []seqstore.Entry) {
+	for i, e := range later {
+		if i > 0 && later[i-1].Stream.Group == e.Stream.Group {
+			continue
+		}
+		if g := s.groups.live[e.Stream.Group]; g != nil {
+			g.recovering--
+			s.evictLocked(e.Stream.Group, g)
+		}
+	}
 }
 
 // close stops admitting, waits for the messages in flight (or gives up when

@@ -1104,14 +1104,25 @@ var mutants = []mutant{
 	},
 	{
 		Name:   "reserve-orphans-skipped",
-		Breaks: "a reservation the store applied and whose answer was lost leaves a journal entry of unknown seq; Recover, run while the group reserves again, skips it as possibly that reservation's and returns nil: a hole no later Recover is sure to fill",
+		Breaks: "a reservation the store applied and whose answer was lost leaves a journal entry of unknown seq; Recover, run while the group reserves again, skips it as possibly that reservation's instead of waiting for that reservation's end, and returns nil: a hole no later Recover is sure to fill",
 		Edits: []edit{{
 			File: "ordered/send.go",
-			Old:  `_, orphans := s.recovery.orphans[e.Stream.Group]`,
-			New:  `orphans := false`,
+			Old:  `later = append(later, e)`,
+			New:  `_ = later`,
 		}},
 		Pkg: "./ordered",
-		Run: "^TestSendRecoverAfterReserveAnswerLost$",
+		Run: "^(TestSendRecoverAfterReserveAnswerLost|TestReview7RecoverAfterReserveTimeoutAppliedLate)$",
+	},
+	{
+		Name:   "recover-wait-unpinned",
+		Breaks: "a group Recover waits on is evicted as its reservation's sends complete: Recover then looks again at no group and sends a copy of every entry of that reservation (counted, sent twice)",
+		Edits: []edit{{
+			File: "ordered/send.go",
+			Old:  `if g.inflight == 0 && !g.reserving && g.recovering == 0 && s.groups.live[group] == g {`,
+			New:  `if g.inflight == 0 && !g.reserving && s.groups.live[group] == g {`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestReview7RecoverOrphanGroupResendsInFlight$",
 	},
 	{
 		Name:   "close-ignores-taking",
