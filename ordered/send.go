@@ -323,11 +323,12 @@ func (q *Queue) sendAsync(ctx context.Context, group string, payload []byte, md 
 // receiver drops any copy it already had. Messages in flight in this process
 // are left alone: where a group's reservation is in progress, Recover waits
 // for it to end to tell its entries from the others. Recover returns how many
-// messages it sent again, after they were accepted or failed; New runs the
-// same recovery in the background. A reservation that timed out may be
-// applied by the store after Recover read the journal: a later Recover, or
-// the next New, sends that one. In fast mode there is no journal and Recover
-// returns 0, nil.
+// messages it sent again, after they were accepted or failed (when ctx ends
+// first: how many it had queued, with ctx's error); New runs the same
+// recovery in the background. A reservation whose failure comes after
+// Recover read the journal (one that timed out and is applied late, or the
+// one Recover waited for) is sent by a later Recover, or the next New. In
+// fast mode there is no journal and Recover returns 0, nil.
 func (q *Queue) Recover(ctx context.Context) (int, error) {
 	if q.opts.Send.Mode != SendDurable {
 		return 0, nil
@@ -397,10 +398,30 @@ type sendGroup struct {
 	win  sendWindow
 	held fifo
 
-	// Seqs epoch/lo..hi were reserved by this process; those whose send
-	// did not fail (sender.recovery) are in flight or sent, so recovery
-	// leaves them alone.
+	// Seqs epoch/lo..hi were reserved by this process, but for those in
+	// gaps (reservations the store applied and whose answer was lost, or
+	// another process's); those whose send did not fail (sender.recovery)
+	// are in flight or sent, so recovery leaves them alone.
 	epoch, lo, hi uint64
+	gaps          [][2]uint64
+}
+
+// maxGaps bounds a group's gaps; past it, the group's known seqs start
+// again at its latest reservation (recovery may then send a copy of a
+// message in flight, which receivers drop).
+const maxGaps = 16
+
+// ours reports whether this process reserved epoch/seq of the group.
+func (g *sendGroup) ours(epoch, seq uint64) bool {
+	if epoch != g.epoch || seq < g.lo || seq > g.hi {
+		return false
+	}
+	for _, gap := range g.gaps {
+		if gap[0] <= seq && seq <= gap[1] {
+			return false
+		}
+	}
+	return true
 }
 
 // sendRun holds the messages of one group admitted between two
@@ -868,8 +889,12 @@ func (s *sender) reserveGroups(groups []string, _ []error) {
 		} else {
 			// Before the messages are pushed: a send that fails must
 			// find its seq in the group's range to be recorded.
-			if g.epoch != r.res.Epoch || g.hi+1 != r.res.First {
-				g.epoch, g.lo = r.res.Epoch, r.res.First
+			switch {
+			case g.epoch == r.res.Epoch && g.hi+1 == r.res.First:
+			case g.epoch == r.res.Epoch && g.hi < r.res.First && len(g.gaps) < maxGaps:
+				g.gaps = append(g.gaps, [2]uint64{g.hi + 1, r.res.First - 1})
+			default:
+				g.epoch, g.lo, g.gaps = r.res.Epoch, r.res.First, g.gaps[:0]
 			}
 			g.hi = r.res.First + uint64(len(r.items)) - 1
 			out = s.holdLocked(g, r.items, out)
@@ -1487,15 +1512,19 @@ func (s *sender) recover(ctx context.Context) (int, error) {
 		if entries = later; len(entries) == 0 {
 			break
 		}
+		// Not holding flushMu: the marker goes on flushing Sent marks,
+		// another Recover may start (what they send does not change what
+		// this one decides: its own, in flight, or sent).
+		s.marks.flushMu.Unlock()
 		select {
 		case <-reserved:
 		case <-ctx.Done():
 			s.mu.Lock()
 			s.unpinLocked(entries)
 			s.mu.Unlock()
-			s.marks.flushMu.Unlock()
 			return n, fmt.Errorf("ordered: recover: waiting for a reservation in progress: %w", ctx.Err())
 		}
+		s.marks.flushMu.Lock()
 	}
 	s.marks.flushMu.Unlock()
 	for _, r := range results {
@@ -1538,7 +1567,7 @@ func (s *sender) enqueueRecovered(entries []seqstore.Entry, wait, pinned bool) (
 			// group is doing now.
 		default:
 			if g := s.groups.live[e.Stream.Group]; g != nil {
-				if g.epoch == e.Epoch && g.lo <= e.Seq && e.Seq <= g.hi {
+				if g.ours(e.Epoch, e.Seq) {
 					continue // in flight or sent by this process
 				}
 				if wait && g.inReserve && (g.epoch != e.Epoch || e.Seq > g.hi) {

@@ -1125,6 +1125,39 @@ var mutants = []mutant{
 		Run: "^TestReview7RecoverOrphanGroupResendsInFlight$",
 	},
 	{
+		Name:   "recover-gap-taken-as-ours",
+		Breaks: "a group's known seqs ignore the gap a reservation with a lost answer leaves: the range starts again at the next reservation, and Recover sends (and counts) a copy of a message of this process still in flight below the gap",
+		Edits: []edit{{
+			File: "ordered/send.go",
+			Old:  `case g.epoch == r.res.Epoch && g.hi < r.res.First && len(g.gaps) < maxGaps:`,
+			New:  `case false:`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestReview8RecoverCopiesInFlightAfterGap$",
+	},
+	{
+		Name:   "recover-waits-holding-flush",
+		Breaks: "Recover keeps the marks' flush lock while it waits for a reservation in progress: no Sent mark of any group is written meanwhile (a crash then sends them all again), and a second Recover cannot honour its ctx",
+		Edits: []edit{{
+			File: "ordered/send.go",
+			Old: `		s.marks.flushMu.Unlock()
+		select {
+		case <-reserved:`,
+			New: `		select {
+		case <-reserved:`,
+		}, {
+			File: "ordered/send.go",
+			Old: `			return n, fmt.Errorf("ordered: recover: waiting for a reservation in progress: %w", ctx.Err())
+		}
+		s.marks.flushMu.Lock()`,
+			New: `			s.marks.flushMu.Unlock()
+			return n, fmt.Errorf("ordered: recover: waiting for a reservation in progress: %w", ctx.Err())
+		}`,
+		}},
+		Pkg: "./ordered",
+		Run: "^(TestReview8RecoverWaitStopsSentMarks|TestReview8SecondRecoverIgnoresCtx)$",
+	},
+	{
 		Name:   "close-ignores-taking",
 		Breaks: "Close does not wait for a hand-out on its way to a Receive caller's check: it returns, and the give-back after it is never sent (the message stays invisible for its whole visibility timeout)",
 		Edits: []edit{{
