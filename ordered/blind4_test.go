@@ -116,12 +116,7 @@ func TestSendRecoverWhileGroupReserves(t *testing.T) {
 func TestSendRecoverAfterReserveAnswerLost(t *testing.T) {
 	ctx := sendCtx(t)
 	d := newSendDriver()
-	store := &gateStore{testStore: newTestStore(), entered: make(chan struct{}, 1)}
-	store.lose.Store(true)
-	q := newSendQueue(t, d, store, &ordered.Options{Send: ordered.SendOptions{MarkInterval: time.Millisecond}})
-	r, err := q.SendAsync(ctx, "g", []byte("lost"))
-	require.NoError(t, err)
-	require.ErrorIs(t, r.Wait(ctx), errAnswerLost)
+	store, q := lostAnswer(t, ctx, d)
 	gate := make(chan struct{})
 	store.gate.Store(&gate)
 	next, err := q.SendAsync(ctx, "g", []byte("next"))
@@ -155,6 +150,20 @@ func TestSendRecoverAfterReserveAnswerLost(t *testing.T) {
 }
 
 var errAnswerLost = errors.New("test: reserved, answer lost")
+
+// lostAnswer returns a queue over d and a gateStore that applied the
+// reservation of group g's message "lost" and lost its answer: the send
+// failed, and its journal entry has a seq the sender never learned.
+func lostAnswer(t *testing.T, ctx context.Context, d *sendDriver) (*gateStore, *ordered.Queue) {
+	t.Helper()
+	store := &gateStore{testStore: newTestStore(), entered: make(chan struct{}, 1)}
+	store.lose.Store(true)
+	q := newSendQueue(t, d, store, &ordered.Options{Send: ordered.SendOptions{MarkInterval: time.Millisecond}})
+	r, err := q.SendAsync(ctx, "g", []byte("lost"))
+	require.NoError(t, err)
+	require.ErrorIs(t, r.Wait(ctx), errAnswerLost)
+	return store, q
+}
 
 // gateStore holds Reserve calls at the gate while one is set, and says so
 // on entered; with after set, it holds them once they were applied. With

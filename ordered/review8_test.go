@@ -128,15 +128,10 @@ func TestReview8RecoverBusyGroupLivelock(t *testing.T) {
 func TestReview8CloseWhileRecoverWaits(t *testing.T) {
 	ctx := sendCtx(t)
 	d := newSendDriver()
-	store := &gateStore{testStore: newTestStore(), entered: make(chan struct{}, 1)}
-	store.lose.Store(true)
-	q := newSendQueue(t, d, store, &ordered.Options{Send: ordered.SendOptions{MarkInterval: time.Millisecond}})
-	r, err := q.SendAsync(ctx, "g", []byte("lost"))
-	require.NoError(t, err)
-	require.ErrorIs(t, r.Wait(ctx), errAnswerLost)
+	store, q := lostAnswer(t, ctx, d)
 	gate := make(chan struct{}) // never opened
 	store.gate.Store(&gate)
-	_, err = q.SendAsync(ctx, "g", []byte("next"))
+	_, err := q.SendAsync(ctx, "g", []byte("next"))
 	require.NoError(t, err)
 	<-store.entered
 	type res struct {
@@ -255,12 +250,7 @@ func TestReview8RecoverWaitStopsSentMarks(t *testing.T) {
 	d := newSendDriver()
 	block := make(chan struct{})
 	d.block = block
-	store := &gateStore{testStore: newTestStore(), entered: make(chan struct{}, 1)}
-	store.lose.Store(true)
-	q := newSendQueue(t, d, store, &ordered.Options{Send: ordered.SendOptions{MarkInterval: time.Millisecond}})
-	r, err := q.SendAsync(ctx, "g", []byte("lost"))
-	require.NoError(t, err)
-	require.ErrorIs(t, r.Wait(ctx), errAnswerLost)
+	store, q := lostAnswer(t, ctx, d)
 	var hs []*ordered.SendResult
 	for i := range 50 {
 		r, err := q.SendAsync(ctx, "h", []byte(strconv.Itoa(i)))
@@ -298,12 +288,7 @@ func TestReview8RecoverWaitStopsSentMarks(t *testing.T) {
 func TestReview8SecondRecoverIgnoresCtx(t *testing.T) {
 	ctx := sendCtx(t)
 	d := newSendDriver()
-	store := &gateStore{testStore: newTestStore(), entered: make(chan struct{}, 1)}
-	store.lose.Store(true)
-	q := newSendQueue(t, d, store, &ordered.Options{Send: ordered.SendOptions{MarkInterval: time.Millisecond}})
-	r, err := q.SendAsync(ctx, "g", []byte("lost"))
-	require.NoError(t, err)
-	require.ErrorIs(t, r.Wait(ctx), errAnswerLost)
+	store, q := lostAnswer(t, ctx, d)
 	gate := make(chan struct{})
 	store.gate.Store(&gate)
 	next, err := q.SendAsync(ctx, "g", []byte("next"))
