@@ -116,5 +116,7 @@ func TestRouterMergesPerShard(t *testing.T) {
 	require.Equal(t, batches*per, sent)
 	minimum := batches * per / r.limits.MaxBatch
 	t.Logf("%d bodies in %d requests over %d shards (%d over one queue, %d split by shard)", sent, requests, shards, minimum, batches*shards)
-	require.LessOrEqual(t, requests, 2*minimum+2*shards, "the shards' requests are merged")
+	// Merged: about minimum (64 here, 64-141 seen, the more under load);
+	// each batch split by shard: batches*shards (256). The bound is halfway.
+	require.Less(t, requests, (minimum+batches*shards)/2, "the shards' requests are merged")
 }
