@@ -37,10 +37,11 @@ import (
 //  6. Sending (sendBatch): released messages are posted to the send
 //     batcher, whose Concurrency handlers take up to MaxBatch messages
 //     (MaxBatchBytes) of any groups and send them, so many requests are in
-//     flight at once; at most Concurrency/4 requests that are not full are
-//     in flight (Nagle's rule, batcher.Options.MaxPartial). Retryable
-//     failures are retried by the same handler after a backoff, only for
-//     the entries that failed.
+//     flight at once; at most one request that is not full is in flight
+//     (Nagle's rule, batcher.Options.MaxPartial), or for 5 ms when it is
+//     slow (PartialHold). Retryable failures are
+//     retried by the same handler after a backoff, only for the entries
+//     that failed.
 //  7. Completion, by outcome: sent buffers Sent marks, flushed by the
 //     marker in multi-stream store calls (durable mode); failed leaves the
 //     journal entries for Recover. Both settle: the group's books, the
@@ -621,10 +622,10 @@ func newSender(q *Queue) *sender {
 	if err != nil {
 		panic(fmt.Sprintf("ordered: reservation batcher: %v (options are validated)", err))
 	}
-	// A request that is not full goes at once while fewer than a quarter
-	// of the handlers send one: under load, messages wait for one request
-	// time and go out in full batches.
-	s.sends, err = batcher.New(&batcher.Options{MaxHandlers: o.Concurrency, MaxItems: s.env.maxBatch, MaxSize: s.env.maxBytes, MaxPartial: max(1, o.Concurrency/4)}, s.sendBatch)
+	// A request that is not full goes at once while no other such request
+	// is in flight (or only one in flight for partialHold): under load,
+	// messages wait for one request time and go out in full batches.
+	s.sends, err = batcher.New(&batcher.Options{MaxHandlers: o.Concurrency, MaxItems: s.env.maxBatch, MaxSize: s.env.maxBytes, MaxPartial: 1, PartialHold: partialHold}, s.sendBatch)
 	if err != nil {
 		panic(fmt.Sprintf("ordered: send batcher: %v (options are validated)", err))
 	}
@@ -826,6 +827,12 @@ func (s *sender) admit(ctx context.Context, group string, meta []byte, payloads 
 
 // reserveBatch bounds the groups of one reservation call.
 const reserveBatch = 256
+
+// partialHold bounds how long a send request that is not full holds the
+// next one back (Nagle's rule): a request slower than this (stuck in the
+// network, waiting to retry) no longer does, so that it does not stall the
+// sends of every group. A variable for tests.
+var partialHold = 5 * time.Millisecond
 
 // reserveLinger bounds how long a reservation waits for the sends (see
 // awaitSends).

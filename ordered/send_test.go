@@ -1,6 +1,7 @@
 package ordered_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -745,10 +746,11 @@ func TestSendCloseRacesWithSenders(t *testing.T) {
 	checkStreams(t, d)
 }
 
-// TestSendNagleBatching: while a batch that is not full is in flight (and
-// Concurrency/4 = 1 such batch may be), later messages wait and leave
+// TestSendNagleBatching: while a batch that is not full is in flight (one
+// such batch may be), later messages wait and leave
 // together in one request instead of one request each.
 func TestSendNagleBatching(t *testing.T) {
+	ordered.SetPartialHold(t, time.Hour) // the blocked request holds the rest back for good
 	ctx := sendCtx(t)
 	d := newSendDriver()
 	d.block = make(chan struct{})
@@ -790,6 +792,35 @@ func TestSendNagleBatching(t *testing.T) {
 		"a full batch goes out while a partial one is in flight")
 	close(d2.block)
 	require.NoError(t, <-done)
+}
+
+// TestSendSlowPartialDoesNotStall: a request that is not full and does
+// not come back (a network stall) holds the next partial request back for
+// the partial hold only, not until it ends.
+func TestSendSlowPartialDoesNotStall(t *testing.T) {
+	const hold = 50 * time.Millisecond
+	ordered.SetPartialHold(t, hold)
+	ctx := sendCtx(t)
+	d := newSendDriver()
+	stuck := make(chan struct{})
+	defer close(stuck)
+	d.fail = func(_ int, bodies [][]byte) error {
+		for _, b := range bodies {
+			if bytes.HasSuffix(b, []byte("stuck")) {
+				<-stuck
+			}
+		}
+		return nil
+	}
+	q := newSendQueue(t, d, newTestStore(), &ordered.Options{Send: ordered.SendOptions{Concurrency: 4}})
+	_, err := q.SendAsync(ctx, "a", []byte("stuck"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return d.calls.Load() == 1 }, 5*time.Second, time.Millisecond, "the first request")
+	start := time.Now()
+	r, err := q.SendAsync(ctx, "b", []byte("later"))
+	require.NoError(t, err)
+	require.NoError(t, r.Wait(ctx), "a message waits behind a stuck partial request")
+	assert.GreaterOrEqual(t, time.Since(start), hold/2, "it waited for the hold (less the time the stuck request had already)")
 }
 
 func TestSendMarksFlushAfterInterval(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // ErrShutdown is returned for items submitted after Shutdown.
@@ -45,10 +46,17 @@ type Options struct {
 	// batch waiting and for a partial one the bound lets go, beyond those
 	// already starting, up to MaxHandlers.
 	MaxPartial int
+	// PartialHold bounds how long a batch that is not full holds its place
+	// under MaxPartial: once it has been in flight this long, it is taken
+	// as slow (a request stuck in the network, a retry's backoff) and no
+	// longer holds other partial batches back, so that one slow batch does
+	// not stall every item that does not make a full batch. 0 means as
+	// long as it is in flight.
+	PartialHold time.Duration
 }
 
 func (o *Options) validate() error {
-	if o.MaxHandlers < 0 || o.MaxItems < 0 || o.MaxSize < 0 || o.Backlog < 0 || o.MaxPartial < 0 {
+	if o.MaxHandlers < 0 || o.MaxItems < 0 || o.MaxSize < 0 || o.Backlog < 0 || o.MaxPartial < 0 || o.PartialHold < 0 {
 		return fmt.Errorf("batcher: options must not be negative: %+v", *o)
 	}
 	if o.MaxPartial > 0 && o.MaxItems == 0 {
@@ -77,7 +85,7 @@ type Batcher[T any] struct {
 	nextID   uint64 // id of the next item submitted
 	handlers int
 	starting int // handlers started that have not taken a batch yet
-	partials int // batches not full in flight (MaxPartial)
+	partials int // batches not full in flight that hold their place (MaxPartial, PartialHold)
 	shutdown bool
 	drained  chan struct{} // closed when no item waits (Drained); nil until asked for
 	wg       sync.WaitGroup
@@ -264,27 +272,74 @@ func (b *Batcher[T]) withdraw(id uint64) {
 	}
 }
 
+// held is a handler's partial batch in flight, as MaxPartial counts it.
+type held struct {
+	holds bool      // counted in Batcher.partials
+	since time.Time // taken at (with PartialHold)
+	timer *time.Timer
+}
+
+// holdLocked counts h's new partial batch against MaxPartial; with
+// PartialHold, a timer ends the count if the batch is still in flight then.
+func (b *Batcher[T]) holdLocked(h *held) {
+	b.partials++
+	h.holds = true
+	if b.opts.PartialHold <= 0 {
+		return
+	}
+	h.since = time.Now()
+	if h.timer == nil {
+		h.timer = time.AfterFunc(b.opts.PartialHold, func() { b.expire(h) })
+	} else {
+		h.timer.Reset(b.opts.PartialHold)
+	}
+}
+
+// releaseLocked ends h's count, if it still holds.
+func (b *Batcher[T]) releaseLocked(h *held) {
+	if h.holds {
+		h.holds = false
+		b.partials--
+	}
+}
+
+// expire ends the count of a partial batch in flight for PartialHold, and
+// lets a waiting partial batch go in its place. A timer that fires late
+// for an earlier batch of the same handler finds the current one younger
+// than PartialHold and leaves it: its own timer comes.
+func (b *Batcher[T]) expire(h *held) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !h.holds || time.Since(h.since) < b.opts.PartialHold {
+		return
+	}
+	b.releaseLocked(h)
+	b.startLocked() // h's handler is in flight: b.wg is not zero
+}
+
 // run handles batches until no item waits (that it may take).
 func (b *Batcher[T]) run() {
 	defer b.wg.Done()
 	var batch []entry[T]
 	var items []T
 	var errs []error
-	partial := false
+	var h held
 	b.mu.Lock()
 	b.starting--
 	for {
-		if partial {
-			b.partials--
-		}
+		b.releaseLocked(&h)
+		var partial bool
 		batch, partial = b.takeLocked(batch[:0])
 		if len(batch) == 0 {
 			b.handlers--
 			b.mu.Unlock()
+			if h.timer != nil {
+				h.timer.Stop()
+			}
 			return
 		}
 		if partial {
-			b.partials++
+			b.holdLocked(&h)
 		}
 		if b.opts.MaxPartial > 0 {
 			b.startLocked() // more for another handler
