@@ -81,10 +81,9 @@ func (st *state) streamState(s seqstore.Stream) seqstore.StreamState {
 	if ss.next != 0 {
 		out.SendEpoch, out.LastSeq = ss.epoch, ss.next-1
 	}
-	for seq, body := range ss.journal {
+	for seq, body := range ss.journal.All() {
 		out.Journal = append(out.Journal, seqstore.EntryInfo{Epoch: ss.epoch, Seq: seq, Size: len(body)})
 	}
-	slices.SortFunc(out.Journal, func(a, b seqstore.EntryInfo) int { return cmp.Compare(a.Seq, b.Seq) })
 	for _, e := range ss.parks {
 		if !c.Below(e.epoch, e.seq) {
 			out.Parked = append(out.Parked, seqstore.EntryInfo{Epoch: e.epoch, Seq: e.seq, Size: int(e.size)})

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/inorder/inorder/internal/journal"
 	"github.com/inorder/inorder/seqstore"
 )
 
@@ -18,9 +19,9 @@ import (
 // unsent journal, the receiver cursor and the parked entries. A stream
 // whose only state is a plain cursor is kept as a plainCursor instead.
 type streamState struct {
-	epoch   uint64            // sender epoch; 0 before the first Reserve
-	next    uint64            // next seq Reserve hands out; 0 before the first Reserve
-	journal map[uint64][]byte // unsent journal bodies by seq
+	epoch   uint64          // sender epoch; 0 before the first Reserve
+	next    uint64          // next seq Reserve hands out; 0 before the first Reserve
+	journal journal.Journal // unsent journal bodies
 	cursor  seqstore.Cursor
 	parks   []parkEntry // parked entries, ordered by (epoch, seq)
 }
@@ -134,7 +135,7 @@ func (st *state) getOrCreate(s seqstore.Stream) *streamState {
 // cursor if that is all it holds, nothing if it holds nothing.
 func (st *state) settle(s seqstore.Stream, ss *streamState) {
 	c, ok := plain(ss.cursor)
-	if !ok || ss.next != 0 || len(ss.journal) > 0 || len(ss.parks) > 0 {
+	if !ok || ss.next != 0 || ss.journal.Len() > 0 || len(ss.parks) > 0 {
 		return
 	}
 	g := st.queues[s.Queue]
@@ -209,9 +210,6 @@ func (st *state) applyReserve(ss *streamState, epoch, first uint64, n int, journ
 	if journal == nil {
 		return
 	}
-	if ss.journal == nil {
-		ss.journal = make(map[uint64][]byte, len(journal))
-	}
 	total := 0
 	for _, b := range journal {
 		total += len(b)
@@ -221,7 +219,7 @@ func (st *state) applyReserve(ss *streamState, epoch, first uint64, n int, journ
 	for i, b := range journal {
 		start := len(buf)
 		buf = append(buf, b...)
-		ss.journal[first+uint64(i)] = buf[start:len(buf):len(buf)]
+		ss.journal.Add(first+uint64(i), buf[start:len(buf):len(buf)])
 	}
 	st.entries += len(journal)
 	st.journalBytes += int64(total)
@@ -245,20 +243,16 @@ func (st *state) sent(marks []seqstore.SentMark, held []seqstore.SentMark) []seq
 // were held.
 func (st *state) sentOne(s seqstore.Stream, seqs []uint64) []uint64 {
 	ss := st.get(s)
-	if ss == nil || len(ss.journal) == 0 {
+	if ss == nil || ss.journal.Len() == 0 {
 		return nil
 	}
 	var dropped []uint64
 	for _, q := range seqs {
-		if body, ok := ss.journal[q]; ok {
-			delete(ss.journal, q)
+		if body, ok := ss.journal.Remove(q); ok {
 			st.entries--
 			st.journalBytes -= int64(len(body))
 			dropped = append(dropped, q)
 		}
-	}
-	if len(ss.journal) == 0 {
-		ss.journal = nil // let the map's memory go
 	}
 	return dropped
 }
@@ -420,7 +414,7 @@ func (st *state) pending(queue string) []seqstore.Entry {
 	}
 	for group, ss := range g.full {
 		s := seqstore.Stream{Queue: queue, Group: group}
-		for q, body := range ss.journal {
+		for q, body := range ss.journal.All() {
 			out = append(out, seqstore.Entry{Stream: s, Epoch: ss.epoch, Seq: q, Body: slices.Clone(body)})
 		}
 	}
@@ -580,8 +574,8 @@ func (st *state) snapshotHead(nextGen uint64) ([]byte, []parkedStream) {
 			b = binary.AppendUvarint(b, ss.epoch)
 			b = binary.AppendUvarint(b, ss.next)
 			b = appendCursor(b, ss.cursor)
-			b = binary.AppendUvarint(b, uint64(len(ss.journal)))
-			for q, body := range ss.journal {
+			b = binary.AppendUvarint(b, uint64(ss.journal.Len()))
+			for q, body := range ss.journal.All() {
 				b = binary.AppendUvarint(b, q)
 				b = binary.AppendUvarint(b, uint64(len(body)))
 				b = append(b, body...)
@@ -793,21 +787,22 @@ func decodeSnapshot(data []byte, file io.ReaderAt, seg segmentFunc) (st *state, 
 		}
 		ss := st.getOrCreate(s)
 		ss.epoch, ss.next, ss.cursor = epoch, next, c
-		if entries > 0 {
-			ss.journal = make(map[uint64][]byte, entries)
-		}
+		// In seq order since snapshots hold the journal as a slice; in any
+		// order before (a map's).
+		held := make([]snapEntry, 0, entries)
 		for range entries {
 			q := d.uvarint()
 			body := d.bytes(d.count(maxFrameBytes))
 			if d.err != nil {
 				break
 			}
-			if _, dup := ss.journal[q]; dup || q == 0 || q >= next {
+			if q == 0 || q >= next {
 				return nil, 0, fmt.Errorf("snapshot journal of %s has bad seq %d", s, q)
 			}
-			ss.journal[q] = slices.Clone(body)
-			st.entries++
-			st.journalBytes += int64(len(body))
+			held = append(held, snapEntry{q, slices.Clone(body)})
+		}
+		if err := st.loadJournal(ss, held); err != nil {
+			return nil, 0, fmt.Errorf("snapshot journal of %s %w", s, err)
 		}
 	}
 	if version >= snapVersion2 && d.err == nil {
@@ -885,6 +880,34 @@ func (st *state) decodeParks(d *decoder, version uint32, file io.ReaderAt, end i
 			st.parked++
 			st.parkedBytes += int64(e.size)
 		}
+	}
+	return nil
+}
+
+// snapEntry is a journal entry read from a snapshot.
+type snapEntry struct {
+	seq  uint64
+	body []byte
+}
+
+func compareSnapEntry(a, b snapEntry) int { return cmp.Compare(a.seq, b.seq) }
+
+// loadJournal puts the journal entries of ss read from a snapshot in its
+// journal, in seq order: snapshots written while the journal was a map hold
+// them in any order. A seq held twice is an error.
+func (st *state) loadJournal(ss *streamState, held []snapEntry) error {
+	if !slices.IsSortedFunc(held, compareSnapEntry) {
+		slices.SortFunc(held, compareSnapEntry)
+	}
+	for i, e := range held {
+		if i > 0 && held[i-1].seq == e.seq {
+			return fmt.Errorf("has bad seq %d", e.seq)
+		}
+	}
+	for _, e := range held {
+		ss.journal.Add(e.seq, e.body)
+		st.entries++
+		st.journalBytes += int64(len(e.body))
 	}
 	return nil
 }

@@ -62,7 +62,7 @@ func (st *Store) state(s seqstore.Stream) seqstore.StreamState {
 	out := seqstore.StreamState{Stream: s, Cursor: cloneCursor(st.cursors[s])}
 	if sd := st.senders[s]; sd != nil {
 		out.SendEpoch, out.LastSeq = sd.epoch, sd.next-1
-		for seq, body := range sd.journal.all() {
+		for seq, body := range sd.journal.All() {
 			out.Journal = append(out.Journal, seqstore.EntryInfo{Epoch: sd.epoch, Seq: seq, Size: len(body)})
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/inorder/inorder/internal/journal"
 	"github.com/inorder/inorder/seqstore"
 )
 
@@ -38,7 +39,7 @@ type Store struct {
 type sender struct {
 	epoch   uint64
 	next    uint64 // next seq to hand out; MaxSeq+1 once exhausted
-	journal journal
+	journal journal.Journal
 }
 
 var _ seqstore.Store = (*Store)(nil)
@@ -121,7 +122,7 @@ func (st *Store) Reserve(ctx context.Context, reqs []seqstore.ReserveRequest) ([
 		for k, body := range r.Journal {
 			start := len(block)
 			block = append(block, body...)
-			sd.journal.add(out[i].First+uint64(k), block[start:len(block):len(block)])
+			sd.journal.Add(out[i].First+uint64(k), block[start:len(block):len(block)])
 		}
 		sd.next = out[i].First + uint64(r.N)
 	}
@@ -140,7 +141,7 @@ func (st *Store) Sent(ctx context.Context, marks []seqstore.SentMark) error {
 	for _, m := range marks {
 		if sd := st.senders[m.Stream]; sd != nil {
 			for _, seq := range m.Seqs {
-				sd.journal.remove(seq)
+				sd.journal.Remove(seq)
 			}
 		}
 	}
@@ -162,7 +163,7 @@ func (st *Store) Pending(ctx context.Context, queue string) ([]seqstore.Entry, e
 		if s.Queue != queue {
 			continue
 		}
-		for seq, body := range sd.journal.all() {
+		for seq, body := range sd.journal.All() {
 			out = append(out, seqstore.Entry{Stream: s, Epoch: sd.epoch, Seq: seq, Body: slices.Clone(body)})
 		}
 	}
