@@ -37,11 +37,13 @@ import (
 //  6. Sending (sendBatch): released messages are posted to the send
 //     batcher, whose Concurrency handlers take up to MaxBatch messages
 //     (MaxBatchBytes) of any groups and send them, so many requests are in
-//     flight at once; at most one request that is not full is in flight
-//     (Nagle's rule, batcher.Options.MaxPartial), or for 5 ms when it is
-//     slow (PartialHold). Retryable failures are
-//     retried by the same handler after a backoff, only for the entries
-//     that failed.
+//     flight at once. A request that is not full waits while another such
+//     request is in flight (Nagle's rule, batcher.Options.MaxPartial),
+//     unless that one has taken four times as long as requests usually do
+//     (or 5 ms, whichever is longer; a second before any request ended):
+//     it is taken as stuck (batcher.Options.PartialHold). Retryable
+//     failures are retried by the same handler after a backoff, only for
+//     the entries that failed.
 //  7. Completion, by outcome: sent buffers Sent marks, flushed by the
 //     marker in multi-stream store calls (durable mode); failed leaves the
 //     journal entries for Recover. Both settle: the group's books, the
@@ -623,8 +625,8 @@ func newSender(q *Queue) *sender {
 		panic(fmt.Sprintf("ordered: reservation batcher: %v (options are validated)", err))
 	}
 	// A request that is not full goes at once while no other such request
-	// is in flight (or only one in flight for partialHold): under load,
-	// messages wait for one request time and go out in full batches.
+	// is in flight and not stuck (partialHold): under load, messages wait
+	// for one request time and go out in full batches.
 	s.sends, err = batcher.New(&batcher.Options{MaxHandlers: o.Concurrency, MaxItems: s.env.maxBatch, MaxSize: s.env.maxBytes, MaxPartial: 1, PartialHold: partialHold}, s.sendBatch)
 	if err != nil {
 		panic(fmt.Sprintf("ordered: send batcher: %v (options are validated)", err))
@@ -828,10 +830,12 @@ func (s *sender) admit(ctx context.Context, group string, meta []byte, payloads 
 // reserveBatch bounds the groups of one reservation call.
 const reserveBatch = 256
 
-// partialHold bounds how long a send request that is not full holds the
-// next one back (Nagle's rule): a request slower than this (stuck in the
-// network, waiting to retry) no longer does, so that it does not stall the
-// sends of every group. A variable for tests.
+// partialHold is the least time a send request that is not full holds the
+// next one back (Nagle's rule): the batcher holds it for four times the
+// usual request time when that is longer (batcher.HoldFactor). A request
+// slower than its hold (stuck in the network, in a long retry) no longer
+// holds the next one back, so that it does not stall the sends of every
+// group. A variable for tests.
 var partialHold = 5 * time.Millisecond
 
 // reserveLinger bounds how long a reservation waits for the sends (see
@@ -1195,7 +1199,8 @@ func (s *sender) sendBatch(batch []*sendItem, _ []error) {
 // send sends batch, retrying the entries that fail with retryable errors up
 // to MaxAttempts, and completes every entry. bodies is scratch space. A
 // batch that is not full keeps its place among MaxPartial through its
-// retries, as any batch keeps its handler.
+// retries, as any batch keeps its handler, for its hold at most (see
+// partialHold).
 func (s *sender) send(batch []*sendItem, bodies [][]byte) [][]byte {
 	for attempt := 1; ; attempt++ {
 		if err := s.ctx.Err(); err != nil {

@@ -82,10 +82,11 @@ type SendOptions struct {
 	// Concurrency is how many send requests to the driver may be in flight
 	// at once. Each request carries up to the driver's MaxBatch messages,
 	// of any groups. A request that is not full goes out only while no
-	// other such request is in flight (or that one has been in flight for
-	// 5 ms), so that under load messages leave in full batches (Nagle's
-	// rule; MNS bills by the request) while an idle Queue sends at once.
-	// Default 16.
+	// other such request is in flight, so that under load messages leave
+	// in full batches (Nagle's rule; MNS bills by the request) while an
+	// idle Queue sends at once; a request in flight four times longer than
+	// requests usually take (at least 5 ms) is taken as stuck and no longer
+	// holds the next one back. Default 16.
 	Concurrency int
 
 	// Reservations bounds the reservation calls to the store in flight at

@@ -40,20 +40,32 @@ type Options struct {
 	// an idle Batcher still hands an item over at once (Nagle's rule;
 	// go-cloud's MinBatchSize holds a batch back the same way, by size
 	// rather than by the partial batches in flight). A handler holds its
-	// batch's place until it returns, retries included. After Shutdown a
+	// batch's place until it returns, retries included, or for PartialHold
+	// when that is set. After Shutdown a
 	// batch that is not full is taken whatever the bound. 0 means no bound;
 	// a bound needs MaxItems. With a bound, a handler starts for each full
 	// batch waiting and for a partial one the bound lets go, beyond those
 	// already starting, up to MaxHandlers.
 	MaxPartial int
 	// PartialHold bounds how long a batch that is not full holds its place
-	// under MaxPartial: once it has been in flight this long, it is taken
-	// as slow (a request stuck in the network, a retry's backoff) and no
-	// longer holds other partial batches back, so that one slow batch does
-	// not stall every item that does not make a full batch. 0 means as
-	// long as it is in flight.
+	// under MaxPartial: the longer of PartialHold and HoldFactor times the
+	// handlers' usual time per batch (a moving average of the batches that
+	// ended; before any ended, FirstHold). A batch in flight longer than that is taken as stuck (a
+	// request lost in the network, a long retry) and no longer holds other
+	// partial batches back, so that one stuck batch does not stall every
+	// item that does not make a full batch, while a handler that is merely
+	// slow (a distant service) keeps Nagle's rule. 0 means as long as it is
+	// in flight.
 	PartialHold time.Duration
 }
+
+// HoldFactor is how many times the handlers' usual time per batch a
+// partial batch holds its place at least (see Options.PartialHold).
+const HoldFactor = 4
+
+// FirstHold is how long a partial batch holds its place at least while no
+// batch has ended yet: nothing tells a slow batch from a stuck one then.
+const FirstHold = time.Second
 
 func (o *Options) validate() error {
 	if o.MaxHandlers < 0 || o.MaxItems < 0 || o.MaxSize < 0 || o.Backlog < 0 || o.MaxPartial < 0 || o.PartialHold < 0 {
@@ -84,8 +96,9 @@ type Batcher[T any] struct {
 	headID   uint64 // id of queue[head]
 	nextID   uint64 // id of the next item submitted
 	handlers int
-	starting int // handlers started that have not taken a batch yet
-	partials int // batches not full in flight that hold their place (MaxPartial, PartialHold)
+	starting int           // handlers started that have not taken a batch yet
+	partials int           // batches not full in flight that hold their place (MaxPartial, PartialHold)
+	usual    time.Duration // moving average of the time per batch (with PartialHold)
 	shutdown bool
 	drained  chan struct{} // closed when no item waits (Drained); nil until asked for
 	wg       sync.WaitGroup
@@ -274,25 +287,41 @@ func (b *Batcher[T]) withdraw(id uint64) {
 
 // held is a handler's partial batch in flight, as MaxPartial counts it.
 type held struct {
-	holds bool      // counted in Batcher.partials
-	since time.Time // taken at (with PartialHold)
+	holds bool          // counted in Batcher.partials
+	since time.Time     // taken at (with PartialHold)
+	hold  time.Duration // how long it holds its place (with PartialHold)
 	timer *time.Timer
 }
 
-// holdLocked counts h's new partial batch against MaxPartial; with
-// PartialHold, a timer ends the count if the batch is still in flight then.
-func (b *Batcher[T]) holdLocked(h *held) {
+// holdLocked counts h's new partial batch, taken at now, against
+// MaxPartial; with PartialHold, a timer ends the count if the batch is
+// still in flight after its hold.
+func (b *Batcher[T]) holdLocked(h *held, now time.Time) {
 	b.partials++
 	h.holds = true
 	if b.opts.PartialHold <= 0 {
 		return
 	}
-	h.since = time.Now()
-	if h.timer == nil {
-		h.timer = time.AfterFunc(b.opts.PartialHold, func() { b.expire(h) })
+	h.since, h.hold = now, b.opts.PartialHold
+	if b.usual == 0 {
+		h.hold = max(h.hold, FirstHold)
 	} else {
-		h.timer.Reset(b.opts.PartialHold)
+		h.hold = max(h.hold, HoldFactor*b.usual)
 	}
+	if h.timer == nil {
+		h.timer = time.AfterFunc(h.hold, func() { b.expire(h) })
+	} else {
+		h.timer.Reset(h.hold)
+	}
+}
+
+// tookLocked adds the time a batch took to the usual time per batch.
+func (b *Batcher[T]) tookLocked(d time.Duration) {
+	if b.usual == 0 {
+		b.usual = d
+		return
+	}
+	b.usual += (d - b.usual) / 8
 }
 
 // releaseLocked ends h's count, if it still holds.
@@ -303,14 +332,14 @@ func (b *Batcher[T]) releaseLocked(h *held) {
 	}
 }
 
-// expire ends the count of a partial batch in flight for PartialHold, and
+// expire ends the count of a partial batch in flight for its hold, and
 // lets a waiting partial batch go in its place. A timer that fires late
 // for an earlier batch of the same handler finds the current one younger
-// than PartialHold and leaves it: its own timer comes.
+// than its hold and leaves it: its own timer comes.
 func (b *Batcher[T]) expire(h *held) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !h.holds || time.Since(h.since) < b.opts.PartialHold {
+	if !h.holds || time.Since(h.since) < h.hold {
 		return
 	}
 	b.releaseLocked(h)
@@ -338,8 +367,12 @@ func (b *Batcher[T]) run() {
 			}
 			return
 		}
+		var start time.Time
+		if b.opts.PartialHold > 0 {
+			start = time.Now()
+		}
 		if partial {
-			b.holdLocked(&h)
+			b.holdLocked(&h, start)
 		}
 		if b.opts.MaxPartial > 0 {
 			b.startLocked() // more for another handler
@@ -360,6 +393,9 @@ func (b *Batcher[T]) run() {
 		clear(batch)
 		clear(errs)
 		b.mu.Lock()
+		if b.opts.PartialHold > 0 {
+			b.tookLocked(time.Since(start))
+		}
 	}
 }
 

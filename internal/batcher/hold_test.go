@@ -46,11 +46,12 @@ func (g *gatedBatches) next(t *testing.T) started {
 }
 
 // TestPartialHold: a partial batch in flight holds later partial batches
-// back for PartialHold, then lets one go while it is still in flight (a
-// stuck request does not stall them for good); the count starts again for
-// each batch a handler takes.
+// back for its hold, then lets one go while it is still in flight (a stuck
+// request does not stall them for good): FirstHold while no batch has
+// ended, then HoldFactor times the usual time per batch when that is longer
+// than PartialHold. The count starts again for each batch a handler takes.
 func TestPartialHold(t *testing.T) {
-	const hold = 200 * time.Millisecond
+	const hold = 20 * time.Millisecond
 	g := newGatedBatches()
 	b, err := New(&Options{MaxHandlers: 4, MaxItems: 3, MaxPartial: 1, PartialHold: hold}, g.handle)
 	require.NoError(t, err)
@@ -71,22 +72,65 @@ func TestPartialHold(t *testing.T) {
 	require.NoError(t, b.Post(1))
 	second := g.next(t) // {0} never ends
 	assert.Equal(t, []int{1}, second.batch)
-	assert.GreaterOrEqual(t, second.at.Sub(first.at), hold, "a partial batch went before the one in flight was held for PartialHold")
+	assert.GreaterOrEqual(t, second.at.Sub(first.at), FirstHold, "a partial batch went before the one in flight was held for FirstHold")
 
-	// {1} ends before its hold: the handler takes {2}, and its hold starts
-	// then, not when the handler took {1}.
+	// {1} ends after 10 ms, before its hold (FirstHold): the usual time.
+	// The handler takes {2}, whose hold starts then, not when the handler
+	// took {1}, and lasts HoldFactor times the usual time (40 ms or so), not
+	// what was left of {1}'s.
 	require.NoError(t, b.Post(2))
-	time.Sleep(hold / 2)
+	time.Sleep(10 * time.Millisecond)
 	close(g.gates[1])
 	third := g.next(t)
 	assert.Equal(t, []int{2}, third.batch)
 	require.NoError(t, b.Post(3))
 	fourth := g.next(t)
 	assert.Equal(t, []int{3}, fourth.batch)
-	assert.GreaterOrEqual(t, fourth.at.Sub(third.at), hold, "the hold of a handler's next partial batch counts from when it was taken")
+	gap := fourth.at.Sub(third.at)
+	assert.GreaterOrEqual(t, gap, HoldFactor*10*time.Millisecond-2*time.Millisecond, "the hold of a handler's next partial batch is HoldFactor times the usual time")
+	assert.Less(t, gap, FirstHold/2, "the hold of a handler's next partial batch counts from when it was taken, for its own hold")
 }
 
 func TestPartialHoldValidate(t *testing.T) {
 	_, err := New(&Options{MaxItems: 2, MaxPartial: 1, PartialHold: -time.Second}, func([]int, []error) {})
 	assert.Error(t, err)
+}
+
+// TestPartialHoldFollowsUsualTime: where batches usually take longer than
+// PartialHold (a distant service), a partial batch holds its place for
+// HoldFactor times their usual time: a merely slow batch keeps Nagle's
+// rule, and only one far slower than usual lets the next partial batch go.
+func TestPartialHoldFollowsUsualTime(t *testing.T) {
+	const took = 30 * time.Millisecond
+	gate := make(chan struct{})
+	entered := make(chan started, 16)
+	b, err := New(&Options{MaxHandlers: 4, MaxItems: 3, MaxPartial: 1, PartialHold: time.Millisecond}, func(batch []int, _ []error) {
+		entered <- started{slices.Clone(batch), time.Now()}
+		if batch[0] >= 100 {
+			<-gate
+			return
+		}
+		time.Sleep(took)
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		close(gate)
+		b.Shutdown()
+	})
+	for i := range 5 { // the usual time: 30 ms
+		require.NoError(t, b.Add(t.Context(), i))
+		<-entered
+	}
+	require.NoError(t, b.Post(100)) // stuck
+	first := <-entered
+	require.NoError(t, b.Post(101))
+	var second started
+	select {
+	case second = <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the partial batch behind a stuck one never started")
+	}
+	assert.Equal(t, []int{101}, second.batch)
+	assert.GreaterOrEqual(t, second.at.Sub(first.at), HoldFactor*took-5*time.Millisecond,
+		"a partial batch went before the one in flight was held for %d times the usual time per batch", HoldFactor)
 }

@@ -33,15 +33,38 @@ var sendMutants = []mutant{
 	},
 	{
 		Name:   "batcher-partial-hold-not-rearmed",
-		Breaks: "a handler's next partial batch keeps the timer of its previous one: the hold is never counted for it, so it holds the others back until it ends",
+		Breaks: "a handler's next partial batch keeps the timer of its previous one: its hold ends when the previous one's would have, a FirstHold of a second instead of four times the usual time",
 		Edits: []edit{{
 			File: "internal/batcher/batcher.go",
-			Old:  "		h.timer.Reset(b.opts.PartialHold)",
+			Old:  "		h.timer.Reset(h.hold)",
 			New:  "		_ = h.timer",
 		}},
 		Pkg:     "./internal/batcher",
 		Run:     "^TestPartialHold$",
 		Timeout: time.Minute,
+	},
+	{
+		Name:   "batcher-partial-hold-fixed",
+		Breaks: "a partial batch holds its place for PartialHold whatever the usual time per batch: over a driver slower than PartialHold every request is taken as stuck and a partial request leaves every PartialHold",
+		Edits: []edit{{
+			File: "internal/batcher/batcher.go",
+			Old:  "		h.hold = max(h.hold, HoldFactor*b.usual)",
+			New:  "		h.hold = max(h.hold, 0)",
+		}},
+		Pkg:     "./internal/batcher",
+		Run:     "^TestPartialHoldFollowsUsualTime$",
+		Timeout: time.Minute,
+	},
+	{
+		Name:   "send-partial-hold-fixed",
+		Breaks: "the sender's partial requests hold the next one back for 5 ms whatever a request usually takes: over a 20 ms driver a partial request leaves every 5 ms (review9 #1: 3.7 times the requests)",
+		Edits: []edit{{
+			File: "internal/batcher/batcher.go",
+			Old:  "		h.hold = max(h.hold, HoldFactor*b.usual)",
+			New:  "		h.hold = max(h.hold, 0)",
+		}},
+		Pkg: "./ordered",
+		Run: "^TestReview9SlowDriver",
 	},
 	{
 		Name:   "send-partial-hold-off",
