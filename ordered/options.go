@@ -162,7 +162,8 @@ func (o *Options) defaultUntagged() UntaggedPolicy {
 	return UntaggedReject
 }
 
-// RetryOptions bounds the exponential backoff, with full jitter, between
+// RetryOptions bounds the exponential backoff, with equal jitter (a wait
+// between half the backoff and all of it), between
 // attempts of a retryable driver or store call.
 type RetryOptions struct {
 	// Initial is the first backoff. Default 50ms.
@@ -208,7 +209,7 @@ func (o *Options) setDefaults(limits driver.Limits) error {
 }
 
 // backoff returns the wait before retry number attempt (1 for the first
-// retry): exponential from Initial, capped at Max, with full jitter.
+// retry): exponential from Initial, capped at Max, with equal jitter.
 func (o *RetryOptions) backoff(attempt int) time.Duration {
 	return retry.Backoff{Initial: o.Initial, Max: o.Max}.Delay(attempt)
 }

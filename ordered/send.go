@@ -40,8 +40,9 @@ import (
 //     flight at once. A request that is not full waits while another such
 //     request is in flight (Nagle's rule, batcher.Options.MaxPartial),
 //     unless that one has taken four times as long as requests usually do
-//     (or 5 ms, whichever is longer; a second before any request ended):
-//     it is taken as stuck (batcher.Options.PartialHold). Retryable
+//     (the median of the last 16, retries included; at least 5 ms; 100 ms
+//     before any request ended): it is taken as stuck
+//     (batcher.Options.PartialHold). Retryable
 //     failures are retried by the same handler after a backoff, only for
 //     the entries that failed.
 //  7. Completion, by outcome: sent buffers Sent marks, flushed by the

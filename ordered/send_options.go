@@ -85,8 +85,9 @@ type SendOptions struct {
 	// other such request is in flight, so that under load messages leave
 	// in full batches (Nagle's rule; MNS bills by the request) while an
 	// idle Queue sends at once; a request in flight four times longer than
-	// requests usually take (at least 5 ms) is taken as stuck and no longer
-	// holds the next one back. Default 16.
+	// requests usually take (the median of the last 16, retries included;
+	// at least 5 ms, and 100 ms before any request ended) is taken as
+	// stuck and no longer holds the next one back. Default 16.
 	Concurrency int
 
 	// Reservations bounds the reservation calls to the store in flight at

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -40,22 +41,25 @@ type Options struct {
 	// an idle Batcher still hands an item over at once (Nagle's rule;
 	// go-cloud's MinBatchSize holds a batch back the same way, by size
 	// rather than by the partial batches in flight). A handler holds its
-	// batch's place until it returns, retries included, or for PartialHold
-	// when that is set. After Shutdown a
-	// batch that is not full is taken whatever the bound. 0 means no bound;
+	// batch's place until it returns, retries included, or for its hold
+	// when PartialHold is set. After Shutdown a batch that is not full is
+	// taken whatever the bound. 0 means no bound;
 	// a bound needs MaxItems. With a bound, a handler starts for each full
 	// batch waiting and for a partial one the bound lets go, beyond those
 	// already starting, up to MaxHandlers.
 	MaxPartial int
 	// PartialHold bounds how long a batch that is not full holds its place
-	// under MaxPartial: the longer of PartialHold and HoldFactor times the
-	// handlers' usual time per batch (a moving average of the batches that
-	// ended; before any ended, FirstHold). A batch in flight longer than that is taken as stuck (a
-	// request lost in the network, a long retry) and no longer holds other
-	// partial batches back, so that one stuck batch does not stall every
-	// item that does not make a full batch, while a handler that is merely
-	// slow (a distant service) keeps Nagle's rule. 0 means as long as it is
-	// in flight.
+	// under MaxPartial (its hold): the longer of PartialHold and HoldFactor
+	// times the handlers' usual time per batch, the median of the last
+	// UsualOf batches that ended (handling time, the handler's retries
+	// included: a median, so that a few batches that timed out or retried
+	// do not make it long), or FirstHold before any batch ended. The hold
+	// is looked at again when it ends, against the usual time then. A batch
+	// in flight longer than its hold is taken as stuck (a request lost in
+	// the network, a long retry) and no longer holds other partial batches
+	// back, so that one stuck batch does not stall every item that does not
+	// make a full batch, while a handler that is merely slow (a distant
+	// service) keeps Nagle's rule. 0 means as long as it is in flight.
 	PartialHold time.Duration
 }
 
@@ -63,9 +67,13 @@ type Options struct {
 // partial batch holds its place at least (see Options.PartialHold).
 const HoldFactor = 4
 
+// UsualOf is how many of the last batches the usual time per batch is the
+// median of (see Options.PartialHold).
+const UsualOf = 16
+
 // FirstHold is how long a partial batch holds its place at least while no
 // batch has ended yet: nothing tells a slow batch from a stuck one then.
-const FirstHold = time.Second
+const FirstHold = 100 * time.Millisecond
 
 func (o *Options) validate() error {
 	if o.MaxHandlers < 0 || o.MaxItems < 0 || o.MaxSize < 0 || o.Backlog < 0 || o.MaxPartial < 0 || o.PartialHold < 0 {
@@ -96,9 +104,10 @@ type Batcher[T any] struct {
 	headID   uint64 // id of queue[head]
 	nextID   uint64 // id of the next item submitted
 	handlers int
-	starting int           // handlers started that have not taken a batch yet
-	partials int           // batches not full in flight that hold their place (MaxPartial, PartialHold)
-	usual    time.Duration // moving average of the time per batch (with PartialHold)
+	starting int                    // handlers started that have not taken a batch yet
+	partials int                    // batches not full in flight that hold their place (MaxPartial, PartialHold)
+	took     [UsualOf]time.Duration // the time of the last batches, a ring (with PartialHold)
+	tookN    int                    // batches that ended (with PartialHold)
 	shutdown bool
 	drained  chan struct{} // closed when no item waits (Drained); nil until asked for
 	wg       sync.WaitGroup
@@ -287,9 +296,8 @@ func (b *Batcher[T]) withdraw(id uint64) {
 
 // held is a handler's partial batch in flight, as MaxPartial counts it.
 type held struct {
-	holds bool          // counted in Batcher.partials
-	since time.Time     // taken at (with PartialHold)
-	hold  time.Duration // how long it holds its place (with PartialHold)
+	holds bool      // counted in Batcher.partials
+	since time.Time // taken at (with PartialHold)
 	timer *time.Timer
 }
 
@@ -302,26 +310,31 @@ func (b *Batcher[T]) holdLocked(h *held, now time.Time) {
 	if b.opts.PartialHold <= 0 {
 		return
 	}
-	h.since, h.hold = now, b.opts.PartialHold
-	if b.usual == 0 {
-		h.hold = max(h.hold, FirstHold)
-	} else {
-		h.hold = max(h.hold, HoldFactor*b.usual)
-	}
+	h.since = now
+	hold := b.holdTimeLocked()
 	if h.timer == nil {
-		h.timer = time.AfterFunc(h.hold, func() { b.expire(h) })
+		h.timer = time.AfterFunc(hold, func() { b.expire(h) })
 	} else {
-		h.timer.Reset(h.hold)
+		h.timer.Reset(hold)
 	}
 }
 
-// tookLocked adds the time a batch took to the usual time per batch.
-func (b *Batcher[T]) tookLocked(d time.Duration) {
-	if b.usual == 0 {
-		b.usual = d
-		return
+// holdTimeLocked returns how long a partial batch holds its place, by the
+// batches that ended so far (see Options.PartialHold).
+func (b *Batcher[T]) holdTimeLocked() time.Duration {
+	n := min(b.tookN, UsualOf)
+	if n == 0 {
+		return max(b.opts.PartialHold, FirstHold)
 	}
-	b.usual += (d - b.usual) / 8
+	last := b.took
+	slices.Sort(last[:n])
+	return max(b.opts.PartialHold, HoldFactor*last[n/2])
+}
+
+// tookLocked records the time a batch took.
+func (b *Batcher[T]) tookLocked(d time.Duration) {
+	b.took[b.tookN%UsualOf] = d
+	b.tookN++
 }
 
 // releaseLocked ends h's count, if it still holds.
@@ -333,13 +346,19 @@ func (b *Batcher[T]) releaseLocked(h *held) {
 }
 
 // expire ends the count of a partial batch in flight for its hold, and
-// lets a waiting partial batch go in its place. A timer that fires late
-// for an earlier batch of the same handler finds the current one younger
-// than its hold and leaves it: its own timer comes.
+// lets a waiting partial batch go in its place. The hold is looked at
+// again, against the batches that ended meanwhile: a batch younger than
+// its hold now waits for the rest of it. (A timer that fires late for an
+// earlier batch of the same handler finds the current one younger than its
+// hold, and sets the timer for the current one, as its own would.)
 func (b *Batcher[T]) expire(h *held) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !h.holds || time.Since(h.since) < h.hold {
+	if !h.holds {
+		return
+	}
+	if age, hold := time.Since(h.since), b.holdTimeLocked(); age < hold {
+		h.timer.Reset(hold - age)
 		return
 	}
 	b.releaseLocked(h)

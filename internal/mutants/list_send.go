@@ -33,11 +33,11 @@ var sendMutants = []mutant{
 	},
 	{
 		Name:   "batcher-partial-hold-not-rearmed",
-		Breaks: "a handler's next partial batch keeps the timer of its previous one: its hold ends when the previous one's would have, a FirstHold of a second instead of four times the usual time",
+		Breaks: "a handler's next partial batch keeps the timer of its previous one, which fired: once that batch outlived its hold, the handler's next partial batch holds its place until it ends, stuck or not",
 		Edits: []edit{{
 			File: "internal/batcher/batcher.go",
-			Old:  "		h.timer.Reset(h.hold)",
-			New:  "		_ = h.timer",
+			Old:  "		h.timer.Reset(hold)",
+			New:  "		_ = hold",
 		}},
 		Pkg:     "./internal/batcher",
 		Run:     "^TestPartialHold$",
@@ -48,11 +48,23 @@ var sendMutants = []mutant{
 		Breaks: "a partial batch holds its place for PartialHold whatever the usual time per batch: over a driver slower than PartialHold every request is taken as stuck and a partial request leaves every PartialHold",
 		Edits: []edit{{
 			File: "internal/batcher/batcher.go",
-			Old:  "		h.hold = max(h.hold, HoldFactor*b.usual)",
-			New:  "		h.hold = max(h.hold, 0)",
+			Old:  "	return max(b.opts.PartialHold, HoldFactor*last[n/2])",
+			New:  "	return b.opts.PartialHold",
 		}},
 		Pkg:     "./internal/batcher",
 		Run:     "^TestPartialHoldFollowsUsualTime$",
+		Timeout: time.Minute,
+	},
+	{
+		Name:   "batcher-partial-hold-slowest",
+		Breaks: "the usual time per batch is the slowest of the last ones, not their median: one batch that timed out makes the next stuck one hold every partial batch back for four times the timeout",
+		Edits: []edit{{
+			File: "internal/batcher/batcher.go",
+			Old:  "	return max(b.opts.PartialHold, HoldFactor*last[n/2])",
+			New:  "	return max(b.opts.PartialHold, HoldFactor*last[n-1])",
+		}},
+		Pkg:     "./internal/batcher",
+		Run:     "^TestReview10SlowBatchInflatesHold$",
 		Timeout: time.Minute,
 	},
 	{
@@ -60,8 +72,8 @@ var sendMutants = []mutant{
 		Breaks: "the sender's partial requests hold the next one back for 5 ms whatever a request usually takes: over a 20 ms driver a partial request leaves every 5 ms (review9 #1: 3.7 times the requests)",
 		Edits: []edit{{
 			File: "internal/batcher/batcher.go",
-			Old:  "		h.hold = max(h.hold, HoldFactor*b.usual)",
-			New:  "		h.hold = max(h.hold, 0)",
+			Old:  "	return max(b.opts.PartialHold, HoldFactor*last[n/2])",
+			New:  "	return b.opts.PartialHold",
 		}},
 		Pkg: "./ordered",
 		Run: "^TestReview9SlowDriver",
