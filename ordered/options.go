@@ -162,9 +162,9 @@ func (o *Options) defaultUntagged() UntaggedPolicy {
 	return UntaggedReject
 }
 
-// RetryOptions bounds the exponential backoff, with equal jitter (a wait
-// between half the backoff and all of it), between
-// attempts of a retryable driver or store call.
+// RetryOptions bounds the exponential backoff between attempts of a
+// retryable driver or store call, with equal jitter (a wait between half
+// the backoff and all of it).
 type RetryOptions struct {
 	// Initial is the first backoff. Default 50ms.
 	Initial time.Duration
