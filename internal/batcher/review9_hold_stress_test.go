@@ -23,7 +23,6 @@ func TestReview9HoldStress(t *testing.T) {
 			MaxPartial:  1 + rng.IntN(2),
 			PartialHold: time.Duration(200+rng.IntN(2000)) * time.Microsecond,
 		}
-		type span struct{ start time.Time }
 		var mu sync.Mutex
 		var young []time.Time // start of partial batches in flight
 		var violations atomic.Int64
