@@ -38,6 +38,8 @@ type sendDriver struct {
 	calls    atomic.Int64
 	inflight atomic.Int64
 	peak     atomic.Int64
+	partials atomic.Int64 // calls in flight with fewer than MaxBatch bodies
+	partPeak atomic.Int64 // the most of them at once
 
 	mu       sync.Mutex
 	accepted [][]byte // copies, in acceptance order
@@ -60,13 +62,11 @@ func (d *sendDriver) Limits() driver.Limits { return d.limits }
 
 func (d *sendDriver) SendBatch(ctx context.Context, bodies [][]byte) error {
 	call := int(d.calls.Add(1))
-	n := d.inflight.Add(1)
+	raise(&d.peak, d.inflight.Add(1))
 	defer d.inflight.Add(-1)
-	for {
-		p := d.peak.Load()
-		if n <= p || d.peak.CompareAndSwap(p, n) {
-			break
-		}
+	if len(bodies) < d.limits.MaxBatch {
+		raise(&d.partPeak, d.partials.Add(1))
+		defer d.partials.Add(-1)
 	}
 	d.mu.Lock()
 	if d.closed {
@@ -363,4 +363,14 @@ func (s *testStore) Unpark(context.Context, []seqstore.ParkQuery) ([][]seqstore.
 
 func (s *testStore) ParkedStreams(context.Context, string) ([]seqstore.Stream, error) {
 	return nil, nil
+}
+
+// raise makes peak at least n.
+func raise(peak *atomic.Int64, n int64) {
+	for {
+		p := peak.Load()
+		if n <= p || peak.CompareAndSwap(p, n) {
+			return
+		}
+	}
 }
