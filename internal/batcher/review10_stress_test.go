@@ -1,10 +1,8 @@
 package batcher
 
 import (
-	"context"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -42,51 +40,11 @@ func TestReview10VaryingHoldStress(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var wg sync.WaitGroup
-		var next atomic.Int64
-		for w := range 4 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r := rand.New(rand.NewPCG(uint64(round), uint64(w)))
-				for range 40 {
-					id := int(next.Add(1))
-					switch r.IntN(3) {
-					case 0:
-						ctx, cancel := context.WithTimeout(context.Background(), time.Duration(r.IntN(3000))*time.Microsecond)
-						_ = b.Add(ctx, id)
-						cancel()
-					case 1:
-						select {
-						case <-b.AddNoWait(id):
-						case <-time.After(5 * time.Second):
-							t.Errorf("round %d: item %d not handled in 5 s (opts %+v)", round, id, opts)
-						}
-					default:
-						_ = b.Post(id)
-					}
-					time.Sleep(time.Duration(r.IntN(500)) * time.Microsecond)
-				}
-			}()
-		}
+		var shutdownAfter time.Duration
 		if round%4 == 0 {
-			time.Sleep(5 * time.Millisecond)
-			b.Shutdown()
+			shutdownAfter = 5 * time.Millisecond
 		}
-		wg.Wait()
-		b.Shutdown()
-		b.mu.Lock()
-		p, h, s, q := b.partials, b.handlers, b.starting, len(b.queue)-b.head
-		b.mu.Unlock()
-		if p != 0 || h != 0 || s != 0 || q != 0 {
-			t.Errorf("round %d: idle batcher with partials %d handlers %d starting %d waiting %d", round, p, h, s, q)
-		}
-		mu.Lock()
-		for id, n := range handled {
-			if n != 1 {
-				t.Errorf("round %d: item %d handled %d times", round, id, n)
-			}
-		}
-		mu.Unlock()
+		stressLoad{items: 40, kinds: 3, addWait: 3 * time.Millisecond, pause: 500 * time.Microsecond}.run(t, b, round, opts, shutdownAfter, nil)
+		checkIdle(t, b, round, &mu, handled)
 	}
 }

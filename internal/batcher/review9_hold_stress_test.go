@@ -1,7 +1,6 @@
 package batcher
 
 import (
-	"context"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -50,7 +49,7 @@ func TestReview9HoldStress(t *testing.T) {
 				young = append(young, now)
 			}
 			mu.Unlock()
-			time.Sleep(time.Duration(rng2(opts.PartialHold)))
+			time.Sleep(time.Duration(rand.Int64N(int64(3 * opts.PartialHold))))
 			if partial {
 				mu.Lock()
 				for i, s := range young {
@@ -65,64 +64,15 @@ func TestReview9HoldStress(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var wg sync.WaitGroup
-		var withdrawn sync.Map
-		next := atomic.Int64{}
-		for w := range 4 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r := rand.New(rand.NewPCG(uint64(round), uint64(w)))
-				for range 50 {
-					id := int(next.Add(1))
-					switch r.IntN(4) {
-					case 0:
-						ctx, cancel := context.WithTimeout(context.Background(), time.Duration(r.IntN(500))*time.Microsecond)
-						if err := b.Add(ctx, id); err != nil && err != ErrShutdown {
-							withdrawn.Store(id, true)
-						}
-						cancel()
-					case 1:
-						c := b.AddNoWait(id)
-						select {
-						case <-c:
-						case <-time.After(5 * time.Second):
-							t.Errorf("round %d: item %d not handled in 5s (opts %+v)", round, id, opts)
-						}
-					default:
-						_ = b.Post(id)
-					}
-					time.Sleep(time.Duration(r.IntN(300)) * time.Microsecond)
-				}
-			}()
-		}
+		var shutdownAfter time.Duration
 		if round%3 == 0 {
-			time.Sleep(3 * time.Millisecond)
-			stopping.Store(true)
-			b.Shutdown()
+			shutdownAfter = 3 * time.Millisecond
 		}
-		wg.Wait()
+		stressLoad{items: 50, kinds: 4, addWait: 500 * time.Microsecond, pause: 300 * time.Microsecond}.run(t, b, round, opts, shutdownAfter, &stopping)
 		stopping.Store(true)
-		b.Shutdown()
-		b.mu.Lock()
-		p, h, s := b.partials, b.handlers, b.starting
-		b.mu.Unlock()
-		if p != 0 || h != 0 || s != 0 {
-			t.Errorf("round %d: idle batcher with partials %d handlers %d starting %d", round, p, h, s)
-		}
-		mu.Lock()
-		for id, n := range handled {
-			if n != 1 {
-				t.Errorf("round %d: item %d handled %d times", round, id, n)
-			}
-		}
-		mu.Unlock()
+		checkIdle(t, b, round, &mu, handled)
 		if v := violations.Load(); v > 0 {
 			t.Errorf("round %d: %d partial batches went while MaxPartial younger ones were in flight (opts %+v)", round, v, opts)
 		}
 	}
-}
-
-func rng2(hold time.Duration) int64 {
-	return rand.Int64N(int64(3 * hold))
 }
