@@ -100,16 +100,19 @@ func judgeRow(b cpuBaseline, maxPairs, retries int, next func() (cpuPair, error)
 	return tries, nil
 }
 
-// cpuPair is one pair of runs: the CPU µs per message of the raw base and
-// of the ordered row, run back to back.
+// cpuPair is one pair of runs, back to back: the CPU µs per message of the
+// base (the raw row, or the reference binary's run of the row: cpuref.go)
+// and of the row.
 type cpuPair struct {
-	Raw     float64 `json:"raw_cpu_us_per_msg"`
-	Ordered float64 `json:"cpu_us_per_msg"`
+	Base float64 `json:"base_cpu_us_per_msg"`
+	Row  float64 `json:"cpu_us_per_msg"`
 }
 
 // cpuBaseline is a CPU row's baseline: the CPU µs per message that
 // ordering adds (Added), measured when its raw base used Raw, and the
-// regression the row must see (Step; 0: cpuGuardStep).
+// regression the row must see (Step; 0: cpuGuardStep). Raw 0: no speed
+// reference, the pairs' differences count as measured (the reference
+// binary's pairs, against Added 0).
 type cpuBaseline struct {
 	Raw   float64 `json:"raw_us"`
 	Added float64 `json:"added_us"`
@@ -127,7 +130,7 @@ func (b cpuBaseline) step() float64 {
 type cpuJudgement struct {
 	Pairs []cpuPair `json:"pairs"`
 	// Speed is the reference over the median of the pairs' raw figures:
-	// what each pair's difference is scaled by.
+	// what each pair's difference is scaled by (1: no speed reference).
 	Speed  float64 `json:"speed"`
 	Limit  float64 `json:"limit_us"`  // the baseline + half the step
 	Added  float64 `json:"added_us"`  // the median of the pairs' scaled differences
@@ -151,16 +154,19 @@ func judgeCPU(b cpuBaseline, pairs []cpuPair, last bool) cpuJudgement {
 	if k == 0 {
 		return j
 	}
-	raw := make([]float64, k)
-	for i, p := range pairs {
-		raw[i] = p.Raw
-	}
-	if m := median(raw); m > 0 {
-		j.Speed = b.Raw / m
+	j.Speed = 1
+	if b.Raw > 0 {
+		base := make([]float64, k)
+		for i, p := range pairs {
+			base[i] = p.Base
+		}
+		if m := median(base); m > 0 {
+			j.Speed = b.Raw / m
+		}
 	}
 	added := make([]float64, k)
 	for i, p := range pairs {
-		added[i] = (p.Ordered - p.Raw) * j.Speed
+		added[i] = (p.Row - p.Base) * j.Speed
 	}
 	j.Added = median(added)
 	dev := make([]float64, k)
@@ -192,7 +198,7 @@ func judgeCPU(b cpuBaseline, pairs []cpuPair, last bool) cpuJudgement {
 
 // String says what the judgement found, for the guard's table.
 func (j cpuJudgement) String() string {
-	return fmt.Sprintf("+%.2f µs (spread %.2f, speed %.2f; %d of %d pairs over the limit)", j.Added, j.Spread, j.Speed, j.Above, len(j.Pairs))
+	return fmt.Sprintf("%+.2f µs (spread %.2f, speed %.2f; %d of %d pairs over the limit)", j.Added, j.Spread, j.Speed, j.Above, len(j.Pairs))
 }
 
 // binomTail returns P(X <= x) for X ~ Binomial(k, 1/2).

@@ -36,7 +36,7 @@ func TestMedian(t *testing.T) {
 func pairsAt(added ...float64) []cpuPair {
 	ps := make([]cpuPair, len(added))
 	for i, a := range added {
-		ps[i] = cpuPair{Raw: 1, Ordered: 1 + a}
+		ps[i] = cpuPair{Base: 1, Row: 1 + a}
 	}
 	return ps
 }
@@ -120,7 +120,7 @@ func TestJudgeCPUErrorRates(t *testing.T) {
 			if spoilt == "one in ten" && rng.IntN(10) == 0 || spoilt == "first five" && n <= 5 {
 				a += 10
 			}
-			return cpuPair{Raw: 1, Ordered: 1 + a}, nil
+			return cpuPair{Base: 1, Row: 1 + a}, nil
 		}
 		tries, err := judgeRow(b, 15, 2, next, nil)
 		require.NoError(t, err)
@@ -159,7 +159,7 @@ func TestJudgeRow(t *testing.T) {
 		return func() (cpuPair, error) {
 			a := added[min(i, len(added)-1)]
 			i++
-			return cpuPair{Raw: 1, Ordered: 1 + a}, nil
+			return cpuPair{Base: 1, Row: 1 + a}, nil
 		}
 	}
 	tries, err := judgeRow(b, 15, 2, feed(3), nil)

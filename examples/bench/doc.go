@@ -133,7 +133,14 @@
 // -guard-messages and 4 x -guard-messages messages, on one P, until a sign
 // test decides whether it is over its baseline + 0.5 µs (at most
 // -guard-pairs pairs; a row that fails is judged again on fresh pairs,
-// up to -guard-retries times). cpuguard.go has the noise model. A scenario
+// up to -guard-retries times). cpuguard.go has the noise model. With
+// -guard-ref BIN (a bench built from a reference commit; CI builds the one
+// README.md pins), each CPU row is also judged against BIN: two children,
+// BIN and this binary, serve runs of the row (-serve-cpu), in pairs,
+// alternately first, and the row fails if it is decidedly more than 0.5
+// µs per message dearer than the reference's run beside it. Both pay the
+// host's speed alike, so this judgement needs no speed reference
+// (cpuref.go). A scenario
 // that did not run (not selected, or a store whose env var is unset) is
 // reported as such and passes. The verdicts are printed after the table,
 // or to stderr and in the JSON ("guard") with -json.
@@ -172,6 +179,10 @@
 //	-guard-pairs N    at most N pairs of runs per try of a CPU row (default 15)
 //	-guard-messages N messages in each ordered run of a CPU row's pairs (default
 //	                  40000; its raw base runs 4 x N)
+//	-guard-ref BIN    also judge each CPU row against the bench BIN, in pairs:
+//	                  fails if decidedly over the reference's run + 0.5 µs
+//	-serve-cpu ROW    -guard-ref's children: run ROW once per line read from
+//	                  stdin, write its CPU per message as a line of JSON
 //	-blockprofile F   write a profile of blocking (channels, mutexes, conds)
 //	-memprofile FILE  write a profile of the run's allocations
 //	-list             list the scenarios and exit

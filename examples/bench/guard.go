@@ -66,6 +66,9 @@ type guardVerdict struct {
 	// so far when the try ended; the last is the verdict (Floor, Ratio and
 	// Tries are a ratio row's).
 	CPUTries []cpuJudgement `json:"cpu_tries,omitempty"`
+	// Against is the reference binary a CPU row was judged against
+	// (-guard-ref; cpuref.go), if not against its baseline.
+	Against string `json:"against,omitempty"`
 }
 
 // readGuard reads the guard table from file.
@@ -151,6 +154,9 @@ func guard(ctx context.Context, c *config, selected, pairScen []scenario, byName
 		case row.CPU:
 			_, selected := scen[row.Scenario]
 			out = append(out, cpuGuard(ctx, c, pairScen, refs, row, selected, retries, progress))
+			if selected && c.guardRef != "" {
+				out = append(out, refGuard(ctx, c, row, retries, progress))
+			}
 			continue
 		}
 		v := guardVerdict{guardRow: row, Floor: row.Baseline * (1 - guardSlack)}
@@ -265,7 +271,7 @@ func cpuGuard(ctx context.Context, c *config, pairScen []scenario, refs map[stri
 		// come: the line shows this pair's own figures and the judgement
 		// so far.
 		fmt.Fprintf(progress, "  guard: %s pair %d: raw %.2f, ordered %.2f µs/msg (+%.2f); so far %s, limit +%.2f\n",
-			s.name, k, p.Raw, p.Ordered, p.Ordered-p.Raw, j, j.Limit)
+			s.name, k, p.Base, p.Row, p.Row-p.Base, j, j.Limit)
 	}
 	tries, err := judgeRow(b, c.guardPairs, retries, next, seen)
 	v.CPUTries = tries
@@ -319,7 +325,7 @@ func runPair(ctx context.Context, c *config, base, s scenario, sFirst bool) (cpu
 		}
 		cpu[sc.name] = r.CPUPerMsg
 	}
-	return cpuPair{Raw: cpu[base.name], Ordered: cpu[s.name]}, nil
+	return cpuPair{Base: cpu[base.name], Row: cpu[s.name]}, nil
 }
 
 // guarded returns the ratio the guard checks: the CPU ratio if r has one,
@@ -358,14 +364,18 @@ func printGuard(w io.Writer, file string, vs []guardVerdict) {
 			verdict = "REGRESSED"
 		}
 		if v.CPU {
+			against, stale := fmt.Sprintf("baseline +%.2f µs", v.Baseline), " (decidedly cheaper than its baseline: lower it)"
+			if v.Against != "" {
+				against, stale = "against the reference", " (decidedly cheaper than the reference: move it forward)"
+			}
 			tries := make([]string, len(v.CPUTries))
 			for i, j := range v.CPUTries {
 				tries[i] = j.String()
 				if j.Stale {
-					verdict += " (decidedly cheaper than its baseline: lower it)"
+					verdict += stale
 				}
 			}
-			fmt.Fprintf(tw, "  %s\tbaseline +%.2f µs\tlimit +%.2f µs\tmeasured %s\t%s\n", v.Scenario, v.Baseline, v.Baseline+cpuBaseline{Step: v.Step}.step()/2, strings.Join(tries, "; "), verdict)
+			fmt.Fprintf(tw, "  %s\t%s\tlimit +%.2f µs\tmeasured %s\t%s\n", v.Scenario, against, v.Baseline+cpuBaseline{Step: v.Step}.step()/2, strings.Join(tries, "; "), verdict)
 			continue
 		}
 		tries := make([]string, len(v.Tries))

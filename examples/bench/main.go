@@ -52,6 +52,11 @@ type config struct {
 	// CPU row of the guard, each run of this many messages.
 	guardPairs    int
 	guardMessages int
+	// guardRef is a reference bench binary the CPU rows are also judged
+	// against (cpuref.go); serveCPU makes this process a child serving
+	// runs of that CPU row.
+	guardRef string
+	serveCPU string
 }
 
 func (c *config) validate() error {
@@ -66,8 +71,10 @@ func (c *config) validate() error {
 		return errors.New("bench: -guard-retries must not be negative")
 	case c.guard != "" && c.guardPairs < cpuGuardMinPairs:
 		return fmt.Errorf("bench: -guard-pairs must be at least %d", cpuGuardMinPairs)
-	case c.guard != "" && c.guardMessages < 1:
+	case (c.guard != "" || c.serveCPU != "") && c.guardMessages < 1:
 		return errors.New("bench: -guard-messages must be at least 1")
+	case c.guardRef != "" && c.guard == "":
+		return errors.New("bench: -guard-ref needs -guard")
 	case c.count < 1:
 		return errors.New("bench: -count must be at least 1")
 	case c.window < 0:
@@ -153,6 +160,8 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.retries, "guard-retries", 2, "with -guard, run a row below its floor again up to this many times; its best ratio counts")
 	fs.IntVar(&c.guardPairs, "guard-pairs", 15, "with -guard, run a CPU row (a baseline in µs) and its base in at most this many pairs")
 	fs.IntVar(&c.guardMessages, "guard-messages", 40_000, "with -guard, messages in each run of a CPU row's pairs")
+	fs.StringVar(&c.guardRef, "guard-ref", "", "with -guard, also judge each CPU row against this bench (a reference commit's) in pairs: fails over +0.5 µs")
+	fs.StringVar(&c.serveCPU, "serve-cpu", "", "serve -guard-ref's pairs: run this CPU row once per stdin line, print its CPU per message")
 	cmdline.SetUsage(fs, synopsis,
 		cmdline.Env{Name: envRedis, Help: "add redisstore rows on this Redis (host:port)"},
 		cmdline.Env{Name: envPostgres, Help: "add sqlstore rows on this PostgreSQL (a postgres:// URL)"},
@@ -182,6 +191,14 @@ func parse(args []string, stderr io.Writer) (config, error) {
 // also shows the running scenario's progress line.
 func run(ctx context.Context, c *config, out, info io.Writer) (bool, error) {
 	env := newEnvironment()
+	if c.serveCPU != "" {
+		return true, serveCPU(ctx, c, env, os.Stdin, out)
+	}
+	if c.guardRef != "" {
+		if err := checkRef(c.guardRef); err != nil {
+			return false, err
+		}
+	}
 	all := scenarios(c, env)
 	re := regexp.MustCompile(c.scenario)
 	var skip *regexp.Regexp

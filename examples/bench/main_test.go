@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -15,6 +16,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// The test binary serves as the bench in TestRefGuardChildren's
+	// children (-serve-cpu).
+	if os.Getenv(envBenchChild) == "1" {
+		os.Exit(command(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
 	// fasthttp (under the MNS SDK) keeps per-host connection cleaners that
 	// sleep for the idle-connection period after the last connection closed.
 	goleak.VerifyTestMain(m,
@@ -150,6 +156,8 @@ func TestConfigValidate(t *testing.T) {
 		"skip":            func(c *config) { c.skip = "(" },
 		"guard-pairs":     func(c *config) { c.guard, c.guardPairs, c.guardMessages = "README.md", cpuGuardMinPairs-1, 1 },
 		"guard-messages":  func(c *config) { c.guard, c.guardPairs, c.guardMessages = "README.md", cpuGuardMinPairs, 0 },
+		"guard-ref":       func(c *config) { c.guardRef = "/tmp/bench-ref" },
+		"serve-cpu":       func(c *config) { c.serveCPU, c.guardMessages = "ordered/memqueue/memstore/durable/g1", 0 },
 	} {
 		c := ok
 		mutate(&c)
