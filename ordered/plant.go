@@ -8,6 +8,6 @@ package ordered
 // other build plantHandOut is an empty function the compiler drops, so
 // the hand-out pays nothing for it.
 //
-//   - INORDER_PLANT_SPIN=2us: each hand-out does that much work, as timed
+//   - INORDER_PLANT_SPIN=1us: each hand-out does that much work, as timed
 //     on the bench guard's reference machine (plantRoundsPerNs);
 //   - INORDER_PLANT=handout-alloc: each hand-out allocates once more.
