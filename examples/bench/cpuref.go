@@ -234,14 +234,7 @@ func against(ctx context.Context, v guardVerdict, ref, this cpuServer, maxPairs,
 		fmt.Fprintf(progress, "  guard: %s pair %d against the reference: reference %.2f, this %.2f µs/msg (%+.2f); so far %s, limit %+.2f\n",
 			v.Scenario, k, p.Base, p.Row, p.Row-p.Base, j, j.Limit)
 	}
-	tries, err := judgeRow(cpuBaseline{}, maxPairs, retries, next, seen)
-	v.CPUTries = tries
-	if err != nil {
-		v.Problem = err.Error()
-		return v
-	}
-	v.Passed = len(tries) > 0 && tries[len(tries)-1].Passed
-	return v
+	return v.judged(judgeRow(cpuBaseline{}, maxPairs, retries, next, seen))
 }
 
 // checkRef checks that bin is a file this process may run, before the

@@ -273,14 +273,7 @@ func cpuGuard(ctx context.Context, c *config, pairScen []scenario, refs map[stri
 		fmt.Fprintf(progress, "  guard: %s pair %d: raw %.2f, ordered %.2f µs/msg (+%.2f); so far %s, limit +%.2f\n",
 			s.name, k, p.Base, p.Row, p.Row-p.Base, j, j.Limit)
 	}
-	tries, err := judgeRow(b, c.guardPairs, retries, next, seen)
-	v.CPUTries = tries
-	if err != nil {
-		v.Problem = err.Error()
-		return v
-	}
-	v.Passed = len(tries) > 0 && tries[len(tries)-1].Passed
-	return v
+	return v.judged(judgeRow(b, c.guardPairs, retries, next, seen))
 }
 
 // pairScenarios returns the scenarios of the CPU rows' pairs: the ordered
@@ -326,6 +319,17 @@ func runPair(ctx context.Context, c *config, base, s scenario, sFirst bool) (cpu
 		cpu[sc.name] = r.CPUPerMsg
 	}
 	return cpuPair{Base: cpu[base.name], Row: cpu[s.name]}, nil
+}
+
+// judged returns v with a CPU row's tries (judgeRow's) and their verdict.
+func (v guardVerdict) judged(tries []cpuJudgement, err error) guardVerdict {
+	v.CPUTries = tries
+	if err != nil {
+		v.Problem = err.Error()
+		return v
+	}
+	v.Passed = len(tries) > 0 && tries[len(tries)-1].Passed
+	return v
 }
 
 // guarded returns the ratio the guard checks: the CPU ratio if r has one,
