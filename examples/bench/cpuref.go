@@ -9,9 +9,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 )
 
 // The CPU guard against a reference binary (-guard-ref BIN): each CPU row
@@ -29,9 +32,32 @@ import (
 //
 // Both sides are children, so neither pays for the parent's heap, and each
 // does one run first that does not count (it grows the heap and pays its
-// page faults). The reference runs without the plants' env vars
-// (INORDER_PLANT*), so that a planted regression in this binary is one
-// against an unplanted reference, even when BIN is this binary.
+// page faults). A pair of children carries an offset of its own (review11:
+// six fresh pairs of the same binary, 20 pairs each, had medians from
+// -0.22 to +0.15 µs, where a long run of one pair drifted from -2.4 to
+// +2.3 µs and back), which pairing cannot cancel: fresh children take
+// over every cpuRefBlock pairs, so that a verdict rests on several draws
+// of it, and a try judged again adds pairs from new ones. The pairs
+// alternate which side runs first, and a try's last look, where the
+// median decides, falls on an even count of pairs, so that a cost of
+// going first or second weighs on both sides alike there (the sign test's
+// earlier looks need every pair or nearly so on one side, which such a
+// cost alone cannot make). The
+// reference runs without the plants' env vars (INORDER_PLANT*), so that a
+// planted regression in this binary is one against an unplanted
+// reference, even when BIN is this binary.
+//
+// The children get the flags that shape the row (childArgs): a flag added
+// there needs a reference that knows it, so the commit that adds one also
+// cannot be its own reference; its CI fails on the older pin ("flag
+// provided but not defined"), and the pin moves in the same commit to a
+// commit that has the flag, or the flag waits. And the judgement compares
+// whole benches: a change to the bench's own timed work counts as much as
+// one to the library's.
+
+// cpuRefBlock is how many pairs a pair of children serves before fresh
+// ones take over.
+const cpuRefBlock = cpuGuardMinPairs
 
 // serveCPU is the child's side (-serve-cpu NAME): it runs the row NAME
 // (at -guard-messages, on one P) once per line read from in, after a GC,
@@ -69,20 +95,29 @@ type cpuRun struct {
 	Failed    string  `json:"failed,omitempty"`
 }
 
-// cpuChild is a child serving runs of one row.
+// cpuChild is a child serving runs of one row; a run that has not
+// answered within wait kills it.
 type cpuChild struct {
 	bin    string
+	wait   time.Duration
 	cmd    *exec.Cmd
 	in     io.WriteCloser
 	out    *bufio.Reader
 	stderr bytes.Buffer
 }
 
-// startChild starts bin serving runs of the row name with c's flags,
-// without the plants' env vars if unplanted.
+// startChild starts bin (a path: a bare name is one in the working
+// directory, not one looked up in PATH) serving runs of the row name with
+// c's flags, without the plants' env vars if unplanted. A run gets twice
+// c.timeout and 5 s to answer (the child's own timeout bounds the
+// scenario's context, not a scenario that hangs regardless).
 func startChild(ctx context.Context, c *config, bin, name string, unplanted bool) (*cpuChild, error) {
-	ch := &cpuChild{bin: bin}
+	if abs, err := filepath.Abs(bin); err == nil {
+		bin = abs
+	}
+	ch := &cpuChild{bin: bin, wait: 2*c.timeout + 5*time.Second}
 	ch.cmd = exec.CommandContext(ctx, bin, childArgs(c, name)...)
+	ch.cmd.WaitDelay = time.Second // a grandchild holding stderr open does not hold Wait
 	if unplanted {
 		ch.cmd.Env = withoutPlants(os.Environ())
 	}
@@ -135,7 +170,16 @@ func (ch *cpuChild) run() (float64, error) {
 	if _, err := io.WriteString(ch.in, "run\n"); err != nil {
 		return 0, ch.failed(err)
 	}
+	var late atomic.Bool
+	t := time.AfterFunc(ch.wait, func() {
+		late.Store(true)
+		ch.cmd.Process.Kill()
+	})
 	line, err := ch.out.ReadBytes('\n')
+	t.Stop()
+	if late.Load() {
+		return 0, ch.failed(fmt.Errorf("no answer within %v: killed", ch.wait))
+	}
 	if err != nil {
 		return 0, ch.failed(err)
 	}
@@ -172,8 +216,8 @@ type cpuServer interface {
 	close()
 }
 
-// refGuard judges row against the reference binary c.guardRef: it starts
-// a child of it and one of this binary, and judges their pairs (against).
+// refGuard judges row against the reference binary c.guardRef: children
+// of it and of this binary serve the pairs (against).
 func refGuard(ctx context.Context, c *config, row guardRow, retries int, progress io.Writer) guardVerdict {
 	v := guardVerdict{guardRow: guardRow{Scenario: row.Scenario, CPU: true}, Against: c.guardRef}
 	self, err := os.Executable()
@@ -181,36 +225,54 @@ func refGuard(ctx context.Context, c *config, row guardRow, retries int, progres
 		v.Problem = err.Error()
 		return v
 	}
-	ref, err := startChild(ctx, c, c.guardRef, row.Scenario, true)
-	if err != nil {
-		v.Problem = err.Error()
-		return v
+	start := func() (ref, this cpuServer, err error) {
+		r, err := startChild(ctx, c, c.guardRef, row.Scenario, true)
+		if err != nil {
+			return nil, nil, err
+		}
+		t, err := startChild(ctx, c, self, row.Scenario, false)
+		if err != nil {
+			r.close()
+			return nil, nil, err
+		}
+		return r, t, nil
 	}
-	defer ref.close()
-	this, err := startChild(ctx, c, self, row.Scenario, false)
-	if err != nil {
-		v.Problem = err.Error()
-		return v
-	}
-	defer this.close()
-	return against(ctx, v, ref, this, c.guardPairs, retries, progress)
+	return against(ctx, v, start, c.guardPairs, retries, progress)
 }
 
-// against judges v's row from pairs of runs of ref and this, alternately
-// first, as judgeRow asks, against a baseline of zero (what this adds)
-// and a limit of half cpuGuardStep, unscaled. Each server first does a
-// run that does not count.
-func against(ctx context.Context, v guardVerdict, ref, this cpuServer, maxPairs, retries int, progress io.Writer) guardVerdict {
-	for _, s := range []cpuServer{ref, this} {
-		if _, err := s.run(); err != nil {
-			v.Problem = err.Error()
-			return v
+// against judges v's row from pairs of runs of a reference server and
+// this binary's, alternately first, as judgeRow asks (at most maxPairs a
+// try, rounded up to even), against a baseline of zero (what this adds)
+// and a limit of half cpuGuardStep, unscaled. start gives a fresh pair of
+// servers for every cpuRefBlock pairs; each first does a run that does not
+// count.
+func against(ctx context.Context, v guardVerdict, start func() (ref, this cpuServer, err error), maxPairs, retries int, progress io.Writer) guardVerdict {
+	var ref, this cpuServer
+	stop := func() {
+		if ref != nil {
+			ref.close()
+			this.close()
+			ref, this = nil, nil
 		}
 	}
+	defer stop()
 	k := 0
 	next := func() (cpuPair, error) {
 		if err := ctx.Err(); err != nil {
 			return cpuPair{}, err
+		}
+		if k%cpuRefBlock == 0 {
+			stop()
+			r, t, err := start()
+			if err != nil {
+				return cpuPair{}, err
+			}
+			ref, this = r, t
+			for _, s := range []cpuServer{ref, this} {
+				if _, err := s.run(); err != nil {
+					return cpuPair{}, err
+				}
+			}
 		}
 		k++
 		first, second := ref, this
@@ -234,7 +296,7 @@ func against(ctx context.Context, v guardVerdict, ref, this cpuServer, maxPairs,
 		fmt.Fprintf(progress, "  guard: %s pair %d against the reference: reference %.2f, this %.2f µs/msg (%+.2f); so far %s, limit %+.2f\n",
 			v.Scenario, k, p.Base, p.Row, p.Row-p.Base, j, j.Limit)
 	}
-	return v.judged(judgeRow(cpuBaseline{}, maxPairs, retries, next, seen))
+	return v.judged(judgeRow(cpuBaseline{}, maxPairs+maxPairs%2, retries, next, seen))
 }
 
 // checkRef checks that bin is a file this process may run, before the

@@ -20,13 +20,17 @@ import (
 // children of TestRefGuardChildren.
 const envBenchChild = "INORDER_BENCH_TEST_CHILD"
 
-// fakeServer serves runs at the next of cpus (the last repeating), and
-// records how many it served.
+// fakeServer serves runs at the next of cpus, then (if any) the next of
+// cycle, round and round, else the last of cpus again; it records how
+// many runs and starts it served.
 type fakeServer struct {
-	cpus   []float64
-	runs   int
-	err    error
-	closed bool
+	cpus     []float64
+	cycle    []float64
+	runs     int
+	err      error
+	closed   int
+	starts   int
+	startErr error
 }
 
 func (f *fakeServer) run() (float64, error) {
@@ -34,16 +38,31 @@ func (f *fakeServer) run() (float64, error) {
 		return 0, f.err
 	}
 	cpu := f.cpus[min(f.runs, len(f.cpus)-1)]
+	if n := f.runs - len(f.cpus); n >= 0 && len(f.cycle) > 0 {
+		cpu = f.cycle[n%len(f.cycle)]
+	}
 	f.runs++
 	return cpu, nil
 }
 
-func (f *fakeServer) close() { f.closed = true }
+func (f *fakeServer) close() { f.closed++ }
+
+// serve returns a start for against that serves ref and this every time,
+// counting the starts in ref.starts.
+func serve(ref, this *fakeServer) func() (cpuServer, cpuServer, error) {
+	return func() (cpuServer, cpuServer, error) {
+		ref.starts++
+		if ref.startErr != nil {
+			return nil, nil, ref.startErr
+		}
+		return ref, this, nil
+	}
+}
 
 func TestAgainstTheReference(t *testing.T) {
 	judge := func(ref, this *fakeServer) guardVerdict {
 		v := guardVerdict{guardRow: guardRow{Scenario: "ordered/q/s/durable/g1", CPU: true}, Against: "ref"}
-		return against(context.Background(), v, ref, this, 15, 2, io.Discard)
+		return against(context.Background(), v, serve(ref, this), 15, 2, io.Discard)
 	}
 	v := judge(&fakeServer{cpus: []float64{4}}, &fakeServer{cpus: []float64{4.2}})
 	assert.True(t, v.Passed, "0.2 µs dearer: under the limit of 0.5")
@@ -70,6 +89,22 @@ func TestAgainstTheReference(t *testing.T) {
 		assert.Equal(t, 4.0, p.Base, "the reference's runs are the base")
 	}
 	assert.Equal(t, ref.runs, this.runs)
+	assert.Equal(t, 1, ref.starts, "5 pairs: one pair of servers")
+	assert.Equal(t, 1, ref.closed)
+
+	// Fresh servers every cpuRefBlock pairs, each with its warm-up; the
+	// last look is on an even count.
+	ref, this = &fakeServer{cpus: []float64{4}}, &fakeServer{cpus: []float64{4}, cycle: []float64{4.3, 4.7}}
+	v = judge(ref, this)
+	require.NotEmpty(t, v.CPUTries)
+	assert.Len(t, v.CPUTries[0].Pairs, 16, "-guard-pairs 15, rounded up to even")
+	assert.Equal(t, 4, ref.starts, "16 pairs: four pairs of servers")
+	assert.Equal(t, 4, this.closed, "each closed")
+	assert.Equal(t, 16+4, ref.runs, "a warm-up each")
+
+	v = judge(&fakeServer{cpus: []float64{4}, startErr: errors.New("no such file")}, &fakeServer{cpus: []float64{4}})
+	assert.False(t, v.Passed)
+	assert.Contains(t, v.Problem, "no such file")
 
 	v = judge(&fakeServer{cpus: []float64{4}, err: errors.New("the child exited")}, &fakeServer{cpus: []float64{4}})
 	assert.False(t, v.Passed)
@@ -118,7 +153,7 @@ func TestRefGuardChildren(t *testing.T) {
 	v := refGuard(context.Background(), c, row, 0, io.Discard)
 	require.Empty(t, v.Problem)
 	require.Len(t, v.CPUTries, 1)
-	assert.Len(t, v.CPUTries[0].Pairs, cpuGuardMinPairs)
+	assert.Contains(t, []int{cpuGuardMinPairs, cpuGuardMinPairs + 1}, len(v.CPUTries[0].Pairs), "at most -guard-pairs, rounded up to even")
 	for _, p := range v.CPUTries[0].Pairs {
 		assert.Positive(t, p.Base)
 		assert.Positive(t, p.Row)

@@ -126,7 +126,8 @@ func TestReview11OrderBalanced(t *testing.T) {
 	ref := &orderServer{clk: clk, cpu: 4, second: 0.6}
 	this := &orderServer{clk: clk, cpu: 4, second: 0.6}
 	v := guardVerdict{guardRow: guardRow{Scenario: "ordered/q/s/durable/g1", CPU: true}, Against: "ref"}
-	v = against(context.Background(), v, ref, this, 15, 0, io.Discard)
+	start := func() (cpuServer, cpuServer, error) { return ref, this, nil }
+	v = against(context.Background(), v, start, 15, 0, io.Discard)
 	assert.True(t, v.Passed, "the same code, going second in a pair costs 0.6: measured %s", v.CPUTries)
 }
 
