@@ -786,6 +786,28 @@ var mutants = []mutant{
 		Run: "^TestStartLowestFullWindowKeepsLowest$",
 	},
 	{
+		Name:   "commit-lane-change-unmarked",
+		Breaks: "the first advance queued does not mark the commit lane changed: Ready and Deadline keep its stale due time and the commit waits for an unrelated change",
+		Edits: []edit{{
+			File: "internal/recvcore/commits.go",
+			Old:  "\t\tl.changed = true // due now (a group behind others queued changes nothing)\n",
+			New:  "",
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestModel$",
+	},
+	{
+		Name:   "delete-lane-change-unmarked",
+		Breaks: "the first receipt queued does not mark the delete lane changed: Ready and Deadline keep its stale due time and the delete waits for an unrelated change",
+		Edits: []edit{{
+			File: "internal/recvcore/deletes.go",
+			Old:  "\t\tl.changed = true // due now (a receipt behind others queued changes nothing)\n",
+			New:  "",
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestModel$",
+	},
+	{
 		Name:   "syncack-before-durable",
 		Breaks: "a SyncAck resolves once the group's acks reach its target, before the cursor past it is durable (review 2's plant RC7)",
 		Edits: []edit{{

@@ -11,14 +11,41 @@ import (
 )
 
 func BenchmarkCore(b *testing.B) {
+	defer recvcore.SetCheckDues(false)()
 	for _, groups := range []int{1, 1000} {
 		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
 			n := b.N
-			lc := newLifecycle(b, groups, n)
+			lc := newLifecycle(b, groups, n, 0)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < n; i += 16 {
 				lc.arrive(i, min(i+16, n))
+			}
+			lc.finish()
+			b.StopTimer()
+			if lc.done != n {
+				b.Fatalf("delivered %d of %d", lc.done, n)
+			}
+			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
+		})
+	}
+}
+
+// BenchmarkCoreStep drives the Core as the shell does: a Ready after every
+// event (each batch of 16 arrivals, each Ack with the next hand-out, each
+// outcome), 5 µs apart, with the shell's default CommitInterval (5 ms), so
+// that most steps find the commit and delete lanes with work queued and
+// nothing due. Ready's cost per step is what it measures.
+func BenchmarkCoreStep(b *testing.B) {
+	defer recvcore.SetCheckDues(false)()
+	for _, groups := range []int{1, 1000} {
+		b.Run(fmt.Sprintf("groups=%d", groups), func(b *testing.B) {
+			n := b.N
+			lc := newLifecycle(b, groups, n, 5*time.Millisecond)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < n; i += 16 {
+				lc.step(i, min(i+16, n))
 			}
 			lc.finish()
 			b.StopTimer()
@@ -47,7 +74,7 @@ func TestAllocsPerMessage(t *testing.T) {
 		t.Run(fmt.Sprintf("groups=%d", groups), func(t *testing.T) {
 			const window, runs = 64, 200
 			n := window * (runs + 1 + 2000/window) // AllocsPerRun's warm-up, and every group seen once
-			lc := newLifecycle(t, groups, n)
+			lc := newLifecycle(t, groups, n, 0)
 			i := 0
 			for ; i < 2000/window*window; i += 16 {
 				lc.arrive(i, i+16) // every group loaded
@@ -82,14 +109,14 @@ type lifecycle struct {
 	done int
 }
 
-func newLifecycle(tb testing.TB, groups, n int) *lifecycle {
+func newLifecycle(tb testing.TB, groups, n int, commitInterval time.Duration) *lifecycle {
 	cfg := recvcore.Config{
 		Queue: "q", GapTimeout: 30 * time.Second, StartSettle: 2 * time.Second, MaxAttempts: 5,
 		RetryInitial: 50 * time.Millisecond, RetryMax: 5 * time.Second, Window: 4000, MaxHeld: 4000,
 		MaxMemory: 64 << 20, MaxUndeletedRate: 1e9, MaxBatch: 16, MaxAdvances: 4096, MaxParks: 256,
 		ReapInterval: 200 * time.Millisecond, Visibility: time.Hour, VisibilityMargin: -1,
 		VisibilityExtend: time.Hour, ShortVisibility: time.Second, MaxVisibilityRate: 50, IdleEvict: -1,
-		MaxEpochAhead: 24 * time.Hour,
+		MaxEpochAhead: 24 * time.Hour, CommitInterval: commitInterval,
 	}
 	c, err := recvcore.New(cfg)
 	if err != nil {
@@ -123,6 +150,43 @@ func (lc *lifecycle) finish() {
 		lc.now = lc.now.Add(time.Second)
 		lc.c.Tick(lc.now)
 		lc.drain()
+	}
+}
+
+// step hands the Core in[i:j] and then acks each message handed out, as the
+// shell does: one Ready after each event, whose actions are answered at
+// once (each answer an event with its own Ready), 5 µs apart.
+func (lc *lifecycle) step(i, j int) {
+	c := lc.c
+	lc.now = lc.now.Add(5 * time.Microsecond)
+	c.Arrive(lc.now, lc.in[i:j])
+	lc.answer(c.Ready(lc.now))
+	d, ok := c.Next(lc.now)
+	for ok {
+		lc.now = lc.now.Add(5 * time.Microsecond)
+		if _, err := c.Ack(lc.now, &d, false); err != nil {
+			lc.tb.Fatal(err)
+		}
+		lc.done++
+		d, ok = c.Next(lc.now)
+		lc.answer(c.Ready(lc.now))
+	}
+}
+
+// answer reports the outcome of rd's actions, each with a Ready of its own.
+func (lc *lifecycle) answer(rd recvcore.Ready) {
+	c := lc.c
+	for _, r := range rd.Reads {
+		c.Read(lc.now, r.ID, make([]seqstore.Cursor, len(r.Streams)), nil)
+		lc.answer(c.Ready(lc.now))
+	}
+	for _, cm := range rd.Commits {
+		c.Committed(lc.now, cm.ID, nil)
+		lc.answer(c.Ready(lc.now))
+	}
+	for _, d := range rd.Deletes {
+		c.Deleted(lc.now, d.ID, nil)
+		lc.answer(c.Ready(lc.now))
 	}
 }
 

@@ -35,6 +35,15 @@ func (l *commitLane) due(c *Core) time.Time {
 	return time.Time{}
 }
 
+// pending reports whether ready may have something to do at now: the
+// lane changed since dueAt was worked out, its due time came, or the Core
+// closes (a commit then goes at once, before due). Otherwise ready would
+// do nothing: dueAt is zero (nothing queued, or a commit in flight), or
+// now is before the backoff or the batching window ends.
+func (l *commitLane) pending(c *Core, now time.Time) bool {
+	return l.changed || c.closing || !l.dueAt.IsZero() && !now.Before(l.dueAt)
+}
+
 func (l *commitLane) flushed(c *Core) bool {
 	if !l.idle() {
 		return false
@@ -71,8 +80,11 @@ func (c *Core) forceCommit(g *group) {
 // that commit may start: CommitInterval later, so that more advances
 // share it.
 func (l *commitLane) queue(now time.Time, g *group) {
-	if l.dirty.len() == 0 && l.batch == nil {
-		l.since = now
+	if l.dirty.len() == 0 {
+		if l.batch == nil {
+			l.since = now
+		}
+		l.changed = true // due now (a group behind others queued changes nothing)
 	}
 	g.dirty = true
 	l.dirty.push(g)
@@ -149,6 +161,7 @@ func (c *Core) Committed(now time.Time, id uint64, err error) {
 	}
 	l.batch = nil
 	l.inFlight--
+	l.changed = true
 	var be *seqstore.BatchError
 	known := err == nil || errors.As(err, &be) && len(be.Errs) == len(b.groups)
 	if err == nil {

@@ -1,6 +1,7 @@
 package recvcore
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -182,22 +183,92 @@ func (c *Core) Ready(now time.Time) Ready {
 	c.now = now
 	c.budget.refill(now, &c.cfg)
 	var rd Ready
-	// Each lane in turn (not through ioLane: rd would escape).
-	c.reads.ready(c, now, &rd)
-	c.commits.ready(c, now, &rd)
-	c.parks.ready(c, now, &rd)
-	c.unparks.ready(c, now, &rd)
-	c.scans.ready(c, now, &rd)
+	// Each lane in turn (not through ioLane: rd would escape), skipping
+	// those whose ready would do nothing: most lanes have nothing queued
+	// on most steps, and the commit and delete lanes nothing due before
+	// the time they keep (see lane). One that ran changed.
+	if c.reads.pending() {
+		c.reads.ready(c, now, &rd)
+	}
+	if c.commits.pending(c, now) {
+		c.commits.ready(c, now, &rd)
+		c.commits.changed = true
+	}
+	if c.parks.pending() {
+		c.parks.ready(c, now, &rd)
+	}
+	if c.unparks.pending() {
+		c.unparks.ready(c, now, &rd)
+	}
+	if c.scans.pending() {
+		c.scans.ready(c, now, &rd)
+	}
 	c.vis.ready(c, now, &rd)
-	c.deletes.ready(c, now, &rd)
-	c.deads.ready(c, now, &rd)
-	c.requeues.ready(c, now, &rd)
+	if c.deletes.pending(c, now) {
+		c.deletes.ready(c, now, &rd)
+		c.deletes.changed = true
+	}
+	if c.deads.pending() {
+		c.deads.ready(c, now, &rd)
+	}
+	if c.requeues.pending() {
+		c.requeues.ready(c, now, &rd)
+	}
+	if checkDues {
+		c.verifySkipped(now)
+	}
 	rd.Reports, c.out.reports = c.out.reports, nil
 	rd.Resolved, c.out.resolved = c.out.resolved, nil
 	rd.Available = c.Available()
 	rd.Room = c.Room(now)
 	rd.Wake, _ = c.Deadline()
 	return rd
+}
+
+// verifySkipped runs the ready of each lane that Ready skips now (its
+// pending false) on a scratch Ready, and panics when one does anything
+// (tests, with checkDues): a lane may be skipped only when its ready would
+// do nothing. It allocates nothing (TestAllocsPerMessage runs with it).
+func (c *Core) verifySkipped(now time.Time) {
+	var rd Ready
+	before, since := c.skipState(), c.deletes.since
+	for i, name := range [...]string{"reads", "commits", "parks", "unparks", "scans", "deletes", "deads", "requeues"} {
+		switch {
+		case i == 0 && !c.reads.pending():
+			c.reads.ready(c, now, &rd)
+		case i == 1 && !c.commits.pending(c, now):
+			c.commits.ready(c, now, &rd)
+		case i == 2 && !c.parks.pending():
+			c.parks.ready(c, now, &rd)
+		case i == 3 && !c.unparks.pending():
+			c.unparks.ready(c, now, &rd)
+		case i == 4 && !c.scans.pending():
+			c.scans.ready(c, now, &rd)
+		case i == 5 && !c.deletes.pending(c, now):
+			c.deletes.ready(c, now, &rd)
+		case i == 6 && !c.deads.pending():
+			c.deads.ready(c, now, &rd)
+		case i == 7 && !c.requeues.pending():
+			c.requeues.ready(c, now, &rd)
+		default:
+			continue
+		}
+		if after := c.skipState(); after != before || !rd.Empty() || !c.deletes.since.Equal(since) {
+			panic(fmt.Sprintf("recvcore: Ready skipped the %s lane, whose ready did something: %v, then %v", name, before, after))
+		}
+	}
+}
+
+// skipState is what a lane's ready changes when it does anything: the
+// action ids taken, the lanes' queues, the urgent delete, the reports.
+func (c *Core) skipState() [4]int {
+	queued := c.reads.q.len() + c.commits.dirty.len() + len(c.parks.q) + c.unparks.q.len() +
+		c.deletes.q.len() + len(c.deads.q) + len(c.requeues.q)
+	urgent := 0
+	if c.deletes.urgent {
+		urgent = 1
+	}
+	return [4]int{int(c.out.ids), queued, urgent, len(c.out.reports)}
 }
 
 // Deadline returns when the Core next has something to do on its own (a

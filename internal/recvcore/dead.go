@@ -23,6 +23,10 @@ func (l *deadLane) init() {
 	l.busy = make(map[uint64][]*msg)
 }
 
+// pending reports whether a dead letter is queued: without one, ready
+// does nothing and due is zero.
+func (l *deadLane) pending() bool { return len(l.q) > 0 }
+
 func (l *deadLane) due(c *Core) time.Time {
 	if len(l.q) > 0 && l.idle() {
 		return l.after

@@ -42,8 +42,22 @@ func (l *deleteLane) init() {
 func (l *deleteLane) push(now time.Time, m *msg) {
 	if l.q.len() == 0 {
 		l.since = now
+		l.changed = true // due now (a receipt behind others queued changes nothing)
 	}
 	l.q.push(m)
+}
+
+// pending reports whether ready may have something to do at now: a receipt
+// is queued, and the lane changed since dueAt was worked out, a hand-out
+// waits for a delete (urgent), the Core closes, a batch is full, or the
+// due time came. Otherwise ready would do nothing: dueAt is zero (the
+// calls in flight are at the limit) or now is before the backoff or the
+// batching window ends.
+func (l *deleteLane) pending(c *Core, now time.Time) bool {
+	if l.q.len() == 0 {
+		return false
+	}
+	return l.changed || l.urgent || c.closing || l.q.len() >= c.cfg.MaxBatch || !l.dueAt.IsZero() && !now.Before(l.dueAt)
 }
 
 func (l *deleteLane) due(c *Core) time.Time {
@@ -118,6 +132,7 @@ func (c *Core) Deleted(now time.Time, id uint64, res []DeleteResult) {
 	}
 	delete(l.busy, id)
 	l.inFlight--
+	l.changed = true
 	failed := false
 	for i, m := range b.ms {
 		var r DeleteResult

@@ -21,3 +21,16 @@ func ReleasedIDs(c *Core) map[string]string {
 	}
 	return out
 }
+
+// Every test checks, at every Ready and Deadline, that the lanes Ready
+// skips had nothing to do and that the due times the commit and delete
+// lanes keep are current (see checkDues).
+func init() { checkDues = true }
+
+// SetCheckDues turns checkDues on or off, and returns what puts it back
+// (benchmarks measure the Core without the checks).
+func SetCheckDues(on bool) (restore func()) {
+	was := checkDues
+	checkDues = on
+	return func() { checkDues = was }
+}

@@ -1,6 +1,9 @@
 package recvcore
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // lane is what every kind of I/O the Core asks for shares: how many of its
 // calls are in flight and how many may be, and the backoff after failed
@@ -13,6 +16,16 @@ type lane struct {
 	inFlight int
 	after    time.Time // no call starts before: the backoff after failed ones
 	fails    int       // consecutive failed calls
+
+	// The lanes that have work on most steps (commits, deletes) keep
+	// their due time between steps, so that Ready and Deadline do not
+	// work it out again on every step (see Core.Ready): dueAt is due's
+	// answer as of the last Deadline, and changed says that something
+	// due depends on changed since (a call queued, started or ended, a
+	// backoff), so that dueAt must be worked out again and ready must
+	// look. Every change of what due reads sets changed.
+	changed bool
+	dueAt   time.Time
 }
 
 // open reports whether a call may start at now.
@@ -29,6 +42,7 @@ func (l *lane) succeeded() { l.fails = 0 }
 func (c *Core) failed(l *lane, err error) {
 	l.fails++
 	l.after = c.now.Add(c.backoff(l.fails))
+	l.changed = true
 	if l.what != "" && (l.fails == 1 || l.fails%10 == 0) {
 		c.report(Report{Kind: ReportWarn, Msg: l.what + " failed", Attempt: l.fails, Err: err})
 	}
@@ -41,19 +55,63 @@ func (c *Core) lanes() [9]ioLane {
 
 // lanesDue returns the earliest of at and the lanes' due times. It asks
 // each lane of lanes directly, not through ioLane: Ready calls it on every
-// step, and nine calls through an interface were a third of its cost.
+// step, and nine calls through an interface were a third of its cost. A
+// lane with nothing queued is not asked (its due is zero), and the commit
+// and delete lanes answer from dueAt unless they changed (see lane).
 // TestLanesDueAsksEveryLane keeps the two lists the same.
 func (c *Core) lanesDue(at time.Time) time.Time {
-	at = earlier(at, c.reads.due(c))
-	at = earlier(at, c.commits.due(c))
-	at = earlier(at, c.parks.due(c))
-	at = earlier(at, c.unparks.due(c))
-	at = earlier(at, c.scans.due(c))
+	if c.reads.pending() {
+		at = earlier(at, c.reads.due(c))
+	}
+	if c.commits.changed {
+		c.commits.dueAt, c.commits.changed = c.commits.due(c), false
+	}
+	at = earlier(at, c.commits.dueAt)
+	if c.parks.pending() {
+		at = earlier(at, c.parks.due(c))
+	}
+	if c.unparks.pending() {
+		at = earlier(at, c.unparks.due(c))
+	}
+	if c.scans.pending() {
+		at = earlier(at, c.scans.due(c))
+	}
 	at = earlier(at, c.vis.due(c))
-	at = earlier(at, c.deletes.due(c))
-	at = earlier(at, c.deads.due(c))
-	at = earlier(at, c.requeues.due(c))
+	if c.deletes.changed || c.deletes.urgent {
+		// (An urgent delete is due at c.now: worked out every time.)
+		c.deletes.dueAt, c.deletes.changed = c.deletes.due(c), false
+	}
+	at = earlier(at, c.deletes.dueAt)
+	if c.deads.pending() {
+		at = earlier(at, c.deads.due(c))
+	}
+	if c.requeues.pending() {
+		at = earlier(at, c.requeues.due(c))
+	}
+	if checkDues {
+		c.verifyDues()
+	}
 	return at
+}
+
+// checkDues makes every Deadline check that the due times the commit and
+// delete lanes keep are what due answers now, and every Ready that the
+// lanes it skipped had nothing to do (verifySkipped). The package's tests
+// turn it on: a change that did not set changed, or a pending that says
+// false too soon, panics at the next step.
+var checkDues = false
+
+// verifyDues panics when a lane's kept due time is stale.
+func (c *Core) verifyDues() {
+	for _, l := range [...]struct {
+		name string
+		l    *lane
+		due  time.Time
+	}{{"commits", &c.commits.lane, c.commits.due(c)}, {"deletes", &c.deletes.lane, c.deletes.due(c)}} {
+		if !l.l.dueAt.Equal(l.due) {
+			panic(fmt.Sprintf("recvcore: the %s lane keeps due %v, its due is %v: a change did not set changed", l.name, l.l.dueAt, l.due))
+		}
+	}
 }
 
 // ioLane is what Deadline and Flushed ask of each lane. Each also has

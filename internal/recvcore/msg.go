@@ -200,6 +200,7 @@ func (c *Core) queueDelete(now time.Time, m *msg) {
 func (c *Core) deleteFirst(now time.Time, m *msg) {
 	c.vis.list.remove(m)
 	c.deletes.urgent = true // a Receive waits for it: no batching delay
+	c.deletes.changed = true
 	if m.has(fVisBusy) {
 		m.flags |= fDelWait
 		return

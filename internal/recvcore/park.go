@@ -26,6 +26,10 @@ func (l *parkLane) init() {
 	l.busy = make(map[uint64][]*msg)
 }
 
+// pending reports whether a park is queued: without one, ready does
+// nothing and due is zero.
+func (l *parkLane) pending() bool { return len(l.q) > 0 }
+
 func (l *parkLane) due(c *Core) time.Time {
 	if !l.idle() {
 		return time.Time{}
@@ -254,6 +258,10 @@ func (c *Core) loadScanned(now time.Time) {
 	}
 }
 
+// pending reports whether a scan is wanted: once one was listed, ready
+// does nothing and due is zero.
+func (l *scanLane) pending() bool { return !l.done }
+
 func (l *scanLane) due(c *Core) time.Time {
 	if c.cfg.Park && !l.done && l.idle() && !c.closing {
 		return l.after
@@ -331,6 +339,10 @@ func (l *unparkLane) init() {
 	l.lane = lane{what: "read parked messages", limit: 1}
 	l.busy = make(map[uint64][]*group)
 }
+
+// pending reports whether a group is queued: without one, ready does
+// nothing and due is zero.
+func (l *unparkLane) pending() bool { return l.q.len() > 0 }
 
 func (l *unparkLane) due(c *Core) time.Time {
 	if l.q.len() > 0 && l.idle() {

@@ -32,6 +32,10 @@ func (l *readLane) need(g *group) {
 // loading reports whether cursors are queued or being read.
 func (l *readLane) loading() bool { return l.q.len() > 0 || len(l.busy) > 0 }
 
+// pending reports whether a cursor is queued: without one, ready does
+// nothing and due is zero.
+func (l *readLane) pending() bool { return l.q.len() > 0 }
+
 func (l *readLane) due(c *Core) time.Time {
 	if l.q.len() > 0 && l.idle() {
 		return l.after

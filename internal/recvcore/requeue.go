@@ -22,6 +22,10 @@ func (l *requeueLane) init() {
 	l.busy = make(map[uint64][]*msg)
 }
 
+// pending reports whether a body is queued: without one, ready does
+// nothing and due is zero.
+func (l *requeueLane) pending() bool { return len(l.q) > 0 }
+
 func (l *requeueLane) due(c *Core) time.Time {
 	if len(l.q) > 0 && l.idle() {
 		return l.after
