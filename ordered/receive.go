@@ -857,10 +857,16 @@ func waitCtx(ctx context.Context, wg *sync.WaitGroup) error {
 }
 
 func (r *receiver) stats() ReceiveStats {
+	return r.receiveStats(r.coreStats())
+}
+
+// coreStats returns the core's counters. (The lock is deferred: a panic in
+// a caller's Stats that the caller recovers, as net/http does, must not
+// leave the receiver locked.)
+func (r *receiver) coreStats() recvcore.Stats {
 	r.mu.Lock()
-	c := r.core.Stats()
-	r.mu.Unlock()
-	return r.receiveStats(c)
+	defer r.mu.Unlock()
+	return r.core.Stats()
 }
 
 // receiveStats converts the core's counters.

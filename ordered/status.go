@@ -210,15 +210,17 @@ type receiverStatus struct {
 
 func (r *receiver) status(limit int, group string, lookup bool) receiverStatus {
 	var s receiverStatus
-	r.mu.Lock()
-	c := r.core.Stats()
-	s.stuck, s.total = r.core.StuckStatus(limit)
-	if lookup {
-		if g, ok := r.core.GroupStatus(group); ok {
-			s.group = &g
+	c := func() recvcore.Stats {
+		r.mu.Lock()
+		defer r.mu.Unlock() // (see coreStats)
+		s.stuck, s.total = r.core.StuckStatus(limit)
+		if lookup {
+			if g, ok := r.core.GroupStatus(group); ok {
+				s.group = &g
+			}
 		}
-	}
-	r.mu.Unlock()
+		return r.core.Stats()
+	}()
 	s.stats = r.receiveStats(c)
 	return s
 }

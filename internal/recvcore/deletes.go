@@ -78,9 +78,7 @@ func (l *deleteLane) ready(c *Core, now time.Time, rd *Ready) {
 	}
 	full := l.q.len() >= c.cfg.MaxBatch
 	due := l.q.len() > 0 && (c.closing || l.urgent || !now.Before(l.since.Add(c.cfg.ReapInterval)))
-	if due {
-		l.urgent = false
-	}
+	wasDue := due
 	for l.inFlight < l.limit && (full || due) {
 		n := min(l.q.len(), c.cfg.MaxBatch)
 		if n == 0 {
@@ -107,6 +105,14 @@ func (l *deleteLane) ready(c *Core, now time.Time, rd *Ready) {
 		full = l.q.len() >= c.cfg.MaxBatch
 		due = due && l.q.len() > 0
 		l.since = now
+	}
+	// Urgent (a hand-out waits for its delete) until the queue went: at
+	// the limit of calls in flight its receipts wait for a slot and go as
+	// soon as one frees, not ReapInterval later. (With nothing queued the
+	// urgency stays: deleteFirst sets it before a visibility change in
+	// flight lets the receipt be queued.)
+	if wasDue && l.q.len() == 0 {
+		l.urgent = false
 	}
 }
 

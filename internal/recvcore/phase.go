@@ -143,6 +143,7 @@ func (c *Core) becomeEvicted(g *group) {
 	c.unlist(g)
 	c.become(g, phEvicted)
 	delete(c.groups, g.name)
+	delete(c.stuck, g) // (an idle group evicted while stuck: its report goes with it)
 	c.budget.mem -= g.cost
 	g.cost = 0
 	c.st.Evicted++
@@ -229,8 +230,8 @@ func (c *Core) compact(now time.Time) {
 			continue // shed since
 		}
 		g.compactQueued = false
-		if g.cold() || !g.empty() {
-			continue
+		if g.cold() || !g.empty() || g.stuck != "" {
+			continue // (a stuck group keeps its report, which is cold state)
 		}
 		if now.Before(g.idleAt.Add(compactDelay)) {
 			// Busy again in between, idle again since: look later.

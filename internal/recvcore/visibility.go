@@ -150,7 +150,10 @@ func (l *visLane) due(c *Core) time.Time {
 			at = t
 		}
 	}
-	if l.shortq.len() > 0 && (at.IsZero() || token.Before(at)) {
+	// Shortenings go with the budget; without extensions (a negative
+	// margin) ready sends them only at Close, handled above, and a
+	// deadline for them before it would come back at once, every step.
+	if l.shortq.len() > 0 && c.cfg.VisibilityMargin >= 0 && (at.IsZero() || token.Before(at)) {
 		at = token
 	}
 	return at
