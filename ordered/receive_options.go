@@ -294,7 +294,10 @@ type ReceiveOptions struct {
 	// within MaxVisibilityRate; one that the budget cannot extend is parked
 	// (or, without parking, left to come back: its newer receipt then
 	// replaces the old one). Default a third of the driver's Visibility.
-	// -1 disables extension.
+	// -1 disables extension, and the early return of a message the receiver
+	// lets go before Close (one beyond its group's window, say): it comes
+	// back when its visibility ends. Close still gives back at once what
+	// the receiver holds.
 	VisibilityMargin time.Duration
 
 	// VisibilityExtend is the timeout set by each extension. Default the

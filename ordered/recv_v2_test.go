@@ -175,16 +175,36 @@ func TestReceiveMemoryBudget(t *testing.T) {
 		{"spread", 10_000, 1},
 		{"deep", 20, 500},
 	} {
-		t.Run(tc.name, func(t *testing.T) { testMemoryBudget(t, tc.groups, tc.perGroup) })
+		t.Run(tc.name, func(t *testing.T) {
+			// The heap is the process's: in a run of the whole package
+			// under -race, what earlier tests left running once made it
+			// 14.5 and 16.9 MiB where this case alone measures 9.6-10.8.
+			// An excess that comes back on a second try is the receiver's.
+			for try := 1; ; try++ {
+				grown := testMemoryBudget(t, tc.groups, tc.perGroup)
+				if grown < memBudget+memConstant || try == 2 {
+					assert.Less(t, grown, int64(memBudget+memConstant), "heap within the budget plus a constant")
+					break
+				}
+				t.Logf("heap grew %.1f MiB: over; once more", float64(grown)/(1<<20))
+			}
+		})
 	}
 }
 
-func testMemoryBudget(t *testing.T, groups, perGroup int) {
+const (
+	memBudget = 8 << 20
+	// What the budget does not count: one receive batch per fetcher
+	// beyond it, the driver's and the test's own slack.
+	memConstant = 6 << 20
+)
+
+// testMemoryBudget runs a receiver over groups x perGroup bodies that
+// cannot be delivered and returns how much its heap grew.
+func testMemoryBudget(t *testing.T, groups, perGroup int) int64 {
 	const (
-		budget = 8 << 20
-		// What the budget does not count: one receive batch per fetcher
-		// beyond it, the driver's and the test's own slack.
-		constant = 6 << 20
+		budget   = memBudget
+		constant = memConstant
 	)
 	drv := memqueue.New(&memqueue.Options{Shards: 4, Visibility: time.Minute})
 	// A store that cannot park: memstore's park lives in this process's
@@ -223,7 +243,7 @@ func testMemoryBudget(t *testing.T, groups, perGroup int) {
 	rxClose(t, q)
 	assert.Positive(t, st.Received, "the receiver fetched")
 	assert.LessOrEqual(t, peakMem, budget+16*(10_000+1024), "charged memory stays within the budget, give or take one receive batch")
-	assert.Less(t, grown, int64(budget+constant), "heap within the budget plus a constant")
+	return grown
 }
 
 // corruptStore reports the stored cursor of one group as corrupt (a Redis
