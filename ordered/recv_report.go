@@ -1,7 +1,9 @@
 package ordered
 
 import (
+	"bytes"
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -21,7 +23,7 @@ type reporter struct {
 	wake    chan struct{} // cap 1
 	done    chan struct{} // closed when the goroutine ends
 	stopped atomic.Bool
-	busy    atomic.Bool // a hook runs now
+	gid     atomic.Uint64 // the goroutine's id: a hook that calls Close
 	dropped atomic.Int64
 }
 
@@ -52,15 +54,14 @@ func (p *reporter) add(reps []recvcore.Report) {
 
 func (p *reporter) loop() {
 	defer close(p.done)
+	p.gid.Store(goid())
 	for {
 		p.mu.Lock()
 		q := p.q
 		p.q = nil
 		p.mu.Unlock()
 		for _, rep := range q {
-			p.busy.Store(true)
 			p.out(rep)
-			p.busy.Store(false)
 		}
 		if len(q) > 0 {
 			continue
@@ -72,14 +73,14 @@ func (p *reporter) loop() {
 	}
 }
 
-// stop ends the goroutine once the reports queued are out. It waits for
-// that within ctx, except when a hook runs now: that hook may be the
-// caller (a hook that calls Close), which would wait for itself. The
-// goroutine then ends when the hook returns.
+// stop ends the goroutine once the reports queued are out, and waits for
+// that within ctx, so that no hook runs once Close returned. A hook that
+// calls Close would wait for itself: called on the goroutine, stop does not
+// wait, and the goroutine ends when the hook returns.
 func (p *reporter) stop(ctx context.Context) error {
 	p.stopped.Store(true)
 	signal(p.wake)
-	if p.busy.Load() {
+	if g := p.gid.Load(); g != 0 && g == goid() {
 		return nil
 	}
 	select {
@@ -155,4 +156,22 @@ func (r *receiver) reportOut(rep recvcore.Report) {
 	default:
 		r.log.Warn(msg, attrs...)
 	}
+}
+
+// goid returns the calling goroutine's id, read from the first line of its
+// stack trace ("goroutine 42 [running]:"). Only stop and the reporter's
+// start call it: the one question it answers is whether Close was called
+// from a hook, which nothing else tells apart from a Close while a hook runs.
+func goid() uint64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b, _ = bytes.CutPrefix(b, []byte("goroutine "))
+	var id uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			break
+		}
+		id = id*10 + uint64(c-'0')
+	}
+	return id
 }
