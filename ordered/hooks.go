@@ -7,10 +7,9 @@ import "time"
 // outside the Queue's locks: no receiving, acking or store call waits for
 // a hook, and a hook may call Queue.Stats, Receive or Close. Close waits
 // for the hooks of the events before it (once Close returned nil, no hook
-// runs),
-// except that Close called from a hook does not wait for that hook. A slow
-// hook delays only the hooks after it; beyond 65,536 events waiting for it,
-// later ones are dropped, hooks and log lines alike (counted in
+// runs), except that Close called from a hook does not wait for that hook.
+// A slow hook delays only the hooks after it; beyond 65,536 events waiting
+// for it, later ones are dropped, hooks and log lines alike (counted in
 // ReceiveStats.HooksDropped, logged once). A nil hook is skipped. Use them
 // for metrics and alerts; every event is also logged with stable keys
 // (group, epoch, seq, err).
