@@ -587,13 +587,17 @@ var mutants = []mutant{
 		Pkg: "./internal/recvcore",
 		Run: "^TestLateShorteningIsDropped$",
 	},
-	// hold-slack (an extension may carry a hold to MaxHold exactly, not
-	// MaxHold less holdSlack: applied late, it carries it past) stood here,
-	// run by TestWorldKnownDefects/hold/2710961. Its seed stopped showing
-	// it before 39e74fb (checked there), 20,000 TestWorld cases with
-	// INORDER_WORLD_STRICT=hold did not find another, and no test of the
-	// package fails on it (2026-12-05, stop 36): it comes back with a
-	// deterministic test of the hold's slack.
+	{
+		Name:   "hold-slack",
+		Breaks: "an extension may carry a hold to MaxHold exactly: applied late, it carries it past",
+		Edits: []edit{{
+			File: "internal/recvcore/visibility.go",
+			Old:  `int64(c.cfg.MaxHold-c.holdSlack())`,
+			New:  `int64(c.cfg.MaxHold)`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestHoldSlackCoversALateExtension$",
+	},
 	{
 		Name:   "amo-abandon-takes-back",
 		Breaks: "an AtMostOnce hand-out abandoned before its commit went out is passed over by that commit (its park dropped) instead of taken back",
