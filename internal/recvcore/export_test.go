@@ -34,3 +34,6 @@ func SetCheckDues(on bool) (restore func()) {
 	checkDues = on
 	return func() { checkDues = was }
 }
+
+// Spare returns how many msgs c keeps for reuse.
+func Spare(c *Core) int { return len(c.pool.spare) }
