@@ -7,7 +7,10 @@ import "time"
 // outside the Queue's locks: no receiving, acking or store call waits for
 // a hook, and a hook may call Queue.Stats, Receive or Close. Close waits
 // for the hooks of the events before it (once Close returned nil, no hook
-// runs), except that Close called from a hook does not wait for that hook.
+// runs), except that Close called from a hook does not wait for hooks: that
+// one and those of the events queued behind it run after it returned. A
+// hook must not wait for a Close it did not call itself (on a goroutine of
+// its own): that Close waits for the hook, until its ctx ends.
 // A slow hook delays only the hooks after it; beyond 65,536 events waiting
 // for it, later ones are dropped, hooks and log lines alike (counted in
 // ReceiveStats.HooksDropped, logged once). A nil hook is skipped. Use them
@@ -85,8 +88,10 @@ type Hooks struct {
 	// OnCommit: a store write of cursor advances (Store.Advance: one write
 	// for any number of groups, group commit) ended; Event.Duration is how
 	// long it took, Event.Err its error (nil: durable). Called on the
-	// goroutine of the write (see above). ExactlyOnce cursors, which the
-	// application writes, are not reported.
+	// goroutine of the write (see above), once the write is done: a Close
+	// from OnCommit does not wait for it, and one may come as Close
+	// returns. ExactlyOnce cursors, which the application writes, are not
+	// reported.
 	OnCommit func(Event)
 }
 

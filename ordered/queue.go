@@ -110,7 +110,13 @@ func New(ctx context.Context, drv driver.Queue, store seqstore.Store, opts *Opti
 func (q *Queue) Close(ctx context.Context) error {
 	q.mu.Lock()
 	if q.closed {
+		rcv := q.rcv
 		q.mu.Unlock()
+		if rcv != nil && rcv.rep.onGoroutine() {
+			// A hook's Close while another Close runs: that one waits
+			// for this hook to return.
+			return nil
+		}
 		select {
 		case <-q.done:
 			return q.errc

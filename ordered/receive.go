@@ -337,7 +337,14 @@ func (r *receiver) dispatch(rd recvcore.Ready) {
 		go r.io1(func() { r.read(a) })
 	}
 	for _, a := range rd.Commits {
-		go r.io1(func() { r.commit(a) })
+		go func() {
+			ev := r.commit(a)
+			r.wg.Done()
+			// After Done: OnCommit may call Close, which waits for r.wg.
+			if f := r.hooks.OnCommit; f != nil {
+				f(ev)
+			}
+		}()
 	}
 	for _, a := range rd.Parks {
 		go r.io1(func() { r.parkEntries(a) })

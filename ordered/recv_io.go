@@ -48,15 +48,14 @@ func (r *receiver) read(a recvcore.Read) {
 	r.step(func(now time.Time) { r.core.Read(now, a.ID, curs, err) })
 }
 
-func (r *receiver) commit(a recvcore.Commit) {
+// commit writes a's advances, and returns what OnCommit reports.
+func (r *receiver) commit(a recvcore.Commit) Event {
 	ctx := r.ioCtx()
 	start := time.Now()
 	err := r.q.storeAdvance(ctx, a.Advances)
 	took := time.Since(start)
 	r.step(func(now time.Time) { r.core.Committed(now, a.ID, err) })
-	if f := r.hooks.OnCommit; f != nil {
-		f(Event{Duration: took, Err: err})
-	}
+	return Event{Duration: took, Err: err}
 }
 
 func (r *receiver) parkEntries(a recvcore.Park) {

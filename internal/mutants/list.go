@@ -599,6 +599,28 @@ var mutants = []mutant{
 		Run: "^TestHoldSlackCoversALateExtension$",
 	},
 	{
+		Name:   "hold-slack-short",
+		Breaks: "the hold's slack a hundredth of MaxHold (12 s of 20m): an extension applied 45 s late carries the hold past MaxHold",
+		Edits: []edit{{
+			File: "internal/recvcore/visibility.go",
+			Old:  `return min(c.cfg.MaxHold/10, time.Minute)`,
+			New:  `return min(c.cfg.MaxHold/100, time.Minute)`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestReview13_HoldSlackAtTheBoundary$",
+	},
+	{
+		Name:   "hold-due-no-slack",
+		Breaks: "a hold whose visibility outlasts it ends at MaxHold exactly: its shortening, applied late, ends past MaxHold",
+		Edits: []edit{{
+			File: "internal/recvcore/visibility.go",
+			Old:  `return time.Unix(0, m.since).Add(c.cfg.MaxHold - c.holdSlack())`,
+			New:  `return time.Unix(0, m.since).Add(c.cfg.MaxHold)`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestReview13_HoldDueKeepsTheSlack$",
+	},
+	{
 		Name:   "amo-abandon-takes-back",
 		Breaks: "an AtMostOnce hand-out abandoned before its commit went out is passed over by that commit (its park dropped) instead of taken back",
 		Edits: []edit{{

@@ -47,19 +47,6 @@ func holdSlackRunTick(t *testing.T, margin, late, tick time.Duration) (time.Dura
 	return latest, extended
 }
 
-// Review13: TestHoldSlackCoversALateExtension says its 90 s lateness is
-// "under the slack: 2m"; holdSlack is min(MaxHold/10, 1m): 1m for MaxHold
-// 20m. That test passes only because its extensions are asked at 3, 6, 9,
-// 12 minutes, two minutes clear of the last one allowed (14m). With a
-// margin of 90 s they are asked at 3.5, 7, 10.5 and 14 minutes: the same
-// 90 s lateness carries the hold to 20m30s. (The Core cannot cover a
-// lateness over its 1-minute slack; the finding is the test's premise.)
-func TestReview13_HoldSlack90sLateAtTheBoundary(t *testing.T) {
-	latest, n := holdSlackRun(t, 90*time.Second, 90*time.Second)
-	require.Equal(t, 4, n, "extensions asked (3.5, 7, 10.5, 14 minutes)")
-	require.LessOrEqual(t, latest, 20*time.Minute, "an extension applied 90 s late (the lateness TestHoldSlackCoversALateExtension calls under the slack) ends %v after receipt", latest)
-}
-
 // Review13: the boundary case with a lateness the slack does cover (45 s of
 // 1m), extensions asked every 3m40s (margin 80 s): 3:40, 7:20, 11:00, and
 // 14:40 is refused (19:40 is past MaxHold less the slack). It passes on the
