@@ -599,6 +599,17 @@ var mutants = []mutant{
 		Run: "^TestHoldSlackCoversALateExtension$",
 	},
 	{
+		Name:   "zombie-deletes-parked-copy",
+		Breaks: "another message with a parked seq is deleted: a receiver whose lease ended deletes the copy a newer owner sent back",
+		Edits: []edit{{
+			File: "internal/recvcore/route.go",
+			Old:  `case h.has(fStored) && h.id == m.id:`,
+			New:  `case h.has(fStored):`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestReview13_WorldZombieDeletesRequeued$",
+	},
+	{
 		Name:   "hold-slack-short",
 		Breaks: "the hold's slack a hundredth of MaxHold (12 s of 20m): an extension applied 45 s late carries the hold past MaxHold",
 		Edits: []edit{{

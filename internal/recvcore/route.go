@@ -144,8 +144,8 @@ func (c *Core) routeTagged(now time.Time, g *group, m *msg) {
 
 // sameCopy handles an arrival of a seq already held as h. The same queue
 // message delivered again takes the new receipt. Another queue message
-// with the same seq (a duplicate send): when h is parked, its body is
-// durable and the copy is deleted; when h was handed out, the copy is a
+// with the same seq (a duplicate send): when h is parked, the copy is
+// released (see below); when h was handed out, the copy is a
 // duplicate, deleted once the cursor past the seq is durable; when h still
 // waits for its turn, the copy is released: it comes back as a duplicate
 // once h is handled, or as a late arrival if the seq is skipped. A payload
@@ -161,10 +161,19 @@ func (c *Core) sameCopy(now time.Time, g *group, h, m *msg) {
 			Group: g.name, Epoch: m.epoch, Seq: m.seq, ID: m.id, Err: ErrPayloadMismatch})
 	}
 	switch {
-	case h.has(fStored):
+	case h.has(fStored) && h.id == m.id:
+		// The parked message itself, received again (its delete after
+		// the park failed or was lost).
 		m.flags |= fDup
 		c.st.Duplicates++
 		c.queueDelete(now, m)
+	case h.has(fStored):
+		// Another message with h's seq: a duplicate send, or the copy a
+		// newer owner of the group sent back after it took h from the
+		// park (a receiver whose lease ended without its knowing still
+		// sees h parked). Released, not deleted: it comes back as a
+		// duplicate once the cursor is past h, or to that newer owner.
+		c.release(m, now)
 	case h.where == wOut:
 		c.dup(now, g, m)
 	default:
