@@ -599,6 +599,17 @@ var mutants = []mutant{
 		Run: "^TestHoldSlackCoversALateExtension$",
 	},
 	{
+		Name:   "idle-spares-kept",
+		Breaks: "an idle Core keeps its spare msgs (up to 750 KB) for good",
+		Edits: []edit{{
+			File: "internal/recvcore/core.go",
+			Old:  `c.pool.spare = nil`,
+			New:  `c.pool.spare = c.pool.spare[:len(c.pool.spare):len(c.pool.spare)]`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestIdleCoreDropsItsSpares$|^TestReview13_SparesKeptWhenDeletesOutlastCompaction$",
+	},
+	{
 		Name:   "zombie-deletes-parked-copy",
 		Breaks: "another message with a parked seq is deleted: a receiver whose lease ended deletes the copy a newer owner sent back",
 		Edits: []edit{{

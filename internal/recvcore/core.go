@@ -105,6 +105,12 @@ func (c *Core) begin(now time.Time) {
 // made when the cap or the memory budget is short.
 func (c *Core) end() {
 	c.settle(c.now)
+	if c.budget.live == 0 && len(c.pool.spare) > 0 && !c.now.Before(c.pool.arrived.Add(compactDelay)) {
+		// Nothing received is held, and nothing arrived for
+		// compactDelay: the spare msgs (up to 750 KB) go, and come back
+		// with the traffic.
+		c.pool.spare = nil
+	}
 	if checkInvariants {
 		if err := c.Invariants(); err != nil {
 			panic(err)

@@ -330,7 +330,10 @@ const maxSpare = 4096
 // reused once it is gone: what still refers to it then (the application's
 // Delivery, a visibility change in flight, a ring item, a timer) checks its
 // generation.
-type msgPool struct{ spare []*msg }
+type msgPool struct {
+	spare   []*msg
+	arrived time.Time // the last arrival (Core.end drops spare when idle)
+}
 
 // take returns a zero msg, reused when one is spare.
 func (p *msgPool) take() *msg {

@@ -242,12 +242,6 @@ func (c *Core) compact(now time.Time) {
 		g.held, g.settled, g.settledDue = nil, nil, 0
 		g.groupCold = nil
 		c.budget.recost(g)
-		if c.budget.live == 0 {
-			// Nothing received is held, and a group went idle
-			// compactDelay ago: the spare msgs (up to 750 KB) go too, and
-			// come back with the traffic.
-			c.pool.spare = nil
-		}
 	}
 }
 

@@ -13,6 +13,9 @@ func (c *Core) Arrive(now time.Time, in []Incoming) {
 	c.begin(now)
 	defer c.end()
 	released := c.st.Released
+	if len(in) > 0 {
+		c.pool.arrived = now
+	}
 	for i := range in {
 		c.arrive(now, &in[i])
 	}

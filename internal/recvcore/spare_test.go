@@ -12,7 +12,7 @@ import (
 )
 
 // TestIdleCoreDropsItsSpares: the msgs kept for reuse (up to 4,096, about
-// 750 KB) go once nothing received is held and the groups went idle: a
+// 750 KB) go once nothing received is held and nothing arrived for 5 s: a
 // receiver that saw a burst and then nothing does not keep them for good
 // (ordered's TestReceiveManyGroupsMemory counted them per idle group).
 func TestIdleCoreDropsItsSpares(t *testing.T) {
@@ -49,7 +49,7 @@ func TestIdleCoreDropsItsSpares(t *testing.T) {
 	require.Zero(t, h.c.Stats().Held, "every message deleted")
 	require.Positive(t, recvcore.Spare(h.c), "the deleted messages' msgs are kept for reuse")
 	h.tick(time.Second)
-	require.Positive(t, recvcore.Spare(h.c), "kept while the groups were idle less than 5 s")
+	require.Positive(t, recvcore.Spare(h.c), "kept while the last arrival is less than 5 s old")
 	for range 6 {
 		h.tick(time.Second)
 		h.pump(w)
