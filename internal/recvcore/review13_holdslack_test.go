@@ -9,14 +9,11 @@ import (
 	"github.com/inorder/inorder/seqstore"
 )
 
-// holdSlackRun keeps a message out to a handler (MaxHold 20m, extensions of
-// 5m asked margin before the visibility ends) and applies every extension
-// late after it was asked for. It returns the latest end of visibility
-// past the receipt, and the number of extensions asked for.
-func holdSlackRun(t *testing.T, margin, late time.Duration) (time.Duration, int) {
-	return holdSlackRunTick(t, margin, late, 15*time.Second)
-}
-
+// holdSlackRunTick keeps a message out to a handler (MaxHold 20m, extensions
+// of 5m asked margin before the visibility ends), looking every tick, and
+// applies every extension late after it was asked for. It returns the
+// latest end of visibility past the receipt, and the number of extensions
+// asked for.
 func holdSlackRunTick(t *testing.T, margin, late, tick time.Duration) (time.Duration, int) {
 	cfg := ehConfig()
 	cfg.Visibility = 5 * time.Minute
