@@ -322,7 +322,11 @@ type ReceiveOptions struct {
 	// park, left to come back and be received again, which starts a new
 	// hold); an acknowledged one waiting for its commit comes back as a
 	// duplicate; one still out to a handler is reported (its visibility
-	// ends, and the queue delivers it again). Default 20m. -1: no bound.
+	// ends, and the queue delivers it again). The last extension ends a
+	// tenth of MaxHold (at most a minute) before it, as asked for: the
+	// queue may apply it up to ReapTimeout later, and New refuses a MaxHold
+	// and ReapTimeout that could carry it past the service's 30 minutes.
+	// Default 20m. -1: no bound.
 	MaxHold time.Duration
 }
 
@@ -441,6 +445,10 @@ func (o *ReceiveOptions) validate(limits driver.Limits) error {
 		return bad("IdleEvict %v: use -1 to disable", o.IdleEvict)
 	case o.MaxHold < -1 || o.MaxHold >= 30*time.Minute:
 		return bad("MaxHold %v: under 30m (the service throttles a queue where a message is held 30 minutes), or -1 to disable", o.MaxHold)
+	case o.MaxHold > 0 && o.MaxHold-recvcore.HoldSlack(o.MaxHold)+o.ReapTimeout*11/10 >= 30*time.Minute:
+		// The last extension ends by MaxHold less the slack as asked for,
+		// and the queue applies it up to the call's timeout later.
+		return bad("MaxHold %v with ReapTimeout %v: an extension applied as late as a call may take would end past the service's 30m (lower either)", o.MaxHold, o.ReapTimeout)
 	case !(o.MaxVisibilityRate > 0):
 		return bad("MaxVisibilityRate %v must be positive", o.MaxVisibilityRate)
 	}

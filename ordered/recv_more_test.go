@@ -39,6 +39,11 @@ func TestReceiveOptionsValidate(t *testing.T) {
 		{"negative rate", ordered.ReceiveOptions{MaxVisibilityRate: -1}, false},
 		{"MaxHold at the service's 30 minutes", ordered.ReceiveOptions{MaxHold: 30 * time.Minute}, false},
 		{"MaxHold under the service's 30 minutes", ordered.ReceiveOptions{MaxHold: 30*time.Minute - time.Second}, true},
+		// review13: a late extension (ReapTimeout bounds its call) ends
+		// past 30m: 29m59s less 1m of slack, plus 66 s.
+		{"MaxHold near 30m with a long ReapTimeout", ordered.ReceiveOptions{MaxHold: 30*time.Minute - time.Second, ReapTimeout: time.Minute}, false},
+		{"MaxHold near 30m with the default ReapTimeout", ordered.ReceiveOptions{MaxHold: 29 * time.Minute, ReapTimeout: 10 * time.Second}, true},
+		{"the default MaxHold with a long ReapTimeout", ordered.ReceiveOptions{ReapTimeout: 5 * time.Minute}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q, err := ordered.New(context.Background(), memqueue.New(nil), memstore.New(), &ordered.Options{Receive: tc.o})

@@ -240,7 +240,12 @@ func (c *Core) holdDue(m *msg) time.Time {
 
 // holdSlack is how early a hold ends: a tenth of MaxHold, at most a
 // minute.
-func (c *Core) holdSlack() time.Duration { return min(c.cfg.MaxHold/10, time.Minute) }
+func (c *Core) holdSlack() time.Duration { return HoldSlack(c.cfg.MaxHold) }
+
+// HoldSlack is how long before maxHold a hold ends (no extension is asked
+// for past it): a tenth of maxHold, at most a minute. It covers a visibility
+// change the queue applies that much after it was asked for.
+func HoldSlack(maxHold time.Duration) time.Duration { return min(maxHold/10, time.Minute) }
 
 // watchHold puts m on the hold list when its visibility (a queue's
 // visibility timeout longer than MaxHold, or extension off) would carry it
