@@ -625,8 +625,8 @@ var mutants = []mutant{
 		Breaks: "the hold's slack a hundredth of MaxHold (12 s of 20m): an extension applied 45 s late carries the hold past MaxHold",
 		Edits: []edit{{
 			File: "internal/recvcore/visibility.go",
-			Old:  `return min(c.cfg.MaxHold/10, time.Minute)`,
-			New:  `return min(c.cfg.MaxHold/100, time.Minute)`,
+			Old:  `return min(maxHold/10, time.Minute)`,
+			New:  `return min(maxHold/100, time.Minute)`,
 		}},
 		Pkg: "./internal/recvcore",
 		Run: "^TestReview13_HoldSlackAtTheBoundary$",
