@@ -1,14 +1,12 @@
 package recvcore_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/inorder/inorder/internal/recvcore"
-	"github.com/inorder/inorder/seqstore"
 )
 
 // Review13: 5b512e1 drops the spare msgs only inside compact, and only when
@@ -23,29 +21,8 @@ func TestReview13_SparesKeptWhenDeletesOutlastCompaction(t *testing.T) {
 	cfg.IdleEvict = time.Hour
 	h := newEH(t, cfg)
 	w := newEHWorld()
-	var bodies [][]byte
-	for g := range 20 {
-		name := fmt.Sprintf("g%02d", g)
-		w.curs[name] = seqstore.Cursor{Epoch: 1, Next: 1}
-		for s := uint64(1); s <= 3; s++ {
-			bodies = append(bodies, tagged(name, 1, s))
-		}
-	}
 	h.noDeletes = true // the queue's deletes are slow: they answer late
-	h.arrive(bodies...)
-	h.pump(w)
-	for n := 0; n < len(bodies); {
-		d, ok := h.next()
-		if !ok {
-			h.tick(10 * time.Millisecond)
-			h.pump(w)
-			continue
-		}
-		_, err := h.c.Ack(h.now, &d, false)
-		require.NoError(t, err)
-		h.ready()
-		n++
-	}
+	h.burst(w)
 	for range 10 {
 		h.tick(100 * time.Millisecond)
 		h.pump(w)
