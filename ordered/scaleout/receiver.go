@@ -108,6 +108,7 @@ type shardRun struct {
 	q      *ordered.Queue
 	cancel context.CancelFunc // ends the Run: no more hand-outs, handlers' ctx cancelled
 	done   chan struct{}      // closed when the Run returned
+	over   chan struct{}      // closed when the run left Receiver.running (under its mu)
 	ending bool               // revoked or fenced
 	fenced bool               // fenced: the keeper expects no Drained for it
 	// lost is why the shard was fenced: from then on, its Queue hands out
@@ -320,7 +321,7 @@ func (r *Receiver) Start(l seqstore.Lease) {
 		changes = append(changes, r.fenceLocked(l.Shard, errors.New("scaleout: replaced by a new lease"))...)
 	}
 	s := l.Shard
-	run := &shardRun{lease: l, done: make(chan struct{})}
+	run := &shardRun{lease: l, done: make(chan struct{}), over: make(chan struct{})}
 	fs := &fencedStore{Store: r.store, shard: s, shards: len(r.shards), token: l.Token}
 	fs.onFence = func(err error) { r.fenceRun(run, err) }
 	qo := r.opts.Queue
@@ -335,13 +336,20 @@ func (r *Receiver) Start(l seqstore.Lease) {
 	runCtx, cancel := context.WithCancel(context.WithValue(r.ctx, tokenKey{}, l.Token))
 	run.q, run.cancel = q, cancel
 	r.running[s] = run
-	h := r.handler
+	h, k := r.handler, r.keeper
 	r.wg.Go(func() {
 		defer close(run.done)
-		if err := q.Run(runCtx, h); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ordered.ErrClosed) && !errors.Is(err, seqstore.ErrFenced) {
+		err := q.Run(runCtx, h)
+		switch {
+		case errors.Is(err, seqstore.ErrFenced):
+			// The Queue's lease check failed: it hands out nothing more,
+			// and must be closed to give back what it holds.
+			r.fenceRun(run, err)
+		case err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ordered.ErrClosed):
 			r.log.Warn("scaleout: shard run ended", "shard", s, "err", err)
 		}
 	})
+	r.wg.Go(func() { r.watch(run, k) })
 	changes = append(changes, Change{Kind: "start", Shard: s, Token: l.Token})
 }
 
@@ -371,9 +379,7 @@ func (r *Receiver) Revoke(s int) {
 		run.cancel() // Run has returned, or its handlers are past DrainTimeout
 		<-run.done
 		r.mu.Lock()
-		if r.running[s] == run {
-			delete(r.running, s)
-		}
+		r.drop(run)
 		fenced := run.fenced
 		r.mu.Unlock()
 		if fenced {
@@ -428,7 +434,7 @@ func (r *Receiver) fenceLocked(s int, why error) []Change {
 	if run == nil {
 		return nil
 	}
-	delete(r.running, s)
+	r.drop(run)
 	run.fenced = true
 	if !errors.Is(why, seqstore.ErrFenced) {
 		why = fmt.Errorf("%w: %w", seqstore.ErrFenced, why)
@@ -452,6 +458,48 @@ func (r *Receiver) fenceLocked(s int, why error) []Change {
 		<-run.done
 	})
 	return changes
+}
+
+// drop takes run out of r.running, if it is still its shard's run. r.mu
+// is held.
+func (r *Receiver) drop(run *shardRun) {
+	if r.running[run.lease.Shard] == run {
+		delete(r.running, run.lease.Shard)
+		close(run.over)
+	}
+}
+
+// watch fences run when its lease's local deadline passes without a
+// renewal. The keeper fences such a lease itself, but only when its
+// goroutine runs: held up (a slow OnChange, a paused process, a store call
+// that does not return), it would leave the shard's handlers running with
+// their ctx alive, and its Queue fetching and keeping messages invisible,
+// after the store lets another member take the shard over. The Queue's
+// lease check stops its hand-outs and settles at the deadline; this stops
+// the rest.
+func (r *Receiver) watch(run *shardRun, k *lease.Keeper) {
+	l := run.lease
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		wait := time.Until(k.Deadline(l.Shard, l.Token))
+		if wait <= 0 {
+			break
+		}
+		t.Reset(wait)
+		select {
+		case <-run.over:
+			return
+		case <-t.C:
+		}
+	}
+	r.mu.Lock()
+	current := r.running[l.Shard] == run
+	r.mu.Unlock()
+	if current {
+		k.Expired(l.Shard, l.Token)
+		r.fenceRun(run, fmt.Errorf("%w: the lease on shard %d (token %d) passed its local deadline without a renewal", seqstore.ErrFenced, l.Shard, l.Token))
+	}
 }
 
 // prefixUTF8 returns the longest prefix of s of at most n bytes that ends

@@ -2,6 +2,7 @@ package scaleout_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -430,6 +431,81 @@ func TestStalledKeeperHandsOutNothingPastDeadline(t *testing.T) {
 		require.False(t, last.IsZero(), "a handed out before its deadline")
 		require.True(t, last.Before(deadline), "a handed out at %v, past its leases' local deadline %v", last.Sub(startedAt), timings.RenewDeadline)
 		mu.Unlock()
+		mb.stop()
+		require.NoError(t, <-mb.done)
+		close(stall)
+		stop()
+		<-ma.done
+		w.hist.checkOrder(w.groups, w.per)
+	})
+}
+
+// A receiver whose keeper stalls from its first start on (a slow OnChange)
+// renews nothing: at its lease's local deadline, before the store lets
+// another member take the shard over, the handler still at work has its
+// ctx cancelled and the shard's Queue gives back what it holds, though
+// nobody closes the receiver. The next owner then gets every message.
+func TestStalledKeeperStopsItsShardAtDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		w := newWorld(t, 1, 4, 20, 10*time.Millisecond)
+		w.send(ctx)
+		stall := make(chan struct{})
+		var mu sync.Mutex
+		var startedAt, cancelledAt time.Time
+		ma := &member{done: make(chan error, 1)}
+		r, err := scaleout.NewReceiver(ctx, w.shards, w.store, &scaleout.Options{
+			Queue:  ordered.Options{Name: "orders", Receive: ordered.ReceiveOptions{Wait: 100 * time.Millisecond, GapTimeout: 2 * time.Second, MaxUndeleted: 40}},
+			Member: "a", Lease: timings, DrainTimeout: 2 * time.Second,
+			OnChange: func(c scaleout.Change) {
+				if c.Kind == "start" {
+					mu.Lock()
+					startedAt = time.Now()
+					mu.Unlock()
+					<-stall // the keeper stops here, and renews nothing more
+				}
+			},
+		})
+		require.NoError(t, err)
+		ma.r = r
+		h := w.hist.handler("a")
+		var first sync.Once
+		runCtx, stop := context.WithCancel(ctx)
+		go func() {
+			ma.done <- r.Run(runCtx, func(ctx context.Context, m *ordered.Message) error {
+				held := false
+				first.Do(func() { held = true })
+				if !held {
+					return h(ctx, m)
+				}
+				// The first message is kept until its ctx ends: open in
+				// the history, so that the next owner's hand-out of its
+				// group while it runs is an exclusion failure.
+				w.hist.mu.Lock()
+				w.hist.open[m.Group] = "a"
+				w.hist.mu.Unlock()
+				select {
+				case <-ctx.Done():
+					mu.Lock()
+					cancelledAt = time.Now()
+					mu.Unlock()
+				case <-time.After(20 * time.Second):
+				}
+				w.hist.mu.Lock()
+				delete(w.hist.open, m.Group)
+				w.hist.mu.Unlock()
+				return errors.New("not handled")
+			})
+		}()
+		time.Sleep(timings.TTL + 100*time.Millisecond) // a's lease expired at the store
+		mu.Lock()
+		started, cancelled := startedAt, cancelledAt
+		mu.Unlock()
+		require.False(t, started.IsZero())
+		require.False(t, cancelled.IsZero(), "the held handler's ctx is not cancelled %v after the start (deadline %v)", time.Since(started), timings.RenewDeadline)
+		require.LessOrEqual(t, cancelled.Sub(started), timings.RenewDeadline+50*time.Millisecond, "cancelled past the lease's local deadline")
+		mb := w.start(ctx, "b")
+		w.waitAll(map[string]*member{"b": mb}, 30*time.Second)
 		mb.stop()
 		require.NoError(t, <-mb.done)
 		close(stall)
