@@ -113,10 +113,27 @@ var closedChan = func() chan struct{} {
 }()
 
 func newSendResult(n int) *SendResult {
-	r := &SendResult{total: int32(n)}
+	c := resultSlabs.Get().(*resultSlab)
+	if len(c.free) == 0 {
+		c.free = make([]SendResult, resultSlabLen)
+	}
+	r := &c.free[0]
+	c.free = c.free[1:]
+	resultSlabs.Put(c)
+	r.total = int32(n)
 	r.remaining.Store(int32(n))
 	return r
 }
+
+// resultSlabs hands out SendResults resultSlabLen at a time, one
+// allocation instead of one per SendAsync (from the slab of the caller's
+// P, so senders on several goroutines do not contend). A result its caller
+// keeps keeps its slab, about 2.5 KB, alive.
+var resultSlabs = sync.Pool{New: func() any { return new(resultSlab) }}
+
+const resultSlabLen = 32
+
+type resultSlab struct{ free []SendResult }
 
 // Done returns a channel that is closed when the message was accepted by the
 // queue or failed.
