@@ -651,7 +651,18 @@ var mutants = []mutant{
 			New:  `	case false:`,
 		}},
 		Pkg: "./internal/recvcore",
-		Run: "^TestWorldKnownDefects$/^commit-before-delete$/^parked-owed$/^4028546$",
+		Run: "^TestAMOAbandonBeforeCommitTakesBack$",
+	},
+	{
+		Name:   "amo-abandon-not-in-line",
+		Breaks: "an AtMostOnce hand-out taken back by Abandon before its commit went out is not put back in line: it waits for another event of its group (found 2026-12-05, old)",
+		Edits: []edit{{
+			File: "internal/recvcore/deliver.go",
+			Old:  `			c.update(g, now) // next in line again`,
+			New:  `			_ = now`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestAMOAbandonBeforeCommitTakesBack$",
 	},
 	{
 		Name:   "signed-run-counter",

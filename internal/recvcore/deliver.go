@@ -302,7 +302,20 @@ func (c *Core) retryLater(now time.Time, m *msg) {
 // the same attempt, and not counted as delivered; after Close it is given
 // back. AtMostOnce hand-outs are not returned (see Abandon): it returns
 // ErrNotReturnable.
-func (c *Core) Return(now time.Time, d *Delivery) error {
+func (c *Core) Return(now time.Time, d *Delivery) error { return c.handBack(now, d, true) }
+
+// Disown takes back a hand-out that the application had but whose Ack or
+// Nack can no longer count: the receiver's lease ended. Left out, it would
+// stay invisible until its last extension ends, and its group would wait
+// for it at its next owner. It counts as delivered; its attempt does not
+// count towards MaxAttempts (no handler failed), and it is handed out again
+// (or, after Close, given back) as Return's. AtMostOnce hand-outs are not
+// taken back: ErrNotReturnable.
+func (c *Core) Disown(now time.Time, d *Delivery) error { return c.handBack(now, d, false) }
+
+// handBack implements Return (unseen: the hand-out is not counted) and
+// Disown.
+func (c *Core) handBack(now time.Time, d *Delivery, unseen bool) error {
 	c.begin(now)
 	defer c.end()
 	if c.cfg.Mode == AtMostOnce {
@@ -316,8 +329,10 @@ func (c *Core) Return(now time.Time, d *Delivery) error {
 		return ErrSettled
 	}
 	c.outstanding--
-	c.st.Delivered--
-	m.attempt--
+	m.attempt-- // not a failure: it does not count towards MaxAttempts
+	if unseen {
+		c.st.Delivered--
+	}
 	if c.closing {
 		m.dropOut()
 		c.giveBack(now, m)
@@ -347,7 +362,11 @@ func (c *Core) Abandon(now time.Time, d *Delivery) error {
 		// Its commit has not gone out: the advance is taken back, and
 		// the message, unseen, waits for its turn again (given back at
 		// Close) instead of being passed over with a skip mark.
-		c.takeBack(now, m.g, m, ErrClosed)
+		g := m.g
+		c.takeBack(now, g, m, ErrClosed)
+		if !c.closing {
+			c.update(g, now) // next in line again
+		}
 	case m.out == outCommit || m.out == outDelete:
 		m.abandoned()
 	case m.out != outHanded:
