@@ -559,6 +559,18 @@ func (r *receiver) leased() error {
 	return err
 }
 
+// disown takes back m, whose Ack or Nack the lease refused: nothing is
+// handed out past the lease, and Close gives it back to the queue with a
+// short visibility, where it would otherwise stay invisible until its last
+// extension ends while its group's next owner waits for it.
+func (r *receiver) disown(m *Message) {
+	r.step(func(now time.Time) {
+		if !r.closed {
+			_ = r.core.Disown(now, &m.d)
+		}
+	})
+}
+
 // handed ends an AtMostOnce hand-out's wait.
 func (r *receiver) handed() {
 	r.mu.Lock()
@@ -617,6 +629,7 @@ func (r *receiver) ack(ctx context.Context, m *Message) error {
 		return ErrClosed
 	}
 	if err := r.leased(); err != nil {
+		r.disown(m)
 		return err
 	}
 	var at time.Time
@@ -659,6 +672,7 @@ func (r *receiver) nack(ctx context.Context, m *Message, cause error) error {
 		return ErrClosed
 	}
 	if err := r.leased(); err != nil {
+		r.disown(m)
 		return err
 	}
 	var err error

@@ -82,6 +82,54 @@ var scaleoutMutants = []mutant{
 		Pkg: "./internal/recvcore",
 		Run: "^TestStartAtKeepsTheStoredOwner$",
 	},
+	{
+		Name:   "scaleout-no-deadline-watch",
+		Breaks: "a shard whose keeper is held up is not stopped at its lease's local deadline: its handlers' ctx stays alive past it and its Queue keeps what it fetched invisible (review 14's stalled keeper)",
+		Edits: []edit{{
+			File: "ordered/scaleout/receiver.go",
+			Old:  `	r.wg.Go(func() { r.watch(run, k) })`,
+			New:  `	_ = r.watch`,
+		}},
+		Pkg:  "./ordered/scaleout",
+		Run:  "^TestStalledKeeperStopsItsShardAtDeadline$",
+		Race: true,
+	},
+	{
+		Name:   "fenced-settle-keeps-handout",
+		Breaks: "an Ack or Nack refused by the lease leaves its hand-out out in the core: Close does not give it back, and the group's next owner waits a visibility timeout for it (review 14)",
+		Edits: []edit{{
+			File: "ordered/receive.go",
+			Old:  `			_ = r.core.Disown(now, &m.d)`,
+			New:  `			_ = now`,
+		}},
+		Pkg:  "./ordered/scaleout",
+		Run:  "^TestReview14_FencedQueueKeepsItsMessagesInvisible$",
+		Race: true,
+	},
+	{
+		Name:   "scaleout-run-error-not-fenced",
+		Breaks: "a shard whose Run ended on the application's own Lease error stays leased and unserved: the keeper renews it, its Queue keeps what it fetched (review 14)",
+		Edits: []edit{{
+			File: "ordered/scaleout/receiver.go",
+			Old:  `		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ordered.ErrClosed) {`,
+			New:  `		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ordered.ErrClosed) && false {`,
+		}},
+		Pkg:  "./ordered/scaleout",
+		Run:  "^TestReview14_AppLeaseErrorLeavesShardHeldAndUnserved$",
+		Race: true,
+	},
+	{
+		Name:   "scaleout-starts-dead-lease",
+		Breaks: "a start decided before the keeper was held up runs for a lease already past its local deadline: the shard is listed by two members at once (review 14)",
+		Edits: []edit{{
+			File: "ordered/scaleout/receiver.go",
+			Old:  `	if k := r.keeper; !time.Now().Before(k.Deadline(s, l.Token)) {`,
+			New:  `	if k := r.keeper; false && !time.Now().Before(k.Deadline(s, l.Token)) {`,
+		}},
+		Pkg:  "./ordered/scaleout",
+		Run:  "^TestReview14_ThreeMembersOwnedTwice$",
+		Race: true,
+	},
 }
 
 func init() {

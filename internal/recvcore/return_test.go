@@ -70,3 +70,55 @@ func TestReturn(t *testing.T) {
 		require.ErrorIs(t, h.c.Return(h.now, &d), recvcore.ErrNotReturnable)
 	})
 }
+
+// TestDisown: a hand-out the application had but whose settle no longer
+// counts (the lease ended) is taken back: it stays counted as delivered,
+// comes again as the same attempt (no handler failed), and after Close it is given back to the
+// queue instead of staying invisible until its last extension ends.
+func TestDisown(t *testing.T) {
+	t.Run("handed out again", func(t *testing.T) {
+		h := newEH(t, ehConfig())
+		w := newEHWorld()
+		w.curs["g"] = seqstore.Cursor{Epoch: 1, Next: 1}
+		h.arrive(tagged("g", 1, 1))
+		h.pump(w)
+		d, ok := h.next()
+		require.True(t, ok)
+		require.NoError(t, h.c.Disown(h.now, &d))
+		h.ready()
+		require.ErrorIs(t, h.c.Disown(h.now, &d), recvcore.ErrSettled, "disowned twice")
+		require.Equal(t, int64(1), h.c.Stats().Delivered)
+		again, ok := h.next()
+		require.True(t, ok)
+		require.Equal(t, uint64(1), again.Seq)
+		require.Equal(t, d.Attempt, again.Attempt, "the same attempt: not a failure")
+	})
+	t.Run("given back at close", func(t *testing.T) {
+		h := newEH(t, ehConfig())
+		w := newEHWorld()
+		w.curs["g"] = seqstore.Cursor{Epoch: 1, Next: 1}
+		receipts := h.arrive(tagged("g", 1, 1))
+		h.pump(w)
+		d, ok := h.next()
+		require.True(t, ok)
+		require.NoError(t, h.c.Disown(h.now, &d))
+		h.ready()
+		h.c.Close(h.now)
+		h.ready()
+		require.Contains(t, h.visAll(), receipts[0], "its visibility shortened: back to the queue")
+		_, ok = h.next()
+		require.False(t, ok)
+	})
+	t.Run("at-most-once", func(t *testing.T) {
+		cfg := ehConfig()
+		cfg.Mode = recvcore.AtMostOnce
+		h := newEH(t, cfg)
+		w := newEHWorld()
+		w.curs["g"] = seqstore.Cursor{Epoch: 1, Next: 1}
+		h.arrive(tagged("g", 1, 1))
+		h.pump(w)
+		d, ok := h.next()
+		require.True(t, ok)
+		require.ErrorIs(t, h.c.Disown(h.now, &d), recvcore.ErrNotReturnable)
+	})
+}

@@ -248,8 +248,21 @@ func (w *wm) zombieAct(z *recv) {
 
 // zombieSettle: a stopped shard's handler finishes. An ExactlyOnce one
 // runs its transaction, whose advance carries the Owner of the cursor its
-// Core read; the Ack gets ErrFenced and reaches nobody.
+// Core read; the Ack gets ErrFenced, and the shell takes the hand-out back
+// (Disown: given back if the Core is closed, else at its Close; nothing it
+// asks for is executed from now on).
 func (w *wm) zombieSettle(o *wdel) {
+	defer func() {
+		if w.cfg.Mode == recvcore.AtMostOnce {
+			return
+		}
+		err := w.core.Disown(w.now, &o.d)
+		worldStats.leased(fmt.Sprintf("zombie hand-out disowned %v", err == nil))
+		if err != nil {
+			w.violate("settle-current", []mkey{o.key}, "life %d: Disown of the hand-out %s out at the loss: %v", w.life, delivery(o.d), err)
+		}
+		w.collect()
+	}()
 	d, k := &o.d, o.key
 	if w.cfg.Mode == recvcore.ExactlyOnce && !d.Unordered && !o.txed && !w.poison[d.Group] {
 		w.zombieTx = o

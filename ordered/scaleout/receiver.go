@@ -208,9 +208,10 @@ func (r *Receiver) Member() seqstore.Member { return r.self }
 // time per group, groups in parallel), until ctx ends. It then hands its
 // shards over: their handlers finish, their advances are made durable,
 // their leases are released, and it leaves the membership; it returns once
-// that is done (at most Lease.CloseDrain plus DrainTimeout). A handler's ctx
-// carries its shard's fencing token (Token), and is cancelled when the
-// shard is lost.
+// that is done: within Lease.CloseDrain plus DrainTimeout, unless a handler
+// ignores its cancelled ctx, which Run waits for. A handler's ctx carries
+// its shard's fencing token (Token), and is cancelled when the shard is
+// lost, or when its lease's local deadline passes without a renewal.
 func (r *Receiver) Run(ctx context.Context, h ordered.Handler) error {
 	r.mu.Lock()
 	if r.handler != nil || r.closed {
@@ -321,6 +322,15 @@ func (r *Receiver) Start(l seqstore.Lease) {
 		changes = append(changes, r.fenceLocked(l.Shard, errors.New("scaleout: replaced by a new lease"))...)
 	}
 	s := l.Shard
+	if k := r.keeper; !time.Now().Before(k.Deadline(s, l.Token)) {
+		// Decided before the keeper was held up (a batch of actions it
+		// resumes), for a lease past its local deadline: another member
+		// may hold the shard by now.
+		k.Expired(s, l.Token)
+		changes = append(changes, Change{Kind: "fence", Shard: s, Token: l.Token,
+			Err: fmt.Errorf("%w: the lease on shard %d (token %d) was past its local deadline when it was to start", seqstore.ErrFenced, s, l.Token)})
+		return
+	}
 	run := &shardRun{lease: l, done: make(chan struct{}), over: make(chan struct{})}
 	fs := &fencedStore{Store: r.store, shard: s, shards: len(r.shards), token: l.Token}
 	fs.onFence = func(err error) { r.fenceRun(run, err) }
@@ -340,13 +350,13 @@ func (r *Receiver) Start(l seqstore.Lease) {
 	r.wg.Go(func() {
 		defer close(run.done)
 		err := q.Run(runCtx, h)
-		switch {
-		case errors.Is(err, seqstore.ErrFenced):
-			// The Queue's lease check failed: it hands out nothing more,
-			// and must be closed to give back what it holds.
+		if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ordered.ErrClosed) {
+			// The Queue's lease check failed (scaleout's, or the
+			// application's own Lease): it hands out nothing more. The
+			// keeper must drop the lease, which nobody serves now, and
+			// the Queue must close to give back what it holds.
+			k.Expired(l.Shard, l.Token)
 			r.fenceRun(run, err)
-		case err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, ordered.ErrClosed):
-			r.log.Warn("scaleout: shard run ended", "shard", s, "err", err)
 		}
 	})
 	r.wg.Go(func() { r.watch(run, k) })
@@ -440,11 +450,10 @@ func (r *Receiver) fenceLocked(s int, why error) []Change {
 		why = fmt.Errorf("%w: %w", seqstore.ErrFenced, why)
 	}
 	run.lost.CompareAndSwap(nil, &why)
-	var changes []Change
-	if !run.ending {
-		run.ending = true
-		changes = append(changes, Change{Kind: "fence", Shard: s, Token: run.lease.Token, Err: why})
-	}
+	// Reported even when the shard was being handed over (revoked): its
+	// "drained" will not come.
+	run.ending = true
+	changes := []Change{{Kind: "fence", Shard: s, Token: run.lease.Token, Err: why}}
 	r.wg.Go(func() {
 		run.cancel()
 		select {
