@@ -618,7 +618,7 @@ var mutants = []mutant{
 			New:  `case h.has(fStored):`,
 		}},
 		Pkg: "./internal/recvcore",
-		Run: "^TestReview13_WorldZombieDeletesRequeued$",
+		Run: "^TestReview13_WorldZombieDeletesRequeued$|^TestAnotherCopyOfAParkedSeqIsReleased$",
 	},
 	{
 		Name:   "hold-slack-short",
