@@ -63,8 +63,12 @@ type Message struct {
 // ReceiveOptions.SyncAck, Ack waits (bounded by ctx) until the advance is
 // durable. In ExactlyOnce mode the application must have applied
 // CursorAdvance in its own transaction before calling Ack. Ack returns
-// ErrAcked when called twice and ErrClosed after the Queue closed (the
-// message is then delivered again by a later receiver).
+// ErrAcked when called twice and ErrClosed after the Queue closed: the
+// message is then delivered again by a later receiver once its visibility
+// ends (Close gives back what it holds, not what the application still
+// has: that stays invisible for at most the queue's visibility timeout, so
+// that nobody else handles it meanwhile). With ReceiveOptions.Lease, an Ack
+// the lease refuses before Close has the message given back at Close.
 func (m *Message) Ack(ctx context.Context) error {
 	return m.r.ack(ctx, m)
 }

@@ -33,8 +33,8 @@ import (
 // the code before, the same hour); with one allocation more per hand-out
 // (INORDER_PLANT=handout-alloc, tag inorder_plant), 6 runs measured
 // 2.86-2.96 and 3.39-3.51. Each bound sits about halfway between the two
-// (load moved the figures by up to 0.4), so that one allocation more per
-// message fails (.ci/run checks that the plant does). Lower a bound when
+// (load moved the figures by up to 0.4: 2.74 with 1,000 groups beside a
+// mutation run), so that one allocation more per message fails (.ci/run checks that the plant does). Lower a bound when
 // the figure comes down.
 func TestAllocsPerMessageEndToEnd(t *testing.T) {
 	if raceEnabled {
@@ -47,7 +47,7 @@ func TestAllocsPerMessageEndToEnd(t *testing.T) {
 	for _, tc := range []struct {
 		groups int
 		max    float64
-	}{{1, 2.4}, {1000, 3.0}} {
+	}{{1, 2.4}, {1000, 3.1}} {
 		t.Run(fmt.Sprintf("groups=%d", tc.groups), func(t *testing.T) {
 			per := endToEndAllocs(t, tc.groups)
 			t.Logf("%d group(s): %.2f allocations per message, end to end", tc.groups, per)

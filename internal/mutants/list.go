@@ -1386,4 +1386,26 @@ var mutants = []mutant{
 		Pkg: "./ordered",
 		Run: "^TestReview5SyncAckAcrossClose$",
 	},
+	{
+		Name:   "slab-any-body",
+		Breaks: "Run's Messages come from a slab whatever their body's size: a kept Message holds its 7 siblings' bodies (review 15: 13.8 MiB more for 50 kept of 32 KiB bodies)",
+		Edits: []edit{{
+			File: "ordered/receive.go",
+			Old:  `	if w != nil && w.slab && len(d.Raw) <= slabBody && len(d.Body) <= slabBody {`,
+			New:  `	if w != nil && w.slab {`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestReview15_KeptMessageRetainsSlabSiblingsBodies$",
+	},
+	{
+		Name:   "disown-unordered-attempt",
+		Breaks: "Disown takes back an Unordered message's attempt: the disowned Delivery, which reached the application, settles the next hand-out (review 15)",
+		Edits: []edit{{
+			File: "internal/recvcore/deliver.go",
+			Old:  `	if unseen || m.g != nil {`,
+			New:  `	if true {`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestReview15_DisownUnorderedStaleDeliveryRefused$",
+	},
 }

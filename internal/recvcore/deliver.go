@@ -307,9 +307,9 @@ func (c *Core) Return(now time.Time, d *Delivery) error { return c.handBack(now,
 // Disown takes back a hand-out that the application had but whose Ack or
 // Nack can no longer count: the receiver's lease ended. Left out, it would
 // stay invisible until its last extension ends, and its group would wait
-// for it at its next owner. It counts as delivered; its attempt does not
-// count towards MaxAttempts (no handler failed), and it is handed out again
-// (or, after Close, given back) as Return's. AtMostOnce hand-outs are not
+// for it at its next owner. It counts as delivered; the attempt of an
+// ordered message does not count towards MaxAttempts (no handler failed),
+// and it is handed out again (or, after Close, given back) as Return's. AtMostOnce hand-outs are not
 // taken back: ErrNotReturnable.
 func (c *Core) Disown(now time.Time, d *Delivery) error { return c.handBack(now, d, false) }
 
@@ -329,7 +329,13 @@ func (c *Core) handBack(now time.Time, d *Delivery, unseen bool) error {
 		return ErrSettled
 	}
 	c.outstanding--
-	m.attempt-- // not a failure: it does not count towards MaxAttempts
+	if unseen || m.g != nil {
+		// Not a failure: it does not count towards MaxAttempts. (An
+		// Unordered message's hand-outs are told apart by their attempt
+		// alone: a disowned one's Delivery, which reached the application,
+		// must not settle the next.)
+		m.attempt--
+	}
 	if unseen {
 		c.st.Delivered--
 	}
