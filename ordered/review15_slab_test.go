@@ -94,7 +94,8 @@ func review15Retained(t *testing.T, n, size int, keepMsg, viaReceive bool) uint6
 // A handler that keeps 1 Message in 8 (a dedupe cache, a "last seen"
 // debug pointer, a batch collected for later) keeps all 8 bodies of the
 // slab alive, not "about 3 KB" (receive.go, PERFORMANCE.md): with 32 KB
-// bodies, 50 kept Messages hold about 400 bodies.
+// bodies, 50 kept Messages held about 400 bodies. Fixed: only Messages of
+// bodies up to 1 KiB come from slabs.
 func TestReview15_KeptMessageRetainsSlabSiblingsBodies(t *testing.T) {
 	const n, size = 400, 32 << 10
 	base := review15Retained(t, n, size, false, false)
