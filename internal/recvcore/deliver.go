@@ -308,9 +308,9 @@ func (c *Core) Return(now time.Time, d *Delivery) error { return c.handBack(now,
 // Nack can no longer count: the receiver's lease ended. Left out, it would
 // stay invisible until its last extension ends, and its group would wait
 // for it at its next owner. It counts as delivered; the attempt of an
-// ordered message does not count towards MaxAttempts (no handler failed),
-// and it is handed out again (or, after Close, given back) as Return's. AtMostOnce hand-outs are not
-// taken back: ErrNotReturnable.
+// ordered message does not count towards MaxAttempts (no handler failed).
+// It is handed out again (or, after Close, given back) as Return's.
+// AtMostOnce hand-outs are not taken back: ErrNotReturnable.
 func (c *Core) Disown(now time.Time, d *Delivery) error { return c.handBack(now, d, false) }
 
 // handBack implements Return (unseen: the hand-out is not counted) and
