@@ -375,8 +375,17 @@ func joinLines(ss []string) string {
 }
 
 // TestReview14_ThreeMembersStallingKeepers with the changes logged: Owned
-// of two members lists one shard at once (about 1 run in 10).
+// of two members lists one shard at once (8 runs of 20 before f33df8a,
+// which refuses a start past its lease's deadline). Eight rounds, so that
+// the mutant scaleout-starts-dead-lease, which one round catches about
+// half the time, is caught (it survived one mutation run).
 func TestReview14_ThreeMembersOwnedTwice(t *testing.T) {
+	for i := range 8 {
+		t.Run(fmt.Sprint(i), review14ThreeMembersOwnedTwice)
+	}
+}
+
+func review14ThreeMembersOwnedTwice(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		w := newWorld(t, 6, 18, 60, 50*time.Millisecond)
