@@ -94,7 +94,7 @@ func TestRev3_ReceiverStallsAfterShortOutage(t *testing.T) {
 // AtMostOnce receiver over the same queue and store, each closed cleanly
 // after a random time, with Receive calls that give up at random moments.
 // It returns what the application saw: key -> count, and the ordered seqs
-// per group in order.
+// per group in order; it logs each sighting of a key seen twice.
 func rev3AMORun(t *testing.T, seed uint64, groups, per int, opts memqueue.Options) (map[string]int, map[string][]uint64, int, int) {
 	rng := rand.New(rand.NewPCG(seed, seed))
 	mq := memqueue.New(&opts)
@@ -106,6 +106,14 @@ func rev3AMORun(t *testing.T, seed uint64, groups, per int, opts memqueue.Option
 	rng.Shuffle(len(bodies), func(i, j int) { bodies[i], bodies[j] = bodies[j], bodies[i] })
 	rxSend(t, mq, bodies)
 	seen := map[string]int{}
+	sightings := map[string][]string{} // for the log of a duplicate
+	defer func() {
+		for k, ss := range sightings {
+			if len(ss) > 1 {
+				t.Logf("%s seen %d times: %v", k, len(ss), ss)
+			}
+		}
+	}()
 	order := map[string][]uint64{}
 	total := groups * per
 	incarnations := 0
@@ -139,6 +147,8 @@ func rev3AMORun(t *testing.T, seed uint64, groups, per int, opts memqueue.Option
 					mu.Lock()
 					key := fmt.Sprintf("%s/%d", m.Group, m.Seq)
 					seen[key]++
+					sightings[key] = append(sightings[key], fmt.Sprintf("incarnation %d, Unordered %v, attempt %d, redelivered %v, id %s",
+						incarnations, m.Unordered, m.Attempt, m.Redelivered, m.ID))
 					if !m.Unordered {
 						order[m.Group] = append(order[m.Group], m.Seq)
 					}
