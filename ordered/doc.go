@@ -58,8 +58,10 @@
 //   - an older epoch, or a seq inside a range the gap policy skipped: a
 //     late arrival, reported (Hooks.OnLate), then dead-lettered or handed
 //     out flagged [Message.Unordered], once per receiver's life (within
-//     ReceiveOptions.MaxMemory: see ReceiveStats.Forgotten); never
-//     silently deleted;
+//     ReceiveOptions.MaxMemory: see ReceiveStats.Forgotten), and under
+//     AtMostOnce a skipped seq once for good (its hand-out takes it out
+//     of the skipped range, durably, before the application sees it);
+//     never silently deleted;
 //   - a body without a valid header: by ReceiveOptions.Untagged. A header
 //     whose epoch lies more than a day ahead of the clock, or (with
 //     Options.Key) whose MAC does not verify for this queue's

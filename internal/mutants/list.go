@@ -665,6 +665,50 @@ var mutants = []mutant{
 		Run: "^TestAMOAbandonBeforeCommitTakesBack$",
 	},
 	{
+		Name:   "amo-no-carve",
+		Breaks: "an AtMostOnce late arrival of a skipped seq is handed out without carving the seq out of its range: a later copy (a duplicate send) is late again at the next receiver and handed out twice (TestRev3_AMOCleanClosesLoseNothing's rare duplicate, found 2026-12-05)",
+		Edits: []edit{{
+			File: "internal/recvcore/carve.go",
+			Old:  `	if !m.has(fLate) || c.cfg.DeadLetter {`,
+			New:  `	if true {`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestScripts$",
+	},
+	{
+		Name:   "carve-not-skipped-again",
+		Breaks: "a carved AtMostOnce message given back before the application settled it (Close, release) leaves its seq unskipped: the next receiver deletes its copy as a duplicate, never handed out",
+		Edits: []edit{{
+			File: "internal/recvcore/msg.go",
+			Old:  `			c.uncarve(m)`,
+			New:  `			m.flags &^= fCarve`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestScripts$",
+	},
+	{
+		Name:   "carve-not-pinned",
+		Breaks: "a group with a carve in flight goes idle and is dropped: the carve is lost and the message waits for ever",
+		Edits: []edit{{
+			File: "internal/recvcore/group.go",
+			Old:  `g.startAt.IsZero() && !behind(g.dur, g.ack) && g.phase == phActive && g.carves == 0`,
+			New:  `g.startAt.IsZero() && !behind(g.dur, g.ack) && g.phase == phActive`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestScripts$",
+	},
+	{
+		Name:   "carve-copy-deleted",
+		Breaks: "a copy of a carved message the application has not settled is taken for a duplicate and deleted: the same queue message received again is deleted under the receiver that holds it",
+		Edits: []edit{{
+			File: "internal/recvcore/route.go",
+			Old:  `			if h := c.unord.held[key]; h != nil && h.has(fCarve) {`,
+			New:  `			if h := c.unord.held[key]; false && h != nil && h.has(fCarve) {`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestScripts$",
+	},
+	{
 		Name:   "signed-run-counter",
 		Breaks: "signed runs of several messages go through the header counter, which panics on a signed header (blind plant #14)",
 		Edits: []edit{{

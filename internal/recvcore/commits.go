@@ -228,7 +228,9 @@ func (c *Core) durable(now time.Time, g *group, to seqstore.Cursor) {
 	}
 	if behind(g.ack, to) {
 		g.ack = cloneCursor(to)
+		c.recarve(g, true)
 	}
+	c.carvedDurable(g, to)
 	c.flushSettled(now, g)
 	c.resolveDurable(g)
 	g.owed = slices.DeleteFunc(g.owed, func(r seqstore.Range) bool { return skippedIn(to, r) })

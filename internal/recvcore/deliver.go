@@ -57,13 +57,24 @@ func (c *Core) nextUnordered(now time.Time, m *msg) (Delivery, bool) {
 	c.st.Delivered++
 	d := Delivery{Group: m.name, Epoch: m.epoch, Seq: m.seq, Body: m.payload(), Raw: m.raw, ID: m.id,
 		Attempt: int(m.attempt), Unordered: true, Redelivered: m.has(fRedelivered), m: m, mgen: m.gen}
-	if c.cfg.Mode == AtMostOnce && !m.has(fStored) {
-		// Delete first: a crash after the hand-out must not deliver it
-		// again.
-		m.awaitDelete(c.ticket())
-		d.Await = m.ticket
-		c.deleteFirst(now, m)
+	if c.cfg.Mode != AtMostOnce || m.has(fStored|fCarve) {
+		// (A carved one's carve is durable: owed again after its
+		// Receive gave up.)
+		return d, true
 	}
+	if g := c.carvable(m); g != nil {
+		// Its seq is carved out of its skipped range first, as an
+		// ordered hand-out's advance is committed first; its Ack deletes
+		// it (carve.go).
+		c.carve(g, m)
+		d.Await = m.ticket
+		return d, true
+	}
+	// Delete first: a crash after the hand-out must not deliver it
+	// again.
+	m.awaitDelete(c.ticket())
+	d.Await = m.ticket
+	c.deleteFirst(now, m)
 	return d, true
 }
 
@@ -169,6 +180,7 @@ func (c *Core) Ack(now time.Time, d *Delivery, sync bool) (Ticket, error) {
 	c.st.Acked++
 	g := m.g
 	if g == nil {
+		c.carveSeen(m)
 		c.settleUnordered(now, m)
 		return 0, nil
 	}
@@ -271,6 +283,9 @@ func (c *Core) Nack(now time.Time, d *Delivery, cause error) error {
 // retried.
 func (c *Core) nackAtMostOnce(now time.Time, m *msg) {
 	g := m.g
+	if g == nil {
+		c.carveSeen(m) // the application had it
+	}
 	switch {
 	case c.cfg.Poison == PoisonDeadLetter:
 		m.deadOut()
@@ -379,7 +394,7 @@ func (c *Core) Abandon(now time.Time, d *Delivery) error {
 		return ErrSettled
 	case m.g == nil:
 		// The ticket resolved meanwhile: an Unordered message deleted
-		// from the queue, whose copy is now only here.
+		// from the queue, whose copy is now only here, or carved.
 		c.owedUnordered(m)
 	default:
 		// The ticket resolved meanwhile: the commit is durable.
@@ -394,11 +409,15 @@ func (c *Core) Abandon(now time.Time, d *Delivery) error {
 }
 
 // owedUnordered hands out again an AtMostOnce Unordered message whose
-// Receive gave up after its delete; once the Core closes, it goes back to
-// the queue (its only copy is here).
+// Receive gave up after its delete or its carve; once the Core closes, it
+// goes back to the queue (sent back when its only copy is here).
 func (c *Core) owedUnordered(m *msg) {
-	if c.closing {
+	switch {
+	case c.closing && m.has(fStored):
 		c.requeue(m)
+		return
+	case c.closing:
+		c.giveBack(c.now, m) // carved: its copy is in the queue (carve.go)
 		return
 	}
 	m.ready()

@@ -95,6 +95,13 @@ type groupCold struct {
 	// yet: a conflict carries them over to the other receiver's cursor
 	// (the messages are ours, committed and never handed out).
 	owed []seqstore.Range
+
+	// carving holds the AtMostOnce late arrivals whose seq is carved out
+	// of a skipped range and not yet durably (carve.go); carves counts
+	// those and the carved ones the application has not settled: the
+	// group is pinned while it is not 0.
+	carving []*msg
+	carves  int
 }
 
 // parkView is what a group knows of its parked messages. low is the lowest
@@ -229,7 +236,7 @@ func (g *group) empty() bool {
 	return g.out == nil && g.buffered() == 0 && g.newerEpoch == 0 &&
 		len(g.settled) == 0 && len(g.tickets) == 0 && !g.repairing && !g.writing && g.uncertain == nil &&
 		!g.dirty && !g.toRead && !g.inRing && !g.unparking && g.park.parking == 0 && !g.park.known() && g.farHigh == 0 &&
-		g.startAt.IsZero() && !behind(g.dur, g.ack) && g.phase == phActive
+		g.startAt.IsZero() && !behind(g.dur, g.ack) && g.phase == phActive && g.carves == 0
 }
 
 // quiet reports whether the group holds nothing in memory and has nothing
@@ -238,7 +245,7 @@ func (g *group) empty() bool {
 func (g *group) quiet() bool {
 	return g.out == nil && g.buffered() == 0 && len(g.settled)+len(g.tickets) == 0 && !g.repairing &&
 		!g.dirty && !g.writing && g.uncertain == nil && !g.toRead && !g.unparking && !g.inRing &&
-		(g.phase == phActive || g.phase == phFailed || g.phase == phFresh) && !behind(g.dur, g.ack)
+		(g.phase == phActive || g.phase == phFailed || g.phase == phFresh) && !behind(g.dur, g.ack) && g.carves == 0
 }
 
 // knowParked records that seq of g's current epoch is parked and not in

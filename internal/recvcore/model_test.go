@@ -698,6 +698,12 @@ func (w *world) give(o *outstanding) {
 			w.t.Fatalf("life %d: Unordered copy %s handed out twice", w.life, k)
 		}
 		w.unordSeen[k] = true
+		if w.cfg.Mode == recvcore.AtMostOnce && !strings.HasPrefix(string(d.Raw), "plain") && d.Seq != 0 {
+			// At most once: the application has it (a carved one is
+			// not deleted before: its copies are duplicates now).
+			kk := key{d.Group, d.Epoch, d.Seq}
+			w.handled[kk], w.unordHandled[kk] = true, true
+		}
 		return
 	}
 	k := key{d.Group, d.Epoch, d.Seq}

@@ -35,6 +35,7 @@ const (
 	fBackWait           // given back once the visibility change in flight ends
 	fInHold             // on the hold list
 	fLoose              // its visibility end is known only loosely: the last change's answer came late
+	fCarve              // AtMostOnce, late: its seq is carved out of a skipped range, and the application has not settled it (carve.go)
 )
 
 // msg is one message held by the Core.
@@ -251,6 +252,9 @@ func (c *Core) gone(m *msg) {
 	c.vis.holds.remove(m)
 	c.budget.uncharge(m)
 	if m.g == nil {
+		if m.has(fCarve) {
+			c.uncarve(m)
+		}
 		c.unord.drop(m)
 	}
 	c.pool.recycle(m)

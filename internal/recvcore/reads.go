@@ -256,6 +256,7 @@ func (c *Core) moveTo(now time.Time, g *group, cur seqstore.Cursor) {
 	c.passParks(g)
 	g.forced = false // nothing of ours is left to write
 	c.carryOwed(g)
+	c.recarve(g, false)
 	if cur.Next == 0 {
 		c.become(g, phFresh)
 	}

@@ -439,6 +439,17 @@ func (c *Core) arriveCurrent(now time.Time, g *group, m *msg) {
 			c.sameCopy(now, g, o, m)
 			return
 		}
+		if g.carves > 0 {
+			key := seenKey{group: g.name, epoch: m.epoch, seq: m.seq}
+			if h := c.unord.held[key]; h != nil && h.has(fCarve) {
+				// A copy of a late arrival this Core carved and the
+				// application has not settled: not a duplicate yet (the
+				// same queue message keeps its newest receipt).
+				m.g = nil
+				c.unorderedArrival(now, m, key, false)
+				return
+			}
+		}
 		if plantNoDedup && g.out == nil {
 			g.next = m.seq // planted: the copy is handed out again
 		} else {

@@ -141,11 +141,15 @@ func (s *script) do(line string) string {
 	case "arrive":
 		var in []recvcore.Incoming
 		for _, a := range args {
-			// group/epoch/seq*n: received n times already (its dequeue count).
+			// group/epoch/seq*n: received n times already (its dequeue
+			// count); group/epoch/seq@x: another queue message with that
+			// body (a duplicate send), its id suffixed with x.
 			a, n, _ := strings.Cut(a, "*")
 			dequeue, _ := strconv.Atoi(n)
+			id := "id-" + a
+			a, _, _ = strings.Cut(a, "@")
 			s.receipts++
-			in = append(in, recvcore.Incoming{Body: body(a), ID: "id-" + a, Receipt: fmt.Sprintf("r%d", s.receipts), DequeueCount: max(dequeue, 1)})
+			in = append(in, recvcore.Incoming{Body: body(a), ID: id, Receipt: fmt.Sprintf("r%d", s.receipts), DequeueCount: max(dequeue, 1)})
 		}
 		s.core.Arrive(s.now, in)
 		return ""
@@ -298,6 +302,13 @@ func (s *script) do(line string) string {
 	case "close":
 		s.core.Close(s.now)
 		return ""
+	case "restart":
+		// A new Core over the same store: the next receiver's life.
+		c, err := recvcore.New(s.cfg)
+		require.NoError(s.t, err)
+		recvcore.SetTrace(c, func(g, from, to string) { fmt.Fprintf(&s.trace, "phase %s %s -> %s\n", g, from, to) })
+		*s = script{t: s.t, now: s.now, cfg: s.cfg, core: c, receipts: s.receipts, cursors: s.cursors, park: s.park}
+		return ""
 	case "stats":
 		st := s.core.Stats()
 		return fmt.Sprintf("stats: held %d buffered %d delivered %d acked %d duplicates %d late %d skipped %d conflicts %d stuck %v\n",
@@ -341,6 +352,10 @@ func (s *script) config(args []string) {
 			cfg.Park = v == "true"
 		case "deadletter":
 			cfg.DeadLetter = v == "true"
+		case "idleevict":
+			d, err := time.ParseDuration(v)
+			require.NoError(s.t, err)
+			cfg.IdleEvict = d
 		case "visibility", "margin", "maxhold": // durations
 			d, err := time.ParseDuration(v)
 			require.NoError(s.t, err)

@@ -123,7 +123,7 @@ var worldKnownFailing = map[string]string{
 	"amo-once/forgotten":     "Stats.Forgotten: a copy of a late or untagged message handed out again once the dedup set was trimmed to fit MaxMemory",
 	"amo-uncertain-conflict": "inherent: AtMostOnce, second receiver: the commit of a hand-out has an unknown outcome (applied), and the other receiver moved the cursor past it; the Core cannot tell its write from the other's, and refuses the hand-out rather than risk a second one",
 	"amo-unordered-drop":     "inherent (1 in about 5,000 cases): AtMostOnce Unordered, a delete whose outcome is unknown, retried and found stale with an answer that came too near the end of the visibility to tell our own applied delete from a receipt gone stale; the Core refuses the hand-out (a duplicate would break AtMostOnce), and the message is lost unless it comes back",
-	"amo-once/across-lives":  "a copy of a late (skipped or older-epoch) message handed out again by a later incarnation (the dedup set lives as long as one Core)",
+	"amo-once/older-epoch":   "a copy of a late message of an older epoch handed out again by a later incarnation (the dedup set lives as long as one Core; a skipped seq's hand-out is carved out of its range, an older epoch has no range to carve)",
 }
 
 var (
@@ -1045,11 +1045,13 @@ func (w *wm) resolved(res recvcore.Resolution) {
 }
 
 // checkAwait: an AtMostOnce hand-out goes to the application only once its
-// cursor advance is durable (an Unordered one: once deleted).
+// cursor advance is durable (an Unordered one: once deleted, or once the
+// store's cursor says a copy of it is a duplicate: carved out of its
+// skipped range).
 func (w *wm) checkAwait(o *wdel) {
 	k := o.key
 	if o.d.Unordered {
-		if m := w.q.byID[o.d.ID]; m != nil && !m.deleted {
+		if m := w.q.byID[o.d.ID]; m != nil && !m.deleted && !w.carved(k) {
 			w.violate("amo-await", []mkey{k}, "life %d: AtMostOnce Unordered %s released to the application before its delete", w.life, k)
 		}
 		return
@@ -1057,6 +1059,24 @@ func (w *wm) checkAwait(o *wdel) {
 	if c := w.st.cursor(k.group); !c.Below(k.epoch, k.seq) && !w.contested[k.group] {
 		w.violate("amo-await", []mkey{k}, "life %d: AtMostOnce %s released to the application while the store's cursor is %s", w.life, k, cursor(c))
 	}
+}
+
+// carved reports whether the store's cursor of k's group is past k and no
+// skipped range of it holds k.
+func (w *wm) carved(k mkey) bool {
+	if !k.tagged() {
+		return false
+	}
+	c := w.st.cursor(k.group)
+	if !c.Below(k.epoch, k.seq) {
+		return false
+	}
+	for _, r := range c.Skipped {
+		if r.Contains(k.epoch, k.seq) {
+			return false
+		}
+	}
+	return true
 }
 
 func (w *wm) dropOut(o *wdel) {
@@ -1232,8 +1252,10 @@ func (w *wm) give(o *wdel) {
 	if w.cfg.Mode == recvcore.AtMostOnce && w.given[k] > 0 && !w.tainted[k] && !w.contested[k.group] {
 		prop := "amo-once"
 		switch {
+		case d.Unordered && w.givenLife[k] < w.life && w.st.cursor(k.group).Epoch > k.epoch:
+			prop += "/older-epoch" // late by its epoch: nothing durable says it was handed out
 		case d.Unordered && w.givenLife[k] < w.life:
-			prop += "/across-lives" // the Unordered dedup set lives as long as one Core
+			prop += "/across-lives" // a skipped seq's hand-out is carved out of its range first
 		case d.Unordered && w.core.Stats().Forgotten > 0:
 			prop += "/forgotten" // (attribution only) the dedup set was trimmed to fit MaxMemory
 		}
