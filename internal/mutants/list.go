@@ -669,8 +669,8 @@ var mutants = []mutant{
 		Breaks: "an AtMostOnce late arrival of a skipped seq is handed out without carving the seq out of its range: a later copy (a duplicate send) is late again at the next receiver and handed out twice (TestRev3_AMOCleanClosesLoseNothing's rare duplicate, found 2026-12-05)",
 		Edits: []edit{{
 			File: "internal/recvcore/carve.go",
-			Old:  `	if !m.has(fLate) || c.cfg.DeadLetter {`,
-			New:  `	if true {`,
+			Old:  `	if c.cfg.Mode != AtMostOnce || c.cfg.DeadLetter || m.has(fStored) ||`,
+			New:  `	if true || c.cfg.Mode != AtMostOnce || c.cfg.DeadLetter || m.has(fStored) ||`,
 		}},
 		Pkg: "./internal/recvcore",
 		Run: "^TestScripts$",
@@ -680,8 +680,8 @@ var mutants = []mutant{
 		Breaks: "a carved AtMostOnce message given back before the application settled it (Close, release) leaves its seq unskipped: the next receiver deletes its copy as a duplicate, never handed out",
 		Edits: []edit{{
 			File: "internal/recvcore/msg.go",
-			Old:  `			c.uncarve(m)`,
-			New:  `			m.flags &^= fCarve`,
+			Old:  `		c.uncarve(m, m.where == wOut)`,
+			New:  `		c.uncarve(m, false)`,
 		}},
 		Pkg: "./internal/recvcore",
 		Run: "^TestScripts$",
@@ -707,6 +707,40 @@ var mutants = []mutant{
 		}},
 		Pkg: "./internal/recvcore",
 		Run: "^TestScripts$",
+	},
+	{
+		Name:   "carve-behind-conflict-kept",
+		Breaks: "a conflict whose stored cursor is behind this receiver's acknowledged one keeps a carve the other receiver already made: both hand the seq out (review16)",
+		Edits: []edit{{
+			File: "internal/recvcore/reads.go",
+			Old: `		c.recarve(g, cur, false)
+		c.markDirty(g)`,
+			New: `		c.markDirty(g)`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestReview16_ConflictBehindAckHandsOutOthersCarve$",
+	},
+	{
+		Name:   "carve-failed-group-kept",
+		Breaks: "a carve whose group stops on a store error is never resolved: its Receive waits for ever and the group stays pinned (review16)",
+		Edits: []edit{{
+			File: "internal/recvcore/phase.go",
+			Old:  `	c.dropCarves(g, err)`,
+			New:  `	_ = err`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestReview16_FailedCarve",
+	},
+	{
+		Name:   "carve-not-during-uncertain",
+		Breaks: "a late arrival handed out while its group's commit has an unknown outcome is not carved: the next receiver hands a duplicate send of it out again (review16)",
+		Edits: []edit{{
+			File: "internal/recvcore/carve.go",
+			Old:  `	if g.phase == phActive && m.epoch == g.epoch`,
+			New:  `	if g.uncertain == nil && g.phase == phActive && m.epoch == g.epoch`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestReview16_LateHandOutDuringAmbiguousCommitNotCarved$",
 	},
 	{
 		Name:   "signed-run-counter",

@@ -23,41 +23,56 @@ import (
 // What is not carved is handed out once per receiver's life, as before: a
 // message of an older epoch (late by its epoch, not by a range), a dead
 // letter, and a seq whose range would split past seqstore.MaxSkipped, or
-// whose group is not active at its hand-out.
+// whose group is not active at its hand-out (a conflict being resolved, a
+// store error).
 //
-// A group with carved messages the application has not settled
-// (group.carves) is pinned: neither idle nor quiet, so never dropped.
+// A group is pinned (group.carves: neither idle nor quiet, so never
+// dropped) from the arrival of such a late message until the application
+// settled it or it left.
+//
+// Two receivers on one stream by mistake are not told apart by a carve:
+// the store's compare-and-set compares the cursor's position and owner,
+// not its skipped ranges, so two carves of one seq both succeed. A lease
+// (ReceiveOptions.Lease with seqstore.Claim's owner) fences the stale one.
 
-// carvable returns the group whose skipped range holds m, a late arrival,
-// if m's hand-out carves it out.
-func (c *Core) carvable(m *msg) *group {
-	if !m.has(fLate) || c.cfg.DeadLetter {
-		return nil
+// pinCarve marks m, a late arrival of g just held, for a carve at its
+// hand-out when a skipped range of g's durable cursor makes it late, and
+// pins g until then: a group that went idle or was dropped meanwhile
+// could not carve it.
+func (c *Core) pinCarve(g *group, m *msg) {
+	if c.cfg.Mode != AtMostOnce || c.cfg.DeadLetter || m.has(fStored) || m.epoch != g.epoch || g.dur.Epoch != m.epoch ||
+		!skippedIn(g.dur, seqstore.Range{Epoch: m.epoch, First: m.seq, Last: m.seq}) {
+		return
 	}
+	m.flags |= fCarve
+	g.carves++
+}
+
+// carvable returns the group whose skipped range holds m, a late arrival
+// marked by pinCarve, if its first hand-out carves it out; otherwise m is
+// unpinned, and handed out as one not carved.
+func (c *Core) carvable(m *msg) *group {
 	g := c.groups[m.name]
-	if g == nil || g.cold() || g.phase != phActive || g.uncertain != nil || m.epoch != g.epoch || g.dur.Epoch != m.epoch {
-		return nil
+	if g == nil || g.cold() {
+		return nil // pinned: not reached
 	}
 	r := seqstore.Range{Epoch: m.epoch, First: m.seq, Last: m.seq}
-	if !skippedIn(g.dur, r) || !skippedIn(g.ack, r) {
-		return nil
+	if g.phase == phActive && m.epoch == g.epoch && skippedIn(g.dur, r) && skippedIn(g.ack, r) {
+		if _, ok := unskipped(g.ack, m.epoch, m.seq); ok {
+			return g
+		}
 	}
-	if _, ok := unskipped(g.ack, m.epoch, m.seq); !ok {
-		return nil
-	}
-	return g
+	c.unpin(g, m)
+	return nil
 }
 
 // carve takes m's seq out of g's skipped ranges; m's hand-out waits for
 // that cursor to be durable (carvedDurable).
 func (c *Core) carve(g *group, m *msg) {
 	g.ack.Skipped, _ = unskipped(g.ack, m.epoch, m.seq)
-	m.flags |= fCarve
 	m.awaitCommit(c.ticket())
 	g.carving = append(g.carving, m)
-	g.carves++
 	c.markDirty(g)
-	c.update(g, c.now) // pinned
 }
 
 // carvedDurable ends the waits of g's carves that the durable cursor to,
@@ -87,12 +102,13 @@ func (c *Core) carvedDurable(g *group, to seqstore.Cursor) {
 	}
 }
 
-// recarve carves again, after g's acknowledged cursor was replaced by one
-// read from the store or written by this Core (ours), what waits for its
-// carve. When a cursor this Core did not write no longer skips the seq,
-// someone else took it: the hand-out is refused (ErrConflict) and the copy
-// released (it comes back a duplicate).
-func (c *Core) recarve(g *group, ours bool) {
+// recarve carves again what waits for its carve, after g's acknowledged
+// cursor was replaced by, or found behind, cur: a cursor read from the
+// store, or (ours) written by this Core. When cur does not skip the seq and
+// this Core did not write it, someone else took it (a second receiver's
+// carve or hand-out): the hand-out is refused (ErrConflict) and the copy
+// released.
+func (c *Core) recarve(g *group, cur seqstore.Cursor, ours bool) {
 	if len(g.carving) == 0 {
 		return
 	}
@@ -100,7 +116,9 @@ func (c *Core) recarve(g *group, ours bool) {
 	g.carving = slices.DeleteFunc(g.carving, func(m *msg) bool {
 		r := seqstore.Range{Epoch: m.epoch, First: m.seq, Last: m.seq}
 		switch {
-		case skippedIn(g.ack, r):
+		case skippedIn(cur, r) && !skippedIn(g.ack, r):
+			return false // still ours to carve, and carved in g.ack
+		case skippedIn(cur, r):
 			if s, ok := unskipped(g.ack, m.epoch, m.seq); ok {
 				g.ack.Skipped = s
 				c.markDirty(g)
@@ -113,19 +131,37 @@ func (c *Core) recarve(g *group, ours bool) {
 		return true
 	})
 	for _, m := range drop {
-		m.flags &^= fCarve
-		g.carves--
-		if m.out == outCommit {
-			c.outstanding-- // the Receive waiting for it drops it
-		}
-		c.resolve(m.ticket, ErrConflict)
-		m.ticket = 0
-		c.unord.forget(unorderedKey(m))
-		c.release(m, c.now)
+		c.dropCarve(g, m, ErrConflict)
 	}
-	if len(drop) > 0 {
-		c.update(g, c.now)
+}
+
+// dropCarves ends the carves of g, which stops (a store error): their
+// hand-outs are refused with err, and the messages go back to the queue
+// (late again: the store's cursor still skips them).
+func (c *Core) dropCarves(g *group, err error) {
+	carving := g.carving
+	g.carving = nil
+	for _, m := range carving {
+		c.dropCarve(g, m, err)
 	}
+}
+
+func (c *Core) dropCarve(g *group, m *msg, err error) {
+	c.unpin(g, m)
+	if m.out == outCommit {
+		c.outstanding-- // the Receive waiting for it drops it
+	}
+	c.resolve(m.ticket, err)
+	m.ticket = 0
+	c.unord.forget(unorderedKey(m))
+	c.release(m, c.now)
+}
+
+// unpin ends m's pin of g.
+func (c *Core) unpin(g *group, m *msg) {
+	m.flags &^= fCarve
+	g.carves--
+	c.update(g, c.now)
 }
 
 // carveSeen records that the application settled m: its seq is handled
@@ -134,35 +170,32 @@ func (c *Core) carveSeen(m *msg) {
 	if !m.has(fCarve) {
 		return
 	}
-	m.flags &^= fCarve
 	if g := c.groups[m.name]; g != nil && !g.cold() {
-		g.carves--
-		c.update(g, c.now)
+		c.unpin(g, m)
 	}
 }
 
-// uncarve skips m's seq again: m, carved, leaves without the application
-// having settled it. The mark is owed, as skipOwed's: a conflict carries it
-// over to the other receiver's cursor.
-func (c *Core) uncarve(m *msg) {
+// uncarve lets go of m, pinned: m leaves before the application settled it.
+// Once handed out (out), its seq is carved, or may be: it is skipped again,
+// owed as skipOwed's (a conflict carries the mark over to the other
+// receiver's cursor), so that the next receiver hands it out.
+func (c *Core) uncarve(m *msg, out bool) {
 	m.flags &^= fCarve
 	g := c.groups[m.name]
 	if g == nil || g.cold() {
-		return // pinned while it carves: not reached
+		return // pinned: not reached
 	}
-	g.carves--
 	g.carving = slices.DeleteFunc(g.carving, func(x *msg) bool { return x == m })
 	r := seqstore.Range{Epoch: m.epoch, First: m.seq, Last: m.seq}
-	if !below(g.ack, m.epoch, m.seq) || skippedIn(g.ack, r) {
-		c.update(g, c.now)
-		return
+	if out && below(g.ack, m.epoch, m.seq) && !skippedIn(g.ack, r) {
+		for _, d := range addSkipped(&g.ack, r) {
+			c.report(Report{Kind: ReportWarn, Msg: "skipped range forgotten: the cursor holds 64; a late copy of these seqs will be taken for a duplicate",
+				Group: g.name, Epoch: d.Epoch, Seq: d.First, Last: d.Last})
+		}
+		g.owed = append(g.owed, r)
+		c.markDirty(g)
 	}
-	for _, d := range addSkipped(&g.ack, r) {
-		c.report(Report{Kind: ReportWarn, Msg: "skipped range forgotten: the cursor holds 64; a late copy of these seqs will be taken for a duplicate",
-			Group: g.name, Epoch: d.Epoch, Seq: d.First, Last: d.Last})
-	}
-	g.owed = append(g.owed, r)
-	c.markDirty(g)
+	g.carves--
 	c.update(g, c.now)
 }
 

@@ -228,7 +228,7 @@ func (c *Core) durable(now time.Time, g *group, to seqstore.Cursor) {
 	}
 	if behind(g.ack, to) {
 		g.ack = cloneCursor(to)
-		c.recarve(g, true)
+		c.recarve(g, to, true)
 	}
 	c.carvedDurable(g, to)
 	c.flushSettled(now, g)

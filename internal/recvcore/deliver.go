@@ -51,24 +51,27 @@ func (c *Core) nextUnordered(now time.Time, m *msg) (Delivery, bool) {
 	if m.where != wHeld && !m.waitsFor(outReady) {
 		return Delivery{}, false
 	}
+	first := m.where == wHeld // (outReady: owed again after its Receive gave up)
 	c.takeOut(m)
 	m.attempt++
 	m.handed()
 	c.st.Delivered++
 	d := Delivery{Group: m.name, Epoch: m.epoch, Seq: m.seq, Body: m.payload(), Raw: m.raw, ID: m.id,
 		Attempt: int(m.attempt), Unordered: true, Redelivered: m.has(fRedelivered), m: m, mgen: m.gen}
-	if c.cfg.Mode != AtMostOnce || m.has(fStored|fCarve) {
-		// (A carved one's carve is durable: owed again after its
-		// Receive gave up.)
+	if c.cfg.Mode != AtMostOnce || m.has(fStored) || m.has(fCarve) && !first {
+		// (Owed again after its Receive gave up: deleted, or its carve
+		// is durable.)
 		return d, true
 	}
-	if g := c.carvable(m); g != nil {
-		// Its seq is carved out of its skipped range first, as an
-		// ordered hand-out's advance is committed first; its Ack deletes
-		// it (carve.go).
-		c.carve(g, m)
-		d.Await = m.ticket
-		return d, true
+	if m.has(fCarve) {
+		if g := c.carvable(m); g != nil {
+			// Its seq is carved out of its skipped range first, as an
+			// ordered hand-out's advance is committed first; its Ack
+			// deletes it (carve.go).
+			c.carve(g, m)
+			d.Await = m.ticket
+			return d, true
+		}
 	}
 	// Delete first: a crash after the hand-out must not deliver it
 	// again.

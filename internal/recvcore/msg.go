@@ -35,7 +35,7 @@ const (
 	fBackWait           // given back once the visibility change in flight ends
 	fInHold             // on the hold list
 	fLoose              // its visibility end is known only loosely: the last change's answer came late
-	fCarve              // AtMostOnce, late: its seq is carved out of a skipped range, and the application has not settled it (carve.go)
+	fCarve              // AtMostOnce, late by a skipped range: its seq is carved out of it at its first hand-out, and it pins its group until the application settled it (carve.go)
 )
 
 // msg is one message held by the Core.
@@ -244,6 +244,9 @@ func (c *Core) gone(m *msg) {
 	if m.where == wGone {
 		return
 	}
+	if m.has(fCarve) {
+		c.uncarve(m, m.where == wOut)
+	}
 	if m.live() {
 		c.budget.live--
 	}
@@ -252,9 +255,6 @@ func (c *Core) gone(m *msg) {
 	c.vis.holds.remove(m)
 	c.budget.uncharge(m)
 	if m.g == nil {
-		if m.has(fCarve) {
-			c.uncarve(m)
-		}
 		c.unord.drop(m)
 	}
 	c.pool.recycle(m)

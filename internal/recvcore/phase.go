@@ -128,6 +128,7 @@ func (c *Core) becomeFailed(g *group, now time.Time, err error) {
 		c.resolve(w.t, err)
 	}
 	g.tickets = nil
+	c.dropCarves(g, err)
 	c.endRepairs(g, repairSkip, err)
 	c.addTimer(timer{at: now.Add(c.cfg.RetryMax), kind: tFailed, name: g.name})
 }

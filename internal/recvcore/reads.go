@@ -192,6 +192,7 @@ func (c *Core) resolveConflict(now time.Time, g *group, cur seqstore.Cursor) {
 	if c.cfg.Mode != ExactlyOnce && behind(cur, g.ack) {
 		g.dur = cur
 		c.passParks(g)
+		c.recarve(g, cur, false)
 		c.markDirty(g)
 		return
 	}
@@ -256,7 +257,7 @@ func (c *Core) moveTo(now time.Time, g *group, cur seqstore.Cursor) {
 	c.passParks(g)
 	g.forced = false // nothing of ours is left to write
 	c.carryOwed(g)
-	c.recarve(g, false)
+	c.recarve(g, cur, false)
 	if cur.Next == 0 {
 		c.become(g, phFresh)
 	}

@@ -212,7 +212,7 @@ func (c *Core) StartAt(now time.Time, group string, epoch, seq uint64) (Ticket, 
 	if seq > 1 {
 		c.skipped(g, seqstore.Range{Epoch: epoch, First: 1, Last: seq - 1}, 0, "start: passed over (StartAt)")
 	}
-	c.recarve(g, false)
+	c.recarve(g, g.ack, false)
 	c.writeRepair(g)
 	for _, m := range again {
 		if m.where == wSettled {

@@ -525,7 +525,9 @@ func (c *Core) late(now time.Time, g *group, m *msg) {
 		c.unorderedArrival(now, m, key, true)
 		return
 	}
-	c.unorderedArrival(now, m, key, false)
+	if c.unorderedArrival(now, m, key, false) {
+		c.pinCarve(g, m)
+	}
 }
 
 // durablyLate reports whether the durable cursor of g says that m is late:
@@ -571,12 +573,12 @@ func (c *Core) untagged(now time.Time, m *msg, why error) {
 // of it (its receipt replaces the held one when it is the same queue
 // message; another message is released and deleted when it comes back
 // after the first is settled).
-func (c *Core) unorderedArrival(now time.Time, m *msg, key seenKey, dead bool) {
+func (c *Core) unorderedArrival(now time.Time, m *msg, key seenKey, dead bool) (held bool) {
 	if c.unord.settled(key) {
 		c.st.Duplicates++
 		c.report(Report{Kind: ReportDuplicate, Msg: "copy of a settled unordered message", Group: key.group, Epoch: m.epoch, Seq: m.seq, ID: m.id})
 		c.queueDelete(now, m)
-		return
+		return false
 	}
 	if h, ok := c.unord.held[key]; ok {
 		if h.id == m.id && h.where != wGone {
@@ -584,14 +586,15 @@ func (c *Core) unorderedArrival(now time.Time, m *msg, key seenKey, dead bool) {
 		} else {
 			c.release(m, now)
 		}
-		return
+		return false
 	}
 	c.unord.held[key] = m
 	if dead {
 		c.queueDead(m)
-		return
+		return false
 	}
 	c.hold(m)
 	m.clearOut()
 	c.ring.push(ringItem{m: m, gen: m.gen})
+	return true
 }
