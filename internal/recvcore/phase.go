@@ -88,6 +88,10 @@ func (c *Core) becomeActive(g *group, now time.Time) {
 func (c *Core) becomeLoaded(g *group, now time.Time, cur seqstore.Cursor) {
 	g.dur, g.ack = cur, cloneCursor(cur)
 	c.passParks(g)
+	// Read again after a store error: the skip marks this Core owes (an
+	// AtMostOnce message committed or carved and never handed out) and
+	// did not write yet are marked again (review17).
+	c.carryOwed(g)
 	g.epoch, g.next = cur.Epoch, max(cur.Next, 1)
 	g.started = false
 	g.forgetPark()
