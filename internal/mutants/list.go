@@ -747,9 +747,9 @@ var mutants = []mutant{
 		Breaks: "a skip mark owed (an AtMostOnce message committed or carved and never handed out) whose write failed for good is dropped when the group's cursor is read again: the next receiver deletes the message as a duplicate, unseen (review17, old for skipOwed)",
 		Edits: []edit{{
 			File: "internal/recvcore/phase.go",
-			Old:  `	c.carryOwed(g)
+			Old: `	c.carryOwed(g)
 	g.epoch, g.next = cur.Epoch, max(cur.Next, 1)`,
-			New:  `	g.epoch, g.next = cur.Epoch, max(cur.Next, 1)`,
+			New: `	g.epoch, g.next = cur.Epoch, max(cur.Next, 1)`,
 		}},
 		Pkg: "./internal/recvcore",
 		Run: "^TestReview17_FailedReskipLosesCarvedMessage$",

@@ -17,7 +17,6 @@ package recvcore_test
 // before it could write it again). 36 of 300 seeds with R17_ALL=1, on
 // 14bf11d plus the carryOwed fix. Not enforced.
 
-
 import (
 	"context"
 	"errors"
