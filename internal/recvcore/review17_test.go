@@ -448,10 +448,6 @@ func TestReview17_CarveFuzzShow(t *testing.T) {
 	t.Log(strings.Join(r.log, "\n"))
 }
 
-// r17Drain answers h's commits from st (ok), reads, deletes, visibility
-// changes and requeues, until it asks for nothing.
-func r17Drain(h *eh, st *memstore.Store) { r16Pump(h, st) }
-
 // Finding 1. A carved message whose Receive gave up is given back at Close
 // and its seq skipped again (uncarve: g.ack and g.owed); when the commit
 // that writes the re-skip fails with a permanent store error
