@@ -736,8 +736,8 @@ var mutants = []mutant{
 		Breaks: "a late arrival handed out while its group's commit has an unknown outcome is not carved: the next receiver hands a duplicate send of it out again (review16)",
 		Edits: []edit{{
 			File: "internal/recvcore/carve.go",
-			Old:  `	if g.phase == phActive && m.epoch == g.epoch`,
-			New:  `	if g.uncertain == nil && g.phase == phActive && m.epoch == g.epoch`,
+			Old:  `	if m.epoch == g.epoch && skippedIn(g.dur, r) && skippedIn(g.ack, r) {`,
+			New:  `	if g.uncertain == nil && m.epoch == g.epoch && skippedIn(g.dur, r) && skippedIn(g.ack, r) {`,
 		}},
 		Pkg: "./internal/recvcore",
 		Run: "^TestReview16_LateHandOutDuringAmbiguousCommitNotCarved$",
@@ -753,6 +753,19 @@ var mutants = []mutant{
 		}},
 		Pkg: "./internal/recvcore",
 		Run: "^TestReview17_FailedReskipLosesCarvedMessage$",
+	},
+	{
+		Name:   "carve-no-wait",
+		Breaks: "a late arrival to carve whose group is not active at its hand-out (a cursor read again after a conflict or a store error) is not made to wait for it",
+		Edits: []edit{{
+			File: "internal/recvcore/carve.go",
+			Old: `	if g.phase != phActive {
+		g.carveWait = append(g.carveWait, m)`,
+			New: `	if false {
+		g.carveWait = append(g.carveWait, m)`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestCarveWaitsForItsGroup$",
 	},
 	{
 		Name:   "signed-run-counter",

@@ -22,9 +22,9 @@ import (
 //
 // What is not carved is handed out once per receiver's life, as before: a
 // message of an older epoch (late by its epoch, not by a range), a dead
-// letter, and a seq whose range would split past seqstore.MaxSkipped, or
-// whose group is not active at its hand-out (a conflict being resolved, a
-// store error).
+// letter, and a seq whose range would split past seqstore.MaxSkipped. A
+// late arrival whose group is not active (a conflict being resolved, a
+// store error) waits for it.
 //
 // A group is pinned (group.carves: neither idle nor quiet, so never
 // dropped) from the arrival of such a late message until the application
@@ -49,21 +49,38 @@ func (c *Core) pinCarve(g *group, m *msg) {
 }
 
 // carvable returns the group whose skipped range holds m, a late arrival
-// marked by pinCarve, if its first hand-out carves it out; otherwise m is
-// unpinned, and handed out as one not carved.
-func (c *Core) carvable(m *msg) *group {
-	g := c.groups[m.name]
+// marked by pinCarve, if its first hand-out carves it out now. While the
+// group is not active (its cursor read again after a conflict or a store
+// error) m waits for it (wait: g.carveWait, back in line as the group
+// becomes active). Otherwise m is unpinned, and handed out as one not
+// carved.
+func (c *Core) carvable(m *msg) (g *group, wait bool) {
+	g = c.groups[m.name]
 	if g == nil || g.cold() {
-		return nil // pinned: not reached
+		return nil, false // pinned: not reached
+	}
+	if g.phase != phActive {
+		g.carveWait = append(g.carveWait, m)
+		return nil, true
 	}
 	r := seqstore.Range{Epoch: m.epoch, First: m.seq, Last: m.seq}
-	if g.phase == phActive && m.epoch == g.epoch && skippedIn(g.dur, r) && skippedIn(g.ack, r) {
+	if m.epoch == g.epoch && skippedIn(g.dur, r) && skippedIn(g.ack, r) {
 		if _, ok := unskipped(g.ack, m.epoch, m.seq); ok {
-			return g
+			return g, false
 		}
 	}
 	c.unpin(g, m)
-	return nil
+	return nil, false
+}
+
+// carveAgain puts back in line the late arrivals that waited for g to be
+// active.
+func (c *Core) carveAgain(g *group) {
+	for _, m := range g.carveWait {
+		c.ring.push(ringItem{m: m, gen: m.gen})
+	}
+	clear(g.carveWait)
+	g.carveWait = g.carveWait[:0]
 }
 
 // carve takes m's seq out of g's skipped ranges; m's hand-out waits for
@@ -186,6 +203,7 @@ func (c *Core) uncarve(m *msg, out bool) {
 		return // pinned: not reached
 	}
 	g.carving = slices.DeleteFunc(g.carving, func(x *msg) bool { return x == m })
+	g.carveWait = slices.DeleteFunc(g.carveWait, func(x *msg) bool { return x == m })
 	r := seqstore.Range{Epoch: m.epoch, First: m.seq, Last: m.seq}
 	if out && below(g.ack, m.epoch, m.seq) && !skippedIn(g.ack, r) {
 		for _, d := range addSkipped(&g.ack, r) {

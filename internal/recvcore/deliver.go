@@ -52,6 +52,13 @@ func (c *Core) nextUnordered(now time.Time, m *msg) (Delivery, bool) {
 		return Delivery{}, false
 	}
 	first := m.where == wHeld // (outReady: owed again after its Receive gave up)
+	var carve *group
+	if c.cfg.Mode == AtMostOnce && first && m.has(fCarve) {
+		var wait bool
+		if carve, wait = c.carvable(m); wait {
+			return Delivery{}, false // in line again once its group is active (carve.go)
+		}
+	}
 	c.takeOut(m)
 	m.attempt++
 	m.handed()
@@ -63,15 +70,13 @@ func (c *Core) nextUnordered(now time.Time, m *msg) (Delivery, bool) {
 		// is durable.)
 		return d, true
 	}
-	if m.has(fCarve) {
-		if g := c.carvable(m); g != nil {
-			// Its seq is carved out of its skipped range first, as an
-			// ordered hand-out's advance is committed first; its Ack
-			// deletes it (carve.go).
-			c.carve(g, m)
-			d.Await = m.ticket
-			return d, true
-		}
+	if carve != nil {
+		// Its seq is carved out of its skipped range first, as an
+		// ordered hand-out's advance is committed first; its Ack deletes
+		// it (carve.go).
+		c.carve(carve, m)
+		d.Await = m.ticket
+		return d, true
 	}
 	// Delete first: a crash after the hand-out must not deliver it
 	// again.

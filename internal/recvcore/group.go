@@ -97,11 +97,12 @@ type groupCold struct {
 	owed []seqstore.Range
 
 	// carving holds the AtMostOnce late arrivals whose seq is carved out
-	// of a skipped range and not yet durably (carve.go); carves counts
-	// those and the carved ones the application has not settled: the
-	// group is pinned while it is not 0.
-	carving []*msg
-	carves  int
+	// of a skipped range and not yet durably (carve.go); carves counts the
+	// late arrivals to carve, carving or carved that the application has
+	// not settled: the group is pinned while it is not 0.
+	carving   []*msg
+	carveWait []*msg // late arrivals to carve, waiting for the group to be active
+	carves    int
 }
 
 // parkView is what a group knows of its parked messages. low is the lowest

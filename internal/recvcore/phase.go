@@ -35,6 +35,9 @@ func (c *Core) become(g *group, p phase) {
 		c.trace(g.name, g.phase, p)
 	}
 	g.phase = p
+	if p == phActive && len(g.carveWait) > 0 {
+		c.carveAgain(g)
+	}
 }
 
 // group returns the group named name, creating it (its cursor is then read
