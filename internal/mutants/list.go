@@ -691,7 +691,7 @@ var mutants = []mutant{
 		Breaks: "a group with a carve in flight goes idle and is dropped: the carve is lost and the message waits for ever",
 		Edits: []edit{{
 			File: "internal/recvcore/group.go",
-			Old:  `g.startAt.IsZero() && !behind(g.dur, g.ack) && g.phase == phActive && g.carves == 0`,
+			Old:  `g.startAt.IsZero() && !behind(g.dur, g.ack) && g.phase == phActive && !g.pinned`,
 			New:  `g.startAt.IsZero() && !behind(g.dur, g.ack) && g.phase == phActive`,
 		}},
 		Pkg: "./internal/recvcore",
@@ -760,9 +760,9 @@ var mutants = []mutant{
 		Edits: []edit{{
 			File: "internal/recvcore/carve.go",
 			Old: `	if g.phase != phActive {
-		g.carveWait = append(g.carveWait, m)`,
+		cs := c.carveOf(g)`,
 			New: `	if false {
-		g.carveWait = append(g.carveWait, m)`,
+		cs := c.carveOf(g)`,
 		}},
 		Pkg: "./internal/recvcore",
 		Run: "^TestCarveWaitsForItsGroup$",

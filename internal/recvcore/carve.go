@@ -26,14 +26,38 @@ import (
 // late arrival whose group is not active (a conflict being resolved, a
 // store error) waits for it.
 //
-// A group is pinned (group.carves: neither idle nor quiet, so never
+// A group is pinned (group.pinned: neither idle nor quiet, so never
 // dropped) from the arrival of such a late message until the application
-// settled it or it left.
+// settled it or it left. What it carves is in Core.carves, not in the
+// group: few groups ever carve, and a group's memory counts (a million
+// idle groups fit a modest heap).
 //
 // Two receivers on one stream by mistake are not told apart by a carve:
 // the store's compare-and-set compares the cursor's position and owner,
-// not its skipped ranges, so two carves of one seq both succeed. A lease
-// (ReceiveOptions.Lease with seqstore.Claim's owner) fences the stale one.
+// not its skipped ranges, so two carves of one seq both succeed (review16).
+// With a lease (the shell's ReceiveOptions.Lease) one receiver holds a
+// stream at a time.
+
+// carveState is what a pinned group carves.
+type carveState struct {
+	carving []*msg // carved, waiting for the cursor that holds the carve to be durable
+	wait    []*msg // to carve, waiting for the group to be active
+	n       int    // late arrivals to carve, carving, or carved and not settled by the application
+}
+
+// carveOf returns g's carve state, made if g has none.
+func (c *Core) carveOf(g *group) *carveState {
+	if cs := c.carves[g]; cs != nil {
+		return cs
+	}
+	if c.carves == nil {
+		c.carves = make(map[*group]*carveState)
+	}
+	cs := &carveState{}
+	c.carves[g] = cs
+	g.pinned = true
+	return cs
+}
 
 // pinCarve marks m, a late arrival of g just held, for a carve at its
 // hand-out when a skipped range of g's durable cursor makes it late, and
@@ -45,13 +69,13 @@ func (c *Core) pinCarve(g *group, m *msg) {
 		return
 	}
 	m.flags |= fCarve
-	g.carves++
+	c.carveOf(g).n++
 }
 
 // carvable returns the group whose skipped range holds m, a late arrival
 // marked by pinCarve, if its first hand-out carves it out now. While the
 // group is not active (its cursor read again after a conflict or a store
-// error) m waits for it (wait: g.carveWait, back in line as the group
+// error) m waits for it (carveState.wait, back in line as the group
 // becomes active). Otherwise m is unpinned, and handed out as one not
 // carved.
 func (c *Core) carvable(m *msg) (g *group, wait bool) {
@@ -60,7 +84,8 @@ func (c *Core) carvable(m *msg) (g *group, wait bool) {
 		return nil, false // pinned: not reached
 	}
 	if g.phase != phActive {
-		g.carveWait = append(g.carveWait, m)
+		cs := c.carveOf(g)
+		cs.wait = append(cs.wait, m)
 		return nil, true
 	}
 	r := seqstore.Range{Epoch: m.epoch, First: m.seq, Last: m.seq}
@@ -76,11 +101,12 @@ func (c *Core) carvable(m *msg) (g *group, wait bool) {
 // carveAgain puts back in line the late arrivals that waited for g to be
 // active.
 func (c *Core) carveAgain(g *group) {
-	for _, m := range g.carveWait {
+	cs := c.carveOf(g)
+	for _, m := range cs.wait {
 		c.ring.push(ringItem{m: m, gen: m.gen})
 	}
-	clear(g.carveWait)
-	g.carveWait = g.carveWait[:0]
+	clear(cs.wait)
+	cs.wait = cs.wait[:0]
 }
 
 // carve takes m's seq out of g's skipped ranges; m's hand-out waits for
@@ -88,7 +114,8 @@ func (c *Core) carveAgain(g *group) {
 func (c *Core) carve(g *group, m *msg) {
 	g.ack.Skipped, _ = unskipped(g.ack, m.epoch, m.seq)
 	m.awaitCommit(c.ticket())
-	g.carving = append(g.carving, m)
+	cs := c.carveOf(g)
+	cs.carving = append(cs.carving, m)
 	c.markDirty(g)
 }
 
@@ -96,11 +123,12 @@ func (c *Core) carve(g *group, m *msg) {
 // this Core's own write, holds: handed out, or (their Receive gave up)
 // owed.
 func (c *Core) carvedDurable(g *group, to seqstore.Cursor) {
-	if len(g.carving) == 0 {
+	cs := c.carves[g]
+	if cs == nil || len(cs.carving) == 0 {
 		return
 	}
 	var done []*msg
-	g.carving = slices.DeleteFunc(g.carving, func(m *msg) bool {
+	cs.carving = slices.DeleteFunc(cs.carving, func(m *msg) bool {
 		if skippedIn(to, seqstore.Range{Epoch: m.epoch, First: m.seq, Last: m.seq}) {
 			return false
 		}
@@ -126,11 +154,12 @@ func (c *Core) carvedDurable(g *group, to seqstore.Cursor) {
 // carve or hand-out): the hand-out is refused (ErrConflict) and the copy
 // released.
 func (c *Core) recarve(g *group, cur seqstore.Cursor, ours bool) {
-	if len(g.carving) == 0 {
+	cs := c.carves[g]
+	if cs == nil || len(cs.carving) == 0 {
 		return
 	}
 	var drop []*msg
-	g.carving = slices.DeleteFunc(g.carving, func(m *msg) bool {
+	cs.carving = slices.DeleteFunc(cs.carving, func(m *msg) bool {
 		r := seqstore.Range{Epoch: m.epoch, First: m.seq, Last: m.seq}
 		switch {
 		case skippedIn(cur, r) && !skippedIn(g.ack, r):
@@ -156,8 +185,12 @@ func (c *Core) recarve(g *group, cur seqstore.Cursor, ours bool) {
 // hand-outs are refused with err, and the messages go back to the queue
 // (late again: the store's cursor still skips them).
 func (c *Core) dropCarves(g *group, err error) {
-	carving := g.carving
-	g.carving = nil
+	cs := c.carves[g]
+	if cs == nil {
+		return
+	}
+	carving := cs.carving
+	cs.carving = nil
 	for _, m := range carving {
 		c.dropCarve(g, m, err)
 	}
@@ -174,10 +207,16 @@ func (c *Core) dropCarve(g *group, m *msg, err error) {
 	c.release(m, c.now)
 }
 
-// unpin ends m's pin of g.
+// unpin ends m's pin of g; g's last pin ends its carve state.
 func (c *Core) unpin(g *group, m *msg) {
 	m.flags &^= fCarve
-	g.carves--
+	if cs := c.carves[g]; cs != nil {
+		cs.n--
+		if cs.n == 0 && len(cs.carving)+len(cs.wait) == 0 {
+			delete(c.carves, g)
+			g.pinned = false
+		}
+	}
 	c.update(g, c.now)
 }
 
@@ -187,7 +226,7 @@ func (c *Core) carveSeen(m *msg) {
 	if !m.has(fCarve) {
 		return
 	}
-	if g := c.groups[m.name]; g != nil && !g.cold() {
+	if g := c.groups[m.name]; g != nil {
 		c.unpin(g, m)
 	}
 }
@@ -197,13 +236,15 @@ func (c *Core) carveSeen(m *msg) {
 // owed as skipOwed's (a conflict carries the mark over to the other
 // receiver's cursor), so that the next receiver hands it out.
 func (c *Core) uncarve(m *msg, out bool) {
-	m.flags &^= fCarve
 	g := c.groups[m.name]
 	if g == nil || g.cold() {
+		m.flags &^= fCarve
 		return // pinned: not reached
 	}
-	g.carving = slices.DeleteFunc(g.carving, func(x *msg) bool { return x == m })
-	g.carveWait = slices.DeleteFunc(g.carveWait, func(x *msg) bool { return x == m })
+	if cs := c.carves[g]; cs != nil {
+		cs.carving = slices.DeleteFunc(cs.carving, func(x *msg) bool { return x == m })
+		cs.wait = slices.DeleteFunc(cs.wait, func(x *msg) bool { return x == m })
+	}
 	r := seqstore.Range{Epoch: m.epoch, First: m.seq, Last: m.seq}
 	if out && below(g.ack, m.epoch, m.seq) && !skippedIn(g.ack, r) {
 		for _, d := range addSkipped(&g.ack, r) {
@@ -213,8 +254,7 @@ func (c *Core) uncarve(m *msg, out bool) {
 		g.owed = append(g.owed, r)
 		c.markDirty(g)
 	}
-	g.carves--
-	c.update(g, c.now)
+	c.unpin(g, m)
 }
 
 // unskipped returns the skipped ranges of cur without seq of epoch, and

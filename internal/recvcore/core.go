@@ -44,6 +44,7 @@ type Core struct {
 	budget      budget
 	pu          parkUse
 	unord       unorderedSet
+	carves      map[*group]*carveState // AtMostOnce late arrivals to carve, by group (carve.go)
 	pool        msgPool
 	repairs     []repairWait // repairs waiting for an event (repair.go): few, an operator's
 	out         outbox

@@ -21,6 +21,7 @@ type group struct {
 	uncertain *seqstore.Cursor
 	writing   bool // a commit of this group is in flight
 	repairing bool // a repair waits on an event of the group (Core.repairs)
+	pinned    bool // late arrivals to carve: Core.carves holds them (carve.go)
 
 	epoch, next uint64         // current epoch, next seq to hand out
 	held        []*msg         // current epoch, seqs >= next, sorted
@@ -95,14 +96,6 @@ type groupCold struct {
 	// yet: a conflict carries them over to the other receiver's cursor
 	// (the messages are ours, committed and never handed out).
 	owed []seqstore.Range
-
-	// carving holds the AtMostOnce late arrivals whose seq is carved out
-	// of a skipped range and not yet durably (carve.go); carves counts the
-	// late arrivals to carve, carving or carved that the application has
-	// not settled: the group is pinned while it is not 0.
-	carving   []*msg
-	carveWait []*msg // late arrivals to carve, waiting for the group to be active
-	carves    int
 }
 
 // parkView is what a group knows of its parked messages. low is the lowest
@@ -237,7 +230,7 @@ func (g *group) empty() bool {
 	return g.out == nil && g.buffered() == 0 && g.newerEpoch == 0 &&
 		len(g.settled) == 0 && len(g.tickets) == 0 && !g.repairing && !g.writing && g.uncertain == nil &&
 		!g.dirty && !g.toRead && !g.inRing && !g.unparking && g.park.parking == 0 && !g.park.known() && g.farHigh == 0 &&
-		g.startAt.IsZero() && !behind(g.dur, g.ack) && g.phase == phActive && g.carves == 0
+		g.startAt.IsZero() && !behind(g.dur, g.ack) && g.phase == phActive && !g.pinned
 }
 
 // quiet reports whether the group holds nothing in memory and has nothing
@@ -246,7 +239,7 @@ func (g *group) empty() bool {
 func (g *group) quiet() bool {
 	return g.out == nil && g.buffered() == 0 && len(g.settled)+len(g.tickets) == 0 && !g.repairing &&
 		!g.dirty && !g.writing && g.uncertain == nil && !g.toRead && !g.unparking && !g.inRing &&
-		(g.phase == phActive || g.phase == phFailed || g.phase == phFresh) && !behind(g.dur, g.ack) && g.carves == 0
+		(g.phase == phActive || g.phase == phFailed || g.phase == phFresh) && !behind(g.dur, g.ack) && !g.pinned
 }
 
 // knowParked records that seq of g's current epoch is parked and not in

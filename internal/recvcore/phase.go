@@ -35,7 +35,7 @@ func (c *Core) become(g *group, p phase) {
 		c.trace(g.name, g.phase, p)
 	}
 	g.phase = p
-	if p == phActive && len(g.carveWait) > 0 {
+	if p == phActive && g.pinned {
 		c.carveAgain(g)
 	}
 }

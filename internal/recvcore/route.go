@@ -439,7 +439,7 @@ func (c *Core) arriveCurrent(now time.Time, g *group, m *msg) {
 			c.sameCopy(now, g, o, m)
 			return
 		}
-		if g.carves > 0 {
+		if g.pinned {
 			key := seenKey{group: g.name, epoch: m.epoch, seq: m.seq}
 			if h := c.unord.held[key]; h != nil && h.has(fCarve) {
 				// A copy of a late arrival this Core carved and the

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"strconv"
 	"sync"
@@ -120,6 +123,34 @@ func (r *groupRecorder) handle(ctx context.Context, m *ordered.Message) error {
 // runUntil runs q.Run with rec until it has seen its messages or d passed.
 // It may run in its own goroutine: it reports through its result, never
 // through a testing.TB (require may only stop the test's own goroutine).
+// behind lists the groups whose last body is below the highest one seen
+// (a group never seen is not listed: the status page shows it, if stuck).
+func (r *groupRecorder) behind() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	top := 0
+	for _, n := range r.next {
+		top = max(top, n)
+	}
+	out := map[string]int{}
+	for g, n := range r.next {
+		if n < top {
+			out[g] = n
+		}
+	}
+	return out
+}
+
+// statusPage returns the start of q's status page at target (JSON: Stats,
+// the stuck groups, or one group): what a failure to receive everything
+// needs to be explained.
+func statusPage(q *ordered.Queue, target string) string {
+	w := httptest.NewRecorder()
+	q.StatusHandler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, target, nil))
+	b := w.Body.String()
+	return b[:min(len(b), 4<<10)]
+}
+
 func runUntil(q *ordered.Queue, rec *groupRecorder, d time.Duration) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -128,7 +159,15 @@ func runUntil(q *ordered.Queue, rec *groupRecorder, d time.Duration) error {
 	select {
 	case <-rec.done:
 	case <-time.After(d):
-		late = fmt.Errorf("handled %d of %d messages within %v", rec.total.Load(), rec.doneAt, d)
+		behind := rec.behind()
+		late = fmt.Errorf("handled %d of %d messages within %v; groups behind the others: %v; the status page:\n%s",
+			rec.total.Load(), rec.doneAt, d, behind, statusPage(q, "/?format=json"))
+		n := 0
+		for g := range behind {
+			if n++; n <= 3 {
+				late = fmt.Errorf("%w\ngroup %s: %s", late, g, statusPage(q, "/?format=json&group="+url.QueryEscape(g)))
+			}
+		}
 	}
 	cancel()
 	if err := <-errc; err != nil {
