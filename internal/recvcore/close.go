@@ -153,6 +153,14 @@ func (c *Core) Flushed() bool {
 		if g.uncertain != nil && c.cfg.Mode != ExactlyOnce {
 			return false
 		}
+		if g.phase == phFailed && !g.cold() && len(g.owed) > 0 {
+			// A skip mark owed (an AtMostOnce message committed or
+			// carved, never handed out) that a store error kept from
+			// its write: the group's retry writes it (becomeLoaded);
+			// flushed without it, the next receiver would delete the
+			// message as a duplicate, unseen.
+			return false
+		}
 	}
 	return true
 }

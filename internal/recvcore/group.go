@@ -239,7 +239,8 @@ func (g *group) empty() bool {
 func (g *group) quiet() bool {
 	return g.out == nil && g.buffered() == 0 && len(g.settled)+len(g.tickets) == 0 && !g.repairing &&
 		!g.dirty && !g.writing && g.uncertain == nil && !g.toRead && !g.unparking && !g.inRing &&
-		(g.phase == phActive || g.phase == phFailed || g.phase == phFresh) && !behind(g.dur, g.ack) && !g.pinned
+		(g.phase == phActive || g.phase == phFailed || g.phase == phFresh) && !behind(g.dur, g.ack) && !g.pinned &&
+		len(g.owed) == 0 // (a mark a store error kept from its write: dropped, it would be lost)
 }
 
 // knowParked records that seq of g's current epoch is parked and not in
