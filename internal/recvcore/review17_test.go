@@ -503,6 +503,9 @@ func TestReview17_FailedReskipLosesCarvedMessage(t *testing.T) {
 	_ = d2
 }
 
+// TestReview17_Probe: a carve whose commit's outcome is unknown (not
+// applied), its Receive gone, then Close: Close ends flushed and the store
+// still skips the seq (the carve is not written, or written and undone).
 func TestReview17_Probe(t *testing.T) {
 	cfg := r16Config()
 	st := r16Store(t, 5, seqstore.Range{Epoch: 1, First: 2, Last: 3})
@@ -525,6 +528,12 @@ func TestReview17_Probe(t *testing.T) {
 	h.tick(time.Second)
 	r16Pump(h, st)
 	t.Logf("flushed %v store %+v\n%s", h.c.Flushed(), r16Cursor(t, st), h.c.Dump())
+	require.True(t, h.c.Flushed(), "Close is done")
+	skipped := false
+	for _, r := range r16Cursor(t, st).Skipped {
+		skipped = skipped || r.Contains(1, 3)
+	}
+	require.True(t, skipped, "the abandoned carve's seq is skipped again: the next receiver hands it out")
 }
 
 // Held up (liveness): a long run of late arrivals of skipped seqs, each
