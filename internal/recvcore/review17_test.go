@@ -10,15 +10,18 @@ package recvcore_test
 // once everything was received in a last life, that every seq reached it
 // (nothing is lost by a clean Close).
 //
-// R17_CORRUPT=1 adds commits that fail for good (seqstore.ErrCorrupt: the
-// group stops). On 14bf11d plus the carryOwed fix, 36 of 300 seeds broke
+// The corrupt variant adds commits that fail for good (seqstore.ErrCorrupt:
+// the group stops). On 14bf11d plus the carryOwed fix, 36 of 300 seeds broke
 // (R17_ALL=1): 28 handed a seq out twice (a hand-out while the group was
 // stopped was not carved: it now waits for the group,
 // TestCarveWaitsForItsGroup), 8 lost one. Then 13 lost one: a skip mark
 // owed at Close (a carve or commit durable, the Receive gone) whose write
 // failed for good while Flushed said done; Flushed now waits for a stopped
-// group's owed marks (its retry writes them): 1 of 300 loses one (not
-// traced). Not enforced.
+// group's owed marks (its retry writes them). The 1 of 300 left was no loss:
+// the last life's group had stopped with the message in the queue and the
+// cursor before it; two calm lives follow now. Enforced since 2026-12-06
+// (0 of 2,000 seeds; the owed-mark-flushed-early and owed-lost-on-reload
+// plants fail 12 and more of 300).
 
 import (
 	"context"
@@ -354,13 +357,10 @@ func (r *r17Run) fail(format string, a ...any) {
 // life), three lives then a last one that takes everything.
 var r17Initial int
 
-func r17Once(t *testing.T, seed int64, fails bool) *r17Run {
+func r17Once(t *testing.T, seed int64, modes int) *r17Run {
 	rng := rand.New(rand.NewSource(seed))
 	r := &r17Run{t: t, rng: rng, st: r16Store(t, 5, seqstore.Range{Epoch: 1, First: 2, Last: 3}),
-		q: &r17Queue{bodies: map[string][]byte{}, deleted: map[string]bool{}}, seen: map[uint64]int{}, cfg: r16Config(), fails: fails, modes: 6}
-	if os.Getenv("R17_CORRUPT") != "" {
-		r.modes = 7
-	}
+		q: &r17Queue{bodies: map[string][]byte{}, deleted: map[string]bool{}}, seen: map[uint64]int{}, cfg: r16Config(), fails: modes > 0, modes: modes}
 	switch rng.Intn(4) {
 	case 1:
 		r.cfg.IdleEvict = time.Second
@@ -390,7 +390,20 @@ func r17Once(t *testing.T, seed int64, fails bool) *r17Run {
 	}
 	r17Initial = r.q.nextID
 	sent := map[string]bool{}
-	for n := 0; n < 8; n++ {
+	lives := 8
+	if r.modes == 7 {
+		// A commit that fails for good stops the group (by design) with
+		// its messages still in the queue and its cursor before them: a
+		// life after the store recovered hands them out. Without these
+		// calm lives, a stop in the last life read as a loss (1 seed in
+		// 300, 2026-12-06: seq 8 neither handed out nor deleted, the
+		// store's cursor at 8).
+		lives = 10
+	}
+	for n := 0; n < lives; n++ {
+		if n == 8 {
+			r.fails = false
+		}
 		// What is in the queue and not deleted comes (again) this life:
 		// the ids sent so far, and those sent back (requeued).
 		for _, id := range sends[n] {
@@ -435,9 +448,9 @@ func TestReview17_CarveFuzz(t *testing.T) {
 	if v := os.Getenv("R17_N"); v != "" {
 		n, _ = strconv.Atoi(v)
 	}
-	for _, fails := range []bool{false, true} {
+	for _, v := range r17Variants {
 		for seed := int64(1); seed <= int64(n); seed++ {
-			ok := t.Run(fmt.Sprintf("fails=%v/seed=%d", fails, seed), func(t *testing.T) { r17Once(t, seed, fails) })
+			ok := t.Run(fmt.Sprintf("%s/seed=%d", v.name, seed), func(t *testing.T) { r17Once(t, seed, v.modes) })
 			if !ok && os.Getenv("R17_ALL") == "" {
 				return
 			}
@@ -445,9 +458,19 @@ func TestReview17_CarveFuzz(t *testing.T) {
 	}
 }
 
+// r17Variants: no store failures; ambiguous and transient commit failures
+// (modes 6); and commits that fail for good too (7).
+var r17Variants = []struct {
+	name  string
+	modes int
+}{{"calm", 0}, {"fails", 6}, {"corrupt", 7}}
+
+// TestReview17_CarveFuzzShow replays one case with its log: R17_SEED=n and
+// R17_MODES=6 or 7 (unset: no failures).
 func TestReview17_CarveFuzzShow(t *testing.T) {
 	seed, _ := strconv.ParseInt(os.Getenv("R17_SEED"), 10, 64)
-	r := r17Once(t, seed, os.Getenv("R17_FAILS") != "")
+	modes, _ := strconv.Atoi(os.Getenv("R17_MODES"))
+	r := r17Once(t, seed, modes)
 	t.Log(strings.Join(r.log, "\n"))
 }
 
