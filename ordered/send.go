@@ -1467,6 +1467,14 @@ func (m *sendMarks) add(items []*sendItem) {
 	}
 }
 
+// has reports whether a Sent mark of group's seq waits for a flush: the
+// store matches marks by stream and seq, so does this.
+func (m *sendMarks) has(group string, seq uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Contains(m.pending[group], seq)
+}
+
 // full reports whether markBatch marks wait.
 func (m *sendMarks) full() bool {
 	m.mu.Lock()
@@ -1596,20 +1604,23 @@ func (s *sender) enqueueRecovered(entries []seqstore.Entry, wait, pinned bool) (
 			// This process's send of it failed: it goes, whatever its
 			// group is doing now.
 		default:
-			if g := s.groups.live[e.Stream.Group]; g != nil {
-				if g.ours(e.Epoch, e.Seq) {
-					continue // in flight or sent by this process
+			switch g := s.groups.live[e.Stream.Group]; {
+			case g != nil && g.ours(e.Epoch, e.Seq):
+				continue // in flight or sent by this process
+			case s.marks.has(e.Stream.Group, e.Seq):
+				// Sent by this process since the journal was read (its
+				// Sent mark waits for the next flush), its group since
+				// dropped from the books or restarted at a later seq.
+				continue
+			case wait && g != nil && g.inReserve && (g.epoch != e.Epoch || e.Seq > g.hi):
+				// The reservation in progress's own, or not (an earlier
+				// process's, or a failed reservation's that the store
+				// applied): its end tells.
+				if len(later) == 0 || later[len(later)-1].Stream.Group != e.Stream.Group {
+					g.recovering++ // entries come sorted by group: once each
 				}
-				if wait && g.inReserve && (g.epoch != e.Epoch || e.Seq > g.hi) {
-					// The reservation in progress's own, or not
-					// (an earlier process's, or a failed reservation's
-					// that the store applied): its end tells.
-					if len(later) == 0 || later[len(later)-1].Stream.Group != e.Stream.Group {
-						g.recovering++ // entries come sorted by group: once each
-					}
-					later = append(later, e)
-					continue
-				}
+				later = append(later, e)
+				continue
 			}
 		}
 		s.recovery.items[key] = recoverSending
