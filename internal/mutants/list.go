@@ -754,6 +754,41 @@ var mutants = []mutant{
 		Run: "^TestRecoverSkipsWhatWasSentDuringItsRead$",
 	},
 	{
+		Name:   "failed-group-adopts-stored",
+		Breaks: "an AtLeastOnce group stopped by a store error adopts the stored cursor when read again although nobody moved it: what the application acknowledged is handed out again, after its successor (world model with permanent store errors: [order])",
+		Edits: []edit{{
+			File: "internal/recvcore/phase.go",
+			Old:  `	if g.phase != phFailed || c.cfg.Mode != AtLeastOnce || sameCursor(g.ack, g.dur) {`,
+			New:  `	if true {`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestFailedGroupKeepsAcknowledged$|^TestScripts$",
+	},
+	{
+		Name:   "failed-group-flushed-early",
+		Breaks: "a clean Close is done while an AtLeastOnce group stopped by a store error has an acknowledged advance unwritten: the next receiver hands the messages out again ([close-durable])",
+		Edits: []edit{{
+			File: "internal/recvcore/close.go",
+			Old:  `		if g.phase == phFailed && !g.cold() && c.cfg.Mode == AtLeastOnce && !sameCursor(g.ack, g.dur) {`,
+			New:  `		if false {`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestFailedGroupKeepsAcknowledged$",
+	},
+	{
+		Name:   "failed-group-gives-back-acked",
+		Breaks: "an AtLeastOnce group stopped by a store error gives back the messages acknowledged and waiting for their commit, which its retry writes ([held-lapse])",
+		Edits: []edit{{
+			File: "internal/recvcore/phase.go",
+			Old: `	if c.cfg.Mode != AtLeastOnce {
+		// AtLeastOnce keeps what was acknowledged`,
+			New: `	if true {
+		// AtLeastOnce keeps what was acknowledged`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestFailedGroupKeepsAcknowledged$",
+	},
+	{
 		Name:   "owed-lost-on-reload",
 		Breaks: "a skip mark owed (an AtMostOnce message committed or carved and never handed out) whose write failed for good is dropped when the group's cursor is read again: the next receiver deletes the message as a duplicate, unseen (review17, old for skipOwed)",
 		Edits: []edit{{

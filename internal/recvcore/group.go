@@ -310,6 +310,12 @@ func (g *group) lowestKnown() uint64 {
 // dropHeld lets go of every message g holds in memory, other than the one
 // out: fn decides each one's fate (release, delete, re-route).
 func (c *Core) dropHeld(g *group, fn func(*msg)) {
+	c.dropBuffered(g, fn)
+	c.dropSettled(g, fn)
+}
+
+// dropBuffered is dropHeld without the acknowledged messages.
+func (c *Core) dropBuffered(g *group, fn func(*msg)) {
 	var all []*msg
 	all = append(all, g.held...)
 	all = append(all, g.newer...)
@@ -322,16 +328,20 @@ func (c *Core) dropHeld(g *group, fn func(*msg)) {
 		c.budget.unbuffer(m)
 		fn(m)
 	}
+	g.gapSince, g.gapTold = time.Time{}, false
+	g.newerSince, g.newerEpoch = time.Time{}, 0
+	g.farLow, g.farHigh = 0, 0
+	g.inRing = false // the ring is lazy: a group popped while not ready is skipped
+}
+
+// dropSettled is dropHeld for the acknowledged messages only.
+func (c *Core) dropSettled(g *group, fn func(*msg)) {
 	settled := g.settled
 	g.settled = nil
 	g.settledDue = 0
 	for _, e := range settled {
 		fn(c.unsettle(c.now, e))
 	}
-	g.gapSince, g.gapTold = time.Time{}, false
-	g.newerSince, g.newerEpoch = time.Time{}, 0
-	g.farLow, g.farHigh = 0, 0
-	g.inRing = false // the ring is lazy: a group popped while not ready is skipped
 }
 
 // unhold removes a held message from its group's lists.

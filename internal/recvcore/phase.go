@@ -89,6 +89,14 @@ func (c *Core) becomeActive(g *group, now time.Time) {
 
 // becomeLoaded starts g at cursor cur, read from the store.
 func (c *Core) becomeLoaded(g *group, now time.Time, cur seqstore.Cursor) {
+	if c.keepsAcked(g, cur) {
+		c.resumeFailed(g, now, cur)
+		return
+	}
+	// Someone else moved the cursor of a group stopped by a store error
+	// (AtLeastOnce): what it acknowledged goes back to the queue, as what
+	// it held did when it stopped.
+	c.dropSettled(g, func(m *msg) { c.release(m, now) })
 	g.dur, g.ack = cur, cloneCursor(cur)
 	c.passParks(g)
 	// Read again after a store error: the skip marks this Core owes (an
@@ -110,6 +118,45 @@ func (c *Core) becomeLoaded(g *group, now time.Time, cur seqstore.Cursor) {
 	c.update(g, now)
 }
 
+// keepsAcked reports whether g, stopped by a store error in AtLeastOnce
+// mode, resumes from what the application acknowledged rather than from
+// cur: the store holds what this Core last knew durable (or the write of
+// unknown outcome took effect), so nobody else moved it, and what was
+// acknowledged since is still this Core's to write. Adopting cur would
+// hand those messages out again, after their successors (the world
+// model's order property, once it injected permanent store errors). In
+// AtMostOnce mode the stop gave back the hand-out waiting for its commit,
+// whose advance the stored cursor undoes; in ExactlyOnce mode the
+// application's transactions wrote the cursor.
+func (c *Core) keepsAcked(g *group, cur seqstore.Cursor) bool {
+	if g.phase != phFailed || c.cfg.Mode != AtLeastOnce || sameCursor(g.ack, g.dur) {
+		return false
+	}
+	return sameCursor(cur, g.dur) || g.uncertain != nil && sameCursor(cur, *g.uncertain)
+}
+
+// resumeFailed restarts g, stopped by a store error, at its acknowledged
+// cursor (keepsAcked): the advance from cur is written again.
+func (c *Core) resumeFailed(g *group, now time.Time, cur seqstore.Cursor) {
+	if g.uncertain != nil && sameCursor(cur, *g.uncertain) {
+		g.uncertain = nil
+		c.durable(now, g, cur)
+	} else {
+		g.uncertain = nil
+		g.dur = cur
+		c.passParks(g)
+	}
+	g.forgetPark()
+	c.clearStuck(g, "store")
+	c.clearStuck(g, "conflict")
+	c.becomeActive(g, now)
+	if !sameCursor(g.ack, g.dur) {
+		c.markDirty(g)
+	}
+	c.routePending(now, g)
+	c.update(g, now)
+}
+
 // becomeFailed stops g after a store error that retrying soon cannot fix
 // (corrupt stored state, a refused advance): it is reported stuck, lets go
 // of what it holds (those messages come back from the queue), and its
@@ -119,7 +166,13 @@ func (c *Core) becomeFailed(g *group, now time.Time, err error) {
 	g.since = now
 	c.setStuck(g, now, "store", err)
 	c.report(Report{Kind: ReportStuck, Msg: "group stopped by a store error", Group: g.name, Epoch: g.ack.Epoch, Seq: g.ack.Next, Err: err})
-	c.dropHeld(g, func(m *msg) { c.release(m, now) })
+	release := func(m *msg) { c.release(m, now) }
+	c.dropBuffered(g, release)
+	if c.cfg.Mode != AtLeastOnce {
+		// AtLeastOnce keeps what was acknowledged and waits for its
+		// commit: the retry writes it again (keepsAcked).
+		c.dropSettled(g, release)
+	}
 	if m := g.out; m != nil && (m.out == outCommit || m.out == outAbandoned) {
 		// An AtMostOnce hand-out waiting for its commit, which failed: its
 		// wait ends with the error, and it goes back to the queue.

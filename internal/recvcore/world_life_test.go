@@ -310,7 +310,10 @@ func (w *wm) quiet() func() {
 		w.fWriteAfter, w.fWriteTransient, w.fParkFail, w.fParkAfter, w.fDeadFail, w.fOther}
 	w.fLostRecv, w.fDelBefore, w.fDelAfter, w.fVisFail, w.fVisAfter, w.fReadFail, w.fWriteBefore = 0, 0, 0, 0, 0, 0, 0
 	w.fWriteAfter, w.fWriteTransient, w.fParkFail, w.fParkAfter, w.fDeadFail, w.fOther = 0, 0, 0, 0, 0, 0
+	corrupt := w.fWriteCorrupt
+	w.fWriteCorrupt = 0
 	return func() {
+		w.fWriteCorrupt = corrupt
 		w.fLostRecv, w.fDelBefore, w.fDelAfter, w.fVisFail, w.fVisAfter, w.fReadFail, w.fWriteBefore = saved[0], saved[1], saved[2], saved[3], saved[4], saved[5], saved[6]
 		w.fWriteAfter, w.fWriteTransient, w.fParkFail, w.fParkAfter, w.fDeadFail, w.fOther = saved[7], saved[8], saved[9], saved[10], saved[11], saved[12]
 	}

@@ -318,6 +318,12 @@ type wm struct {
 	fReadFail, fWriteBefore, fWriteAfter, fWriteTransient, fParkFail              int
 	fParkAfter, fDeadFail, fOther, fAppNack, fStaleAck, fAbandon, fReturn, fCrash int
 	deleteOutage, storeOutage                                                     bool
+	// fWriteCorrupt: a commit that fails for good for one of its groups
+	// (seqstore.ErrCorrupt: the group stops, its cursor read again after
+	// RetryMax), drawn from corruptRng so that the cases without one run
+	// as they did before it was added (seed-anchored mutant rows).
+	fWriteCorrupt int
+	corruptRng    *rand.Rand
 
 	// truth, over all incarnations
 	sent       map[mkey]bool
@@ -428,6 +434,7 @@ func newWorldModel(t *rapid.T) *wm {
 		t:           t,
 		now:         time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
 		rng:         rand.New(rand.NewPCG(seed, 7)),
+		corruptRng:  rand.New(rand.NewPCG(seed, 11)),
 		repairRng:   rand.New(rand.NewPCG(seed, 11)), // its own: the other draws stay as they were
 		repairDead:  map[mkey]bool{},
 		q:           newMNSQueue(worldVisibility),
@@ -501,6 +508,7 @@ func newWorldModel(t *rapid.T) *wm {
 		w.fLostRecv, w.fDelBefore, w.fDelAfter = 10*k, 25*k, 15*k
 		w.fReadFail, w.fWriteBefore, w.fWriteAfter, w.fWriteTransient = 30*k, 25*k, 25*k, 15*k
 		w.fParkFail, w.fParkAfter, w.fDeadFail = 30*k, 20*k, 50*k
+		w.fWriteCorrupt = 5 * k
 		if rapid.Bool().Draw(t, "visFaults") {
 			w.fVisFail, w.fVisAfter = 20*k, 10*k
 		}
@@ -1644,6 +1652,10 @@ func (w *wm) doCommit(cm recvcore.Commit) {
 	}
 	var err error
 	switch {
+	case w.fWriteCorrupt > 0 && w.corruptRng.IntN(1000) < w.fWriteCorrupt:
+		errs := make([]error, len(cm.Advances))
+		errs[w.corruptRng.IntN(len(errs))] = seqstore.ErrCorrupt
+		err = seqstore.Abort(errs)
 	case w.storeOutage || w.chance(w.fWriteBefore):
 		err = errors.New("connection reset") // not applied; the Core cannot tell
 	case w.chance(w.fWriteTransient):
