@@ -594,7 +594,7 @@ type groupTable struct {
 // soon as markBatch of them wait.
 type sendMarks struct {
 	mu      sync.Mutex
-	pending map[string][]uint64 // group -> seqs sent but not yet marked
+	pending map[markKey][]uint64 // seqs sent but not yet marked
 	count   int
 	wake    chan struct{} // kicked by a first mark and by the markBatch-th
 	stop    chan struct{}
@@ -625,7 +625,7 @@ func newSender(q *Queue) *sender {
 		groups:   groupTable{live: make(map[string]*sendGroup)},
 		recovery: recoveryBook{items: make(map[recoverKey]recoverState), reserved: make(chan struct{})},
 		marks: sendMarks{
-			pending: make(map[string][]uint64),
+			pending: make(map[markKey][]uint64),
 			wake:    make(chan struct{}, 1),
 			stop:    make(chan struct{}),
 		},
@@ -1456,7 +1456,8 @@ func (m *sendMarks) add(items []*sendItem) {
 	before := m.count
 	for _, it := range items {
 		if it.seq != 0 {
-			m.pending[it.group] = append(m.pending[it.group], it.seq)
+			k := markKey{it.group, it.epoch}
+			m.pending[k] = append(m.pending[k], it.seq)
 			m.count++
 		}
 	}
@@ -1467,12 +1468,35 @@ func (m *sendMarks) add(items []*sendItem) {
 	}
 }
 
-// has reports whether a Sent mark of group's seq waits for a flush: the
-// store matches marks by stream and seq, so does this.
-func (m *sendMarks) has(group string, seq uint64) bool {
+// markKey is a group's sender epoch: the marks of each are kept apart,
+// so that Recover tells this process's seqs from an earlier epoch's.
+type markKey struct {
+	group string
+	epoch uint64
+}
+
+// sent returns the seqs whose Sent marks wait for a flush.
+func (m *sendMarks) sent() map[recoverKey]struct{} {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return slices.Contains(m.pending[group], seq)
+	set := make(map[recoverKey]struct{}, m.count)
+	for k, seqs := range m.pending {
+		for _, seq := range seqs {
+			set[recoverKey{k.group, k.epoch, seq}] = struct{}{}
+		}
+	}
+	return set
+}
+
+// putBack buffers again marks whose store call failed: Recover still
+// knows them as sent, and the next flush writes them.
+func (m *sendMarks) putBack(keys []markKey, batch []seqstore.SentMark) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, k := range keys {
+		m.pending[k] = append(m.pending[k], batch[i].Seqs...)
+		m.count += len(batch[i].Seqs)
+	}
 }
 
 // full reports whether markBatch marks wait.
@@ -1496,20 +1520,24 @@ func (s *sender) flushMarksLocked(ctx context.Context) {
 		s.marks.mu.Unlock()
 		return
 	}
-	s.marks.pending = make(map[string][]uint64, len(marks))
+	s.marks.pending = make(map[markKey][]uint64, len(marks))
 	s.marks.count = 0
 	s.marks.mu.Unlock()
-	// One store call per markChunk groups. A mark that is lost only makes
-	// recovery send a copy, which receivers drop: log and go on.
+	// One store call per markChunk groups. The marks of a call that failed
+	// are buffered again (a mark lost would make Recover send a copy,
+	// which receivers drop): log and go on.
 	batch := make([]seqstore.SentMark, 0, min(len(marks), markChunk))
+	keys := make([]markKey, 0, cap(batch))
 	flush := func() {
 		if err := s.q.storeSent(ctx, batch); err != nil {
 			s.q.log.Warn("ordered: marking messages sent failed", "groups", len(batch), "err", err)
+			s.marks.putBack(keys, batch)
 		}
-		batch = batch[:0]
+		batch, keys = batch[:0], keys[:0]
 	}
-	for group, seqs := range marks {
-		batch = append(batch, seqstore.SentMark{Stream: s.q.stream(group), Seqs: seqs})
+	for k, seqs := range marks {
+		batch = append(batch, seqstore.SentMark{Stream: s.q.stream(k.group), Seqs: seqs})
+		keys = append(keys, k)
 		if len(batch) == markChunk {
 			flush()
 		}
@@ -1590,6 +1618,7 @@ func (s *sender) enqueueRecovered(entries []seqstore.Entry, wait, pinned bool) (
 	}
 	var items []sendItem
 	size := 0
+	var sent map[recoverKey]struct{} // the marks buffered, once asked
 	for _, e := range entries {
 		meta, payload := openEntry(e.Body)
 		if err := s.header(e.Stream.Group, e.Epoch, e.Seq, meta, payload).Validate(); err != nil {
@@ -1607,7 +1636,7 @@ func (s *sender) enqueueRecovered(entries []seqstore.Entry, wait, pinned bool) (
 			switch g := s.groups.live[e.Stream.Group]; {
 			case g != nil && g.ours(e.Epoch, e.Seq):
 				continue // in flight or sent by this process
-			case s.marks.has(e.Stream.Group, e.Seq):
+			case s.markedSent(&sent, key):
 				// Sent by this process since the journal was read (its
 				// Sent mark waits for the next flush), its group since
 				// dropped from the books or restarted at a later seq.
@@ -1651,6 +1680,18 @@ func (s *sender) enqueueRecovered(entries []seqstore.Entry, wait, pinned bool) (
 	}
 	s.push(items)
 	return len(items), r, later, reserved
+}
+
+// markedSent reports whether key's Sent mark is buffered, reading the
+// buffer into *sent the first time. A send that completes after that
+// read still counts its message in its group (settle waits for s.mu,
+// which the caller holds), so ours sees it.
+func (s *sender) markedSent(sent *map[recoverKey]struct{}, key recoverKey) bool {
+	if *sent == nil {
+		*sent = s.marks.sent()
+	}
+	_, ok := (*sent)[key]
+	return ok
 }
 
 // unpinLocked undoes the pins enqueueRecovered took for the entries it

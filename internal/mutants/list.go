@@ -747,11 +747,22 @@ var mutants = []mutant{
 		Breaks: "Recover takes a journal entry that this process sent while the journal was read (its Sent mark buffered, its group since dropped from the sender's books) for an earlier process's, and sends a copy (TestReview8RecoverBusyGroupLivelock: 790 where 1 was due, under CI's load)",
 		Edits: []edit{{
 			File: "ordered/send.go",
-			Old:  `			case s.marks.has(e.Stream.Group, e.Seq):`,
-			New:  `			case false:`,
+			Old:  `			case s.markedSent(&sent, key):`,
+			New:  `			case false && s.markedSent(&sent, key):`,
 		}},
 		Pkg: "./ordered",
 		Run: "^TestRecoverSkipsWhatWasSentDuringItsRead$",
+	},
+	{
+		Name:   "sent-marks-dropped-on-failure",
+		Breaks: "Sent marks whose store call failed are dropped, not buffered again: Recover takes the messages they name for an earlier process's and sends copies (review of 9920f34, finding C)",
+		Edits: []edit{{
+			File: "ordered/send.go",
+			Old:  `			s.marks.putBack(keys, batch)`,
+			New:  `			_ = keys`,
+		}},
+		Pkg: "./ordered",
+		Run: "^TestRevRecoverCopiesWhenItsFlushFails$",
 	},
 	{
 		Name:   "failed-group-adopts-stored",
