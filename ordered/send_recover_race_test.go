@@ -1,8 +1,6 @@
 package ordered_test
 
 import (
-	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,28 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/inorder/inorder/ordered"
-	"github.com/inorder/inorder/seqstore"
 )
-
-// pausedPending reads the journal when Pending is called, then waits for
-// resume before it answers: what a slow store call (or a descheduled
-// process) does to Recover.
-type pausedPending struct {
-	*testStore
-	armed  atomic.Bool   // pause the next call (New's own read goes by)
-	read   chan struct{} // closed once Pending read the journal
-	resume chan struct{}
-}
-
-func (s *pausedPending) Pending(ctx context.Context, queue string) ([]seqstore.Entry, error) {
-	out, err := s.testStore.Pending(ctx, queue)
-	if !s.armed.CompareAndSwap(true, false) {
-		return out, err
-	}
-	close(s.read)
-	<-s.resume
-	return out, err
-}
 
 // A message this process sends while Recover's journal read is in flight
 // is listed by the read (its Sent mark is not written yet), and its send
@@ -44,7 +21,7 @@ func TestRecoverSkipsWhatWasSentDuringItsRead(t *testing.T) {
 	ctx := sendCtx(t)
 	d := newSendDriver()
 	d.block = make(chan struct{})
-	store := &pausedPending{testStore: newTestStore(), read: make(chan struct{}), resume: make(chan struct{})}
+	store := &otherEpochStore{testStore: newTestStore(), read: make(chan struct{}), resume: make(chan struct{})} // no other epoch's entry
 	q := newSendQueue(t, d, store, &ordered.Options{Send: ordered.SendOptions{MarkInterval: time.Hour}})
 
 	r, err := q.SendAsync(ctx, "g", []byte("in flight during the read"))
