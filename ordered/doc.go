@@ -140,9 +140,9 @@
 // cursor; a SyncAck Ack then returns an error wrapping [ErrConflict]. A
 // store error that retrying soon cannot fix for one stream (corrupt stored
 // state) stops that group only, reported as stuck; in AtLeastOnce mode what
-// the application acknowledged stays acknowledged (not handed out again)
-// when the cursor read again is the one this receiver last wrote, and Close
-// waits for the group's retry to write it (or for its ctx). Driver and store
+// the application acknowledged stays acknowledged (not handed out again):
+// the group's retry writes it, and Close waits for that (or for its ctx),
+// unless the store refuses the group again first. Driver and store
 // failures are retried with backoff (Options.Retry) and logged; a message
 // that fails MaxAttempts times is handled by ReceiveOptions.Poison. Errors
 // wrap their causes, so errors.Is and errors.As reach the driver's and the

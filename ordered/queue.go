@@ -105,8 +105,12 @@ func New(ctx context.Context, drv driver.Queue, store seqstore.Store, opts *Opti
 // started. When ctx ends first, Close abandons the remaining work (messages
 // not yet deleted come back after their visibility timeout; nothing
 // acknowledged is lost, at worst it is delivered again) and returns an error
-// wrapping ctx.Err(). Close is idempotent: later calls wait for the first one
-// and return its result.
+// wrapping ctx.Err(). A group that a store error stopped and that still owes
+// such a write is waited for until its retry (after Retry.Max) writes it:
+// refused again, an AtLeastOnce group gives its acknowledged messages back
+// (they may be delivered again), while an AtMostOnce skip mark is waited
+// for until written or until ctx ends. Close is idempotent: later calls
+// wait for the first one and return its result.
 func (q *Queue) Close(ctx context.Context) error {
 	q.mu.Lock()
 	if q.closed {

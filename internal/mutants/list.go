@@ -769,8 +769,10 @@ var mutants = []mutant{
 		Breaks: "an AtLeastOnce group stopped by a store error adopts the stored cursor when read again although nobody moved it: what the application acknowledged is handed out again, after its successor (world model with permanent store errors: [order])",
 		Edits: []edit{{
 			File: "internal/recvcore/phase.go",
-			Old:  `	if g.phase != phFailed || c.cfg.Mode != AtLeastOnce || sameCursor(g.ack, g.dur) {`,
-			New:  `	if true {`,
+			Old: `	if g.kept {
+		c.resumeFailed(g, now, cur)`,
+			New: `	if false {
+		c.resumeFailed(g, now, cur)`,
 		}},
 		Pkg: "./internal/recvcore",
 		Run: "^TestFailedGroupKeepsAcknowledged$|^TestScripts$",
@@ -780,7 +782,7 @@ var mutants = []mutant{
 		Breaks: "a clean Close is done while an AtLeastOnce group stopped by a store error has an acknowledged advance unwritten: the next receiver hands the messages out again ([close-durable])",
 		Edits: []edit{{
 			File: "internal/recvcore/close.go",
-			Old:  `		if g.phase == phFailed && !g.cold() && c.cfg.Mode == AtLeastOnce && !sameCursor(g.ack, g.dur) {`,
+			Old:  `		if g.phase == phFailed && !g.cold() && g.kept {`,
 			New:  `		if false {`,
 		}},
 		Pkg: "./internal/recvcore",
@@ -791,13 +793,52 @@ var mutants = []mutant{
 		Breaks: "an AtLeastOnce group stopped by a store error gives back the messages acknowledged and waiting for their commit, which its retry writes ([held-lapse])",
 		Edits: []edit{{
 			File: "internal/recvcore/phase.go",
-			Old: `	if c.cfg.Mode != AtLeastOnce {
-		// AtLeastOnce keeps what was acknowledged`,
-			New: `	if true {
-		// AtLeastOnce keeps what was acknowledged`,
+			Old: `	if !keep {
+		c.dropSettled(g, release)
+	}`,
+			New: `	c.dropSettled(g, release)`,
 		}},
 		Pkg: "./internal/recvcore",
 		Run: "^TestFailedGroupKeepsAcknowledged$",
+	},
+	{
+		Name:   "failed-group-keeps-again",
+		Breaks: "a group stopped again by a store error before what it kept was durable keeps again: its kept receipts pin MaxUndeleted for as long as the store refuses it, and grow with each retry (review of a13399d, B)",
+		Edits: []edit{{
+			File: "internal/recvcore/phase.go",
+			Old:  `	return c.cfg.Mode == AtLeastOnce && g.phase != phFailed && !g.kept && !sameCursor(g.ack, g.dur)`,
+			New:  `	return c.cfg.Mode == AtLeastOnce && !sameCursor(g.ack, g.dur)`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestRevKeepFailedGroupPinsCap$|^TestRevKeepFailingWritesGrowHeld$",
+	},
+	{
+		Name:   "loaded-next-at-out",
+		Breaks: "a group whose cursor is read again while the seq the store expects next is out stays at that seq: once its Ack is durable, it waits for ever for a seq below its cursor (review of a13399d, D)",
+		Edits: []edit{{
+			File: "internal/recvcore/phase.go",
+			Old: `		// durable (review of a13399d, D).
+		g.next = m.seq + 1`,
+			New: `		// durable (review of a13399d, D).
+		_ = m`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestRevKeepFailedWithOutStallsAfterLoad$",
+	},
+	{
+		Name:   "loaded-tickets-unresolved",
+		Breaks: "SyncAcks made while a group was stopped by a store error, whose advance will not be written once it adopts the stored cursor, never resolve (review of a13399d, C)",
+		Edits: []edit{{
+			File: "internal/recvcore/phase.go",
+			Old: `	for _, w := range g.tickets {
+		c.resolve(w.t, ErrConflict)
+	}
+	g.tickets = nil
+	// Read again after a store error`,
+			New: `	// Read again after a store error`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestRevKeepSyncAckAfterStopNeverResolves$",
 	},
 	{
 		Name:   "owed-lost-on-reload",

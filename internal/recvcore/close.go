@@ -161,7 +161,7 @@ func (c *Core) Flushed() bool {
 			// message as a duplicate, unseen.
 			return false
 		}
-		if g.phase == phFailed && !g.cold() && c.cfg.Mode == AtLeastOnce && !sameCursor(g.ack, g.dur) {
+		if g.phase == phFailed && !g.cold() && g.kept {
 			// An acknowledged advance that a store error kept from its
 			// write: the group's retry writes it (keepsAcked). Flushed
 			// without it, the next receiver would hand the messages out

@@ -225,6 +225,7 @@ func (c *Core) durable(now time.Time, g *group, to seqstore.Cursor) {
 	c.passParks(g)
 	if !behind(to, g.ack) {
 		g.forced = false
+		g.kept = false
 	}
 	if behind(g.ack, to) {
 		g.ack = cloneCursor(to)

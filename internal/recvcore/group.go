@@ -22,6 +22,7 @@ type group struct {
 	writing   bool // a commit of this group is in flight
 	repairing bool // a repair waits on an event of the group (Core.repairs)
 	pinned    bool // late arrivals to carve: Core.carves holds them (carve.go)
+	kept      bool // stopped by a store error, kept what was acknowledged: until it is durable (keepsAcked)
 
 	epoch, next uint64         // current epoch, next seq to hand out
 	held        []*msg         // current epoch, seqs >= next, sorted

@@ -89,21 +89,30 @@ func (c *Core) becomeActive(g *group, now time.Time) {
 
 // becomeLoaded starts g at cursor cur, read from the store.
 func (c *Core) becomeLoaded(g *group, now time.Time, cur seqstore.Cursor) {
-	if c.keepsAcked(g, cur) {
+	if g.kept {
 		c.resumeFailed(g, now, cur)
 		return
 	}
-	// Someone else moved the cursor of a group stopped by a store error
-	// (AtLeastOnce): what it acknowledged goes back to the queue, as what
-	// it held did when it stopped.
-	c.dropSettled(g, func(m *msg) { c.release(m, now) })
 	g.dur, g.ack = cur, cloneCursor(cur)
 	c.passParks(g)
+	// SyncAcks made while the group was stopped, whose advance will not
+	// be written now (review of a13399d, C).
+	c.resolveDurable(g)
+	for _, w := range g.tickets {
+		c.resolve(w.t, ErrConflict)
+	}
+	g.tickets = nil
 	// Read again after a store error: the skip marks this Core owes (an
 	// AtMostOnce message committed or carved and never handed out) and
 	// did not write yet are marked again (review17).
 	c.carryOwed(g)
 	g.epoch, g.next = cur.Epoch, max(cur.Next, 1)
+	if m := g.out; m != nil && m.epoch == g.epoch && m.seq == g.next {
+		// The seq the store expects next is out (as in moveTo): the group
+		// goes on after it, or it would wait for ever once its Ack is
+		// durable (review of a13399d, D).
+		g.next = m.seq + 1
+	}
 	g.started = false
 	g.forgetPark()
 	g.uncertain = nil
@@ -118,40 +127,35 @@ func (c *Core) becomeLoaded(g *group, now time.Time, cur seqstore.Cursor) {
 	c.update(g, now)
 }
 
-// keepsAcked reports whether g, stopped by a store error in AtLeastOnce
-// mode, resumes from what the application acknowledged rather than from
-// cur: the store holds what this Core last knew durable (or the write of
-// unknown outcome took effect), so nobody else moved it, and what was
-// acknowledged since is still this Core's to write. Adopting cur would
-// hand those messages out again, after their successors (the world
-// model's order property, once it injected permanent store errors). In
-// AtMostOnce mode the stop gave back the hand-out waiting for its commit,
-// whose advance the stored cursor undoes; in ExactlyOnce mode the
-// application's transactions wrote the cursor.
-func (c *Core) keepsAcked(g *group, cur seqstore.Cursor) bool {
-	if g.phase != phFailed || c.cfg.Mode != AtLeastOnce || sameCursor(g.ack, g.dur) {
-		return false
-	}
-	return sameCursor(cur, g.dur) || g.uncertain != nil && sameCursor(cur, *g.uncertain)
+// keepsAcked reports whether g, which a store error stops, keeps what the
+// application acknowledged and its advance is not durable yet: in
+// AtLeastOnce mode, once, as a conflict would (resolveConflict). Read again,
+// the group goes on from its acknowledged cursor wherever the stored one
+// is behind it, and writes it again; given back and adopting the stored
+// cursor, it would hand those messages out again, after their successors
+// (the world model's order property, once it injected permanent store
+// errors). Not when the group stopped again before what it kept was
+// durable (a store that keeps refusing its writes, or its reads): what it
+// kept counts against MaxUndeleted and would starve the other groups
+// (review of a13399d, B). In AtMostOnce mode the stop gave back the
+// hand-out waiting for its commit, whose advance the stored cursor undoes;
+// in ExactlyOnce mode the application's transactions wrote the cursor.
+func (c *Core) keepsAcked(g *group) bool {
+	return c.cfg.Mode == AtLeastOnce && g.phase != phFailed && !g.kept && !sameCursor(g.ack, g.dur)
 }
 
-// resumeFailed restarts g, stopped by a store error, at its acknowledged
-// cursor (keepsAcked): the advance from cur is written again.
+// resumeFailed restarts g, stopped by a store error with what was
+// acknowledged kept (keepsAcked), at cursor cur read again: as a conflict
+// settles (the write of unknown outcome, the cursor this Core last knew,
+// someone else's behind what was acknowledged or past it).
 func (c *Core) resumeFailed(g *group, now time.Time, cur seqstore.Cursor) {
-	if g.uncertain != nil && sameCursor(cur, *g.uncertain) {
-		g.uncertain = nil
-		c.durable(now, g, cur)
-	} else {
-		g.uncertain = nil
-		g.dur = cur
-		c.passParks(g)
-	}
 	g.forgetPark()
 	c.clearStuck(g, "store")
-	c.clearStuck(g, "conflict")
-	c.becomeActive(g, now)
-	if !sameCursor(g.ack, g.dur) {
-		c.markDirty(g)
+	if g.uncertain != nil {
+		c.become(g, phActive)
+		c.settleUncertain(now, g, cur)
+	} else {
+		c.resolveConflict(now, g, cur)
 	}
 	c.routePending(now, g)
 	c.update(g, now)
@@ -162,17 +166,17 @@ func (c *Core) resumeFailed(g *group, now time.Time, cur seqstore.Cursor) {
 // of what it holds (those messages come back from the queue), and its
 // cursor is read again after RetryMax.
 func (c *Core) becomeFailed(g *group, now time.Time, err error) {
+	keep := c.keepsAcked(g)
 	c.become(g, phFailed)
 	g.since = now
 	c.setStuck(g, now, "store", err)
 	c.report(Report{Kind: ReportStuck, Msg: "group stopped by a store error", Group: g.name, Epoch: g.ack.Epoch, Seq: g.ack.Next, Err: err})
 	release := func(m *msg) { c.release(m, now) }
 	c.dropBuffered(g, release)
-	if c.cfg.Mode != AtLeastOnce {
-		// AtLeastOnce keeps what was acknowledged and waits for its
-		// commit: the retry writes it again (keepsAcked).
+	if !keep {
 		c.dropSettled(g, release)
 	}
+	g.kept = keep
 	if m := g.out; m != nil && (m.out == outCommit || m.out == outAbandoned) {
 		// An AtMostOnce hand-out waiting for its commit, which failed: its
 		// wait ends with the error, and it goes back to the queue.

@@ -255,7 +255,7 @@ func (c *Core) carryOwed(g *group) {
 func (c *Core) moveTo(now time.Time, g *group, cur seqstore.Cursor) {
 	g.dur, g.ack = cur, cloneCursor(cur)
 	c.passParks(g)
-	g.forced = false // nothing of ours is left to write
+	g.forced, g.kept = false, false // nothing of ours is left to write
 	c.carryOwed(g)
 	c.recarve(g, cur, false)
 	if cur.Next == 0 {

@@ -1628,6 +1628,13 @@ func (w *wm) doRead(r recvcore.Read) {
 		w.core.Read(w.now, r.ID, nil, errors.New("read timeout"))
 		return
 	}
+	if revReadCorrupt > 0 && w.fWriteCorrupt > 0 && w.corruptRng.IntN(1000) < revReadCorrupt {
+		// Review of a13399d: a read failing for good for one stream.
+		errs := make([]error, len(r.Streams))
+		errs[w.corruptRng.IntN(len(errs))] = seqstore.ErrCorrupt
+		w.core.Read(w.now, r.ID, nil, seqstore.Abort(errs))
+		return
+	}
 	curs, err := w.readCursors(r.Streams)
 	for i, s := range r.Streams {
 		if seqstore.Failed(err, i, len(r.Streams)) != nil {
