@@ -170,5 +170,12 @@ func TestMeasureRequestRatio(t *testing.T) {
 		require.NoError(t, err)
 		return r
 	}
-	assert.LessOrEqual(t, ratio(), 1.25, "the router keeps each shard's batches full")
+	r := ratio()
+	if r > 1.25 {
+		// Alone it measures 1.08-1.23 (20 runs, 2026-12-06), and 1.26 once
+		// in CI's step; the defects it guards measured 1.68-4x, in every
+		// run. The better of two runs decides.
+		r = min(r, ratio())
+	}
+	assert.LessOrEqual(t, r, 1.25, "the router keeps each shard's batches full")
 }
