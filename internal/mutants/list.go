@@ -841,6 +841,29 @@ var mutants = []mutant{
 		Run: "^TestRevKeepSyncAckAfterStopNeverResolves$",
 	},
 	{
+		Name:   "loaded-stays-forced",
+		Breaks: "an ExactlyOnce group whose forced write (a skip, a dead letter's advance) the store refused for good stays forced once its cursor is read again: it hands nothing out for ever ([liveness/eo-dead-letter] with permanent store errors)",
+		Edits: []edit{{
+			File: "internal/recvcore/phase.go",
+			Old: `	// liveness/eo-dead-letter with permanent store errors).
+	g.forced = false`,
+			New: `	// liveness/eo-dead-letter with permanent store errors).`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestRepairSkipHoleRefusedExactlyOnce$",
+	},
+	{
+		Name:   "failed-amo-uncertain-released",
+		Breaks: "an AtMostOnce hand-out whose commit's outcome is unknown, ended by a store error that stops its group, is released with no skip mark owed: if the commit took effect, its copy is deleted as a duplicate, unseen (world model with reads failing for good)",
+		Edits: []edit{{
+			File: "internal/recvcore/phase.go",
+			Old:  `		case g.uncertain == nil || !below(*g.uncertain, m.epoch, m.seq):`,
+			New:  `		case true:`,
+		}},
+		Pkg: "./internal/recvcore",
+		Run: "^TestFailedAMOUncertainHandOutNotLost$",
+	},
+	{
 		Name:   "owed-lost-on-reload",
 		Breaks: "a skip mark owed (an AtMostOnce message committed or carved and never handed out) whose write failed for good is dropped when the group's cursor is read again: the next receiver deletes the message as a duplicate, unseen (review17, old for skipOwed)",
 		Edits: []edit{{

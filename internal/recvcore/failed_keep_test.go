@@ -1,6 +1,7 @@
 package recvcore_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -76,4 +77,53 @@ func TestFailedGroupKeepsAcknowledged(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An AtMostOnce hand-out waits for its commit; the commit's outcome is
+// unknown (it took effect), and the read that would settle it fails for
+// good: the group stops and the hand-out ends with the error. Read again,
+// the stored cursor is past the message: its copy must still reach the
+// application once (skipped, handed out Unordered), not be deleted as a
+// duplicate unseen. Found by the world model with reads failing for good
+// (INORDER_REV_READCORRUPT=30, seeds 33 and 3, 2026-12-06).
+func TestFailedAMOUncertainHandOutNotLost(t *testing.T) {
+	cfg := ehConfig()
+	cfg.Mode = recvcore.AtMostOnce
+	h := newEH(t, cfg)
+	curs := map[string]seqstore.Cursor{"g": {Epoch: 1, Next: 1}}
+	h.arrive(tagged("g", 1, 1))
+	h.readAll(curs)
+	d, ok := h.next()
+	require.True(t, ok)
+	require.NotZero(t, d.Await, "an AtMostOnce hand-out waits for its commit")
+	require.Len(t, h.commits, 1)
+	// Applied, reported failed: the Core reads to settle it, and that read
+	// fails for good.
+	cm := h.commits[0]
+	h.commits = nil
+	curs["g"] = cm.Advances[0].To
+	h.c.Committed(h.now, cm.ID, errors.New("timeout after the write"))
+	h.ready()
+	require.NotEmpty(t, h.reads, "the read that settles the write")
+	h.rkReadsFail()
+	h.tick(cfg.RetryMax)
+	for range 4 {
+		h.readAll(curs)
+		h.commitAll(curs, nil)
+		h.deleteAll()
+		h.visAll()
+		h.tick(cfg.RetryMax)
+	}
+	h.arrive(tagged("g", 1, 1)) // the copy, back in the queue
+	h.readAll(curs)
+	var got []recvcore.Delivery
+	for range 4 {
+		if d2, ok := h.next(); ok {
+			got = append(got, d2)
+		}
+		h.commitAll(curs, nil)
+		h.readAll(curs)
+	}
+	require.Len(t, got, 1, "g/1/1, whose commit took effect while its hand-out ended with an error, never reached the application")
+	assert.True(t, got[0].Unordered)
 }

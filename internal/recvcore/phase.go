@@ -95,6 +95,11 @@ func (c *Core) becomeLoaded(g *group, now time.Time, cur seqstore.Cursor) {
 	}
 	g.dur, g.ack = cur, cloneCursor(cur)
 	c.passParks(g)
+	// What ExactlyOnce forced (a skip, a dead letter's advance) and a store
+	// error kept from its write is not written now: the group hands out
+	// again (it stayed stuck for good: the world model's
+	// liveness/eo-dead-letter with permanent store errors).
+	g.forced = false
 	// SyncAcks made while the group was stopped, whose advance will not
 	// be written now (review of a13399d, C).
 	c.resolveDurable(g)
@@ -186,7 +191,25 @@ func (c *Core) becomeFailed(g *group, now time.Time, err error) {
 		c.resolve(m.ticket, err)
 		m.ticket = 0
 		g.out = nil
-		c.release(m, now)
+		switch {
+		case g.uncertain == nil || !below(*g.uncertain, m.epoch, m.seq):
+			c.release(m, now)
+		case m.has(fStored):
+			// As below; read back from the park, whose copy the write
+			// dropped if it applied: sent back to the queue (a
+			// duplicate of the parked one if it did not).
+			c.oweUncertain(g, m)
+			c.requeue(m)
+		default:
+			// Its commit's outcome is unknown: applied, the stored
+			// cursor is past it and its copy would be deleted as a
+			// duplicate, unseen. Owed a skip mark, written once the
+			// cursor read again is past it (carryOwed), so that the copy
+			// is handed out once, Unordered (the world model with a read
+			// failing for good after a write of unknown outcome).
+			c.oweUncertain(g, m)
+			c.release(m, now)
+		}
 	}
 	for _, w := range g.tickets {
 		c.resolve(w.t, err)
@@ -195,6 +218,15 @@ func (c *Core) becomeFailed(g *group, now time.Time, err error) {
 	c.dropCarves(g, err)
 	c.endRepairs(g, repairSkip, err)
 	c.addTimer(timer{at: now.Add(c.cfg.RetryMax), kind: tFailed, name: g.name})
+}
+
+// oweUncertain owes m's seq a skip mark: its hand-out ended with its
+// commit's outcome unknown (becomeFailed). Reported now; written once the
+// cursor read again is past it (carryOwed), and dropped if it is not.
+func (c *Core) oweUncertain(g *group, m *msg) {
+	r := seqstore.Range{Epoch: m.epoch, First: m.seq, Last: m.seq}
+	c.skipped(g, r, 0, "at-most-once message whose commit's outcome was unknown when a store error stopped its group: skipped if the commit took effect (a copy is then handed out Unordered)")
+	g.owed = append(g.owed, r)
 }
 
 // becomeEvicted drops g from memory: its cursor is in the store.

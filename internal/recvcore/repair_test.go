@@ -433,3 +433,37 @@ func repairs(h *eh) map[string]func(string) (recvcore.Ticket, error) {
 		recvcore.ActionStartAt:        func(g string) (recvcore.Ticket, error) { return h.c.StartAt(h.now, g, 1, 5) },
 	}
 }
+
+// TestRepairSkipHoleRefusedExactlyOnce: in ExactlyOnce mode the Core writes
+// a skip itself (forceCommit) and hands nothing out until it is durable.
+// When the store refuses that write for good, the group stops; read again,
+// it takes the stored cursor, and what it forced is not written (the
+// repair's ticket said so): it must hand out again. It stayed forced, and
+// the group stuck on its hole for good, even once the missing seq arrived
+// (the world model with permanent store errors, [liveness/eo-dead-letter],
+// -rapid.checks=3000 -rapid.seed=1, 2026-12-06).
+func TestRepairSkipHoleRefusedExactlyOnce(t *testing.T) {
+	cfg := ehConfig()
+	cfg.Mode = recvcore.ExactlyOnce
+	h, w := newEH(t, cfg), newEHWorld()
+	w.curs["g"] = seqstore.Cursor{Epoch: 1, Next: 2}
+	h.arrive(tagged("g", 1, 3))
+	h.pump(w)
+	h.tick(cfg.GapTimeout + time.Second)
+	h.pump(w)
+	tk, err := h.c.SkipHole(h.now, "g")
+	require.NoError(t, err)
+	h.ready()
+	require.Len(t, h.commits, 1, "the Core writes the skip")
+	h.commitAll(nil, &seqstore.BatchError{Errs: []error{seqstore.ErrCorrupt}})
+	err, done := h.resolution(tk)
+	require.True(t, done)
+	require.ErrorIs(t, err, seqstore.ErrCorrupt, "the skip was refused")
+	h.tick(cfg.RetryMax)
+	h.pump(w) // the group's cursor read again: 1/2, as stored
+	h.arrive(tagged("g", 1, 2), tagged("g", 1, 3))
+	h.pump(w)
+	d, ok := h.next()
+	require.True(t, ok, "the group stays stuck on its hole after the refused skip, the missing seq present:\n%s", h.c.Dump())
+	assert.Equal(t, uint64(2), d.Seq)
+}

@@ -8,7 +8,8 @@ import (
 // requeueLane sends bodies back to the queue: at Close, the AtMostOnce
 // messages that no application took and whose only copy is in this Core's
 // memory (read back from the park, or an Unordered one deleted before its
-// hand-out). With the skip mark that Close writes for a tagged one, the
+// hand-out); and such a message read back from the park whose hand-out a
+// store error ended after a commit of unknown outcome (becomeFailed). With the skip mark that Close writes for a tagged one, the
 // next receiver hands the copy out (flagged Unordered); nothing the
 // cursor passed is lost by a clean Close.
 type requeueLane struct {
