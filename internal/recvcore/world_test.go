@@ -395,9 +395,13 @@ type recv struct {
 	epochRep  map[string][]uint64
 	fresh     map[string]*freshGroup // StartLowest: groups with no stored cursor
 	ackedLife map[mkey]bool
-	delFail   map[string]bool   // handles whose delete failed with a retryable error
-	raced     map[string]string // message id: the handle a ChangeVisibility gave while a delete of the old one was in flight
-	lateCV    map[string]string // message id: the handle an extension gave some time after the Core asked for it
+	failedGrp map[string]bool     // stopped for good, its cursor not read since (see stoppedForGood)
+	stopKept  map[string]bool     // AtLeastOnce: stopped, kept what it acknowledged; no commit of the group succeeded since
+	adopts    map[string]bool     // stopped keeping nothing: its next cursor read is adopted (rolledBack)
+	rollback  map[string]rollback // where a group that adopted its stored cursor goes on: its next ordered hand-out
+	delFail   map[string]bool     // handles whose delete failed with a retryable error
+	raced     map[string]string   // message id: the handle a ChangeVisibility gave while a delete of the old one was in flight
+	lateCV    map[string]string   // message id: the handle an extension gave some time after the Core asked for it
 }
 
 // wdel is one hand-out, as the application tracks it.
@@ -426,6 +430,109 @@ type freshGroup struct {
 	at       []time.Time
 	dequeue  []int
 	started  bool
+	// stopped: a store error stopped the group for good before it
+	// started (see stoppedForGood); what arrives until a read finds no
+	// cursor again is released, not held for the settle.
+	stopped bool
+}
+
+// stoppedForGood records that a store error stops group for good (a
+// cursor read, or a commit when write, refused with ErrCorrupt): the Core
+// (becomeFailed) lets go of what the group holds, and of each arrival
+// until a read of its cursor succeeds.
+//
+// A StartLowest group whose cursor was never read (its load read refused)
+// forgets what it saw: read again and finding no cursor, its settle time
+// starts at its first arrival after that read. Kept, the arrivals from
+// before would make the model's settle start at that read and leave out a
+// lower seq that came back (redelivered) later within the Core's settle
+// time (INORDER_REV_READCORRUPT=30 seed 21: j0's load read refused, the
+// Core started at j0/5/1, seen 3s after the read that found no cursor).
+//
+// AtLeastOnce (keepsAcked; README "A store that refuses a group for good";
+// review of a13399d, B): a group stopped while running, with what it
+// acknowledged or skipped not durable, keeps it, once. Stopped again
+// before a commit of the group succeeded (its reread refused too, or the
+// write of what it kept), or stopped with nothing kept, it keeps nothing:
+// what was acknowledged is given back, no longer waiting for its commit,
+// and can be delivered again (held-lapse, seed 21 with
+// INORDER_REV_READCORRUPT=30: s/9/17, its commit and then its reread
+// refused). A group that keeps nothing, in every mode, adopts its next
+// cursor read as it is (rolledBack). (The Core also ends a keep once
+// someone else's cursor moves it on; the model does not follow that,
+// contested groups aside.)
+func (w *wm) stoppedForGood(group string, write bool) {
+	alo := w.cfg.Mode == recvcore.AtLeastOnce
+	keep := alo && !w.failedGrp[group] && !w.stopKept[group] && (write || w.aheadOfStore(group))
+	if alo && !keep {
+		for k := range w.ackedLife {
+			if k.group == group && !handledBy(w.st.cursor(group), k) {
+				delete(w.ackedLife, k)
+			}
+		}
+	}
+	if !keep {
+		w.adopts[group] = true
+	}
+	w.stopKept[group] = keep
+	w.failedGrp[group] = true
+	if write || w.cfg.Start != recvcore.StartLowest || w.st.cursors[group].Next != 0 {
+		return
+	}
+	if f := w.fresh[group]; f == nil || f.readAt.IsZero() && !f.started {
+		w.fresh[group] = &freshGroup{stopped: true}
+	}
+}
+
+// aheadOfStore reports whether group acknowledged or reported skipped in
+// this incarnation what its stored cursor does not hold: the Core's
+// acknowledged cursor is ahead of its durable one.
+func (w *wm) aheadOfStore(group string) bool {
+	c := w.st.cursor(group)
+	for k := range w.ackedLife {
+		if k.group == group && !handledBy(c, k) {
+			return true
+		}
+	}
+	for _, r := range w.skips[group] {
+		if r.Epoch > c.Epoch || r.Epoch == c.Epoch && r.Last >= c.Next {
+			return true
+		}
+	}
+	return false
+}
+
+// rollback is where a group that adopted its stored cursor goes on
+// (rolledBack): from cur, or after out, the hand-out the application holds
+// at it.
+type rollback struct {
+	cur seqstore.Cursor
+	out mkey
+}
+
+// rolledBack: group, stopped keeping nothing (stoppedForGood), read its
+// cursor cur: the Core adopts it (becomeLoaded), and hands out from it
+// again, or after the hand-out the application holds at it. What it handed
+// out past cur and acknowledged, or skipped with a write the store refused
+// (a SkipHole), comes again, in order from cur: its next ordered hand-out
+// may follow cur as the first of an incarnation would (give), as well
+// as the group's last one (seed 21 with INORDER_REV_READCORRUPT=30: g0's
+// SkipHole of 100/9 and the Ack of 100/10, then its reread, refused; read
+// again, the stored cursor 100/9; 100/9 arrives and is handed out after
+// 100/11). In ExactlyOnce mode, a dead letter's advance refused for good
+// is not written: read again, the cursor is behind the dead letter, which
+// is handed out again, as README "A store that refuses a group for good"
+// says (the package's TestWorld, a random seed: g0/1100/1, its advance
+// refused, handed out again at attempt 1 after its own dead-lettering).
+func (w *wm) rolledBack(group string, cur seqstore.Cursor) {
+	delete(w.adopts, group)
+	rb := rollback{cur: cur}
+	for _, o := range w.outs {
+		if o.state != dDone && !o.d.Unordered && o.key == (mkey{group: group, epoch: cur.Epoch, seq: cur.Next}) {
+			rb.out = o.key
+		}
+	}
+	w.rollback[group] = rb
 }
 
 func newWorldModel(t *rapid.T) *wm {
@@ -682,6 +789,10 @@ func (w *wm) start() {
 	w.epochRep = map[string][]uint64{}
 	w.fresh = map[string]*freshGroup{}
 	w.ackedLife = map[mkey]bool{}
+	w.failedGrp = map[string]bool{}
+	w.stopKept = map[string]bool{}
+	w.adopts = map[string]bool{}
+	w.rollback = map[string]rollback{}
 	w.closing = false
 	w.delFail = map[string]bool{}
 	w.raced = map[string]string{}
@@ -869,7 +980,7 @@ func (w *wm) noteArrival(x recvcore.Incoming) {
 		f = &freshGroup{}
 		w.fresh[m.key.group] = f
 	}
-	if !f.started {
+	if !f.started && !f.stopped {
 		f.arrivals = append(f.arrivals, m.key)
 		f.at = append(f.at, w.now)
 		f.dequeue = append(f.dequeue, x.DequeueCount)
@@ -1312,26 +1423,37 @@ func (w *wm) give(o *wdel) {
 		if last != k {
 			w.checkOrder(d.Group, last, k, d.Attempt, true)
 		}
-	} else {
+	} else if !w.resumes(d.Group, k, d.Attempt) {
 		w.checkOrder(d.Group, last, k, d.Attempt, false)
 	}
 	w.lastOrd[d.Group] = k
+}
+
+// resumes reports whether k, the group's first ordered hand-out since it
+// adopted its stored cursor (rolledBack), follows that cursor.
+func (w *wm) resumes(group string, k mkey, attempt int) bool {
+	rb, ok := w.rollback[group]
+	if !ok {
+		return false
+	}
+	delete(w.rollback, group)
+	base := mkey{group: group, epoch: rb.cur.Epoch, seq: rb.cur.Next - 1}
+	switch {
+	case rb.cur.Next == 0 && w.cfg.Start == recvcore.StartLowest:
+		return true // settled again
+	case rb.cur.Next == 0:
+		base = mkey{group: group, epoch: k.epoch}
+	case rb.out != mkey{}:
+		base = rb.out
+	}
+	return w.follows(group, base, k, attempt, true)
 }
 
 // checkOrder: k may follow last within one incarnation: the next seq, the
 // same one again (a retry), or a jump a reported skip or epoch switch
 // explains (or, at the start, the stored cursor's skips).
 func (w *wm) checkOrder(group string, last, k mkey, attempt int, first bool) {
-	if k == last && (attempt > 1 || first) {
-		return
-	}
-	if k.epoch == last.epoch && k.seq > last.seq && (k.seq == last.seq+1 || w.covered(group, k.epoch, last.seq+1, k.seq-1)) {
-		return
-	}
-	if k.epoch > last.epoch && (slices.Contains(w.epochRep[group], k.epoch) || first) && (k.seq == 1 || w.covered(group, k.epoch, 1, k.seq-1)) {
-		return
-	}
-	if w.tainted[k] {
+	if w.follows(group, last, k, attempt, first) || w.tainted[k] {
 		return
 	}
 	prop := "order"
@@ -1340,6 +1462,17 @@ func (w *wm) checkOrder(group string, last, k mkey, attempt int, first bool) {
 	}
 	w.violate(prop, []mkey{k}, "life %d: group %s: %s handed out after %s (first of the incarnation %v; skips %v, epochs %v, stored cursor %s)",
 		w.life, group, k, last, first, w.skips[group], w.epochRep[group], cursor(w.st.cursor(group)))
+}
+
+// follows reports whether k may follow last (checkOrder).
+func (w *wm) follows(group string, last, k mkey, attempt int, first bool) bool {
+	if k == last && (attempt > 1 || first) {
+		return true
+	}
+	if k.epoch == last.epoch && k.seq > last.seq && (k.seq == last.seq+1 || w.covered(group, k.epoch, last.seq+1, k.seq-1)) {
+		return true
+	}
+	return k.epoch > last.epoch && (slices.Contains(w.epochRep[group], k.epoch) || first) && (k.seq == 1 || w.covered(group, k.epoch, 1, k.seq-1))
 }
 
 // covered reports whether the seqs first..last of epoch were reported
@@ -1631,7 +1764,9 @@ func (w *wm) doRead(r recvcore.Read) {
 	if revReadCorrupt > 0 && w.fWriteCorrupt > 0 && w.corruptRng.IntN(1000) < revReadCorrupt {
 		// Review of a13399d: a read failing for good for one stream.
 		errs := make([]error, len(r.Streams))
-		errs[w.corruptRng.IntN(len(errs))] = seqstore.ErrCorrupt
+		i := w.corruptRng.IntN(len(errs))
+		errs[i] = seqstore.ErrCorrupt
+		w.stoppedForGood(r.Streams[i].Group, false)
 		w.core.Read(w.now, r.ID, nil, seqstore.Abort(errs))
 		return
 	}
@@ -1640,13 +1775,17 @@ func (w *wm) doRead(r recvcore.Read) {
 		if seqstore.Failed(err, i, len(r.Streams)) != nil {
 			continue
 		}
+		delete(w.failedGrp, s.Group)
+		if w.adopts[s.Group] {
+			w.rolledBack(s.Group, curs[i])
+		}
 		if f := w.fresh[s.Group]; curs[i].Next == 0 && w.cfg.Start == recvcore.StartLowest {
 			if f == nil {
 				f = &freshGroup{}
 				w.fresh[s.Group] = f
 			}
 			if f.readAt.IsZero() && !f.started {
-				f.readAt = w.now
+				f.readAt, f.stopped = w.now, false
 			}
 		}
 	}
@@ -1661,8 +1800,10 @@ func (w *wm) doCommit(cm recvcore.Commit) {
 	switch {
 	case w.fWriteCorrupt > 0 && w.corruptRng.IntN(1000) < w.fWriteCorrupt:
 		errs := make([]error, len(cm.Advances))
-		errs[w.corruptRng.IntN(len(errs))] = seqstore.ErrCorrupt
+		i := w.corruptRng.IntN(len(errs))
+		errs[i] = seqstore.ErrCorrupt
 		err = seqstore.Abort(errs)
+		w.stoppedForGood(cm.Advances[i].Stream.Group, true)
 	case w.storeOutage || w.chance(w.fWriteBefore):
 		err = errors.New("connection reset") // not applied; the Core cannot tell
 	case w.chance(w.fWriteTransient):
@@ -1682,6 +1823,11 @@ func (w *wm) doCommit(cm recvcore.Commit) {
 		err = w.fencedAdvance(cm.Advances)
 	}
 	w.logf("commit #%d: %v", cm.ID, err)
+	if err == nil {
+		for _, a := range cm.Advances {
+			delete(w.stopKept, a.Stream.Group) // what the Core kept is durable
+		}
+	}
 	w.core.Committed(w.now, cm.ID, err)
 }
 
