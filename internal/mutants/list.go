@@ -817,10 +817,8 @@ var mutants = []mutant{
 		Breaks: "a group whose cursor is read again while the seq the store expects next is out stays at that seq: once its Ack is durable, it waits for ever for a seq below its cursor (review of a13399d, D)",
 		Edits: []edit{{
 			File: "internal/recvcore/phase.go",
-			Old: `		// durable (review of a13399d, D).
-		g.next = m.seq + 1`,
-			New: `		// durable (review of a13399d, D).
-		_ = m`,
+			Old:  `	g.goOnFrom(cur) // past the seq out too (review of a13399d, D)`,
+			New:  `	g.epoch, g.next = cur.Epoch, max(cur.Next, 1)`,
 		}},
 		Pkg: "./internal/recvcore",
 		Run: "^TestRevKeepFailedWithOutStallsAfterLoad$",
@@ -830,12 +828,9 @@ var mutants = []mutant{
 		Breaks: "SyncAcks made while a group was stopped by a store error, whose advance will not be written once it adopts the stored cursor, never resolve (review of a13399d, C)",
 		Edits: []edit{{
 			File: "internal/recvcore/phase.go",
-			Old: `	for _, w := range g.tickets {
-		c.resolve(w.t, ErrConflict)
-	}
-	g.tickets = nil
-	// Read again after a store error`,
-			New: `	// Read again after a store error`,
+			Old: `	c.resolveDurable(g)
+	c.refuseTickets(g)`,
+			New: `	c.resolveDurable(g)`,
 		}},
 		Pkg: "./internal/recvcore",
 		Run: "^TestRevKeepSyncAckAfterStopNeverResolves$",
@@ -869,8 +864,8 @@ var mutants = []mutant{
 		Edits: []edit{{
 			File: "internal/recvcore/phase.go",
 			Old: `	c.carryOwed(g)
-	g.epoch, g.next = cur.Epoch, max(cur.Next, 1)`,
-			New: `	g.epoch, g.next = cur.Epoch, max(cur.Next, 1)`,
+	g.goOnFrom(cur) // past the seq out too`,
+			New: `	g.goOnFrom(cur) // past the seq out too`,
 		}},
 		Pkg: "./internal/recvcore",
 		Run: "^TestReview17_FailedReskipLosesCarvedMessage$",

@@ -103,21 +103,12 @@ func (c *Core) becomeLoaded(g *group, now time.Time, cur seqstore.Cursor) {
 	// SyncAcks made while the group was stopped, whose advance will not
 	// be written now (review of a13399d, C).
 	c.resolveDurable(g)
-	for _, w := range g.tickets {
-		c.resolve(w.t, ErrConflict)
-	}
-	g.tickets = nil
+	c.refuseTickets(g)
 	// Read again after a store error: the skip marks this Core owes (an
 	// AtMostOnce message committed or carved and never handed out) and
 	// did not write yet are marked again (review17).
 	c.carryOwed(g)
-	g.epoch, g.next = cur.Epoch, max(cur.Next, 1)
-	if m := g.out; m != nil && m.epoch == g.epoch && m.seq == g.next {
-		// The seq the store expects next is out (as in moveTo): the group
-		// goes on after it, or it would wait for ever once its Ack is
-		// durable (review of a13399d, D).
-		g.next = m.seq + 1
-	}
+	g.goOnFrom(cur) // past the seq out too (review of a13399d, D)
 	g.started = false
 	g.forgetPark()
 	g.uncertain = nil

@@ -184,10 +184,7 @@ func (c *Core) resolveConflict(now time.Time, g *group, cur seqstore.Cursor) {
 		c.report(Report{Kind: ReportConflict, Msg: "cursor conflict: is a second receiver consuming this queue?",
 			Group: g.name, Epoch: cur.Epoch, Seq: cur.Next, Err: g.stuckErr})
 	}
-	for _, w := range g.tickets {
-		c.resolve(w.t, ErrConflict)
-	}
-	g.tickets = nil
+	c.refuseTickets(g)
 	c.dropAwaitedCommit(now, g)
 	if c.cfg.Mode != ExactlyOnce && behind(cur, g.ack) {
 		g.dur = cur
@@ -251,6 +248,28 @@ func (c *Core) carryOwed(g *group) {
 	}
 }
 
+// refuseTickets resolves g's SyncAck tickets with ErrConflict: the advance
+// they wait for will not be written.
+func (c *Core) refuseTickets(g *group) {
+	for _, w := range g.tickets {
+		c.resolve(w.t, ErrConflict)
+	}
+	g.tickets = nil
+}
+
+// goOnFrom sets the seq g waits for next by cur, read or moved to: the one
+// the store expects next, or the one after it when that one is out (with
+// the application, or waiting for its retry, a Nack, or its
+// dead-lettering): its Ack advances the cursor from here, and left at it,
+// next would stay behind the cursor once that Ack is durable, waiting for
+// ever for a seq already handled.
+func (g *group) goOnFrom(cur seqstore.Cursor) {
+	g.epoch, g.next = cur.Epoch, max(cur.Next, 1)
+	if m := g.out; m != nil && m.epoch == g.epoch && m.seq == g.next {
+		g.next = m.seq + 1
+	}
+}
+
 // moveTo continues g from cur, someone else's cursor ahead of this Core's.
 func (c *Core) moveTo(now time.Time, g *group, cur seqstore.Cursor) {
 	g.dur, g.ack = cur, cloneCursor(cur)
@@ -261,15 +280,7 @@ func (c *Core) moveTo(now time.Time, g *group, cur seqstore.Cursor) {
 	if cur.Next == 0 {
 		c.become(g, phFresh)
 	}
-	g.epoch, g.next = cur.Epoch, max(cur.Next, 1)
-	if m := g.out; m != nil && m.epoch == g.epoch && m.seq == g.next {
-		// The seq the store expects next is out: with the application,
-		// or waiting for its retry (a Nack) or its dead-lettering. The
-		// group goes on after it (its Ack advances the cursor from here);
-		// left at it, next would stay behind the cursor once that Ack is
-		// durable, waiting forever for a seq already handled.
-		g.next = m.seq + 1
-	}
+	g.goOnFrom(cur)
 	g.forgetPark()
 	if m := g.out; m != nil && m.waitsForAny(outRetry, outReady) && below(cur, m.epoch, m.seq) {
 		// Waiting for a hand-out that is not ours any more. (One on its
