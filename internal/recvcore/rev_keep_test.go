@@ -221,11 +221,14 @@ func TestRevKeepFailedThenOtherReceiverBehindAck(t *testing.T) {
 	require.Equal(t, []uint64{1, 2, 3, 4}, seen["g"], "an acknowledged message handed out again in the same life")
 }
 
-// revReadCorrupt (per mille, INORDER_REV_READCORRUPT) makes the world
-// model's cursor reads fail for good (ErrCorrupt) for one stream, in the
-// cases that inject corrupt commits: off by default.
+// revReadCorrupt (per mille, INORDER_REV_READCORRUPT, default 10; 0
+// turns it off) makes the world model's cursor reads fail for good
+// (ErrCorrupt) for one stream, in the cases that inject corrupt commits.
 var revReadCorrupt = func() int {
-	n, _ := strconv.Atoi(os.Getenv("INORDER_REV_READCORRUPT"))
+	n, err := strconv.Atoi(os.Getenv("INORDER_REV_READCORRUPT"))
+	if err != nil {
+		return 10
+	}
 	return n
 }()
 
