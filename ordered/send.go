@@ -37,10 +37,9 @@ import (
 //  6. Sending (sendBatch): released messages are posted to the send
 //     batcher, whose Concurrency handlers take up to MaxBatch messages
 //     (MaxBatchBytes) of any groups and send them, so many requests are in
-//     flight at once. A request that is not full waits while another
-//     request, full or not, is in flight (Nagle's rule,
-//     batcher.Options.MaxPartial), unless each in flight has taken four
-//     times as long as requests usually do
+//     flight at once. A request that is not full waits while another such
+//     request is in flight (Nagle's rule, batcher.Options.MaxPartial),
+//     unless that one has taken four times as long as requests usually do
 //     (the median of the last 16, retries included; at least 5 ms; 100 ms
 //     before any request ended): it is taken as stuck
 //     (batcher.Options.PartialHold). Retryable
@@ -849,12 +848,12 @@ func (s *sender) admit(ctx context.Context, group string, meta []byte, payloads 
 // reserveBatch bounds the groups of one reservation call.
 const reserveBatch = 256
 
-// partialHold is the least time a send request in flight holds back the
-// next one that is not full (Nagle's rule): the batcher holds it for four
-// times the usual request time when that is longer (batcher.HoldFactor).
-// A request slower than its hold (stuck in the network, in a long retry)
-// no longer holds the next one back, so that it does not stall the sends
-// of every group. A variable for tests.
+// partialHold is the least time a send request that is not full holds the
+// next one back (Nagle's rule): the batcher holds it for four times the
+// usual request time when that is longer (batcher.HoldFactor). A request
+// slower than its hold (stuck in the network, in a long retry) no longer
+// holds the next one back, so that it does not stall the sends of every
+// group. A variable for tests.
 var partialHold = 5 * time.Millisecond
 
 // reserveLinger bounds how long a reservation waits for the sends (see
@@ -862,8 +861,8 @@ var partialHold = 5 * time.Millisecond
 const reserveLinger = time.Millisecond
 
 // awaitSends waits, before a reservation, while released messages wait for
-// a send (the send batcher holds back a batch that is not full while
-// another is in flight), for reserveLinger at most: what the
+// a send (the send batcher holds back batches that are not full while
+// MaxPartial of them are in flight), for reserveLinger at most: what the
 // reservation would release could only wait behind them. Meanwhile the
 // groups' pending runs, and the groups posted, grow: one store call
 // reserves for more messages, however fast the store answers. The bound
@@ -1217,8 +1216,9 @@ func (s *sender) sendBatch(batch []*sendItem, _ []error) {
 
 // send sends batch, retrying the entries that fail with retryable errors up
 // to MaxAttempts, and completes every entry. bodies is scratch space. A
-// batch keeps its place among MaxPartial through its retries, as it keeps
-// its handler, for its hold at most (see partialHold).
+// batch that is not full keeps its place among MaxPartial through its
+// retries, as any batch keeps its handler, for its hold at most (see
+// partialHold).
 func (s *sender) send(batch []*sendItem, bodies [][]byte) [][]byte {
 	for attempt := 1; ; attempt++ {
 		if err := s.ctx.Err(); err != nil {

@@ -34,46 +34,44 @@ type Options struct {
 	// concurrency for larger batches. Default 0: every waiting item starts
 	// a handler while fewer than MaxHandlers run. Not used with MaxPartial.
 	Backlog int
-	// MaxPartial bounds the batches in flight beside which one that is not
-	// full (fewer than MaxItems items, and the next waiting item would fit
-	// MaxSize) may go: while MaxPartial batches, full or not, are in
-	// flight, items that do not make a full batch wait for one of them to
-	// end. Under load they go in full batches, and an idle Batcher still
-	// hands an item over at once (TCP's Nagle rule with MaxPartial 1: a
-	// small segment waits while any data is unacknowledged; go-cloud's
-	// MinBatchSize holds a batch back the same way, by size rather than by
-	// the batches in flight). A full batch goes whatever the bound. A
-	// handler holds its batch's place until it returns, retries included,
-	// or for its hold when PartialHold is set. After Shutdown a batch that
-	// is not full is taken whatever the bound. 0 means no bound; a bound
-	// needs MaxItems. With a bound, a handler starts for each full batch
-	// waiting and for a partial one the bound lets go, beyond those already
-	// starting, up to MaxHandlers.
+	// MaxPartial bounds the batches in flight that are not full (fewer than
+	// MaxItems items, and the next waiting item would fit MaxSize). While
+	// MaxPartial of them are in flight, items that do not make a full batch
+	// wait for one of them to end: under load they go in full batches, and
+	// an idle Batcher still hands an item over at once (Nagle's rule;
+	// go-cloud's MinBatchSize holds a batch back the same way, by size
+	// rather than by the partial batches in flight). A handler holds its
+	// batch's place until it returns, retries included, or for its hold
+	// when PartialHold is set. After Shutdown a batch that is not full is
+	// taken whatever the bound. 0 means no bound;
+	// a bound needs MaxItems. With a bound, a handler starts for each full
+	// batch waiting and for a partial one the bound lets go, beyond those
+	// already starting, up to MaxHandlers.
 	MaxPartial int
-	// PartialHold bounds how long a batch holds its place under MaxPartial
-	// (its hold): the longer of PartialHold and HoldFactor
+	// PartialHold bounds how long a batch that is not full holds its place
+	// under MaxPartial (its hold): the longer of PartialHold and HoldFactor
 	// times the handlers' usual time per batch, the median of the last
 	// UsualOf batches that ended (handling time, the handler's retries
 	// included: a median, so that a few batches that timed out or retried
 	// do not make it long), or FirstHold before any batch ended. The hold
 	// is looked at again when it ends, against the usual time then. A batch
 	// in flight longer than its hold is taken as stuck (a request lost in
-	// the network, a long retry) and no longer holds partial batches back,
-	// so that one stuck batch does not stall every item that does not
+	// the network, a long retry) and no longer holds other partial batches
+	// back, so that one stuck batch does not stall every item that does not
 	// make a full batch, while a handler that is merely slow (a distant
 	// service) keeps Nagle's rule. 0 means as long as it is in flight.
 	PartialHold time.Duration
 }
 
 // HoldFactor is how many times the handlers' usual time per batch a
-// batch holds its place at least (see Options.PartialHold).
+// partial batch holds its place at least (see Options.PartialHold).
 const HoldFactor = 4
 
 // UsualOf is how many of the last batches the usual time per batch is the
 // median of (see Options.PartialHold).
 const UsualOf = 16
 
-// FirstHold is how long a batch holds its place at least while no
+// FirstHold is how long a partial batch holds its place at least while no
 // batch has ended yet: nothing tells a slow batch from a stuck one then.
 const FirstHold = 100 * time.Millisecond
 
@@ -107,7 +105,7 @@ type Batcher[T any] struct {
 	nextID   uint64 // id of the next item submitted
 	handlers int
 	starting int                    // handlers started that have not taken a batch yet
-	holding  int                    // batches in flight that hold their place (MaxPartial, PartialHold)
+	partials int                    // batches not full in flight that hold their place (MaxPartial, PartialHold)
 	took     [UsualOf]time.Duration // the time of the last batches, a ring (with PartialHold)
 	tookN    int                    // batches that ended (with PartialHold)
 	shutdown bool
@@ -251,7 +249,7 @@ func (b *Batcher[T]) startLocked() {
 		}
 	default:
 		want = waiting / b.opts.MaxItems
-		if waiting%b.opts.MaxItems != 0 && (b.holding < b.opts.MaxPartial || b.shutdown) {
+		if waiting%b.opts.MaxItems != 0 && (b.partials < b.opts.MaxPartial || b.shutdown) {
 			want++
 		}
 	}
@@ -296,18 +294,18 @@ func (b *Batcher[T]) withdraw(id uint64) {
 	}
 }
 
-// held is a handler's batch in flight, as MaxPartial counts it.
+// held is a handler's partial batch in flight, as MaxPartial counts it.
 type held struct {
-	holds bool      // counted in Batcher.holding
+	holds bool      // counted in Batcher.partials
 	since time.Time // taken at (with PartialHold)
 	timer *time.Timer
 }
 
-// holdLocked counts h's new batch, taken at now, against
+// holdLocked counts h's new partial batch, taken at now, against
 // MaxPartial; with PartialHold, a timer ends the count if the batch is
 // still in flight after its hold.
 func (b *Batcher[T]) holdLocked(h *held, now time.Time) {
-	b.holding++
+	b.partials++
 	h.holds = true
 	if b.opts.PartialHold <= 0 {
 		return
@@ -321,7 +319,7 @@ func (b *Batcher[T]) holdLocked(h *held, now time.Time) {
 	}
 }
 
-// holdTimeLocked returns how long a batch holds its place, by the
+// holdTimeLocked returns how long a partial batch holds its place, by the
 // batches that ended so far (see Options.PartialHold).
 func (b *Batcher[T]) holdTimeLocked() time.Duration {
 	n := min(b.tookN, UsualOf)
@@ -343,11 +341,11 @@ func (b *Batcher[T]) tookLocked(d time.Duration) {
 func (b *Batcher[T]) releaseLocked(h *held) {
 	if h.holds {
 		h.holds = false
-		b.holding--
+		b.partials--
 	}
 }
 
-// expire ends the count of a batch in flight for its hold, and
+// expire ends the count of a partial batch in flight for its hold, and
 // lets a waiting partial batch go in its place. The hold is looked at
 // again, against the batches that ended meanwhile: a batch younger than
 // its hold now waits for the rest of it. (A timer that fires late for an
@@ -378,7 +376,8 @@ func (b *Batcher[T]) run() {
 	b.starting--
 	for {
 		b.releaseLocked(&h)
-		batch = b.takeLocked(batch[:0])
+		var partial bool
+		batch, partial = b.takeLocked(batch[:0])
 		if len(batch) == 0 {
 			b.handlers--
 			b.mu.Unlock()
@@ -391,8 +390,10 @@ func (b *Batcher[T]) run() {
 		if b.opts.PartialHold > 0 {
 			start = time.Now()
 		}
-		if b.opts.MaxPartial > 0 {
+		if partial {
 			b.holdLocked(&h, start)
+		}
+		if b.opts.MaxPartial > 0 {
 			b.startLocked() // more for another handler
 		}
 		b.mu.Unlock()
@@ -417,18 +418,21 @@ func (b *Batcher[T]) run() {
 	}
 }
 
-// takeLocked moves the next batch from the queue to batch. Under
-// MaxPartial, a partial batch is left waiting while the bound is reached.
-func (b *Batcher[T]) takeLocked(batch []entry[T]) []entry[T] {
-	if b.opts.MaxPartial > 0 && b.holding >= b.opts.MaxPartial && !b.shutdown && !b.fullLocked() {
-		return batch
+// takeLocked moves the next batch from the queue to batch and reports
+// whether it is partial (not full). Under MaxPartial, a partial batch is
+// left waiting while the bound is reached.
+func (b *Batcher[T]) takeLocked(batch []entry[T]) (_ []entry[T], partial bool) {
+	if b.opts.MaxPartial > 0 && b.partials >= b.opts.MaxPartial && !b.shutdown && !b.fullLocked() {
+		return batch, false
 	}
 	size := 0
+	full := false
 	for b.head < len(b.queue) {
 		e := &b.queue[b.head]
 		if !e.withdrawn {
 			if b.opts.MaxItems > 0 && len(batch) == b.opts.MaxItems ||
 				b.opts.MaxSize > 0 && len(batch) > 0 && size+e.size > b.opts.MaxSize {
+				full = true
 				break
 			}
 			batch = append(batch, *e)
@@ -452,7 +456,7 @@ func (b *Batcher[T]) takeLocked(batch []entry[T]) []entry[T] {
 		clear(b.queue[n:])
 		b.queue, b.head = b.queue[:n], 0
 	}
-	return batch
+	return batch, b.opts.MaxPartial > 0 && !full && len(batch) < b.opts.MaxItems
 }
 
 // fullLocked reports whether the waiting items make a full batch, by the

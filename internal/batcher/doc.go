@@ -9,9 +9,9 @@
 // error; the send side of package ordered posts groups ready for a
 // reservation, and messages ready to send, and learns the outcome through
 // the items themselves. Its sends use MaxPartial and PartialHold: a request
-// that is not full goes at once while no other request is in flight, and
-// under load waits to fill up, unless those in flight are stuck (in flight
-// four times longer than batches usually take).
+// that is not full goes at once while no other such request is in flight,
+// and under load waits to fill up, unless the one in flight is stuck (in
+// flight four times longer than batches usually take).
 //
 // # Goroutines
 //

@@ -64,10 +64,10 @@ func TestPartialHold(t *testing.T) {
 		}
 		b.Shutdown()
 	})
-	holding := func() int {
+	partials := func() int {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		return b.holding
+		return b.partials
 	}
 
 	require.NoError(t, b.Post(0))
@@ -81,40 +81,14 @@ func TestPartialHold(t *testing.T) {
 	// {1} outlives its hold too; {2} waits for a handler (both are busy).
 	// When {1} ends, its handler takes {2}, whose hold is its own: its
 	// timer, which fired for {1}, is set again.
-	require.Eventually(t, func() bool { return holding() == 0 }, 5*time.Second, time.Millisecond, "{1} outlived its hold")
+	require.Eventually(t, func() bool { return partials() == 0 }, 5*time.Second, time.Millisecond, "{1} outlived its hold")
 	require.NoError(t, b.Post(2))
 	close(g.gates[1])
 	third := g.next(t)
 	assert.Equal(t, []int{2}, third.batch)
-	assert.Equal(t, 1, holding(), "{2} holds its place")
-	require.Eventually(t, func() bool { return holding() == 0 }, 10*time.Second, time.Millisecond,
+	assert.Equal(t, 1, partials(), "{2} holds its place")
+	require.Eventually(t, func() bool { return partials() == 0 }, 10*time.Second, time.Millisecond,
 		"{2}, stuck, never stopped holding its place")
-}
-
-// TestFullBatchHold: a full batch in flight holds a partial one back as a
-// partial batch does (Nagle's rule counts every batch in flight), and, stuck,
-// for its hold only.
-func TestFullBatchHold(t *testing.T) {
-	g := newGatedBatches()
-	b, err := New(&Options{MaxHandlers: 2, MaxItems: 3, MaxPartial: 1, PartialHold: 20 * time.Millisecond}, g.handle)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		for _, c := range g.gates {
-			select {
-			case <-c:
-			default:
-				close(c)
-			}
-		}
-		b.Shutdown()
-	})
-	require.NoError(t, b.PostAll([]int{0, 1, 2}))
-	full := g.next(t) // {0 1 2} never ends
-	require.Equal(t, []int{0, 1, 2}, full.batch)
-	require.NoError(t, b.Post(3))
-	partial := g.next(t)
-	assert.Equal(t, []int{3}, partial.batch)
-	assert.GreaterOrEqual(t, partial.at.Sub(full.at), FirstHold, "a partial batch went before the full one in flight was held for FirstHold")
 }
 
 func TestPartialHoldValidate(t *testing.T) {

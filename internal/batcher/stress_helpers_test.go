@@ -66,7 +66,7 @@ func checkIdle(t *testing.T, b *Batcher[int], round int, mu *sync.Mutex, handled
 	t.Helper()
 	b.Shutdown()
 	b.mu.Lock()
-	p, h, s, q := b.holding, b.handlers, b.starting, len(b.queue)-b.head
+	p, h, s, q := b.partials, b.handlers, b.starting, len(b.queue)-b.head
 	b.mu.Unlock()
 	if p != 0 || h != 0 || s != 0 || q != 0 {
 		t.Errorf("round %d: idle batcher with partials %d handlers %d starting %d waiting %d", round, p, h, s, q)

@@ -9,11 +9,11 @@ import "time"
 var sendMutants = []mutant{
 	{
 		Name:   "batcher-partial-bound-loose",
-		Breaks: "the batcher lets a batch that is not full go beside MaxPartial batches in flight: a handler back from a full batch takes a partial one",
+		Breaks: "the batcher lets one batch that is not full more than MaxPartial go: a handler back from a full batch takes a partial one",
 		Edits: []edit{{
 			File: "internal/batcher/batcher.go",
-			Old:  `b.holding >= b.opts.MaxPartial && !b.shutdown`,
-			New:  `b.holding > b.opts.MaxPartial && !b.shutdown`,
+			Old:  `b.partials >= b.opts.MaxPartial && !b.shutdown`,
+			New:  `b.partials > b.opts.MaxPartial && !b.shutdown`,
 		}},
 		Pkg:     "./internal/batcher",
 		Run:     "^TestMaxPartial$",
@@ -21,7 +21,7 @@ var sendMutants = []mutant{
 	},
 	{
 		Name:   "batcher-partial-hold-never-ends",
-		Breaks: "a batch in flight past PartialHold stops holding the others back, but nobody starts a handler for the one waiting: it waits until some batch ends",
+		Breaks: "a partial batch in flight past PartialHold stops holding the others back, but nobody starts a handler for the one waiting: it waits until some batch ends",
 		Edits: []edit{{
 			File: "internal/batcher/batcher.go",
 			Old:  "	b.releaseLocked(h)\n	b.startLocked()",
