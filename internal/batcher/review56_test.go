@@ -1,0 +1,208 @@
+package batcher
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// big is an item that fills a batch by size: two do not fit MaxSize 1000.
+type big int
+
+func (big) Size() int { return 600 }
+
+// review56Gated is a Handler of big items whose batches each wait at the
+// gate of their first item until the test ends, reporting when they start.
+type review56Gated struct {
+	entered chan []big
+	stop    chan struct{}
+}
+
+func newReview56Gated(*testing.T) *review56Gated {
+	g := &review56Gated{entered: make(chan []big, 64), stop: make(chan struct{})}
+	return g
+}
+
+func (g *review56Gated) handle(batch []big, _ []error) {
+	g.entered <- slices.Clone(batch)
+	<-g.stop
+}
+
+// count returns how many batches started within d.
+func (g *review56Gated) count(d time.Duration) int {
+	n := 0
+	deadline := time.After(d)
+	for {
+		select {
+		case <-g.entered:
+			n++
+		case <-deadline:
+			return n
+		}
+	}
+}
+
+// TestReview56SizeBoundBatchesRunConcurrently: batches that are full by
+// MaxSize (the sender's MaxBatchBytes: MNS takes 49,120 bytes a request
+// without Raw, so every message over 24.5 KB goes alone and every one over
+// 3 KB fills a request before 16 messages) hold their place since 2ee4705,
+// and startLocked counts the full batches waiting by MaxItems only
+// (waiting / MaxItems), not by size as takeLocked and fullLocked do. With
+// one batch in flight, the other waiting items, each a full batch by size,
+// start no handler: only the handler in flight, back from its batch, takes
+// the next one, and the sends go one request at a time (or one more per
+// hold). Before 2ee4705 a batch full by size did not count against
+// MaxPartial and each took its own handler: 4 batches in flight at once
+// here; on HEAD 1. (The last item, with nothing waiting after it, is a
+// partial batch by definition: the test asks for 3.)
+func TestReview56SizeBoundBatchesRunConcurrently(t *testing.T) {
+	g := newReview56Gated(t)
+	b, err := New(&Options{MaxHandlers: 4, MaxItems: 16, MaxSize: 1000, MaxPartial: 1, PartialHold: time.Hour}, g.handle)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		close(g.stop)
+		b.Shutdown()
+	})
+	require.NoError(t, b.PostAll([]big{0, 1, 2, 3}))
+	n := g.count(500 * time.Millisecond)
+	// The last item, with nothing after it, is a partial batch by
+	// definition and may wait; the three before it are full batches.
+	require.GreaterOrEqual(t, n, 3, "four items of one batch each by size and four handlers: only %d in flight", n)
+}
+
+// TestReview56SizeBoundBatchesPostedOneByOne: the same with items posted
+// one at a time (Post, as reservations of single messages are), handlers
+// of a realistic hold (the sender's 5 ms; FirstHold while none ended).
+func TestReview56SizeBoundBatchesPostedOneByOne(t *testing.T) {
+	g := newReview56Gated(t)
+	b, err := New(&Options{MaxHandlers: 4, MaxItems: 16, MaxSize: 1000, MaxPartial: 1, PartialHold: 5 * time.Millisecond}, g.handle)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		close(g.stop)
+		b.Shutdown()
+	})
+	for i := range 4 {
+		require.NoError(t, b.Post(big(i)))
+	}
+	n := g.count(FirstHold / 2)
+	require.GreaterOrEqual(t, n, 3, "four items of one batch each by size, posted: only %d in flight before FirstHold", n)
+}
+
+// TestReview56BurstTailGoesAtOnce: one PostAll of MaxItems+1 items on an
+// idle Batcher (a SendBatch of 17 messages to one group, or 17 groups'
+// reservations in one call) makes a full batch and a remainder of one.
+// Since 2ee4705 the remainder waits for the full batch to end (or for its
+// hold): the burst takes two request times instead of one, and saves no
+// request (two either way) unless more items come within the request
+// time. TCP's Nagle rule has the same flaw with the tail of a large write,
+// which Minshall's variant (Linux's tcp_minshall_check: a small segment
+// waits only while a small one is unacknowledged, the rule before 2ee4705)
+// removes. PartialHold of an hour makes the hold irrelevant: on HEAD the
+// remainder does not start while the full batch is in flight.
+func TestReview56BurstTailGoesAtOnce(t *testing.T) {
+	entered := make(chan []int, 8)
+	stop := make(chan struct{})
+	b, err := New(&Options{MaxHandlers: 4, MaxItems: 4, MaxPartial: 1, PartialHold: time.Hour}, func(batch []int, _ []error) {
+		entered <- slices.Clone(batch)
+		<-stop
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		close(stop)
+		b.Shutdown()
+	})
+	require.NoError(t, b.PostAll([]int{0, 1, 2, 3, 4}))
+	var got [][]int
+	deadline := time.After(500 * time.Millisecond)
+	for len(got) < 2 {
+		select {
+		case batch := <-entered:
+			got = append(got, batch)
+		case <-deadline:
+			t.Fatalf("a burst of MaxItems+1 on an idle batcher: only %v in flight; the remainder {4} waits for the full batch it was posted with", got)
+		}
+	}
+	require.ElementsMatch(t, [][]int{{0, 1, 2, 3}, {4}}, got)
+}
+
+// TestReview56BurstTailLatency measures the above with a handler of 30 ms
+// (the sender's PartialHold, 5 ms): a burst of 17 items (MaxItems 16),
+// posted together, every 100 ms, for 10 bursts. The last item of each
+// burst is done about 30 ms after the burst before 2ee4705 and about 60
+// ms after on HEAD, for the same two batches a burst.
+func TestReview56BurstTailLatency(t *testing.T) {
+	const latency = 30 * time.Millisecond
+	var mu sync.Mutex
+	batches := 0
+	done := make(chan time.Time, 17)
+	b, err := New(&Options{MaxHandlers: 16, MaxItems: 16, MaxPartial: 1, PartialHold: 5 * time.Millisecond}, func(batch []int, _ []error) {
+		mu.Lock()
+		batches++
+		mu.Unlock()
+		time.Sleep(latency)
+		for range batch {
+			done <- time.Now()
+		}
+	})
+	require.NoError(t, err)
+	t.Cleanup(b.Shutdown)
+	var worst time.Duration
+	for burst := range 10 {
+		items := make([]int, 17)
+		for i := range items {
+			items[i] = burst*17 + i
+		}
+		start := time.Now()
+		require.NoError(t, b.PostAll(items))
+		var last time.Time
+		for range items {
+			last = <-done
+		}
+		worst = max(worst, last.Sub(start))
+		time.Sleep(100*time.Millisecond - time.Since(start))
+	}
+	mu.Lock()
+	n := batches
+	mu.Unlock()
+	t.Logf("slowest burst of 17 took %v over %v batches; %d batches for 10 bursts", worst, latency, n)
+	require.Less(t, worst, latency*3/2, "an isolated burst of 17 took two batch times: its tail waited for the full batch")
+}
+
+// TestReview56ShutdownTakesPartialBehindFull: after Shutdown "a batch that
+// is not full is taken whatever the bound", but Shutdown starts no handler
+// for it: a partial batch waiting behind a full one in flight (which holds
+// its place since 2ee4705) waits for that batch's hold, or, with
+// PartialHold 0, until the full batch ends, however long Shutdown takes.
+// Before 2ee4705 a full batch held nothing back and {3} went at once.
+func TestReview56ShutdownTakesPartialBehindFull(t *testing.T) {
+	entered := make(chan []int, 8)
+	stop := make(chan struct{})
+	b, err := New(&Options{MaxHandlers: 2, MaxItems: 3, MaxPartial: 1}, func(batch []int, _ []error) {
+		entered <- slices.Clone(batch)
+		if batch[0] == 0 {
+			<-stop // a request that does not come back until the test ends
+		}
+	})
+	require.NoError(t, err)
+	shut := make(chan struct{})
+	t.Cleanup(func() {
+		close(stop)
+		<-shut
+	})
+	require.NoError(t, b.PostAll([]int{0, 1, 2}))
+	require.Equal(t, []int{0, 1, 2}, <-entered)
+	require.NoError(t, b.Post(3))
+	go func() {
+		defer close(shut)
+		b.Shutdown()
+	}()
+	select {
+	case got := <-entered:
+		require.Equal(t, []int{3}, got)
+	case <-time.After(time.Second):
+		t.Fatal("after Shutdown the partial batch {3} still waits behind the full batch in flight")
+	}
+}
