@@ -9,6 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// Review56 (helper-56) attacked 2ee4705, which made every batch in flight,
+// full or not, hold a partial one back (TCP's Nagle rule). Each test below
+// failed on it and passes on the rule in place (a partial batch waits only
+// for partial ones: Minshall's variant), to which 26ca673 went back. "HEAD"
+// in their comments is 2ee4705.
+
 // big is an item that fills a batch by size: two do not fit MaxSize 1000.
 type big int
 
@@ -149,7 +155,7 @@ func TestReview56BurstTailLatency(t *testing.T) {
 	})
 	require.NoError(t, err)
 	t.Cleanup(b.Shutdown)
-	var worst time.Duration
+	var took []time.Duration
 	for burst := range 10 {
 		items := make([]int, 17)
 		for i := range items {
@@ -161,14 +167,16 @@ func TestReview56BurstTailLatency(t *testing.T) {
 		for range items {
 			last = <-done
 		}
-		worst = max(worst, last.Sub(start))
+		took = append(took, last.Sub(start))
 		time.Sleep(100*time.Millisecond - time.Since(start))
 	}
 	mu.Lock()
 	n := batches
 	mu.Unlock()
-	t.Logf("slowest burst of 17 took %v over %v batches; %d batches for 10 bursts", worst, latency, n)
-	require.Less(t, worst, latency*3/2, "an isolated burst of 17 took two batch times: its tail waited for the full batch")
+	slices.Sort(took)
+	t.Logf("bursts of 17 took %v over %v batches; %d batches for 10 bursts", took, latency, n)
+	// The median: a host under load delays a burst now and then.
+	require.Less(t, took[len(took)/2], latency*3/2, "an isolated burst of 17 took two batch times: its tail waited for the full batch")
 }
 
 // TestReview56ShutdownTakesPartialBehindFull: after Shutdown "a batch that
