@@ -210,6 +210,7 @@ func (b *Batcher[T]) PostAll(items []T) error {
 func (b *Batcher[T]) Shutdown() {
 	b.mu.Lock()
 	b.shutdown = true
+	b.startLocked() // for a partial batch the bound held back
 	b.mu.Unlock()
 	b.wg.Wait()
 }

@@ -214,3 +214,42 @@ func TestReview56ShutdownTakesPartialBehindFull(t *testing.T) {
 		t.Fatal("after Shutdown the partial batch {3} still waits behind the full batch in flight")
 	}
 }
+
+// TestShutdownTakesPartialBehindPartial is review56's finding on the rule in
+// place: a partial batch waiting behind a partial one in flight (PartialHold
+// 0: it holds its place as long as it is in flight) goes once Shutdown lifts
+// the bound, though the one in flight never ends.
+func TestShutdownTakesPartialBehindPartial(t *testing.T) {
+	entered := make(chan []int, 8)
+	stop := make(chan struct{})
+	b, err := New(&Options{MaxHandlers: 2, MaxItems: 3, MaxPartial: 1}, func(batch []int, _ []error) {
+		entered <- slices.Clone(batch)
+		if batch[0] == 0 {
+			<-stop // a request that does not come back until the test ends
+		}
+	})
+	require.NoError(t, err)
+	shut := make(chan struct{})
+	t.Cleanup(func() {
+		close(stop)
+		<-shut
+	})
+	require.NoError(t, b.Post(0))
+	require.Equal(t, []int{0}, <-entered)
+	require.NoError(t, b.Post(1))
+	select {
+	case got := <-entered:
+		t.Fatalf("batch %v went beside the partial one in flight", got)
+	case <-time.After(10 * time.Millisecond):
+	}
+	go func() {
+		defer close(shut)
+		b.Shutdown()
+	}()
+	select {
+	case got := <-entered:
+		require.Equal(t, []int{1}, got)
+	case <-time.After(time.Second):
+		t.Fatal("after Shutdown the partial batch {1} still waits behind the partial batch in flight")
+	}
+}

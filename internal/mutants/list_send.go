@@ -20,6 +20,18 @@ var sendMutants = []mutant{
 		Timeout: time.Minute,
 	},
 	{
+		Name:   "batcher-shutdown-starts-nothing",
+		Breaks: "Shutdown lifts MaxPartial but starts no handler: a partial batch held back behind one in flight waits until that one ends (review56)",
+		Edits: []edit{{
+			File: "internal/batcher/batcher.go",
+			Old:  "	b.startLocked() // for a partial batch the bound held back\n",
+			New:  "",
+		}},
+		Pkg:     "./internal/batcher",
+		Run:     "^TestShutdownTakesPartialBehindPartial$",
+		Timeout: time.Minute,
+	},
+	{
 		Name:   "batcher-partial-hold-never-ends",
 		Breaks: "a partial batch in flight past PartialHold stops holding the others back, but nobody starts a handler for the one waiting: it waits until some batch ends",
 		Edits: []edit{{
