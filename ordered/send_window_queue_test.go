@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -517,15 +518,18 @@ func TestSendMaxDisorderDefault(t *testing.T) {
 // TestSendDisorderCost measures what the bound costs on a calm queue: the
 // CPU time (process-wide, GC included) and wall time of the 50,000-message
 // burst into one group over memqueue, with the default bound and without,
-// alternating in one run. The assertion is loose so that a loaded machine
-// does not flake; the figures are logged (README, "The sender's disorder
-// bound").
+// alternating in one run, the least of five rounds each (a burst lasts a
+// tenth of a second: the mean of three swung 1.06-1.57 on 2026-12-06's
+// host, whatever the code). The assertion is loose so that a loaded
+// machine does not flake; the figures are logged (README, "The sender's
+// disorder bound").
 func TestSendDisorderCost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measurement")
 	}
-	const rounds = 3
-	var cpu, wall [2]time.Duration
+	const rounds = 5
+	cpu := [2]time.Duration{math.MaxInt64, math.MaxInt64}
+	wall := [2]time.Duration{math.MaxInt64, math.MaxInt64}
 	var held int64
 	for range rounds {
 		for i, maxDisorder := range []int{0, -1} {
@@ -533,8 +537,8 @@ func TestSendDisorderCost(t *testing.T) {
 			runtime.GC()
 			c0, w0 := cpuTime(t), time.Now()
 			st := burst(t, mq, maxDisorder, ordered.RetryOptions{})
-			cpu[i] += cpuTime(t) - c0
-			wall[i] += time.Since(w0)
+			cpu[i] = min(cpu[i], cpuTime(t)-c0)
+			wall[i] = min(wall[i], time.Since(w0))
 			if i == 0 {
 				held += st.Held
 			}
@@ -543,9 +547,9 @@ func TestSendDisorderCost(t *testing.T) {
 		}
 	}
 	ratio := float64(cpu[0]) / float64(cpu[1])
-	t.Logf("50k burst, one group, memqueue, mean of %d: bound %v CPU (%.2f µs/msg), %v wall; no bound %v CPU (%.2f µs/msg), %v wall; CPU ratio %.3f, wall ratio %.3f; %d held per burst",
-		rounds, cpu[0]/rounds, float64(cpu[0])/rounds/burstN/1e3, wall[0]/rounds,
-		cpu[1]/rounds, float64(cpu[1])/rounds/burstN/1e3, wall[1]/rounds,
+	t.Logf("50k burst, one group, memqueue, least of %d: bound %v CPU (%.2f µs/msg), %v wall; no bound %v CPU (%.2f µs/msg), %v wall; CPU ratio %.3f, wall ratio %.3f; %d held per burst",
+		rounds, cpu[0], float64(cpu[0])/burstN/1e3, wall[0],
+		cpu[1], float64(cpu[1])/burstN/1e3, wall[1],
 		ratio, float64(wall[0])/float64(wall[1]), held/rounds)
 	assert.Less(t, ratio, 1.5, "the bound's CPU cost on a calm queue")
 }
