@@ -186,33 +186,7 @@ func TestReview56BurstTailLatency(t *testing.T) {
 // PartialHold 0, until the full batch ends, however long Shutdown takes.
 // Before 2ee4705 a full batch held nothing back and {3} went at once.
 func TestReview56ShutdownTakesPartialBehindFull(t *testing.T) {
-	entered := make(chan []int, 8)
-	stop := make(chan struct{})
-	b, err := New(&Options{MaxHandlers: 2, MaxItems: 3, MaxPartial: 1}, func(batch []int, _ []error) {
-		entered <- slices.Clone(batch)
-		if batch[0] == 0 {
-			<-stop // a request that does not come back until the test ends
-		}
-	})
-	require.NoError(t, err)
-	shut := make(chan struct{})
-	t.Cleanup(func() {
-		close(stop)
-		<-shut
-	})
-	require.NoError(t, b.PostAll([]int{0, 1, 2}))
-	require.Equal(t, []int{0, 1, 2}, <-entered)
-	require.NoError(t, b.Post(3))
-	go func() {
-		defer close(shut)
-		b.Shutdown()
-	}()
-	select {
-	case got := <-entered:
-		require.Equal(t, []int{3}, got)
-	case <-time.After(time.Second):
-		t.Fatal("after Shutdown the partial batch {3} still waits behind the full batch in flight")
-	}
+	shutdownBehindStuck(t, []int{0, 1, 2}, 3, "full")
 }
 
 // TestShutdownTakesPartialBehindPartial is review56's finding on the rule in
@@ -220,11 +194,19 @@ func TestReview56ShutdownTakesPartialBehindFull(t *testing.T) {
 // 0: it holds its place as long as it is in flight) goes once Shutdown lifts
 // the bound, though the one in flight never ends.
 func TestShutdownTakesPartialBehindPartial(t *testing.T) {
+	shutdownBehindStuck(t, []int{0}, 1, "partial")
+}
+
+// shutdownBehindStuck posts stuck, a batch (MaxItems 3, MaxPartial 1) whose
+// handler does not return until the test ends, then the item next, which
+// must wait for it (a partial batch beside one in flight) and go once
+// Shutdown lifts the bound.
+func shutdownBehindStuck(t *testing.T, stuck []int, next int, kind string) {
 	entered := make(chan []int, 8)
 	stop := make(chan struct{})
 	b, err := New(&Options{MaxHandlers: 2, MaxItems: 3, MaxPartial: 1}, func(batch []int, _ []error) {
 		entered <- slices.Clone(batch)
-		if batch[0] == 0 {
+		if batch[0] == stuck[0] {
 			<-stop // a request that does not come back until the test ends
 		}
 	})
@@ -234,13 +216,15 @@ func TestShutdownTakesPartialBehindPartial(t *testing.T) {
 		close(stop)
 		<-shut
 	})
-	require.NoError(t, b.Post(0))
-	require.Equal(t, []int{0}, <-entered)
-	require.NoError(t, b.Post(1))
-	select {
-	case got := <-entered:
-		t.Fatalf("batch %v went beside the partial one in flight", got)
-	case <-time.After(10 * time.Millisecond):
+	require.NoError(t, b.PostAll(stuck))
+	require.Equal(t, stuck, <-entered)
+	require.NoError(t, b.Post(next))
+	if kind == "partial" {
+		select {
+		case got := <-entered:
+			t.Fatalf("batch %v went beside the partial one in flight", got)
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 	go func() {
 		defer close(shut)
@@ -248,8 +232,8 @@ func TestShutdownTakesPartialBehindPartial(t *testing.T) {
 	}()
 	select {
 	case got := <-entered:
-		require.Equal(t, []int{1}, got)
+		require.Equal(t, []int{next}, got)
 	case <-time.After(time.Second):
-		t.Fatal("after Shutdown the partial batch {1} still waits behind the partial batch in flight")
+		t.Fatalf("after Shutdown the partial batch {%d} still waits behind the %s batch in flight", next, kind)
 	}
 }
