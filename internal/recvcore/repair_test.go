@@ -128,11 +128,9 @@ func TestRepairSkipHoleLateBeforeDurable(t *testing.T) {
 	assert.Equal(t, int64(1), h.c.Stats().Released, "released: it comes back")
 }
 
-// TestRepairSkipHoleExactlyOnce: in ExactlyOnce mode the application
-// writes the cursors past what it handles; the skip, which no hand-out
-// carries yet, is written by the Core itself, and the group hands nothing
-// out until it is durable.
-func TestRepairSkipHoleExactlyOnce(t *testing.T) {
+// stuckOnHoleExactlyOnce returns an ExactlyOnce Core whose group g, stored
+// at 1/2, holds 1/3 and is stuck on the hole at 1/2 past GapTimeout.
+func stuckOnHoleExactlyOnce(t *testing.T) (*eh, *ehWorld, recvcore.Config) {
 	cfg := ehConfig()
 	cfg.Mode = recvcore.ExactlyOnce
 	h, w := newEH(t, cfg), newEHWorld()
@@ -142,6 +140,15 @@ func TestRepairSkipHoleExactlyOnce(t *testing.T) {
 	h.tick(cfg.GapTimeout + time.Second)
 	h.pump(w)
 	require.Len(t, h.c.Stats().Stuck, 1)
+	return h, w, cfg
+}
+
+// TestRepairSkipHoleExactlyOnce: in ExactlyOnce mode the application
+// writes the cursors past what it handles; the skip, which no hand-out
+// carries yet, is written by the Core itself, and the group hands nothing
+// out until it is durable.
+func TestRepairSkipHoleExactlyOnce(t *testing.T) {
+	h, w, _ := stuckOnHoleExactlyOnce(t)
 	tk, err := h.c.SkipHole(h.now, "g")
 	require.NoError(t, err)
 	h.ready()
@@ -443,14 +450,7 @@ func repairs(h *eh) map[string]func(string) (recvcore.Ticket, error) {
 // (the world model with permanent store errors, [liveness/eo-dead-letter],
 // -rapid.checks=3000 -rapid.seed=1, 2026-12-06).
 func TestRepairSkipHoleRefusedExactlyOnce(t *testing.T) {
-	cfg := ehConfig()
-	cfg.Mode = recvcore.ExactlyOnce
-	h, w := newEH(t, cfg), newEHWorld()
-	w.curs["g"] = seqstore.Cursor{Epoch: 1, Next: 2}
-	h.arrive(tagged("g", 1, 3))
-	h.pump(w)
-	h.tick(cfg.GapTimeout + time.Second)
-	h.pump(w)
+	h, w, cfg := stuckOnHoleExactlyOnce(t)
 	tk, err := h.c.SkipHole(h.now, "g")
 	require.NoError(t, err)
 	h.ready()
